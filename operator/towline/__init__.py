@@ -1,0 +1,1 @@
+"""Towline: a GitOps workflow engine that lives inside Kubernetes (the control plane)."""

@@ -1,0 +1,98 @@
+"""Shared pieces of the three resources: the model base, conditions, durations, names.
+
+Pure data and parsing: nothing here talks to the API server or reads a clock.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "towline.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
+"""Step, param and trigger ids: snake_case, so CEL reads `steps.load_accounts.output`."""
+
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""What Kubernetes accepts as an object name (Secrets, Workflows)."""
+
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"  # noqa: S105 - a key name pattern, not a secret
+
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$"
+"""Go-style durations as people write them in YAML: `90s`, `15m`, `24h`, `1h30m`, `7d`."""
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class TowlineModel(BaseModel):
+    """Base for every API model: camelCase on the wire, unknown fields rejected.
+
+    Rejecting unknown fields makes a typo (`timeoutSecond`) an error that names
+    the field instead of a setting that silently does nothing.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=False,
+        validate_assignment=False,
+    )
+
+    def to_wire(self) -> dict[str, object]:
+        """The JSON form written to the API server: aliases, no unset optionals."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `1h30m`-style durations; raises ValueError naming the accepted form."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(
+            f"{text!r} is not a duration; write a number and a unit (ms, s, m, h, d), e.g. 90s, 15m, 24h, 1h30m"
+        )
+    seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    return timedelta(seconds=seconds)
+
+
+def _check_duration(text: str) -> str:
+    parse_duration(text)
+    return text
+
+
+Duration = Annotated[str, AfterValidator(_check_duration), Field(pattern=DURATION_PATTERN, max_length=32)]
+Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=63)]
+ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(TowlineModel):
+    """A Kubernetes API convention condition, as kstatus, Flux and Argo CD read it."""
+
+    type: str = Field(max_length=316)
+    status: ConditionStatus
+    reason: str = Field(max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: datetime
+    observed_generation: int | None = Field(default=None, ge=0)
+
+
+class SecretKeyRef(TowlineModel):
+    """A reference to one key of a Secret in the same namespace; never the value."""
+
+    name: ObjectName
+    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)]
+
+
+class Approvers(TowlineModel):
+    """Who may decide an approval: any listed user, or any member of a listed group."""
+
+    users: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=50)
+    groups: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=50)

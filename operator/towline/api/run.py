@@ -1,0 +1,136 @@
+"""The WorkflowRun resource: one execution, and its auditable history in status.
+
+Like Tekton's `status.pipelineSpec`, the run's status keeps a snapshot of the
+workflow it executes (`status.workflowSpec`), taken once, so an edit of the
+Workflow never changes a run in flight. Credential values never appear here:
+only the names of the Secrets a step used.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from towline.api.common import Condition, Identifier, ObjectName, TowlineModel
+from towline.api.workflow import ErrorClass, Policy, Step
+
+RunPhase = Literal[
+    "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
+    "Succeeded", "Failed", "Cancelled",
+]
+TERMINAL_RUN_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled"]
+TERMINAL_STEP_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped", "Cancelled"})
+
+TriggerType = Literal["manual", "schedule", "webhook"]
+
+
+class WorkflowRef(TowlineModel):
+    name: ObjectName
+
+
+class TriggerInfo(TowlineModel):
+    """What started the run; readable from CEL as `trigger`."""
+
+    type: TriggerType = "manual"
+    name: str | None = Field(default=None, max_length=63)
+    scheduled_time: datetime | None = None
+    delivery_id: str | None = Field(default=None, max_length=256)
+    data: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+
+
+class WorkflowRunSpec(TowlineModel):
+    """What to run. Immutable after creation, except the `cancel` and `suspend` switches."""
+
+    workflow_ref: WorkflowRef
+    params: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    trigger: TriggerInfo = Field(default_factory=TriggerInfo)
+    requested_by: str | None = Field(
+        default=None, max_length=253,
+        description="Who asked for the run; checked against the request's user by admission policy.",
+    )
+    cancel: bool = False
+    suspend: bool = False
+
+
+class WorkflowSnapshot(TowlineModel):
+    """The parts of a Workflow a run executes, copied once when the run starts."""
+
+    generation: int = Field(ge=0)
+    steps: list[Step] = Field(max_length=1000)
+    finally_: list[Step] = Field(default_factory=list, alias="finally")
+    compensations: list[Step] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+
+
+class AttemptRecord(TowlineModel):
+    """One finished attempt of a step, kept compactly for the audit trail."""
+
+    attempt: int = Field(ge=1)
+    job_name: str | None = Field(default=None, max_length=63)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error_class: ErrorClass | None = None
+    message: str | None = Field(default=None, max_length=1024)
+
+
+class StepStatus(TowlineModel):
+    """Where one step stands; the current attempt inline, finished ones in `history`."""
+
+    id: Identifier
+    phase: StepPhase = "Pending"
+    attempt: int = Field(default=0, ge=0, description="Current attempt number; 0 before the first starts.")
+    attempt_group: int = Field(
+        default=0, ge=0,
+        description="Bumped when a person replays a step; part of the idempotency key.",
+    )
+    job_name: str | None = Field(default=None, max_length=63)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    retry_at: datetime | None = None
+    wake_at: datetime | None = None
+    error_class: ErrorClass | None = None
+    message: str | None = Field(default=None, max_length=2048)
+    output: Any = Field(default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    usage: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    idempotency_key: str | None = Field(default=None, max_length=128)
+    credentials_used: list[ObjectName] = Field(
+        default_factory=list, description="Names of Secrets mounted for this step; never their values."
+    )
+    approval_name: str | None = Field(default=None, max_length=253)
+    decided_by: str | None = Field(default=None, max_length=253)
+    history: list[AttemptRecord] = Field(default_factory=list, max_length=20)
+
+
+class WorkflowRunStatus(TowlineModel):
+    phase: RunPhase = "Pending"
+    observed_generation: int | None = None
+    workflow_spec: WorkflowSnapshot | None = None
+    params: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    wake_at: datetime | None = Field(default=None, description="When the operator must look again.")
+    current_step: str | None = Field(default=None, max_length=256)
+    message: str | None = Field(default=None, max_length=2048)
+    steps: list[StepStatus] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class WorkflowRun(TowlineModel):
+    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
+    kind: Literal["WorkflowRun"] = "WorkflowRun"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: WorkflowRunSpec
+    status: WorkflowRunStatus | None = None
+

@@ -1,0 +1,284 @@
+"""Find, or build once, the Kubernetes binaries the local control plane runs.
+
+Search order (first complete set wins):
+
+1. ``TOWLINE_K8S_BIN_DIR``: a directory the user names; every binary must be there.
+2. ``PATH``: used only when every binary is on it and ``kube-apiserver`` reports
+   the pinned version (a stray kubectl of another release is not enough).
+3. The cache outside the repository (``$TOWLINE_CACHE_DIR``, else
+   ``$XDG_CACHE_HOME/towline``, else ``~/.cache/towline``).
+4. Built into that cache from the Go module proxy, once.
+
+The build never touches the repository and never downloads prebuilt binaries:
+it compiles the pinned releases with the local Go toolchain.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from towline.devcluster.versions import ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kubectl")
+
+Progress = Callable[[str], None]
+
+
+class BinariesUnavailable(RuntimeError):
+    """No complete set of binaries could be found or built; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class BinarySet:
+    """Absolute paths of one complete, version-consistent set of binaries."""
+
+    directory_by_component: dict[str, Path]
+    origin: str
+
+    def path(self, component: str) -> Path:
+        return self.directory_by_component[component] / component
+
+
+def cache_root() -> Path:
+    """The cache directory outside the repository where builds are kept."""
+    explicit = os.environ.get("TOWLINE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "towline"
+
+
+def cached_bin_dir() -> Path:
+    """Where the binaries of the pinned versions live once built."""
+    key = f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_helm-{HELM_VERSION}"
+    return cache_root() / key / "bin"
+
+
+def _stderr_progress(message: str) -> None:
+    print(f"[towline dev] {message}", file=sys.stderr, flush=True)
+
+
+def find_binaries(*, build: bool = True, progress: Progress = _stderr_progress) -> BinarySet:
+    """Return a complete binary set, building the pinned versions if nothing else has them."""
+    explicit = os.environ.get("TOWLINE_K8S_BIN_DIR")
+    if explicit:
+        directory = Path(explicit)
+        missing = [c for c in COMPONENTS if not (directory / c).is_file()]
+        if missing:
+            raise BinariesUnavailable(
+                f"TOWLINE_K8S_BIN_DIR={directory} lacks {', '.join(missing)}; "
+                "put every one of " + ", ".join(COMPONENTS) + " there, or unset it to use the cache"
+            )
+        return BinarySet({c: directory for c in COMPONENTS}, origin=f"TOWLINE_K8S_BIN_DIR={directory}")
+
+    on_path = _complete_set_on_path()
+    if on_path is not None:
+        return on_path
+
+    cached = cached_bin_dir()
+    if all((cached / c).is_file() for c in COMPONENTS):
+        return BinarySet({c: cached for c in COMPONENTS}, origin=f"cache {cached}")
+    if not build:
+        raise BinariesUnavailable(f"the Kubernetes binaries are not built yet ({cached} is incomplete)")
+    build_binaries(progress=progress)
+    return BinarySet({c: cached for c in COMPONENTS}, origin=f"cache {cached} (just built)")
+
+
+def _complete_set_on_path() -> BinarySet | None:
+    found = {c: shutil.which(c) for c in COMPONENTS}
+    if not all(found.values()):
+        return None
+    apiserver = found["kube-apiserver"]
+    assert apiserver is not None
+    try:
+        reported = subprocess.run(
+            [apiserver, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if KUBERNETES_VERSION not in reported:
+        return None
+    return BinarySet({c: Path(p).parent for c, p in found.items() if p}, origin="PATH")
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """Serialise builds across processes (two pytest sessions, a test and `make dev`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_binaries(*, progress: Progress = _stderr_progress) -> Path:
+    """Compile the pinned releases into the cache. Idempotent; safe to run concurrently."""
+    target = cached_bin_dir()
+    with _exclusive_lock(target.parent / "build.lock"):
+        if all((target / c).is_file() for c in COMPONENTS):
+            return target
+        go = shutil.which("go")
+        if go is None:
+            raise BinariesUnavailable(
+                "the local control plane needs kube-apiserver, kube-controller-manager, etcd, "
+                "kubectl and helm; none were found and Go is not installed to build them. "
+                "Install Go 1.25 or newer, or set TOWLINE_K8S_BIN_DIR to a directory holding them."
+            )
+        progress(
+            f"First start: building Kubernetes {KUBERNETES_VERSION} (kube-apiserver, "
+            f"kube-controller-manager, kubectl), etcd {ETCD_VERSION} and helm {HELM_VERSION} "
+            f"from the Go module proxy into {target}. This happens once per machine and takes "
+            "roughly 20-40 minutes on 2 cores; later starts reuse the cache."
+        )
+        started = time.monotonic()
+        staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent))
+        work = target.parent / "src"
+        try:
+            _build_kubernetes(go, work / "kubernetes", staging, progress)
+            _build_etcd(go, work / "etcd", staging, progress)
+            _build_helm(go, staging, progress)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        progress(f"Built all binaries in {time.monotonic() - started:.0f} s into {target}")
+        return target
+
+
+def _go_env(**overrides: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false", GOTOOLCHAIN="local")
+    env.update(overrides)
+    return env
+
+
+def _run_go(
+    args: list[str], cwd: Path, progress: Progress, label: str, env: dict[str, str] | None = None
+) -> None:
+    """Run a go command, turning its package-by-package output into periodic progress lines."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        args, cwd=cwd, env=env or _go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert process.stdout is not None
+    tail: list[str] = []
+    count = 0
+    last_report = time.monotonic()
+    for line in process.stdout:
+        count += 1
+        tail = (tail + [line.rstrip()])[-40:]
+        if time.monotonic() - last_report > 30:
+            progress(f"{label}: {count} packages/modules processed so far…")
+            last_report = time.monotonic()
+    if process.wait() != 0:
+        raise BinariesUnavailable(f"{label} failed:\n" + "\n".join(tail))
+
+
+def _module_gomod(go: str, module: str, version: str, cwd: Path) -> str:
+    """Download a module and return its go.mod text (to read its staging replaces)."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd, env=_go_env(), capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise BinariesUnavailable(f"cannot download {module}@{version}: {result.stdout}{result.stderr}")
+    info = json.loads(result.stdout)
+    return Path(info["GoMod"]).read_text()
+
+
+def staging_replaces(kubernetes_gomod: str) -> list[str]:
+    """Names of the staging modules k8s.io/kubernetes replaces with local directories.
+
+    A wrapper module must pin each of them to its published v0.<minor>.<patch>
+    tag, because a dependency's own relative replaces are ignored by Go.
+    """
+    return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", kubernetes_gomod, re.M)))
+
+
+def _wrapper_gomod(module: str, requirement: str, replaces: dict[str, str]) -> str:
+    lines = [f"module {module}", "", "go 1.25.0", "", "godebug default=go1.25", "",
+             f"require {requirement}", ""]
+    if replaces:
+        lines.append("replace (")
+        lines += [f"\t{old} => {new}" for old, new in sorted(replaces.items())]
+        lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _kubernetes_ldflags() -> str:
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    flags = []
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+            f"-X {package}.buildDate={stamp}",
+        ]
+    return "-s -w " + " ".join(flags)
+
+
+def _build_kubernetes(go: str, work: Path, out: Path, progress: Progress) -> None:
+    progress(f"[1/3] Kubernetes {KUBERNETES_VERSION}: resolving modules")
+    gomod = _module_gomod(go, "k8s.io/kubernetes", KUBERNETES_VERSION, work)
+    staging_version = "v0." + KUBERNETES_VERSION.lstrip("v").split(".", 1)[1]
+    replaces = {name: f"{name} {staging_version}" for name in staging_replaces(gomod)}
+    (work / "go.mod").write_text(
+        _wrapper_gomod("towline.local/k8s-binaries", f"k8s.io/kubernetes {KUBERNETES_VERSION}", replaces)
+    )
+    (work / "go.sum").touch()
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS]
+    # An explicit @version on every package: a bare `go get` would upgrade to the newest release.
+    pinned = [f"{package}@{KUBERNETES_VERSION}" for package in packages]
+    _run_go([go, "get", *pinned], work, progress, "resolving Kubernetes dependencies")
+    progress("[1/3] compiling kube-apiserver, kube-controller-manager and kubectl (the long part)")
+    _run_go(
+        [go, "build", "-v", "-trimpath", "-ldflags", _kubernetes_ldflags(), "-o", str(out) + "/", *packages],
+        work, progress, "compiling Kubernetes",
+    )
+
+
+def _build_etcd(go: str, work: Path, out: Path, progress: Progress) -> None:
+    progress(f"[2/3] etcd {ETCD_VERSION}")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "go.mod").write_text(
+        _wrapper_gomod("towline.local/etcd-binary", f"go.etcd.io/etcd/server/v3 {ETCD_VERSION}", {})
+    )
+    (work / "go.sum").touch()
+    _run_go([go, "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], work, progress, "resolving etcd dependencies")
+    ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=release-{ETCD_VERSION}"
+    _run_go(
+        [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
+        work, progress, "compiling etcd",
+    )
+
+
+def _build_helm(go: str, out: Path, progress: Progress) -> None:
+    progress(f"[3/3] helm {HELM_VERSION}")
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    # `go install module@version` builds outside any module, so no -mod flag.
+    _run_go(
+        [go, "install", "-v", "-trimpath", "-ldflags", ldflags, f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
+        out, progress, "compiling helm", env=_go_env(GOBIN=str(out), GOFLAGS="-buildvcs=false"),
+    )

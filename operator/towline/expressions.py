@@ -1,0 +1,156 @@
+"""CEL for `when` conditions and `${{ ... }}` input bindings. Never `eval`.
+
+One expression language for everything a workflow computes, evaluated over
+`params`, `steps.<id>.output`, `trigger` and `run`. Programs are compiled once
+per distinct source text (an LRU cache), so a workflow generation's
+expressions compile once, not on every evaluation.
+
+Pure: no I/O, no clock. Errors a user can cause come back as
+`ExpressionError` with a message meant for a person.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+import cel
+
+TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+"""A `${{ expression }}` binding inside a string."""
+
+_STRING_LITERAL = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*\"""", re.S)
+_STEP_REFERENCE = re.compile(r"\bsteps\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|\bsteps\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
+
+ROOT_VARIABLES = frozenset({"params", "steps", "trigger", "run"})
+
+
+class ExpressionError(ValueError):
+    """A CEL expression that does not compile or cannot be evaluated; the message says why."""
+
+
+@lru_cache(maxsize=4096)
+def compile_expression(source: str) -> Any:
+    """Compile once per distinct source; raises ExpressionError with CEL's positioned message."""
+    try:
+        return cel.compile(source)
+    except ValueError as error:
+        raise ExpressionError(str(error)) from None
+
+
+def syntax_error(source: str) -> str | None:
+    """The compile error of `source`, or None when it compiles."""
+    try:
+        compile_expression(source)
+    except ExpressionError as error:
+        return str(error)
+    return None
+
+
+def unknown_variables(source: str) -> set[str]:
+    """Top-level names the expression reads that are not one of params/steps/trigger/run.
+
+    Macro variables (`x` in `list.exists(x, ...)`) are reported by the library
+    too; callers decide whether a name is a macro variable (see `referenced_steps`).
+    """
+    program = compile_expression(source)
+    names: list[str] = program.references()["variables"]
+    macro_vars = set(re.findall(r"\.\s*(?:all|exists|exists_one|filter|map)\s*\(\s*([A-Za-z_]\w*)\s*,", source))
+    return {n for n in names if n not in ROOT_VARIABLES and n not in macro_vars}
+
+
+def referenced_steps(source: str) -> set[str]:
+    """Ids of steps an expression reads through `steps.<id>` or `steps['<id>']`.
+
+    CEL's static analysis reports only the root variable, so the step ids are
+    read from the source text with string literals blanked out first.
+    """
+    code = _STRING_LITERAL.sub("''", source)
+    found = set()
+    for dotted, indexed in _STEP_REFERENCE.findall(code):
+        found.add(dotted or indexed)
+    # steps['id'] lives inside a literal we blanked; read those from the original text.
+    for match in re.finditer(r"\bsteps\s*\[\s*['\"]([^'\"]+)['\"]\s*\]", source):
+        found.add(match.group(1))
+    found.discard("")
+    return found
+
+
+def template_expressions(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every `${{ }}` expression inside a nested value, with the field path it sits at."""
+    if isinstance(value, str):
+        for match in TEMPLATE.finditer(value):
+            yield path, match.group(1).strip()
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from template_expressions(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from template_expressions(item, f"{path}[{index}]")
+
+
+def evaluate(source: str, context: Mapping[str, Any]) -> Any:
+    """Evaluate one CEL expression over `context`; missing fields are a clear error."""
+    program = compile_expression(source)
+    try:
+        return _plain(program.execute(dict(context)))
+    except KeyError as error:
+        raise ExpressionError(f"{source!r}: no such field or key {error.args[0]!r}") from None
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError, RuntimeError) as error:
+        raise ExpressionError(f"{source!r}: {error}") from None
+
+
+def evaluate_condition(source: str, context: Mapping[str, Any]) -> bool:
+    """A `when` condition must yield a boolean; anything else is the author's error."""
+    result = evaluate(source, context)
+    if not isinstance(result, bool):
+        raise ExpressionError(f"{source!r} must evaluate to true or false, got {type(result).__name__}")
+    return result
+
+
+def render(value: Any, context: Mapping[str, Any]) -> Any:
+    """Resolve `${{ }}` bindings in a nested value.
+
+    A string that is exactly one binding takes the expression's own type (so
+    `json: "${{ steps.a.output.items }}"` passes a list); a binding inside a
+    longer string is interpolated as text.
+    """
+    if isinstance(value, str):
+        whole = TEMPLATE.fullmatch(value.strip())
+        if whole is not None:
+            return evaluate(whole.group(1).strip(), context)
+        return TEMPLATE.sub(lambda m: _as_text(evaluate(m.group(1).strip(), context)), value)
+    if isinstance(value, Mapping):
+        return {key: render(item, context) for key, item in value.items()}
+    if isinstance(value, list):
+        return [render(item, context) for item in value]
+    return value
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """Turn CEL results into JSON-ready Python values (timestamps and durations as text)."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.timedelta):
+        return f"{value.total_seconds():g}s"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
