@@ -1,0 +1,48 @@
+# Towline: `make dev` runs it locally, `make test` checks everything.
+PYTHON ?= python3
+PKG_DIRS := operator connectors
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help install dev test lint typecheck imports crds crds-check unit integration bench clean
+
+help:
+	@echo "make dev    - local control plane + operator + examples (Ctrl-C stops it)"
+	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
+	@echo "make bench  - benchmarks (print figures; never part of make test)"
+	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
+
+install:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+
+lint:
+	$(PYTHON) -m ruff check $(PKG_DIRS) tests
+
+typecheck:
+	$(PYTHON) -m mypy
+
+imports:
+	lint-imports
+
+crds:
+	$(PYTHON) -m towline.api.crdgen --out crds
+
+crds-check:
+	$(PYTHON) -m towline.api.crdgen --check crds
+
+unit:
+	$(PYTHON) -m pytest tests/unit -q
+
+integration:
+	$(PYTHON) -m pytest tests/integration -q
+
+test: install lint typecheck imports crds-check
+	$(PYTHON) -m pytest tests -q
+
+bench: install
+	$(PYTHON) -m tests.bench
+
+dev: install
+	$(PYTHON) -m towline.cli dev
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
