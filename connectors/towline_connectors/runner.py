@@ -1,0 +1,353 @@
+"""The step runner: the container command of every step Job (`python -m towline_connectors.runner`).
+
+Contract (read from the environment):
+  TOWLINE_ACTION            action name, e.g. `http.request`
+  TOWLINE_INPUT             JSON object: the step's `with:`, bindings already resolved
+  TOWLINE_CREDENTIALS_DIR   Secret volumes, one `<alias>/<key>` file per key
+                            (default /var/run/towline/credentials)
+  TOWLINE_IDEMPOTENCY_KEY   sent to providers on mutating calls
+  TOWLINE_DEADLINE_SECONDS  time budget; the action gets it minus a safety margin
+  TOWLINE_NETWORK           optional JSON {"allowHosts": [...], "allowPrivateCidrs": [...]}
+  TOWLINE_RESULT_PATH       where the result goes (default /dev/termination-log)
+
+It writes exactly one JSON document to the result path — `ok`, `output`,
+`errorClass`, `message`, `retryable`, `retryAfterSeconds`, `usage` — of at most
+RESULT_LIMIT_BYTES, and exits 0 (ok), 75 (retryable), 1 (permanent) or 2
+(validation / usage). Log lines go to stderr.
+
+Every credential file is read and registered with the redactor before anything
+else runs. This module must never emit a credential value: not on stdout or
+stderr, not in a traceback, not in the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import ssl
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from towline_connectors.context import ActionContext, default_ssl_context, load_credentials, read_secret_files
+from towline_connectors.errors import ActionError, ErrorClass
+from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
+from towline_connectors.redact import RedactingStream, Redactor, TextSink
+from towline_connectors.registry import ACTIONS, format_validation_errors
+from towline_connectors.result import (
+    EXIT_OK,
+    EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    RESULT_LIMIT_BYTES,
+    StepResult,
+    render_result,
+)
+from towline_connectors.runtime import Deadline
+from towline_connectors.spec import ActionResult, ActionSpec
+from towline_connectors.transport import Connector
+
+DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
+DEFAULT_RESULT_PATH = "/dev/termination-log"
+DEFAULT_DEADLINE_SECONDS = 300.0
+_LOGGER_NAME = "towline_connectors"
+
+__all__ = [
+    "DEFAULT_CREDENTIALS_DIR",
+    "DEFAULT_DEADLINE_SECONDS",
+    "DEFAULT_RESULT_PATH",
+    "EXIT_OK",
+    "EXIT_PERMANENT",
+    "EXIT_RETRYABLE",
+    "EXIT_USAGE",
+    "RESULT_LIMIT_BYTES",
+    "RunnerSeams",
+    "StepResult",
+    "main",
+    "read_config",
+    "render_result",
+    "run_step",
+]
+
+
+@dataclass(frozen=True)
+class RunnerSeams:
+    """What tests replace: DNS, the socket layer, trusted CAs, the action table, the clock."""
+
+    resolver: Resolver = system_resolver
+    connector: Connector | None = None
+    ssl_context: ssl.SSLContext | None = None
+    actions: Mapping[str, ActionSpec] = field(default_factory=lambda: ACTIONS)
+    clock: Callable[[], float] = time.time
+    handle_sigterm: bool = False
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    spec: ActionSpec
+    inputs: dict[str, Any]
+    idempotency_key: str | None
+    deadline_seconds: float
+    network: NetworkRules
+
+
+def _usage_error(message: str) -> ActionError:
+    return ActionError(ErrorClass.VALIDATION, message)
+
+
+def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -> StepConfig:
+    """The step's settings from the environment; a bad one is a validation error naming it."""
+    name = environ.get("TOWLINE_ACTION", "").strip()
+    if not name:
+        raise _usage_error("TOWLINE_ACTION is not set; it names the action to run, e.g. http.request")
+    spec = actions.get(name)
+    if spec is None:
+        raise _usage_error(f"action {name!r} does not exist; use one of: {', '.join(sorted(actions))}")
+    try:
+        inputs = json.loads(environ.get("TOWLINE_INPUT") or "{}")
+    except ValueError as exc:
+        raise _usage_error(f"TOWLINE_INPUT is not valid JSON ({exc})") from None
+    if not isinstance(inputs, dict):
+        raise _usage_error("TOWLINE_INPUT must be a JSON object (the step's `with:`)")
+    raw_deadline = environ.get("TOWLINE_DEADLINE_SECONDS") or str(DEFAULT_DEADLINE_SECONDS)
+    try:
+        deadline = float(raw_deadline)
+    except ValueError:
+        deadline = -1.0
+    if not deadline > 0:
+        raise _usage_error(f"TOWLINE_DEADLINE_SECONDS must be a positive number of seconds, not {raw_deadline!r}")
+    try:
+        network = NetworkRules.from_json(environ.get("TOWLINE_NETWORK"))
+    except ValueError as exc:
+        raise _usage_error(f"TOWLINE_NETWORK: {exc}") from None
+    key = environ.get("TOWLINE_IDEMPOTENCY_KEY") or None
+    return StepConfig(spec, inputs, key, deadline, network)
+
+
+def action_budget(deadline_seconds: float) -> float:
+    """The action's share of the deadline: a margin is kept to write the result and exit."""
+    margin = min(5.0, deadline_seconds * 0.1)
+    return max(0.1, deadline_seconds - margin)
+
+
+class _DeadlineExceededError(Exception):
+    pass
+
+
+class _Termination:
+    """Turns the kubelet's SIGTERM (activeDeadlineSeconds, deletion) into a cancelled action.
+
+    The signal may arrive before the event loop starts, so it is remembered;
+    while the action runs it cancels the action's task, and a result is still
+    written before the process exits.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._target: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, _signum: int, _frame: object) -> None:
+        self.requested = True
+        if self._target is not None:
+            loop, task = self._target
+            loop.call_soon_threadsafe(task.cancel)
+
+    @contextlib.contextmanager
+    def watching(self, task: asyncio.Task[Any] | None) -> Iterator[None]:
+        if task is not None:
+            self._target = (asyncio.get_running_loop(), task)
+        try:
+            if self.requested:
+                raise asyncio.CancelledError
+            yield
+        finally:
+            self._target = None
+
+
+_TERMINATION = _Termination()
+
+
+async def _run_with_deadline(
+    spec: ActionSpec, model: BaseModel, ctx: ActionContext, budget: float, handle_sigterm: bool
+) -> ActionResult:
+    watch = _TERMINATION.watching(asyncio.current_task()) if handle_sigterm else contextlib.nullcontext()
+    try:
+        with watch:
+            async with asyncio.timeout(budget) as scope:
+                return await spec.run(model, ctx)
+    except TimeoutError:
+        if scope.expired():
+            raise _DeadlineExceededError from None
+        raise
+
+
+def _interrupted(config: StepConfig, ctx: ActionContext, why: str) -> StepResult:
+    if config.spec.is_mutating(config.inputs) and ctx.side_effects.sent:
+        return StepResult.failure(
+            ActionError(
+                ErrorClass.UNKNOWN_SIDE_EFFECT,
+                f"{why} after the request was sent; it may have taken effect, so check before replaying it",
+            )
+        )
+    return StepResult.failure(ActionError(ErrorClass.TIMEOUT, f"{why}; raise the step's timeout if it needs longer"))
+
+
+def _output_json(result: ActionResult) -> Any:
+    if isinstance(result.output, BaseModel):
+        return result.output.model_dump(mode="json", by_alias=True)
+    return json.loads(json.dumps(result.output, default=str))
+
+
+def execute(config: StepConfig, ctx: ActionContext, seams: RunnerSeams) -> StepResult:
+    """Validate the inputs and run the action within its budget; never raises."""
+    spec = config.spec
+    log = ctx.log
+    try:
+        model = spec.input_model.model_validate(config.inputs)
+    except ValidationError as exc:
+        problems = format_validation_errors(exc.errors(), spec.input_model)
+        return StepResult.failure(ActionError(ErrorClass.VALIDATION, "; ".join(problems)))
+    budget = action_budget(config.deadline_seconds)
+    log.info("running %s (budget %.1fs of a %.1fs deadline)", spec.name, budget, config.deadline_seconds)
+    try:
+        outcome = asyncio.run(_run_with_deadline(spec, model, ctx, budget, seams.handle_sigterm))
+        output = _output_json(outcome)
+    except _DeadlineExceededError:
+        return _interrupted(config, ctx, f"{spec.name} hit the step deadline ({budget:.1f}s)")
+    except asyncio.CancelledError:
+        return _interrupted(config, ctx, f"{spec.name} was terminated")
+    except ActionError as exc:
+        return StepResult.failure(exc)
+    except Exception as exc:
+        log.error("%s failed unexpectedly:\n%s", spec.name, "".join(traceback.format_exception(exc)).rstrip())
+        error_class = (
+            ErrorClass.UNKNOWN_SIDE_EFFECT
+            if spec.is_mutating(config.inputs) and ctx.side_effects.sent
+            else ErrorClass.PERMANENT
+        )
+        return StepResult.failure(
+            ActionError(error_class, f"internal error in {spec.name}: {type(exc).__name__}: {exc}")
+        )
+    return StepResult(ok=True, output=output, usage=outcome.usage)
+
+
+@contextlib.contextmanager
+def _logging_to(stream: TextSink) -> Iterator[logging.Logger]:
+    """Send connector log lines to `stream` (already redacting) for the duration of a step."""
+    logger = logging.getLogger(_LOGGER_NAME)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger
+    finally:
+        handler.flush()
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
+def run_step(
+    environ: Mapping[str, str],
+    *,
+    redactor: Redactor,
+    log: TextSink,
+    seams: RunnerSeams | None = None,
+) -> StepResult:
+    """Run one step as the environment describes and write its result document."""
+    seams = seams or RunnerSeams()
+    credentials_dir = Path(environ.get("TOWLINE_CREDENTIALS_DIR") or DEFAULT_CREDENTIALS_DIR)
+    for value in read_secret_files(credentials_dir):
+        redactor.add(value)
+    result_path = Path(environ.get("TOWLINE_RESULT_PATH") or DEFAULT_RESULT_PATH)
+    stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
+    shrink_hint = "return less data from this step"
+    with _logging_to(stream) as logger:
+        try:
+            config = read_config(environ, seams.actions)
+        except ActionError as exc:
+            result = StepResult.failure(exc)
+        else:
+            shrink_hint = config.spec.shrink_hint
+            result = _prepare_and_execute(config, credentials_dir, redactor, logger, seams)
+        result, text = render_result(result, redactor, shrink_hint)
+        _write_result(result_path, text, logger)
+        if result.ok:
+            logger.info("step succeeded")
+        else:
+            logger.info("step failed: %s: %s", result.error_class, redactor.redact(result.message or ""))
+    stream.flush()
+    return result
+
+
+def _prepare_and_execute(
+    config: StepConfig,
+    credentials_dir: Path,
+    redactor: Redactor,
+    logger: logging.Logger,
+    seams: RunnerSeams,
+) -> StepResult:
+    key = config.idempotency_key
+    if key is None:
+        key = f"towline-{uuid.uuid4().hex}"
+    if config.idempotency_key is None and config.spec.is_mutating(config.inputs):
+        logger.warning("TOWLINE_IDEMPOTENCY_KEY is not set; using a one-off key, so a retry is not deduplicated")
+    try:
+        ctx = ActionContext(
+            credentials=load_credentials(credentials_dir),
+            redactor=redactor,
+            guard=NetGuard(config.network, seams.resolver),
+            idempotency_key=key,
+            deadline=Deadline.after(action_budget(config.deadline_seconds)),
+            ssl_context=seams.ssl_context or default_ssl_context(),
+            connector=seams.connector,
+            clock=seams.clock,
+            log=logger,
+        )
+    except (OSError, ssl.SSLError) as exc:
+        logger.error("could not prepare the step: %s", exc)
+        return StepResult.failure(ActionError(ErrorClass.TRANSIENT, f"could not prepare the step: {exc}"))
+    return execute(config, ctx, seams)
+
+
+def _write_result(path: Path, text: str, logger: logging.Logger) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        logger.error("could not write the result to %s: %s", path, exc)
+
+
+def main() -> int:
+    """Entry point: wrap stdout/stderr in the redactor first, then run the step."""
+    redactor = Redactor()
+    stdout = RedactingStream(sys.stdout, redactor)
+    stderr = RedactingStream(sys.stderr, redactor)
+    sys.stdout, sys.stderr = stdout, stderr
+    logging.basicConfig(stream=stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _TERMINATION.install()
+    try:
+        return run_step(os.environ, redactor=redactor, log=stderr, seams=RunnerSeams(handle_sigterm=True)).exit_code
+    finally:
+        stdout.flush()
+        stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

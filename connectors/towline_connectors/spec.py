@@ -1,0 +1,147 @@
+"""What an action declares about itself: the metadata the operator reads.
+
+The operator validates workflows and writes NetworkPolicies from these
+declarations without running anything, so every question here (does it
+mutate? where does it connect?) is answered from the step's inputs alone.
+This module must never touch the network or read credentials.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from towline_connectors.context import ActionContext
+from towline_connectors.models import TEMPLATE_MARKER
+
+# How an action avoids doing a side effect twice when it is replayed.
+IDEMPOTENCY_KEY_HEADER = "key-header"  # sends the step's key (Idempotency-Key, webhook-id)
+IDEMPOTENCY_NATURAL = "natural"  # replaying it has no further effect
+IDEMPOTENCY_NONE = "none"  # a replay may repeat the effect
+
+
+def is_template(value: object) -> bool:
+    """An unresolved `${{ ... }}` binding: valid for any field until the operator resolves it."""
+    return isinstance(value, str) and TEMPLATE_MARKER in value
+
+
+@dataclass(frozen=True)
+class CredentialRequirement:
+    """The kind of Secret an action expects and the keys it reads by default."""
+
+    type: str
+    required_keys: tuple[str, ...]
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class RetryDefaults:
+    """The retry policy a step gets when it does not set its own."""
+
+    limit: int
+    backoff: Literal["exponential", "fixed"]
+    base_delay_seconds: float
+    max_delay_seconds: float
+    retry_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where an action connects; `host=None` means only known at run time."""
+
+    host: str | None
+    port: int
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What a successful action returns: its output and, for metered APIs, usage."""
+
+    output: BaseModel | Any
+    usage: dict[str, Any] | None = None
+
+
+Inputs = Mapping[str, Any]
+RunFunction = Callable[[Any, ActionContext], Awaitable[ActionResult]]
+
+
+def no_destinations(_inputs: Inputs) -> list[Destination]:
+    return []
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action: schemas, behaviour declarations and the function that runs it."""
+
+    name: str
+    summary: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    run: RunFunction
+    credential: CredentialRequirement | None
+    mutating: bool
+    idempotency: str
+    default_retry: RetryDefaults
+    rate_limit_hint: str | None = None
+    # Told to a user whose output exceeded the termination-message limit.
+    shrink_hint: str = "return less data from this step"
+    mutating_for: Callable[[Inputs], bool] | None = None
+    destinations_for: Callable[[Inputs], list[Destination]] = field(default=no_destinations)
+    credential_refs_for: Callable[[Inputs], list[tuple[str, str]]] | None = None
+
+    def is_mutating(self, inputs: Inputs) -> bool:
+        """Whether running with these inputs changes something outside the pod."""
+        return self.mutating_for(inputs) if self.mutating_for is not None else self.mutating
+
+    def destinations(self, inputs: Inputs) -> list[Destination]:
+        """Hosts and ports this step will connect to, derived without network access."""
+        return self.destinations_for(inputs)
+
+    def credential_refs(self, inputs: Inputs) -> list[tuple[str, str]]:
+        """(alias, key) pairs these inputs read, defaults included."""
+        if self.credential_refs_for is not None:
+            return self.credential_refs_for(inputs)
+        return find_credential_refs(inputs)
+
+
+def find_credential_refs(value: Any) -> list[tuple[str, str]]:
+    """Every `{credential: alias, key|usernameKey|passwordKey: ...}` in literal inputs."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        alias = value.get("credential")
+        if isinstance(alias, str):
+            if isinstance(value.get("key"), str):
+                found.append((alias, value["key"]))
+            if "key" not in value:
+                found.append((alias, str(value.get("usernameKey", "username"))))
+                found.append((alias, str(value.get("passwordKey", "password"))))
+        for item in value.values():
+            found.extend(find_credential_refs(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(find_credential_refs(item))
+    return found
+
+
+def url_destination(url: object) -> list[Destination]:
+    """The host and port of a literal URL; unknown parts of a templated one become None.
+
+    A templated authority could be anything, so both web ports are declared.
+    """
+    if not isinstance(url, str):
+        return [Destination(None, 443), Destination(None, 80)]
+    scheme, _, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    scheme_port = {"https": 443, "http": 80}.get(scheme.lower())
+    if is_template(scheme) or scheme_port is None or is_template(authority):
+        return [Destination(None, 443), Destination(None, 80)]
+    parsed = urllib.parse.urlsplit(f"{scheme}://{authority}")
+    try:
+        port = parsed.port or scheme_port
+    except ValueError:
+        return [Destination(parsed.hostname, scheme_port)]
+    return [Destination(parsed.hostname, port)]

@@ -1,0 +1,194 @@
+"""`webhook.send`: a signed outbound webhook per the Standard Webhooks spec.
+
+Headers `webhook-id` (the step's idempotency key, stable across retries so the
+receiver can dedupe), `webhook-timestamp` and `webhook-signature` (`v1,` HMAC-SHA256
+for `whsec_` secrets, `v1a,` ed25519 for `whsk_` keys; several space-separated
+secrets sign with each, for rotation). This module must never include the
+signing secret, or anything derived from it other than the signature, in output.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import hashlib
+import hmac
+import json
+import re
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import Field, field_validator
+
+from towline_connectors.context import ActionContext
+from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
+from towline_connectors.httpcall import HttpCall, send
+from towline_connectors.models import CredentialRef, HttpUrlText, InputModel, OutputModel
+from towline_connectors.spec import (
+    IDEMPOTENCY_KEY_HEADER,
+    ActionResult,
+    ActionSpec,
+    CredentialRequirement,
+    Destination,
+    Inputs,
+    RetryDefaults,
+    url_destination,
+)
+
+# The spec forbids `.` in the id (it delimits the signed content); keep ids
+# printable and short, and hash anything else deterministically.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_:-]{1,128}$")
+DEFAULT_SECRET = CredentialRef(credential="webhook", key="signing-secret")
+_RUNNER_HEADERS = frozenset(
+    {
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "content-type",
+        "idempotency-key",
+        "host",
+        "content-length",
+    }
+)
+
+
+class WebhookInput(InputModel):
+    """`with:` of webhook.send."""
+
+    url: HttpUrlText = Field(description="The receiver's endpoint (https recommended).")
+    payload: Any = Field(description="JSON payload; sent minified, exactly as signed.")
+    type: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$",
+        description="Event type; when set the body is the spec's envelope {type, timestamp, data: payload}.",
+    )
+    secret: CredentialRef = Field(default=DEFAULT_SECRET, description="whsec_/whsk_ signing secret(s).")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra headers; not the signed ones.")
+    timeout_seconds: float = Field(default=30.0, gt=0, le=300)
+
+    @field_validator("headers")
+    @classmethod
+    def _signed_headers_are_ours(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name in headers:
+            if name.lower() in _RUNNER_HEADERS:
+                raise ValueError(f"header {name!r} is set by webhook.send; remove it")
+        return headers
+
+    max_response_bytes: int = Field(default=64 * 1024, gt=0, le=1024 * 1024)
+
+
+class WebhookOutput(OutputModel):
+    status: int
+    webhook_id: str
+    timestamp: int
+
+
+def webhook_id_for(idempotency_key: str) -> str:
+    """The key itself when the spec allows it as an id, else a stable hash of it."""
+    if _SAFE_ID.match(idempotency_key):
+        return idempotency_key
+    return "msg_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+
+
+def sign(secrets: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header value: one signature per secret, space-separated."""
+    to_sign = f"{msg_id}.{timestamp}.".encode() + body
+    signatures = []
+    for secret in secrets.split():
+        try:
+            if secret.startswith("whsk_"):
+                key = Ed25519PrivateKey.from_private_bytes(_b64decode(secret.removeprefix("whsk_")))
+                signatures.append("v1a," + base64.b64encode(key.sign(to_sign)).decode())
+            elif secret.startswith("whpk_"):
+                raise ValueError("a whpk_ public key cannot sign")
+            else:
+                key_bytes = _b64decode(secret.removeprefix("whsec_"))
+                digest = hmac.new(key_bytes, to_sign, hashlib.sha256).digest()
+                signatures.append("v1," + base64.b64encode(digest).decode())
+        except (ValueError, binascii.Error):
+            raise ActionError(
+                ErrorClass.AUTH,
+                "the signing secret is not a Standard Webhooks secret (whsec_<base64> or whsk_<base64 ed25519 seed>); "
+                "fix the Secret",
+            ) from None
+    if not signatures:
+        raise ActionError(ErrorClass.AUTH, "the signing secret is empty; fix the Secret")
+    return " ".join(signatures)
+
+
+async def run_webhook(inputs: WebhookInput, ctx: ActionContext) -> ActionResult:
+    msg_id = webhook_id_for(ctx.idempotency_key)
+    timestamp = int(ctx.clock())
+    if inputs.type is None:
+        document: Any = inputs.payload
+    else:
+        document = {"type": inputs.type, "timestamp": _iso_utc(timestamp), "data": inputs.payload}
+    body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = {
+        **inputs.headers,
+        "Content-Type": "application/json",
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(ctx.secret(inputs.secret), msg_id, timestamp, body),
+        "Idempotency-Key": ctx.idempotency_key,
+    }
+    reply = await send(
+        ctx,
+        HttpCall(
+            method="POST",
+            url=inputs.url,
+            headers=headers,
+            content=body,
+            mutating=True,
+            timeout_seconds=inputs.timeout_seconds,
+            follow_redirects=False,
+            max_response_bytes=inputs.max_response_bytes,
+        ),
+    )
+    # Standard Webhooks: a redirect is a failure (update the URL) and 410 means
+    # the receiver wants no more deliveries.
+    if 300 <= reply.status < 400:
+        raise ActionError(
+            ErrorClass.PERMANENT,
+            f"{reply.what} answered HTTP {reply.status} (a redirect); webhooks do not follow redirects, update the URL",
+        )
+    if reply.status == 410:
+        raise ActionError(ErrorClass.PERMANENT, f"{reply.what} answered 410 Gone: the receiver wants no more webhooks")
+    error = classify_http_status(reply.status, reply.headers, now=ctx.clock(), what=reply.what)
+    if error is not None:
+        raise error
+    return ActionResult(output=WebhookOutput(status=reply.status, webhook_id=msg_id, timestamp=timestamp))
+
+
+def _iso_utc(timestamp: int) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def webhook_destinations(inputs: Inputs) -> list[Destination]:
+    return url_destination(inputs.get("url"))
+
+
+SPEC = ActionSpec(
+    name="webhook.send",
+    summary="Send a signed webhook (Standard Webhooks: webhook-id/-timestamp/-signature)",
+    input_model=WebhookInput,
+    output_model=WebhookOutput,
+    run=run_webhook,
+    credential=CredentialRequirement(type="standard-webhooks-secret", required_keys=("signing-secret",)),
+    mutating=True,
+    idempotency=IDEMPOTENCY_KEY_HEADER,
+    default_retry=RetryDefaults(
+        limit=8,
+        backoff="exponential",
+        base_delay_seconds=5.0,
+        max_delay_seconds=3600.0,
+        retry_on=("transient", "rate_limit", "timeout"),
+    ),
+    rate_limit_hint="receiver-specific; 429/502/504 and Retry-After are honoured",
+    destinations_for=webhook_destinations,
+)
