@@ -12,21 +12,71 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from towline.api.common import Approvers, Condition, Identifier, ObjectName, TowlineModel
+from towline.api.common import (
+    Approvers,
+    Condition,
+    Identifier,
+    ObjectName,
+    TowlineModel,
+    cel_rule,
+    cel_rules,
+    immutable,
+    list_map,
+    unchanged,
+)
 
 Decision = Literal["Approved", "Rejected"]
 ApprovalPhase = Literal["Pending", "Approved", "Rejected", "Expired", "Cancelled"]
 
 
+_SET_BY_OPERATOR = "the operator sets it when the run reaches the gate"
+_FINAL = "a decision is final; start a new run to decide again"
+
+
 class ApprovalSpec(TowlineModel):
+    """The gate (set by the operator, immutable) and the decision (set once by an approver, then final)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            *(
+                immutable(field, _SET_BY_OPERATOR)
+                for field in (
+                    "runName", "workflowName", "step", "message", "preview",
+                    "approvers", "fourEyes", "requestedBy", "expiresAt",
+                )
+            ),
+            cel_rule(
+                "!has(oldSelf.decision) || (has(self.decision) && self.decision == oldSelf.decision)",
+                f"spec.decision cannot change once set; {_FINAL}",
+                field_path=".decision",
+            ),
+            cel_rule(
+                "!has(oldSelf.decidedBy) || (has(self.decidedBy) && self.decidedBy == oldSelf.decidedBy)",
+                f"spec.decidedBy cannot change once set; {_FINAL}",
+                field_path=".decidedBy",
+            ),
+            cel_rule(
+                f"!has(oldSelf.decision) || ({unchanged('reason')})",
+                f"spec.reason cannot change after the decision; {_FINAL}",
+                field_path=".reason",
+            ),
+            cel_rule(
+                "!has(self.decision) || has(self.decidedBy)",
+                "set spec.decidedBy to your Kubernetes user name together with spec.decision, "
+                """e.g. -p '{"spec":{"decision":"Approved","decidedBy":"bob"}}'""",
+                field_path=".decidedBy",
+            ),
+        )
+    )
+
     run_name: ObjectName
     workflow_name: ObjectName
     step: Identifier
     message: str = Field(default="", max_length=4096)
     preview: dict[str, Any] = Field(
-        default_factory=dict,
+        default_factory=dict, max_length=64,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="What the next step will do, with credential references only.",
     )
@@ -34,18 +84,22 @@ class ApprovalSpec(TowlineModel):
     four_eyes: bool = False
     requested_by: str | None = Field(default=None, max_length=253)
     expires_at: datetime
-    decision: Decision | None = None
-    decided_by: str | None = Field(default=None, max_length=253)
-    reason: str | None = Field(default=None, max_length=1024)
+    decision: Decision | None = Field(default=None, description="Approved or Rejected; final once set.")
+    decided_by: str | None = Field(
+        default=None, max_length=253, description="Your Kubernetes user name; admission policy checks it."
+    )
+    reason: str | None = Field(default=None, max_length=1024, description="Why, in a sentence; kept for the audit.")
 
 
 class ApprovalStatus(TowlineModel):
     phase: ApprovalPhase = "Pending"
     decided_at: datetime | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
 
 
 class Approval(TowlineModel):
+    """A human decision at a run's approval gate, recorded truthfully and final once made."""
+
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Approval"] = "Approval"
     metadata: dict[str, Any] = Field(default_factory=dict)

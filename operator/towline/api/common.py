@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 GROUP = "towline.dev"
 VERSION = "v1alpha1"
@@ -66,9 +67,80 @@ def _check_duration(text: str) -> str:
     return text
 
 
-Duration = Annotated[str, AfterValidator(_check_duration), Field(pattern=DURATION_PATTERN, max_length=32)]
+# Field before AfterValidator: the other order drops `pattern` from the JSON schema (and so the CRD).
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=32), AfterValidator(_check_duration)]
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=63)]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+
+REFERENCE_ADVICE = (
+    "put the value in a Secret and reference it by name: "
+    "kubectl create secret generic crm-api --from-literal=token=..."
+)
+
+
+REFERENCE_NAME_CHARACTERS = "^[a-z0-9.-]+$"
+"""What the API server checks of a Secret reference: a full DNS regex over every credential of
+1000 steps exceeds the CEL cost budget, and the character set alone catches pasted tokens.
+The operator checks the complete form."""
+
+
+def secret_reference_rules() -> JsonDict:
+    """CEL rules for a map of alias -> Secret name, reported at the map so no value is echoed.
+
+    The API server quotes a string in errors about that string; a rule on the
+    enclosing object quotes nothing, and its messageExpression names the alias.
+    """
+    bad = f"self.filter(k, !self[k].matches('{REFERENCE_NAME_CHARACTERS}'))"
+    return cel_rules({
+        "rule": f"self.all(k, self[k].matches('{REFERENCE_NAME_CHARACTERS}'))",
+        "messageExpression": f"'credentials.' + {bad}[0] + ' must name a Secret in this namespace, never hold "
+        f"the credential itself; {REFERENCE_ADVICE}'",
+    })
+
+
+def _check_secret_name(text: str) -> str:
+    # Never echo the value: a pasted token must not reach an error, a status or a log line.
+    if not re.fullmatch(DNS_SUBDOMAIN_PATTERN, text):
+        raise ValueError(f"must name a Secret in this namespace, not hold a credential; {REFERENCE_ADVICE}")
+    return text
+
+
+def cel_rule(rule: str, message: str, *, field_path: str | None = None, reason: str | None = None) -> JsonDict:
+    """One `x-kubernetes-validations` entry: a CEL rule the API server checks, and what to tell the user."""
+    entry: JsonDict = {"rule": rule, "message": message}
+    if field_path is not None:
+        entry["fieldPath"] = field_path
+    if reason is not None:
+        entry["reason"] = reason
+    return entry
+
+
+def cel_rules(*rules: JsonDict) -> JsonDict:
+    """`json_schema_extra` attaching CEL rules to a field or (via `model_config`) to a model."""
+    return {"x-kubernetes-validations": list(rules)}
+
+
+def list_map(*keys: str) -> JsonDict:
+    """`json_schema_extra` making a list a map keyed by `keys`: the API server rejects duplicates."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def unchanged(field: str) -> str:
+    """CEL for an update rule: `field` is as it was, including being absent."""
+    return (
+        f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})"
+    )
+
+
+def immutable(field: str, hint: str) -> JsonDict:
+    """A transition rule on a spec: `spec.<field>` may not change after creation."""
+    return cel_rule(unchanged(field), f"spec.{field} is immutable; {hint}", field_path=f".{field}")
+
+
+SecretName = Annotated[str, Field(min_length=1, max_length=253), AfterValidator(_check_secret_name)]
+"""The name of a Secret in the workflow's namespace: a reference, never a value."""
+
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -87,7 +159,18 @@ class Condition(TowlineModel):
 class SecretKeyRef(TowlineModel):
     """A reference to one key of a Secret in the same namespace; never the value."""
 
-    name: ObjectName
+    # On the object, not on `name`: a rule on a string quotes the string in its error.
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule(
+                f"self.name.matches('{REFERENCE_NAME_CHARACTERS}')",
+                f"name must be the name of a Secret in this namespace, never the secret itself; {REFERENCE_ADVICE}",
+                field_path=".name",
+            ),
+        )
+    )
+
+    name: SecretName
     key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)]
 
 

@@ -11,9 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from towline.api.common import Condition, Identifier, ObjectName, TowlineModel
+from towline.api.common import (
+    Condition,
+    Identifier,
+    ObjectName,
+    TowlineModel,
+    cel_rule,
+    cel_rules,
+    immutable,
+    list_map,
+)
 from towline.api.workflow import ErrorClass, Policy, Step
 
 RunPhase = Literal[
@@ -40,24 +49,43 @@ class TriggerInfo(TowlineModel):
     scheduled_time: datetime | None = None
     delivery_id: str | None = Field(default=None, max_length=256)
     data: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+        default_factory=dict, max_length=256, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The trigger's payload (a webhook's parsed body), readable as trigger.data.",
     )
+
+
+_NEW_RUN = "create a new WorkflowRun instead"
 
 
 class WorkflowRunSpec(TowlineModel):
     """What to run. Immutable after creation, except the `cancel` and `suspend` switches."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            immutable("workflowRef", _NEW_RUN),
+            immutable("params", _NEW_RUN),
+            immutable("trigger", _NEW_RUN),
+            immutable("requestedBy", _NEW_RUN),
+            cel_rule(
+                "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
+                "a cancelled run stays cancelled; create a new WorkflowRun to run again",
+                field_path=".cancel",
+            ),
+        )
+    )
+
     workflow_ref: WorkflowRef
     params: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+        default_factory=dict, max_length=100, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="Values for the workflow's declared params, readable as params.<name>.",
     )
     trigger: TriggerInfo = Field(default_factory=TriggerInfo)
     requested_by: str | None = Field(
         default=None, max_length=253,
         description="Who asked for the run; checked against the request's user by admission policy.",
     )
-    cancel: bool = False
-    suspend: bool = False
+    cancel: bool = Field(default=False, description="Set true to cancel the run; it cannot be undone.")
+    suspend: bool = Field(default=False, description="While true, no new step starts; running steps finish.")
 
 
 class WorkflowSnapshot(TowlineModel):
@@ -109,6 +137,19 @@ class StepStatus(TowlineModel):
     approval_name: str | None = Field(default=None, max_length=253)
     decided_by: str | None = Field(default=None, max_length=253)
     history: list[AttemptRecord] = Field(default_factory=list, max_length=20)
+    reason: str | None = Field(
+        default=None, max_length=64,
+        description="Why the step is in its phase, e.g. ConditionFalse, NeedFailed, Rejected, Expired, RunTimeout.",
+    )
+    expires_at: datetime | None = Field(default=None, description="When an open approval gate expires.")
+    gate_for: Identifier | None = Field(
+        default=None, description="Set on an approval gate the policy inserted before this mutating step.",
+    )
+    mutating: bool | None = Field(default=None, description="Whether the current attempt's action mutates.")
+    paused_for_credentials: bool = Field(
+        default=False,
+        description="Failed with an auth error; retried when the run's towline.dev/resume annotation changes.",
+    )
 
 
 class WorkflowRunStatus(TowlineModel):
@@ -123,11 +164,18 @@ class WorkflowRunStatus(TowlineModel):
     wake_at: datetime | None = Field(default=None, description="When the operator must look again.")
     current_step: str | None = Field(default=None, max_length=256)
     message: str | None = Field(default=None, max_length=2048)
-    steps: list[StepStatus] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=list)
+    steps: list[StepStatus] = Field(default_factory=list, json_schema_extra=list_map("id"))
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
+    resume_token: str | None = Field(
+        default=None, max_length=253,
+        description="The last towline.dev/resume annotation value the run consumed.",
+    )
+    output_bytes: int = Field(default=0, ge=0, description="Bytes of step outputs kept in this status.")
 
 
 class WorkflowRun(TowlineModel):
+    """One execution of a Workflow, with its auditable history in status."""
+
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["WorkflowRun"] = "WorkflowRun"
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -7,18 +7,25 @@ labels or annotations, so a GitOps-synced manifest never drifts.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from towline.api.common import (
+    IDENTIFIER_PATTERN,
     Approvers,
     Condition,
     Duration,
     Identifier,
     ObjectName,
     SecretKeyRef,
+    SecretName,
     TowlineModel,
+    cel_rule,
+    cel_rules,
+    list_map,
+    secret_reference_rules,
 )
 
 ErrorClass = Literal[
@@ -31,15 +38,30 @@ RETRYABLE_BY_DEFAULT: tuple[ErrorClass, ...] = ("transient", "rate_limit", "time
 
 ParamType = Literal["string", "integer", "number", "boolean", "object", "array"]
 
+Cidr = Annotated[
+    str,
+    Field(
+        max_length=64,
+        json_schema_extra=cel_rules(
+            cel_rule("isCIDR(self)", "must be an IPv4 or IPv6 CIDR such as 203.0.113.0/24 or 2001:db8::/48"),
+        ),
+    ),
+]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
 
 class Param(TowlineModel):
     """A declared input of the workflow; runs supply a value or take the default."""
 
-    name: Identifier
+    name: Identifier = Field(description="Read in expressions as params.<name>.")
     type: ParamType = "string"
-    default: Any = Field(default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    default: Any = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="Used when a run does not supply the param; must have the declared type.",
+    )
     description: str = Field(default="", max_length=1024)
-    required: bool = False
+    required: bool = Field(default=False, description="A run must supply a value.")
 
 
 class RetryPolicy(TowlineModel):
@@ -55,8 +77,8 @@ class RetryPolicy(TowlineModel):
 class EgressRule(TowlineModel):
     """One destination a step's pod may reach, besides DNS and its connector's own."""
 
-    cidr: str = Field(max_length=64, description="An IPv4 or IPv6 CIDR, e.g. 203.0.113.0/24")
-    ports: list[int] = Field(default_factory=list, max_length=32)
+    cidr: Cidr = Field(description="An IPv4 or IPv6 CIDR, e.g. 203.0.113.0/24")
+    ports: list[Port] = Field(default_factory=list, max_length=32, description="TCP ports; empty means all.")
 
 
 class ApprovalGate(TowlineModel):
@@ -71,6 +93,12 @@ class ApprovalGate(TowlineModel):
 class WaitSpec(TowlineModel):
     """Pause the run for a duration or until a time (RFC 3339, may be a `${{ }}` binding)."""
 
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule("has(self.duration) != has(self.until)", "a wait needs exactly one of duration or until"),
+        )
+    )
+
     duration: Duration | None = None
     until: str | None = Field(default=None, max_length=1024)
 
@@ -78,11 +106,39 @@ class WaitSpec(TowlineModel):
 class Step(TowlineModel):
     """One node of the DAG: exactly one of `action`, `approval` or `wait`."""
 
-    id: Identifier
-    action: str | None = Field(default=None, max_length=128, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule(
+                "(has(self.action) ? 1 : 0) + (has(self.approval) ? 1 : 0) + (has(self.wait) ? 1 : 0) == 1",
+                "a step needs exactly one of action (with its inputs under with), approval or wait",
+            ),
+            cel_rule(
+                "!has(self.with) || has(self.action)",
+                "with holds an action's inputs; add an action or remove with",
+                field_path=".with",
+            ),
+            cel_rule(
+                "!has(self.credentials) || has(self.action)",
+                "credentials are mounted into an action's Job; approval and wait steps take none",
+                field_path=".credentials",
+            ),
+            cel_rule(
+                "!has(self.needs) || !(self.id in self.needs)",
+                "a step cannot need itself; remove its own id from needs",
+                field_path=".needs",
+            ),
+        )
+    )
+
+    id: Identifier = Field(description="snake_case, unique across steps, finally and compensations.")
+    action: str | None = Field(
+        default=None, max_length=128, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$",
+        description="The connector action to run, e.g. http.request, notify.slack.",
+    )
     with_: dict[str, Any] = Field(
         default_factory=dict, alias="with",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The action's inputs; strings may hold ${{ CEL }} bindings.",
     )
     approval: ApprovalGate | None = None
     wait: WaitSpec | None = None
@@ -94,15 +150,15 @@ class Step(TowlineModel):
     retry: RetryPolicy | None = None
     timeout_seconds: int | None = Field(default=None, ge=1, le=86400 * 7)
     on_failure: str = Field(
-        default="fail", max_length=63,
+        default="fail", max_length=63, pattern=IDENTIFIER_PATTERN,
         description="fail, continue, or the id of a step under spec.compensations to run before failing.",
     )
-    credentials: dict[str, ObjectName] = Field(
-        default_factory=dict, max_length=16,
+    credentials: dict[Identifier, SecretName] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=secret_reference_rules(),
         description="Credential alias -> name of a Secret in this namespace; mounted for this step only.",
     )
     egress: list[EgressRule] = Field(default_factory=list, max_length=32)
-    allow_private_networks: list[str] = Field(
+    allow_private_networks: list[Cidr] = Field(
         default_factory=list, max_length=16,
         description="CIDRs of private ranges this step may reach (SSRF guard opt-in).",
     )
@@ -120,13 +176,44 @@ ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 
 
 class ScheduleTrigger(TowlineModel):
-    cron: str = Field(max_length=256)
-    time_zone: str = Field(default="UTC", max_length=64)
+    """Start runs on a cron schedule, in a time zone."""
+
+    cron: str = Field(
+        max_length=256,
+        description="Five fields (minute hour day-of-month month day-of-week) or a macro such as @daily.",
+        json_schema_extra=cel_rules(
+            cel_rule(
+                r"self.matches(r'^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+(\s+\S+){4})$')",
+                'cron needs five fields (minute hour day-of-month month day-of-week), e.g. "0 8 * * 1-5", '
+                "or a macro such as @daily; put the zone in timeZone",
+            ),
+        ),
+    )
+    time_zone: str = Field(default="UTC", max_length=64, description="An IANA time zone, e.g. Europe/Berlin.")
     concurrency_policy: ConcurrencyPolicy = "Allow"
     starting_deadline_seconds: int | None = Field(default=None, ge=1)
 
 
 class WebhookVerification(TowlineModel):
+    """How the webhook ingress proves a delivery came from the sender: a bad signature is a 401."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule(
+                "self.scheme == 'none' || has(self.secretRef) || "
+                "(self.scheme == 'standard-webhooks' && has(self.publicKeyRef))",
+                "a signed scheme needs secretRef: {name, key} naming the Secret that holds the signing secret "
+                "(standard-webhooks may use publicKeyRef for ed25519)",
+            ),
+            cel_rule(
+                "self.scheme != 'none' || (has(self.allowUnsigned) && self.allowUnsigned)",
+                "scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
+                "or use github, standard-webhooks or hmac with a secretRef",
+                field_path=".allowUnsigned",
+            ),
+        )
+    )
+
     scheme: Literal["github", "standard-webhooks", "hmac", "none"]
     secret_ref: SecretKeyRef | None = None
     public_key_ref: SecretKeyRef | None = None
@@ -135,6 +222,8 @@ class WebhookVerification(TowlineModel):
 
 
 class WebhookTrigger(TowlineModel):
+    """Start runs from signed HTTP deliveries to the webhook ingress."""
+
     verify: WebhookVerification
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
     rate_limit_per_minute: int = Field(default=60, ge=1, le=100_000)
@@ -142,6 +231,15 @@ class WebhookTrigger(TowlineModel):
 
 class Trigger(TowlineModel):
     """A named way runs start: exactly one of `schedule` or `webhook` (manual is always allowed)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule(
+                "has(self.schedule) != has(self.webhook)",
+                "a trigger needs exactly one of schedule or webhook (manual runs need no trigger)",
+            ),
+        )
+    )
 
     name: Identifier
     schedule: ScheduleTrigger | None = None
@@ -173,14 +271,52 @@ class Policy(TowlineModel):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
 
+def _distinct_ids(later: str, earlier: str) -> JsonDict:
+    return cel_rule(
+        f"!has(self.{later}) || !has(self.{earlier}) || "
+        f"self.{later}.all(a, !self.{earlier}.exists(b, b.id == a.id))",
+        f"ids in spec.{later} must differ from those in spec.{earlier}: "
+        "step ids are unique across steps, finally and compensations",
+        field_path=f".{later}",
+    )
+
+
 class WorkflowSpec(TowlineModel):
-    params: list[Param] = Field(default_factory=list, max_length=100)
-    triggers: list[Trigger] = Field(default_factory=list, max_length=20)
-    steps: list[Step] = Field(min_length=1, max_length=1000)
-    finally_: list[Step] = Field(default_factory=list, alias="finally", max_length=50)
-    compensations: list[Step] = Field(default_factory=list, max_length=50)
+    """What a team commits: triggers, params, the step DAG, finally steps, compensations, policy."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            _distinct_ids("finally", "steps"),
+            _distinct_ids("compensations", "steps"),
+            _distinct_ids("compensations", "finally"),
+            cel_rule(
+                "self.steps.all(s, !has(s.onFailure) || s.onFailure in ['fail', 'continue'] || "
+                "(has(self.compensations) && self.compensations.exists(c, c.id == s.onFailure)))",
+                "a step's onFailure must be fail, continue, or the id of a step under spec.compensations",
+                field_path=".steps",
+            ),
+        )
+    )
+
+    params: list[Param] = Field(default_factory=list, max_length=100, json_schema_extra=list_map("name"))
+    triggers: list[Trigger] = Field(
+        default_factory=list, max_length=20, json_schema_extra=list_map("name"),
+        description="Schedules and webhooks that start runs; creating a WorkflowRun always works.",
+    )
+    steps: list[Step] = Field(
+        min_length=1, max_length=1000, json_schema_extra=list_map("id"),
+        description="The DAG: a step starts when every step it needs has finished.",
+    )
+    finally_: list[Step] = Field(
+        default_factory=list, alias="finally", max_length=50, json_schema_extra=list_map("id"),
+        description="Steps that always run once the DAG is done, whatever its outcome.",
+    )
+    compensations: list[Step] = Field(
+        default_factory=list, max_length=50, json_schema_extra=list_map("id"),
+        description="Steps a failed step names in onFailure, run to undo its side effects.",
+    )
     policy: Policy = Field(default_factory=Policy)
-    suspend: bool = False
+    suspend: bool = Field(default=False, description="No new runs start while true; runs in flight continue.")
 
 
 class ValidationError(TowlineModel):
@@ -204,15 +340,17 @@ class LastRun(TowlineModel):
 
 class WorkflowStatus(TowlineModel):
     observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
     validation_errors: list[ValidationError] = Field(default_factory=list, max_length=100)
-    schedules: list[ScheduleStatus] = Field(default_factory=list)
+    schedules: list[ScheduleStatus] = Field(default_factory=list, json_schema_extra=list_map("trigger"))
     next_schedule_time: datetime | None = None
     last_schedule_time: datetime | None = None
     last_run: LastRun | None = None
 
 
 class Workflow(TowlineModel):
+    """A workflow: triggers, params and a DAG of steps. The operator writes only its status."""
+
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Workflow"] = "Workflow"
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,133 @@
+"""CEL in a workflow: `when` conditions and `${{ }}` bindings compile and read only what exists.
+
+Checked statically, once per workflow generation: the expression compiles;
+its root variables are params, steps, trigger and run; every `params.<name>`
+is declared; every `steps.<id>` is a step upstream of the one reading it (its
+output exists by then). Nothing is evaluated here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from towline.api.workflow import ValidationError, WorkflowSpec
+from towline.expressions import (
+    ROOT_VARIABLES,
+    TEMPLATE,
+    referenced_steps,
+    syntax_error,
+    template_expressions,
+    unknown_variables,
+)
+from towline.validation.graph import LocatedStep, locate_steps, readable_steps, suggestion
+
+_STRING_LITERAL = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*\"""", re.S)
+_PARAM_DOTTED = re.compile(r"(?<![.\w])params\s*\.\s*([A-Za-z_]\w*)")
+_PARAM_INDEXED = re.compile(r"(?<![.\w])params\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_ROOTS = ", ".join(sorted(ROOT_VARIABLES))
+
+
+def referenced_params(source: str) -> set[str]:
+    """Names read through `params.<name>` or `params['<name>']` (not `trigger.params.x`)."""
+    code = _STRING_LITERAL.sub("''", source)
+    return set(_PARAM_DOTTED.findall(code)) | set(_PARAM_INDEXED.findall(source))
+
+
+def expression_errors(spec: WorkflowSpec) -> list[ValidationError]:
+    """Every CEL problem in steps, finally steps, compensations and trigger params."""
+    params = {param.name for param in spec.params}
+    step_ids = {item.step.id for item in locate_steps(spec)}
+    readable = readable_steps(spec)
+    errors: list[ValidationError] = []
+    for item in locate_steps(spec):
+        allowed = readable[item.section, item.index]
+        for field, source in _step_expressions(item, errors):
+            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=allowed)
+    for index, trigger in enumerate(spec.triggers):
+        for path, source in template_expressions(trigger.params):
+            field = f"spec.triggers[{index}].params.{path}"
+            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=set())
+        errors += _unclosed(f"spec.triggers[{index}].params", trigger.params)
+    return errors
+
+
+def _step_expressions(item: LocatedStep, errors: list[ValidationError]) -> Iterator[tuple[str, str]]:
+    """(field, CEL source) of every expression a step holds; malformed templates go to `errors`."""
+    step = item.step
+    if step.when is not None:
+        whole = TEMPLATE.fullmatch(step.when.strip())  # the engine accepts `when: "${{ cond }}"` too
+        if whole is not None:
+            yield f"{item.path}.when", whole.group(1).strip()
+        elif "${{" in step.when:
+            errors.append(ValidationError(
+                field=f"{item.path}.when",
+                message="when is plain CEL; write it without ${{ }}, e.g. when: \"params.notify == true\"",
+            ))
+        else:
+            yield f"{item.path}.when", step.when
+    templated: list[tuple[str, Any]] = [(f"{item.path}.with", step.with_)]
+    if step.approval is not None:
+        templated.append((f"{item.path}.approval.message", step.approval.message))
+    if step.wait is not None and step.wait.until is not None:
+        templated.append((f"{item.path}.wait.until", step.wait.until))
+    for base, value in templated:
+        errors += _unclosed(base, value)
+        for path, source in template_expressions(value):
+            yield (f"{base}.{path}" if path and not path.startswith("[") else f"{base}{path}"), source
+
+
+def check_expression(
+    field: str, source: str, *, params: set[str], step_ids: set[str], readable: set[str]
+) -> list[ValidationError]:
+    """Problems with one expression at `field`; empty when it compiles and reads only what exists."""
+    if not source.strip():
+        return [ValidationError(field=field, message="empty expression; write CEL between ${{ and }}")]
+    error = syntax_error(source)
+    if error is not None:
+        return [ValidationError(field=field, message=f"CEL does not compile: {error}")]
+    errors = [
+        ValidationError(
+            field=field,
+            message=f"{name!r} is not defined; expressions read {_ROOTS}{suggestion(name, ROOT_VARIABLES)}",
+        )
+        for name in sorted(unknown_variables(source))
+    ]
+    for name in sorted(referenced_params(source) - params):
+        errors.append(ValidationError(
+            field=field,
+            message=f"params.{name} is not declared under spec.params{suggestion(name, params)}",
+        ))
+    for step_id in sorted(referenced_steps(source)):
+        if step_id not in step_ids:
+            errors.append(ValidationError(
+                field=field, message=f"steps.{step_id} is not a step{suggestion(step_id, step_ids)}"
+            ))
+        elif step_id not in readable:
+            errors.append(ValidationError(
+                field=field,
+                message=f"reads steps.{step_id}, which is not upstream of this step, so its output may not "
+                f"exist yet; add {step_id!r} to needs (directly or through a step it needs)",
+            ))
+    return errors
+
+
+def _unclosed(field: str, value: Any) -> list[ValidationError]:
+    """`${{` without its `}}`: the text would be sent literally, which is never what was meant."""
+    problems = []
+    for path, text in _strings(value, field):
+        if text.count("${{") > len(TEMPLATE.findall(text)):
+            problems.append(ValidationError(field=path, message="a ${{ is not closed with }}"))
+    return problems
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")

@@ -1,0 +1,162 @@
+"""Params and triggers: typed defaults, cron syntax and time zones, webhook verification.
+
+A schedule is checked the way the scheduler will read it (croniter, zoneinfo),
+so a Workflow that is Ready never fails at its first tick.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from croniter import croniter
+
+from towline.api.workflow import Param, ScheduleTrigger, ValidationError, WebhookVerification, WorkflowSpec
+from towline.validation.graph import suggestion
+
+CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def param_type_problem(param: Param, value: Any) -> str | None:
+    """Why `value` does not fit the param's declared type, or None (templates always fit)."""
+    if isinstance(value, str) and "${{" in value:
+        return None
+    expected = _PYTHON_TYPES[param.type]
+    # bool is an int in Python; in a workflow `true` is never a number.
+    if isinstance(value, bool) and param.type != "boolean":
+        return f"is a boolean, but the param is declared type: {param.type}"
+    if not isinstance(value, expected):
+        return f"is {_json_type(value)}, but the param is declared type: {param.type}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "an object",
+             list: "an array"}
+    return names.get(type(value), type(value).__name__)
+
+
+def param_errors(spec: WorkflowSpec) -> list[ValidationError]:
+    errors = []
+    seen: set[str] = set()
+    for index, param in enumerate(spec.params):
+        path = f"spec.params[{index}]"
+        if param.name in seen:
+            errors.append(ValidationError(field=f"{path}.name", message=f"param {param.name!r} is declared twice"))
+        seen.add(param.name)
+        if param.default is not None:
+            problem = param_type_problem(param, param.default)
+            if problem:
+                errors.append(ValidationError(field=f"{path}.default", message=f"{problem}; fix one of them"))
+    return errors
+
+
+def trigger_errors(spec: WorkflowSpec) -> list[ValidationError]:
+    params = {param.name: param for param in spec.params}
+    errors = []
+    seen: set[str] = set()
+    for index, trigger in enumerate(spec.triggers):
+        path = f"spec.triggers[{index}]"
+        if trigger.name in seen:
+            errors.append(ValidationError(field=f"{path}.name", message=f"trigger {trigger.name!r} is declared twice"))
+        seen.add(trigger.name)
+        if (trigger.schedule is None) == (trigger.webhook is None):
+            errors.append(ValidationError(
+                field=path,
+                message="a trigger needs exactly one of schedule or webhook (manual runs need no trigger)",
+            ))
+        if trigger.schedule is not None:
+            errors += schedule_errors(trigger.schedule, f"{path}.schedule")
+        if trigger.webhook is not None:
+            errors += webhook_errors(trigger.webhook.verify, f"{path}.webhook.verify")
+        errors += _trigger_param_errors(trigger.params, params, f"{path}.params")
+    return errors
+
+
+def schedule_errors(schedule: ScheduleTrigger, path: str) -> list[ValidationError]:
+    errors = []
+    problem = cron_problem(schedule.cron)
+    if problem:
+        errors.append(ValidationError(field=f"{path}.cron", message=problem))
+    problem = time_zone_problem(schedule.time_zone)
+    if problem:
+        errors.append(ValidationError(field=f"{path}.timeZone", message=problem))
+    return errors
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why a cron expression will not schedule, or None. Five fields or a macro, as CronJobs take."""
+    text = expression.strip()
+    example = 'e.g. "0 8 * * 1-5" (08:00 on weekdays) or @daily'
+    if text.startswith("@"):
+        if text in CRON_MACROS:
+            return None
+        return f"{text!r} is not a cron macro; use one of {', '.join(sorted(CRON_MACROS))}"
+    fields = text.split()
+    if len(fields) != 5:
+        return (f"has {len(fields)} fields; cron needs five (minute hour day-of-month month day-of-week), {example}"
+                + ("; put the zone in timeZone" if text.upper().startswith(("CRON_TZ", "TZ")) else ""))
+    if not croniter.is_valid(text):
+        return f"is not valid cron syntax; check each field's range (minute 0-59, hour 0-23, ...), {example}"
+    return None
+
+
+@lru_cache(maxsize=1)
+def _time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def time_zone_problem(name: str) -> str | None:
+    """Why `name` is not an IANA time zone, or None."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        hint = suggestion(name, _time_zones())
+        return f"{name!r} is not an IANA time zone (e.g. Europe/Berlin, America/New_York, UTC){hint}"
+    return None
+
+
+def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationError]:
+    if verify.scheme == "none":
+        if not verify.allow_unsigned:
+            return [ValidationError(
+                field=f"{path}.allowUnsigned",
+                message="scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
+                "or use github, standard-webhooks or hmac with a secretRef",
+            )]
+        return []
+    if verify.secret_ref is None and not (verify.scheme == "standard-webhooks" and verify.public_key_ref):
+        return [ValidationError(
+            field=f"{path}.secretRef",
+            message=f"scheme {verify.scheme} needs secretRef: {{name, key}} naming the Secret with the signing "
+            "secret, e.g. kubectl create secret generic crm-webhook --from-literal=signing-secret=...",
+        )]
+    return []
+
+
+def _trigger_param_errors(values: Mapping[str, Any], params: Mapping[str, Param], path: str) -> list[ValidationError]:
+    errors = []
+    for name, value in values.items():
+        param = params.get(name)
+        if param is None:
+            errors.append(ValidationError(
+                field=f"{path}.{name}",
+                message=f"the workflow declares no param {name!r}; declare it under spec.params"
+                f"{suggestion(name, params)}",
+            ))
+            continue
+        problem = param_type_problem(param, value)
+        if problem:
+            errors.append(ValidationError(field=f"{path}.{name}", message=problem))
+    return errors

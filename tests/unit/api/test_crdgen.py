@@ -1,0 +1,161 @@
+"""The CRD generator: structural schemas, names, columns, determinism, the staleness check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import Field
+
+from towline.api import crdgen
+from towline.api.common import TowlineModel
+from towline.api.structural import SchemaError, structural_schema
+
+REPO = Path(__file__).resolve().parents[3]
+# Short names and plurals of Argo Workflows and Tekton (Pipelines, Triggers): ours must not collide.
+FOREIGN_SHORT_NAMES = {"wf", "wfs", "cwf", "cronwf", "wftmpl", "cwftmpl", "clusterwftmpl", "wfeb", "wfts", "wftr",
+                       "wfat", "pr", "prs", "tr", "trs", "p", "t", "tb", "tt", "el", "ctb", "ci", "crun"}
+CRDS = {name: yaml.safe_load(text) for name, text in crdgen.generated_files().items()}
+
+
+def schema_of(plural: str) -> dict[str, Any]:
+    crd = CRDS[f"{plural}.towline.dev.yaml"]
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, schema
+    for name, child in schema.get("properties", {}).items():
+        yield from nodes(child, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        yield from nodes(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from nodes(schema["additionalProperties"], f"{path}.*")
+
+
+@pytest.mark.parametrize("plural", ["workflows", "workflowruns", "approvals"])
+def test_every_schema_node_is_structural(plural: str) -> None:
+    for path, node in nodes(schema_of(plural)):
+        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), path
+        assert not {"$ref", "$defs", "anyOf", "allOf", "oneOf", "title", "default", "const"} & set(node), path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        assert not isinstance(node.get("additionalProperties"), bool), path
+
+
+def test_the_committed_crds_are_up_to_date() -> None:
+    assert crdgen.stale_files(REPO / "crds") == [], "run `make crds`"
+
+
+def test_generation_is_deterministic() -> None:
+    assert crdgen.generated_files() == crdgen.generated_files()
+    assert all(text.endswith("\n") and text.startswith("# Generated") for text in crdgen.generated_files().values())
+
+
+def test_check_fails_on_stale_missing_and_extra_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert crdgen.main(["--out", str(tmp_path)]) == 0
+    assert crdgen.main(["--check", str(tmp_path)]) == 0
+    (tmp_path / "workflows.towline.dev.yaml").write_text("stale\n")
+    (tmp_path / "approvals.towline.dev.yaml").unlink()
+    (tmp_path / "pipelines.towline.dev.yaml").write_text("old\n")
+    assert crdgen.main(["--check", str(tmp_path)]) == 1
+    error = capsys.readouterr().err
+    assert "workflows.towline.dev.yaml, approvals.towline.dev.yaml, pipelines.towline.dev.yaml" in error
+    assert "run `make crds`" in error
+    crdgen.main(["--out", str(tmp_path)])
+    assert not (tmp_path / "pipelines.towline.dev.yaml").exists()
+    assert crdgen.main(["--check", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize(("plural", "kind", "short"), [
+    ("workflows", "Workflow", "tlwf"), ("workflowruns", "WorkflowRun", "tlrun"), ("approvals", "Approval", "tlappr"),
+])
+def test_names_category_scope_and_status_subresource(plural: str, kind: str, short: str) -> None:
+    spec = CRDS[f"{plural}.towline.dev.yaml"]["spec"]
+    assert spec["group"] == "towline.dev" and spec["scope"] == "Namespaced"
+    assert spec["names"] == {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                             "shortNames": [short], "categories": ["towline"]}
+    assert not set(spec["names"]["shortNames"]) & FOREIGN_SHORT_NAMES
+    [version] = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize(("plural", "default", "wide"), [
+    ("workflows", ["Ready", "Reason", "Last Run", "Next Schedule", "Age"], ["Last Phase", "Suspended", "Message"]),
+    ("workflowruns", ["Workflow", "Phase", "Step", "Started", "Age"], ["Trigger", "Requested By", "Finished",
+                                                                        "Message"]),
+    ("approvals", ["Run", "Step", "Decision", "Decided By", "Expires", "Age"], ["Phase", "Workflow", "Requested By"]),
+])
+def test_printer_columns(plural: str, default: list[str], wide: list[str]) -> None:
+    columns = CRDS[f"{plural}.towline.dev.yaml"]["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == default
+    assert [c["name"] for c in columns if c.get("priority") == 1] == wide
+    # kubectl shows a future `date` as "<invalid>": times that lie ahead are printed as text.
+    future = {c["name"]: c["type"] for c in columns if c["name"] in {"Next Schedule", "Expires"}}
+    assert set(future.values()) <= {"string"}
+
+
+def test_step_lists_are_maps_keyed_by_id_so_the_api_server_rejects_duplicates() -> None:
+    spec = schema_of("workflows")["properties"]["spec"]["properties"]
+    for name in ("steps", "finally", "compensations"):
+        assert spec[name]["x-kubernetes-list-type"] == "map"
+        assert spec[name]["x-kubernetes-list-map-keys"] == ["id"]
+    assert spec["params"]["x-kubernetes-list-map-keys"] == ["name"]
+    status = schema_of("workflows")["properties"]["status"]["properties"]
+    assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def test_everything_a_cel_rule_iterates_over_is_bounded() -> None:
+    for plural in ("workflows", "workflowruns", "approvals"):
+        for path, node in nodes(schema_of(plural)["properties"]["spec"], ".spec"):
+            if node.get("type") == "array":
+                assert "maxItems" in node, f"{plural}{path}"
+            if node.get("type") == "string" and "enum" not in node and "format" not in node:
+                assert "maxLength" in node, f"{plural}{path}"
+
+
+def test_status_carries_no_rules() -> None:
+    for plural in ("workflows", "workflowruns", "approvals"):
+        status = schema_of(plural)["properties"]["status"]
+        assert all("x-kubernetes-validations" not in node for _, node in nodes(status)), plural
+
+
+def test_defaults_are_documented_not_applied() -> None:
+    retry = schema_of("workflows")["properties"]["spec"]["properties"]["steps"]["items"]["properties"]["retry"]
+    assert retry["properties"]["limit"]["description"] == "Extra attempts after the first. Defaults to 0."
+
+
+def test_free_form_fields_keep_unknown_fields() -> None:
+    step = schema_of("workflows")["properties"]["spec"]["properties"]["steps"]["items"]["properties"]
+    assert step["with"] == {"description": step["with"]["description"], "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True}
+
+
+class _Union(TowlineModel):
+    value: int | str
+
+
+class _Loose(TowlineModel):
+    value: dict[str, object] = Field(default_factory=dict)
+
+
+class _Resource(TowlineModel):
+    spec: _Union
+
+
+class _LooseResource(TowlineModel):
+    spec: _Loose
+
+
+def test_a_union_of_types_is_refused_with_the_field_named() -> None:
+    with pytest.raises(SchemaError, match=r"_Resource\.spec\.value: a union of several types"):
+        structural_schema(_Resource)
+
+
+def test_a_free_form_object_without_preserve_unknown_fields_is_refused() -> None:
+    with pytest.raises(SchemaError, match="would be pruned empty"):
+        structural_schema(_LooseResource)
