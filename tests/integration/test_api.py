@@ -201,7 +201,8 @@ def test_the_operator_marks_not_ready(towline_installed: ControlPlane, towline_o
     condition = wait_for("Ready for the current generation", lambda: ready_condition(plane, namespace, "renewals"))
     assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec"), condition
     assert expected in condition["message"], condition["message"]
-    assert TOKEN not in json.dumps(get(plane, "workflows.towline.dev", "renewals", namespace))
+    status = (get(plane, "workflows.towline.dev", "renewals", namespace) or {})["status"]
+    assert TOKEN not in json.dumps(status), "status must never repeat a credential"
 
 
 def test_examples_become_ready_and_are_never_written_by_the_operator(
