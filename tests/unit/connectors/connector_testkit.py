@@ -34,6 +34,9 @@ from towline_connectors.runtime import Deadline
 from towline_connectors.spec import ActionResult
 from towline_connectors.transport import Connector, default_connector
 
+# Loading the system CA store takes tens of milliseconds; one context serves every test.
+_DEFAULT_CLIENT_SSL = ssl.create_default_context()
+
 LOOPBACK_RULES = NetworkRules(allow_private=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")))
 
 
@@ -68,7 +71,7 @@ def make_ctx(
         guard=NetGuard(rules, static_resolver(hosts or {})),
         idempotency_key=idempotency_key,
         deadline=Deadline.after(deadline_seconds),
-        ssl_context=ssl_context or ssl.create_default_context(),
+        ssl_context=ssl_context or _DEFAULT_CLIENT_SSL,
         connector=connector or guarded_test_connector(),
         clock=clock,
     )

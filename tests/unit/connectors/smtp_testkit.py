@@ -45,6 +45,10 @@ class _Session:
         self.sender: str | None = None
         self.recipients: list[str] = []
 
+    def close(self) -> None:
+        self.rfile.close()
+        self.conn.close()
+
     def send(self, line: str) -> None:
         self.conn.sendall(line.encode() + b"\r\n")
 
@@ -79,6 +83,7 @@ class _Session:
     def cmd_STARTTLS(self, arg: str) -> None:
         assert self.owner.starttls is not None
         self.send("220 ready to start TLS")
+        self.rfile.close()
         self.conn = self.owner.starttls.wrap_socket(self.conn, server_side=True)
         self.rfile = self.conn.makefile("rb")
         self.tls = True
@@ -145,8 +150,12 @@ class _Handler(socketserver.BaseRequestHandler):
     server: _OwnedServer
 
     def handle(self) -> None:
+        session: _Session | None = None
         with contextlib.suppress(OSError, ssl.SSLError, ValueError):  # clients hang up mid-session on purpose
-            _Session(self.server.owner, self.request).run()
+            session = _Session(self.server.owner, self.request)
+            session.run()
+        if session is not None:
+            session.close()
 
 
 class _OwnedServer(socketserver.ThreadingTCPServer):

@@ -352,6 +352,7 @@ def test_sigterm_from_the_kubelet_still_produces_a_result(tmp_path: Path) -> Non
         pass
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == EXIT_RETRYABLE
+    process.stderr.close()
     document = json.loads((tmp_path / "termination-log").read_text())
     assert document["errorClass"] == "timeout"
     assert "terminated" in document["message"]
