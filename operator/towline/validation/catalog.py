@@ -85,7 +85,7 @@ class ConnectorCatalog:
 
 
 @lru_cache(maxsize=1)
-def connector_catalog() -> ActionCatalog:
+def connector_catalog() -> ConnectorCatalog:
     """The catalog of the installed connectors; raises RuntimeError when they are missing.
 
     Imported lazily so the validation package loads (and its tests run)

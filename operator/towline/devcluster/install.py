@@ -1,0 +1,137 @@
+"""Install Towline into a local control plane the way the Helm chart would, and run the operator.
+
+The CRDs come from `crds/`, the RBAC, ServiceAccount and admission policies
+from `helm template` of `charts/towline` (exactly the rules the chart ships).
+The operator runs as a local process authenticated as its own ServiceAccount,
+with a token the API server issued (TokenRequest), so tests exercise the
+chart's RBAC for real. The chart's Deployment is not applied: there is no
+image runtime here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.versions import KUBERNETES_VERSION
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CHART = REPO_ROOT / "charts" / "towline"
+CRDS = REPO_ROOT / "crds"
+OPERATOR_NAMESPACE = "towline-system"
+SERVICE_ACCOUNT = "towline-operator"
+CHART_TEMPLATES = (
+    "templates/serviceaccount.yaml",
+    "templates/rbac.yaml",
+    "templates/user-roles.yaml",
+    "templates/admission-policies.yaml",
+)
+
+
+def install_crds(cluster: ControlPlane) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+
+
+def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> str:
+    """The chart's RBAC, ServiceAccount and admission policies, as `helm template` renders them."""
+    args = [str(cluster.binaries.path("helm")), "template", "towline", str(CHART), "--namespace", namespace,
+            "--kube-version", KUBERNETES_VERSION]
+    for template in CHART_TEMPLATES:
+        args += ["--show-only", template]
+    return subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def install_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> None:
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=render_chart(cluster, namespace))
+    _wait_for_admission_policies(cluster)
+
+
+def _wait_for_admission_policies(cluster: ControlPlane) -> None:
+    """A freshly created ValidatingAdmissionPolicy takes a moment to be type-checked and enforced."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        result = cluster.kubectl(
+            "get", "validatingadmissionpolicies", "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.observedGeneration}{'\\n'}{end}", check=False,
+        )
+        lines = [line for line in result.stdout.splitlines() if line]
+        if lines and all(line.split("=", 1)[1] for line in lines):
+            return
+        time.sleep(0.5)
+
+
+def operator_kubeconfig(cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
+    """A kubeconfig holding a fresh ServiceAccount token of the operator, and nothing else."""
+    token = cluster.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", namespace, "--duration=24h"
+    ).stdout.strip()
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server, "certificate-authority": str(cluster.ca_cert)}}],
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": SERVICE_ACCOUNT, "context": {"cluster": "local", "user": SERVICE_ACCOUNT}}],
+        "current-context": SERVICE_ACCOUNT,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@dataclass
+class OperatorProcess:
+    """A running `towline operator`, restartable and killable for restart-safety tests."""
+
+    kubeconfig: Path
+    log_path: Path
+    namespace: str = OPERATOR_NAMESPACE
+    identity: str = "towline-operator-0"
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OperatorProcess:
+        env = dict(os.environ)
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            TOWLINE_NAMESPACE=self.namespace,
+            TOWLINE_POD_NAME=self.identity,
+            TOWLINE_SERVICE_ACCOUNT=SERVICE_ACCOUNT,
+            # No image runtime here: the step executor runs the runner with this machine's Python.
+            TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
+            TOWLINE_METRICS_PORT="0",
+        )
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "towline.cli", "operator", "--kubeconfig", str(self.kubeconfig)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no goodbye, as a node failure would do it."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

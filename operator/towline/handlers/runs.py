@@ -1,0 +1,95 @@
+"""Reconcile one WorkflowRun: observe, decide, act, write status once.
+
+Glue only. The decision is the engine's; the API calls are towline.k8s's.
+Level-triggered: every pass starts from a fresh read of the run and of its
+children found by label, so a restart, a missed event or a second pass all
+converge on the same result.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from towline.api.run import TERMINAL_RUN_PHASES, WorkflowRun, WorkflowRunStatus
+from towline.engine import RESUME_ANNOTATION, RunView, decide, reject_run, start_run
+from towline.k8s.actions import apply_actions
+from towline.k8s.client import Conflict
+from towline.k8s.objects import RunRef
+from towline.k8s.observe import observe_run
+from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.validation import validate_workflow_manifest
+
+if TYPE_CHECKING:
+    from towline.handlers.app import Operator
+
+log = logging.getLogger(__name__)
+
+async def reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
+    """One pass; returns when to look again (also persisted in status.wakeAt)."""
+    raw = await read_run(operator.api, namespace, name)
+    if raw is None:
+        return None
+    run = WorkflowRun.model_validate(raw)
+    status = run.status or WorkflowRunStatus()
+    if status.phase in TERMINAL_RUN_PHASES:
+        await operator.on_run_finished(raw)
+        return None
+    now = datetime.now(UTC)
+    meta = raw["metadata"]
+    problems: list[str] = []
+    if status.workflow_spec is None:
+        status, problems = await snapshot_workflow(operator, run, status)
+    view = RunView(
+        name=name,
+        namespace=namespace,
+        uid=meta["uid"],
+        workflow_name=run.spec.workflow_ref.name,
+        spec=run.spec,
+        status=status,
+        resume_token=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
+    )
+    if problems:
+        decision = reject_run(view, problems, now)
+    else:
+        observed = await observe_run(operator.api, namespace, name)
+        decision = decide(view, observed, now, operator.catalog)
+    ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
+    await apply_actions(operator.action_context, ref, decision.actions)
+    await _write(operator, raw, decision.status)
+    if decision.status.phase in TERMINAL_RUN_PHASES:
+        await operator.on_run_finished(raw)
+    return decision.wake_at
+
+
+async def snapshot_workflow(
+    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+) -> tuple[WorkflowRunStatus, list[str]]:
+    """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
+    namespace = run.metadata["namespace"]
+    workflow_name = run.spec.workflow_ref.name
+    raw = await read_workflow(operator.api, namespace, workflow_name)
+    if raw is None:
+        return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
+    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog)
+    if spec is None or errors:
+        listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
+        return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
+    started = start_run(spec, int(raw["metadata"].get("generation", 0)), run.spec)
+    if isinstance(started, list):
+        return status, started
+    snapshot, params = started
+    updated = status.model_copy(deep=True)
+    updated.workflow_spec = snapshot
+    updated.params = params
+    return updated, []
+
+
+async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> None:
+    try:
+        await write_run_status(operator.api, raw, status.to_wire())
+    except Conflict:
+        # Somebody wrote first; the next pass re-reads and decides again.
+        operator.runs.add((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        log.debug("status conflict on %s; requeued", raw["metadata"]["name"])

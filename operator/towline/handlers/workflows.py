@@ -1,0 +1,50 @@
+"""Reconcile one Workflow: validate it, fire its due schedules, report in status.
+
+Writes only `status` (conditions with observedGeneration, validation errors,
+schedule times, last run). Never the spec, labels or annotations: a synced
+manifest must not drift.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from towline.api.workflow import WorkflowStatus
+from towline.k8s.client import Conflict
+from towline.k8s.runs import read_workflow, write_workflow_status
+from towline.triggers.cron import fire_due_schedules
+from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_conditions
+
+if TYPE_CHECKING:
+    from towline.handlers.app import Operator
+
+log = logging.getLogger(__name__)
+
+
+async def reconcile_workflow(operator: Operator, namespace: str, name: str) -> datetime | None:
+    raw = await read_workflow(operator.api, namespace, name)
+    if raw is None:
+        return None
+    now = datetime.now(UTC)
+    generation = int(raw["metadata"].get("generation", 0))
+    previous = WorkflowStatus.model_validate(raw.get("status") or {})
+    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog)
+    status = previous.model_copy(deep=True)
+    status.observed_generation = generation
+    status.validation_errors = errors[:MAX_ERRORS]
+    status.conditions = workflow_conditions(previous.conditions, errors, generation, now)
+    wake_at = None
+    if spec is not None and not errors:
+        wake_at = await fire_due_schedules(
+            operator.api, raw, spec, status, now=now, creator=operator.identity_user
+        )
+    last = operator.last_run_of(namespace, name)
+    if last is not None:
+        status.last_run = last
+    try:
+        await write_workflow_status(operator.api, raw, status.to_wire())
+    except Conflict:
+        operator.workflows.add((namespace, name))
+    return wake_at

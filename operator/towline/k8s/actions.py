@@ -1,0 +1,152 @@
+"""Carry out the engine's actions against the API server, idempotently.
+
+Every create is safe to repeat: names are deterministic and a 409 adopts what
+exists. Deletes of what is already gone succeed. Nothing here decides
+anything; it only does what the engine asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from towline.engine import actions as engine_actions
+from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
+from towline.k8s.objects import (
+    RunRef,
+    StepPodSettings,
+    build_approval,
+    build_default_deny_policy,
+    build_step_egress_policy,
+    build_step_job,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActionContext:
+    """What carrying out actions needs besides the action itself."""
+
+    api: KubeApi
+    pod_settings: StepPodSettings
+    connector_ports: Any  # Callable[[str, Mapping], list[int]]: ports a connector's destinations use
+    reporter: str = "towline-operator"
+    namespaces_with_default_deny: set[str] = field(default_factory=set)
+
+
+async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
+    for action in actions:
+        if isinstance(action, engine_actions.CreateStepJob):
+            await create_step_job(context, run, action)
+        elif isinstance(action, engine_actions.CreateApproval):
+            await create_approval(context, run, action)
+        elif isinstance(action, engine_actions.ExpireApproval):
+            await set_approval_phase(context.api, run.namespace, action.name, "Expired")
+        elif isinstance(action, engine_actions.CancelApproval):
+            await set_approval_phase(context.api, run.namespace, action.name, "Cancelled")
+        elif isinstance(action, engine_actions.DeleteJob):
+            await context.api.delete(JOBS.path(run.namespace, action.job_name))
+        elif isinstance(action, engine_actions.EmitEvent):
+            await emit_event(context, run, action.type, action.reason, action.message)
+        else:  # pragma: no cover - a new action kind without a handler is a bug
+            raise TypeError(f"no handler for engine action {action!r}")
+
+
+async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
+    """Once per namespace and operator lifetime: no step pod talks to anything by default."""
+    if namespace in context.namespaces_with_default_deny:
+        return
+    await context.api.create(NETWORK_POLICIES.path(namespace), build_default_deny_policy(namespace))
+    context.namespaces_with_default_deny.add(namespace)
+
+
+async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:
+    await ensure_default_deny(context, run.namespace)
+    policy = build_step_egress_policy(
+        run,
+        name=action.job_name,
+        step_id=action.step_id,
+        egress=list(action.egress),
+        connector_ports=context.connector_ports(action.action, action.inputs),
+    )
+    await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
+    job = build_step_job(
+        run,
+        job_name=action.job_name,
+        step_id=action.step_id,
+        attempt=action.attempt,
+        action=action.action,
+        inputs=action.inputs,
+        credentials=action.credentials,
+        idempotency_key=action.idempotency_key,
+        timeout_seconds=action.timeout_seconds,
+        allow_private_networks=action.allow_private_networks,
+        settings=context.pod_settings,
+    )
+    _, created = await context.api.create(JOBS.path(run.namespace), job)
+    if not created:
+        log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
+
+
+async def create_approval(context: ActionContext, run: RunRef, action: engine_actions.CreateApproval) -> None:
+    body = build_approval(
+        run,
+        name=action.name,
+        step_id=action.step_id,
+        message=action.message,
+        preview=action.preview,
+        approvers=action.approvers.to_wire(),
+        four_eyes=action.four_eyes,
+        requested_by=action.requested_by,
+        expires_at=_rfc3339(action.expires_at),
+    )
+    existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
+    owners = existing.get("metadata", {}).get("ownerReferences", [])
+    if not created and not any(owner.get("uid") == run.uid for owner in owners):
+        # Only the operator may create Approvals (admission policy); anything else is tampering.
+        raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
+
+
+async def set_approval_phase(api: KubeApi, namespace: str, name: str, phase: str) -> None:
+    try:
+        await api.merge_patch(APPROVALS.path(namespace, name, "status"), {"status": {"phase": phase}})
+    except ApiError as error:
+        if error.status != 404:
+            raise
+
+
+async def emit_event(context: ActionContext, run: RunRef, kind: str, reason: str, message: str) -> None:
+    now = _rfc3339(datetime.now(UTC))
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{run.name}.", "namespace": run.namespace},
+        "involvedObject": {
+            "apiVersion": "towline.dev/v1alpha1",
+            "kind": "WorkflowRun",
+            "name": run.name,
+            "namespace": run.namespace,
+            "uid": run.uid,
+        },
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": context.reporter},
+        "reportingComponent": context.reporter,
+        "reportingInstance": context.reporter,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await context.api.request("POST", EVENTS.path(run.namespace), body=event)
+    except ApiError as error:  # an event is never worth failing a reconcile for
+        log.warning("could not record event %s on %s: %s", reason, run.name, error)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

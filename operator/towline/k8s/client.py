@@ -1,0 +1,193 @@
+"""The one place Towline talks to the Kubernetes API server.
+
+Every request goes through `KubeApi.request`, which is also where retries on
+429/5xx, adoption on 409-at-create and the API-call metrics live. Callers get
+plain JSON dicts; they never hold a client object of their own.
+
+Never reads Secret values: no code path here requests a Secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from prometheus_client import Counter, Histogram
+
+API_REQUESTS = Counter(
+    "towline_api_requests_total", "Requests the operator made to the Kubernetes API.", ["verb", "resource", "code"]
+)
+API_LATENCY = Histogram("towline_api_request_seconds", "Latency of Kubernetes API requests.", ["verb", "resource"])
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_ATTEMPTS = 5
+
+JSON = dict[str, Any]
+
+
+class ApiError(Exception):
+    """The API server refused a request; `status` and the server's `message` say why."""
+
+    def __init__(self, status: int, message: str, body: JSON | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.body = body or {}
+
+
+class Conflict(ApiError):  # noqa: N818 - named for the HTTP status it represents
+    """409 on update: somebody else wrote first; re-read and try again."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST tree."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        if subresource is not None:
+            base += f"/{subresource}"
+        return base
+
+
+WORKFLOWS = Resource("towline.dev", "v1alpha1", "workflows")
+WORKFLOW_RUNS = Resource("towline.dev", "v1alpha1", "workflowruns")
+APPROVALS = Resource("towline.dev", "v1alpha1", "approvals")
+JOBS = Resource("batch", "v1", "jobs")
+PODS = Resource("", "v1", "pods")
+EVENTS = Resource("", "v1", "events")
+NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+
+
+class KubeApi:
+    """A thin JSON client over kubernetes-asyncio's transport and authentication."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._client = api_client
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None) -> KubeApi:
+        """In a pod: the mounted service account. Elsewhere: `kubeconfig` or $KUBECONFIG."""
+        configuration = client.Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(config_file=path, client_configuration=configuration)
+        return cls(client.ApiClient(configuration=configuration))
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """One API call with bounded retries on throttling and server errors."""
+        resource = _resource_label(path)
+        delay = 0.2
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            with API_LATENCY.labels(method, resource).time():
+                response = await self._client.call_api(
+                    path, method,
+                    query_params=list((query or {}).items()),
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=30,
+                )
+                status: int = response.status
+                raw = await response.read()
+            API_REQUESTS.labels(method, resource, str(status)).inc()
+            payload: JSON = json.loads(raw) if raw else {}
+            if status < 400:
+                return payload
+            message = str(payload.get("message") or raw[:500])
+            if status in RETRYABLE_STATUS and attempt < MAX_ATTEMPTS:
+                retry_after = response.headers.get("Retry-After")
+                await asyncio.sleep(float(retry_after) if retry_after and retry_after.isdigit() else delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if status == 409:
+                raise Conflict(status, message, payload)
+            raise ApiError(status, message, payload)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def get(self, path: str) -> JSON | None:
+        try:
+            return await self.request("GET", path)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def list(self, path: str, *, label_selector: str | None = None) -> list[JSON]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        items: list[JSON] = (await self.request("GET", path, query=query)).get("items", [])
+        return items
+
+    async def create(self, path: str, body: JSON) -> tuple[JSON, bool]:
+        """Create, or adopt what already exists under that name (409): creates are idempotent."""
+        try:
+            return await self.request("POST", path, body=body), True
+        except Conflict:
+            existing = await self.get(f"{path}/{body['metadata']['name']}")
+            if existing is None:
+                raise
+            return existing, False
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        return await self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        """PUT with the body's resourceVersion: raises Conflict when somebody wrote first."""
+        return await self.request("PUT", path, body=body)
+
+    async def delete(self, path: str, *, propagation: str = "Background") -> bool:
+        """Delete; True if it existed. Children go with it (background propagation)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        try:
+            await self.request("DELETE", path, body=body)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+
+def _resource_label(path: str) -> str:
+    """`jobs`, `workflowruns/status`, ...: a low-cardinality label for metrics."""
+    parts = [p for p in path.split("/") if p]
+    if "namespaces" in parts:
+        index = parts.index("namespaces")
+        rest = parts[index + 2:]
+    else:
+        rest = parts[3:] if parts[:1] == ["apis"] else parts[2:]
+    if not rest:
+        return "namespaces"
+    label = rest[0]
+    if len(rest) >= 3:
+        label += "/" + rest[2]
+    return label

@@ -1,0 +1,279 @@
+"""Builders of the Kubernetes objects a run owns: step Jobs, egress policies, Approvals.
+
+Pure functions from engine actions to manifests (no API calls here). The pod
+is hardened to Pod Security "restricted": non-root, no privilege escalation,
+all capabilities dropped, read-only root filesystem, RuntimeDefault seccomp,
+no service account token. Credentials are mounted as read-only Secret volumes
+of exactly the Secrets the step names; their values never enter a manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.api.common import API_VERSION
+
+LABEL_WORKFLOW = "towline.dev/workflow"
+LABEL_RUN = "towline.dev/run"
+LABEL_STEP = "towline.dev/step"
+LABEL_ATTEMPT = "towline.dev/attempt"
+LABEL_STEP_POD = "towline.dev/step-pod"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+ANNOTATION_STEP_ID = "towline.dev/step-id"
+MANAGER = "towline"
+
+CREDENTIALS_DIR = "/var/run/towline/credentials"
+RESULT_PATH = "/dev/termination-log"
+DEFAULT_DENY_POLICY = "towline-steps-default-deny"
+
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """The identity of the run that owns what is built."""
+
+    name: str
+    namespace: str
+    uid: str
+    workflow: str
+
+    def owner_reference(self) -> JSON:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "WorkflowRun",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+@dataclass(frozen=True)
+class StepPodSettings:
+    """Operator-wide settings for step pods (from the Helm values)."""
+
+    image: str = "ghcr.io/towline/runner:0.1.0"
+    command: tuple[str, ...] = ("python3", "-m", "towline_connectors.runner")
+    run_as_user: int = 65532
+    ttl_seconds_after_finished: int = 86400
+    default_timeout_seconds: int = 600
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
+    labels = {
+        LABEL_WORKFLOW: run.workflow,
+        LABEL_RUN: run.name,
+        LABEL_STEP: step_id.replace("_", "-"),
+        LABEL_MANAGED_BY: MANAGER,
+    }
+    if attempt is not None:
+        labels[LABEL_ATTEMPT] = str(attempt)
+    return labels
+
+
+def build_step_job(
+    run: RunRef,
+    *,
+    job_name: str,
+    step_id: str,
+    attempt: int,
+    action: str,
+    inputs: Mapping[str, Any],
+    credentials: Mapping[str, str],
+    idempotency_key: str,
+    timeout_seconds: int | None,
+    allow_hosts: Sequence[str] = (),
+    allow_private_networks: Sequence[str] = (),
+    settings: StepPodSettings,
+) -> JSON:
+    """One Job per step attempt; `backoffLimit: 0` because the engine owns retries."""
+    deadline = timeout_seconds or settings.default_timeout_seconds
+    labels = step_labels(run, step_id, attempt)
+    env = {
+        "TOWLINE_ACTION": action,
+        "TOWLINE_INPUT": json.dumps(inputs, separators=(",", ":"), sort_keys=True),
+        "TOWLINE_IDEMPOTENCY_KEY": idempotency_key,
+        # The runner stops a little before the pod deadline so it can still write its result.
+        "TOWLINE_DEADLINE_SECONDS": str(max(1, deadline - 5)),
+        "TOWLINE_CREDENTIALS_DIR": CREDENTIALS_DIR,
+        "TOWLINE_RESULT_PATH": RESULT_PATH,
+        "TOWLINE_NETWORK": json.dumps(
+            {"allowHosts": list(allow_hosts), "allowPrivateCidrs": list(allow_private_networks)},
+            separators=(",", ":"),
+        ),
+        **settings.extra_env,
+    }
+    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
+    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 - the pod's own scratch space
+    for alias, secret in sorted(credentials.items()):
+        volume = f"cred-{alias.replace('_', '-')}"
+        volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440}})
+        mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
+    container = {
+        "name": "step",
+        "image": settings.image,
+        "command": list(settings.command),
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "volumeMounts": mounts,
+        "terminationMessagePath": RESULT_PATH,
+        "terminationMessagePolicy": "File",
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    pod_labels = {**labels, LABEL_STEP_POD: "true"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": run.namespace,
+            "labels": labels,
+            # Labels are DNS-safe and lossy (`_` -> `-`); the exact step id rides along here.
+            "annotations": {ANNOTATION_STEP_ID: step_id},
+            "ownerReferences": [run.owner_reference()],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline,
+            "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "activeDeadlineSeconds": deadline,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": settings.run_as_user,
+                        "runAsGroup": settings.run_as_user,
+                        "fsGroup": settings.run_as_user,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def build_default_deny_policy(namespace: str) -> JSON:
+    """Every step pod in the namespace starts with no ingress and no egress at all."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": DEFAULT_DENY_POLICY,
+            "namespace": namespace,
+            "labels": {LABEL_MANAGED_BY: MANAGER},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_STEP_POD: "true"}},
+            "policyTypes": ["Ingress", "Egress"],
+        },
+    }
+
+
+def build_step_egress_policy(
+    run: RunRef,
+    *,
+    name: str,
+    step_id: str,
+    egress: Sequence[Mapping[str, Any]],
+    connector_ports: Sequence[int],
+) -> JSON:
+    """DNS, the step's declared CIDRs, and the connector's ports on public addresses.
+
+    NetworkPolicy cannot name hosts, so a connector destination known only by
+    name opens its port to public address space with the private ranges carved
+    out; the runner's SSRF guard then enforces the host allowlist inside the pod.
+    """
+    rules: list[JSON] = [
+        {
+            "to": [{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        }
+    ]
+    for rule in egress:
+        entry: JSON = {"to": [{"ipBlock": {"cidr": rule["cidr"]}}]}
+        if rule.get("ports"):
+            entry["ports"] = [{"protocol": "TCP", "port": p} for p in rule["ports"]]
+        rules.append(entry)
+    if connector_ports:
+        rules.append({
+            "to": [
+                {"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES)}},
+                {"ipBlock": {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10", "::1/128"]}},
+            ],
+            "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(connector_ports))],
+        })
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": name,
+            "namespace": run.namespace,
+            "labels": step_labels(run, step_id),
+            "ownerReferences": [run.owner_reference()],
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")}},
+            "policyTypes": ["Egress"],
+            "egress": rules,
+        },
+    }
+
+
+def build_approval(
+    run: RunRef,
+    *,
+    name: str,
+    step_id: str,
+    message: str,
+    preview: Mapping[str, Any],
+    approvers: Mapping[str, Any],
+    four_eyes: bool,
+    requested_by: str | None,
+    expires_at: str,
+) -> JSON:
+    """The object a person patches to decide; owned by the run so it goes with it."""
+    spec: JSON = {
+        "runName": run.name,
+        "workflowName": run.workflow,
+        "step": step_id,
+        "message": message,
+        "preview": dict(preview),
+        "approvers": dict(approvers),
+        "fourEyes": four_eyes,
+        "expiresAt": expires_at,
+    }
+    if requested_by:
+        spec["requestedBy"] = requested_by
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Approval",
+        "metadata": {
+            "name": name,
+            "namespace": run.namespace,
+            "labels": step_labels(run, step_id),
+            "ownerReferences": [run.owner_reference()],
+        },
+        "spec": spec,
+    }

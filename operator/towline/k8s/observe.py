@@ -1,0 +1,189 @@
+"""Read what is true in the world for one run: its Jobs, their pods' results, its Approvals.
+
+Children are found by label, never from memory. A step's result is the JSON
+document the runner wrote to its termination message; a pod that never ran
+(a missing Secret, a deadline) gets a result synthesised here with an error
+class and a message that names the cause. Never reads Secret values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from towline.engine.observed import ApprovalObservation, JobObservation, JobState, Observed, StepResult
+from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+
+JSON = dict[str, Any]
+
+_MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
+
+
+async def observe_run(api: KubeApi, namespace: str, run_name: str) -> Observed:
+    """One list per kind, filtered by the run's label."""
+    selector = f"{LABEL_RUN}={run_name}"
+    jobs = await api.list(JOBS.path(namespace), label_selector=selector)
+    pods = await api.list(PODS.path(namespace), label_selector=selector)
+    approvals = await api.list(APPROVALS.path(namespace), label_selector=selector)
+    return build_observed(jobs, pods, approvals)
+
+
+def build_observed(jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON]) -> Observed:
+    pods_by_job: dict[str, JSON] = {}
+    for pod in pods:
+        job_name = pod["metadata"].get("labels", {}).get("job-name") or pod["metadata"].get("labels", {}).get(
+            "batch.kubernetes.io/job-name"
+        )
+        if job_name:
+            pods_by_job[job_name] = pod
+    observed_jobs: dict[tuple[str, int], JobObservation] = {}
+    for job in jobs:
+        observation = observe_job(job, pods_by_job.get(job["metadata"]["name"]))
+        if observation is not None:
+            observed_jobs[(observation.step_id, observation.attempt)] = observation
+    observed_approvals: dict[str, ApprovalObservation] = {}
+    for approval in approvals:
+        observation_a = observe_approval(approval)
+        observed_approvals[observation_a.step_id] = observation_a
+    return Observed(jobs=observed_jobs, approvals=observed_approvals)
+
+
+def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
+    labels = job["metadata"].get("labels", {})
+    annotations = job["metadata"].get("annotations", {})
+    step_id = annotations.get(ANNOTATION_STEP_ID)
+    attempt_text = labels.get(LABEL_ATTEMPT)
+    if not step_id or not attempt_text:
+        return None
+    status = job.get("status", {})
+    state, reason = job_state(status)
+    result = parse_result(pod) if pod is not None else None
+    if state == "active" and pod is not None:
+        stuck = missing_secret(pod)
+        if stuck is not None:
+            state = "failed"
+            result = stuck
+    if state == "failed" and result is None:
+        result = synthesised_failure(reason)
+    return JobObservation(
+        step_id=step_id,
+        attempt=int(attempt_text),
+        job_name=job["metadata"]["name"],
+        state=state,
+        result=result,
+        started_at=_time(status.get("startTime")),
+        finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
+        reason=reason,
+    )
+
+
+def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
+    """active / succeeded / failed from the Job controller's terminal conditions."""
+    for condition in status.get("conditions", []) or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return "succeeded", None
+        if condition.get("type") == "Failed":
+            return "failed", condition.get("reason")
+    return "active", None
+
+
+def parse_result(pod: JSON) -> StepResult | None:
+    """The runner's JSON document from the container's termination message."""
+    for container in pod.get("status", {}).get("containerStatuses", []) or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if not terminated:
+            continue
+        message = terminated.get("message")
+        if not message:
+            return None
+        try:
+            document = json.loads(message)
+        except ValueError:
+            return StepResult(
+                ok=False, output=None, error_class="permanent",
+                message="the step wrote a termination message that is not JSON "
+                f"(exit code {terminated.get('exitCode')})",
+                retryable=False, retry_after_seconds=None, usage=None,
+            )
+        return result_from_document(document)
+    return None
+
+
+def result_from_document(document: Any) -> StepResult:
+    if not isinstance(document, dict) or "ok" not in document:
+        return StepResult(
+            ok=False, output=None, error_class="permanent",
+            message="the step's result document lacks the field 'ok'",
+            retryable=False, retry_after_seconds=None, usage=None,
+        )
+    return StepResult(
+        ok=bool(document.get("ok")),
+        output=document.get("output"),
+        error_class=document.get("errorClass"),
+        message=document.get("message"),
+        retryable=bool(document.get("retryable", False)),
+        retry_after_seconds=document.get("retryAfterSeconds"),
+        usage=document.get("usage"),
+    )
+
+
+def missing_secret(pod: JSON) -> StepResult | None:
+    """A pod that cannot start because a Secret it mounts does not exist."""
+    for container in pod.get("status", {}).get("containerStatuses", []) or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        match = _MISSING_SECRET.search(waiting.get("message") or "")
+        if match:
+            return StepResult(
+                ok=False, output=None, error_class="auth",
+                message=(
+                    f"Secret {match.group(1)!r} does not exist in this namespace; create it "
+                    f"(kubectl create secret generic {match.group(1)} --from-literal=KEY=VALUE) or fix "
+                    "the step's credentials"
+                ),
+                retryable=False, retry_after_seconds=None, usage=None,
+            )
+    return None
+
+
+def synthesised_failure(reason: str | None) -> StepResult:
+    if reason == "DeadlineExceeded":
+        return StepResult(
+            ok=False, output=None, error_class="timeout",
+            message="the step ran past its timeoutSeconds and was stopped",
+            retryable=True, retry_after_seconds=None, usage=None,
+        )
+    return StepResult(
+        ok=False, output=None, error_class="transient",
+        message=f"the step's Job failed without a result ({reason or 'no reason given'})",
+        retryable=True, retry_after_seconds=None, usage=None,
+    )
+
+
+def observe_approval(approval: JSON) -> ApprovalObservation:
+    spec = approval.get("spec", {})
+    return ApprovalObservation(
+        step_id=spec.get("step", ""),
+        name=approval["metadata"]["name"],
+        decision=spec.get("decision"),
+        decided_by=spec.get("decidedBy"),
+        decided_at=_time((approval.get("status") or {}).get("decidedAt")),
+        reason=spec.get("reason"),
+        expires_at=_time(spec.get("expiresAt")),
+    )
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _condition_time(status: Mapping[str, Any], kind: str) -> datetime | None:
+    for condition in status.get("conditions", []) or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return _time(condition.get("lastTransitionTime"))
+    return None

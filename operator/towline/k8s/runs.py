@@ -1,0 +1,76 @@
+"""Reading and writing the resources the operator owns the status of.
+
+Status is written once per reconcile pass with a PUT that carries the
+resourceVersion that was read: if anybody wrote in between, the API server
+answers 409 and the caller re-reads and decides again. Spec, labels and
+annotations of a Workflow are never written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, KubeApi
+
+JSON = dict[str, Any]
+
+
+async def read_run(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    return await api.get(WORKFLOW_RUNS.path(namespace, name))
+
+
+async def read_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    return await api.get(WORKFLOWS.path(namespace, name))
+
+
+async def list_runs(api: KubeApi, namespace: str) -> list[JSON]:
+    return await api.list(WORKFLOW_RUNS.path(namespace))
+
+
+async def write_run_status(api: KubeApi, run: JSON, status: JSON) -> JSON | None:
+    """Replace the run's status if it changed; raises Conflict on a concurrent write."""
+    if run.get("status") == status:
+        return None
+    body = {
+        "apiVersion": run["apiVersion"],
+        "kind": run["kind"],
+        "metadata": {
+            "name": run["metadata"]["name"],
+            "namespace": run["metadata"]["namespace"],
+            "resourceVersion": run["metadata"]["resourceVersion"],
+        },
+        "spec": run["spec"],
+        "status": status,
+    }
+    meta = run["metadata"]
+    return await api.replace(WORKFLOW_RUNS.path(meta["namespace"], meta["name"], "status"), body)
+
+
+async def write_workflow_status(api: KubeApi, workflow: JSON, status: JSON) -> JSON | None:
+    """Only the status subresource: the synced spec, labels and annotations stay untouched."""
+    if workflow.get("status") == status:
+        return None
+    meta = workflow["metadata"]
+    body = {
+        "apiVersion": workflow["apiVersion"],
+        "kind": workflow["kind"],
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "resourceVersion": meta["resourceVersion"]},
+        "spec": workflow["spec"],
+        "status": status,
+    }
+    return await api.replace(WORKFLOWS.path(meta["namespace"], meta["name"], "status"), body)
+
+
+async def create_run(api: KubeApi, namespace: str, body: JSON) -> tuple[JSON, bool]:
+    """Create a run; a 409 (the same deterministic name) adopts the existing one."""
+    return await api.create(WORKFLOW_RUNS.path(namespace), body)
+
+
+async def cancel_run(api: KubeApi, namespace: str, name: str) -> None:
+    """Flip the run's user switch `spec.cancel` (the Replace concurrency policy)."""
+    await api.merge_patch(WORKFLOW_RUNS.path(namespace, name), {"spec": {"cancel": True}})
+
+
+async def delete_run(api: KubeApi, namespace: str, name: str) -> bool:
+    """Delete a run and, through owner references, its Jobs, policies and Approvals."""
+    return await api.delete(WORKFLOW_RUNS.path(namespace, name), propagation="Background")

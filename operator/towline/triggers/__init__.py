@@ -1,0 +1,1 @@
+"""Triggers: cron schedules (in the operator) and the webhook ingress (its own Deployment)."""

@@ -1,0 +1,100 @@
+"""Fire a Workflow's due cron triggers: at most one run per slot, whatever restarts.
+
+Run names come from the slot (`triggers.schedule.scheduled_run_name`), so a
+create repeated after a crash, or by a second replica, meets a 409 and adopts
+the run that exists. Concurrency policies follow CronJob's: Allow, Forbid
+(skip the slot while a run is active), Replace (cancel the active runs).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from towline.api.common import API_VERSION
+from towline.api.run import TERMINAL_RUN_PHASES
+from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
+from towline.k8s.client import KubeApi
+from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
+from towline.k8s.runs import cancel_run, create_run, list_runs
+from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name
+
+log = logging.getLogger(__name__)
+
+LABEL_TRIGGER = "towline.dev/trigger"
+JSON = dict[str, Any]
+
+
+async def fire_due_schedules(
+    api: KubeApi, workflow: JSON, spec: WorkflowSpec, status: WorkflowStatus, *, now: datetime, creator: str
+) -> datetime | None:
+    """Create the runs that are due, update `status` in place, return the next wake-up."""
+    meta = workflow["metadata"]
+    created_at = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
+    previous = {entry.trigger: entry for entry in status.schedules}
+    entries: list[ScheduleStatus] = []
+    for trigger in spec.triggers:
+        if trigger.schedule is None:
+            continue
+        entry = previous.get(trigger.name) or ScheduleStatus(trigger=trigger.name)
+        # A trigger seen for the first time never back-fills slots before now.
+        not_before = created_at if trigger.name in previous else max(created_at, now)
+        if not spec.suspend:
+            due = due_slot(trigger.schedule, now=now, last_scheduled=entry.last_schedule_time, not_before=not_before)
+            if due is not None and due.missed_deadline:
+                log.warning("%s/%s: slot %s missed its starting deadline", meta["namespace"], meta["name"], due.slot)
+                entry.last_schedule_time = due.slot
+            elif due is not None:
+                if await _start_run(api, workflow, trigger, due.slot, creator):
+                    log.info("%s/%s: fired %s for %s", meta["namespace"], meta["name"], trigger.name, due.slot)
+                entry.last_schedule_time = due.slot
+        entry.next_schedule_time = None if spec.suspend else next_fire_time(trigger.schedule, now)
+        entries.append(entry)
+    status.schedules = entries
+    upcoming = [e.next_schedule_time for e in entries if e.next_schedule_time]
+    fired = [e.last_schedule_time for e in entries if e.last_schedule_time]
+    status.next_schedule_time = min(upcoming) if upcoming else None
+    status.last_schedule_time = max(fired) if fired else None
+    return status.next_schedule_time
+
+
+async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datetime, creator: str) -> bool:
+    """Apply the concurrency policy, then create the slot's run. False when the slot is skipped."""
+    assert trigger.schedule is not None
+    meta = workflow["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    run_name = scheduled_run_name(name, trigger.name, slot)
+    policy = trigger.schedule.concurrency_policy
+    if policy != "Allow":
+        active = [
+            run for run in await list_runs(api, namespace)
+            if run["spec"]["workflowRef"]["name"] == name
+            and (run.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES
+            and run["metadata"]["name"] != run_name
+        ]
+        if active and policy == "Forbid":
+            log.info("%s/%s: skipping slot %s, %d run(s) still active (Forbid)", namespace, name, slot, len(active))
+            return False
+        for run in active:
+            await cancel_run(api, namespace, run["metadata"]["name"])
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "WorkflowRun",
+        "metadata": {
+            "name": run_name,
+            "namespace": namespace,
+            "labels": {LABEL_WORKFLOW: name, LABEL_TRIGGER: trigger.name.replace("_", "-"), LABEL_MANAGED_BY: MANAGER},
+            "ownerReferences": [{
+                "apiVersion": API_VERSION, "kind": "Workflow", "name": name, "uid": meta["uid"],
+            }],
+        },
+        "spec": {
+            "workflowRef": {"name": name},
+            "params": trigger.params,
+            "trigger": {"type": "schedule", "name": trigger.name, "scheduledTime": slot.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "requestedBy": creator,
+        },
+    }
+    _, created = await create_run(api, namespace, body)
+    return created

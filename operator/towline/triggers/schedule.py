@@ -1,0 +1,80 @@
+"""Cron schedules: when a trigger fires next, which slot is due, and the run it gets.
+
+Pure: time is an argument. A run's name is derived from the workflow, the
+trigger and the scheduled slot, so a restart or a second replica computing the
+same slot creates the same name, and the API server's 409 makes the second
+create a no-op: nothing fires twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from towline.api.workflow import ScheduleTrigger
+
+MAX_NAME = 63
+
+
+@dataclass(frozen=True)
+class DueSlot:
+    """A schedule slot that should have a run now, or the reason it is skipped."""
+
+    slot: datetime
+    missed_deadline: bool = False
+
+
+def next_fire_time(schedule: ScheduleTrigger, after: datetime) -> datetime:
+    """The first slot strictly after `after`, computed in the trigger's time zone, in UTC."""
+    zone = ZoneInfo(schedule.time_zone)
+    iterator = croniter(schedule.cron, after.astimezone(zone))
+    fire: datetime = iterator.get_next(datetime)
+    return fire.astimezone(UTC)
+
+
+def latest_slot(schedule: ScheduleTrigger, at_or_before: datetime) -> datetime:
+    """The most recent slot at or before `at_or_before` (UTC)."""
+    zone = ZoneInfo(schedule.time_zone)
+    # croniter's get_prev is strict, so start a microsecond later to include an exact hit.
+    iterator = croniter(schedule.cron, (at_or_before + timedelta(microseconds=1)).astimezone(zone))
+    slot: datetime = iterator.get_prev(datetime)
+    return slot.astimezone(UTC)
+
+
+def due_slot(
+    schedule: ScheduleTrigger,
+    *,
+    now: datetime,
+    last_scheduled: datetime | None,
+    not_before: datetime,
+) -> DueSlot | None:
+    """The slot to fire now, like the CronJob controller: only the most recent missed one.
+
+    `not_before` is when the workflow (or trigger) first appeared, so creating a
+    workflow never back-fills history. A slot older than the starting deadline
+    is reported as missed instead of fired late.
+    """
+    slot = latest_slot(schedule, now)
+    if slot < not_before or (last_scheduled is not None and slot <= last_scheduled):
+        return None
+    deadline = schedule.starting_deadline_seconds
+    if deadline is not None and now - slot > timedelta(seconds=deadline):
+        return DueSlot(slot, missed_deadline=True)
+    return DueSlot(slot)
+
+
+def scheduled_run_name(workflow: str, trigger: str, slot: datetime) -> str:
+    """`<workflow>-<trigger>-<YYYYMMDDHHMM>` as a DNS label, hashed when too long."""
+    stamp = slot.astimezone(UTC).strftime("%Y%m%d%H%M")
+    base = re.sub(r"[^a-z0-9-]", "-", f"{workflow}-{trigger}".lower()).strip("-")
+    name = f"{base}-{stamp}"
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    keep = MAX_NAME - len(stamp) - len(digest) - 2
+    return f"{base[:keep].rstrip('-')}-{digest}-{stamp}"

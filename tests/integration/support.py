@@ -1,0 +1,173 @@
+"""Helpers for operator integration tests: kubectl as a person, waiting, and a loopback HTTP server.
+
+Everything here talks to the real local control plane through the pinned
+kubectl, as the user a test names; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+
+from towline.devcluster.controlplane import ControlPlane
+
+
+def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = "admin", check: bool = True) -> Any:
+    text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+    return cluster.kubectl("apply", "-f", "-", stdin=text, user=user, check=check)
+
+
+def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
+    return cluster.kubectl("create", "-f", "-", stdin=yaml.safe_dump(manifest), user=user, check=check)
+
+
+def get(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+    if result.returncode != 0:
+        return None
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def list_objects(cluster: ControlPlane, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    args = ["get", kind, "-n", namespace, "-o", "json"]
+    if selector:
+        args += ["-l", selector]
+    items: list[dict[str, Any]] = json.loads(cluster.kubectl(*args).stdout)["items"]
+    return items
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3) -> Any:
+    """Poll until `probe` returns something truthy; fail with `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+def run_phase(cluster: ControlPlane, namespace: str, name: str) -> str | None:
+    run = get(cluster, "workflowruns.towline.dev", name, namespace)
+    return None if run is None else (run.get("status") or {}).get("phase")
+
+
+def wait_for_phase(
+    cluster: ControlPlane, namespace: str, name: str, phases: set[str], timeout: float = 120
+) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        run = get(cluster, "workflowruns.towline.dev", name, namespace)
+        if run and (run.get("status") or {}).get("phase") in phases:
+            return run
+        return None
+
+    try:
+        result: dict[str, Any] = wait_for(f"run {name} to reach {sorted(phases)}", probe, timeout)
+    except AssertionError:
+        run = get(cluster, "workflowruns.towline.dev", name, namespace)
+        raise AssertionError(f"run {name} did not reach {sorted(phases)}; status: "
+                             f"{json.dumps((run or {}).get('status'), indent=1)[:4000]}") from None
+    return result
+
+
+def step_status(run: dict[str, Any], step_id: str) -> dict[str, Any]:
+    for step in run["status"].get("steps", []):
+        if step["id"] == step_id:
+            return dict(step)
+    raise AssertionError(f"step {step_id} not in status: {[s['id'] for s in run['status'].get('steps', [])]}")
+
+
+def bind_role(cluster: ControlPlane, namespace: str, cluster_role: str, *, users: tuple[str, ...] = (),
+              groups: tuple[str, ...] = ()) -> None:
+    subjects = [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in users]
+    subjects += [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in groups]
+    apply(cluster, {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{cluster_role}-binding", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": subjects,
+    })
+
+
+@dataclass
+class Scripted:
+    """Responses a path gives, in order; the last one repeats."""
+
+    responses: list[tuple[int, dict[str, Any], dict[str, str]]]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    delay_seconds: float = 0.0
+
+
+class LoopbackServer:
+    """A real HTTP server on 127.0.0.1 whose paths answer from a script, recording every request."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Scripted] = {}
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = self.path.split("?", 1)[0]
+                with server.lock:
+                    script = server.routes.get(path)
+                    if script is None:
+                        status, payload, headers = 404, {"error": "no such path"}, {}
+                    else:
+                        script.requests.append({"method": self.command, "headers": dict(self.headers),
+                                                "body": body.decode(errors="replace")})
+                        index = min(len(script.requests), len(script.responses)) - 1
+                        status, payload, headers = script.responses[index]
+                delay = script.delay_seconds if script is not None else 0.0
+                if delay:
+                    time.sleep(delay)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # noqa: N815
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # A deliberately slow handler must not hold the test up at shutdown.
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def script(
+        self, path: str, *responses: tuple[int, dict[str, Any], dict[str, str]], delay_seconds: float = 0.0
+    ) -> Scripted:
+        with self.lock:
+            self.routes[path] = Scripted(list(responses), delay_seconds=delay_seconds)
+            return self.routes[path]
+
+    def __enter__(self) -> LoopbackServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,205 @@
+"""Restart safety, secrecy and GitOps hygiene of the operator on the local control plane."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
+from tests.integration.support import (
+    LoopbackServer,
+    apply,
+    create,
+    get,
+    list_objects,
+    step_status,
+    wait_for,
+    wait_for_phase,
+)
+
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.install import OperatorProcess
+
+pytestmark = pytest.mark.integration
+__all__ = ["team_namespace", "towline_installed", "towline_operator"]
+
+LOOPBACK = ["127.0.0.0/8"]
+CANARY = "canary-7f3e9c1d5b2a-do-not-leak"
+
+
+def run_manifest(namespace: str, workflow: str, name: str, user: str = "carol") -> dict[str, Any]:
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"workflowRef": {"name": workflow}, "requestedBy": user},
+    }
+
+
+def test_workflow_metadata_and_spec_are_exactly_what_the_user_applied(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    manifest = {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "synced", "namespace": ns, "labels": {"team": "ops"},
+                     "annotations": {"argocd.argoproj.io/tracking-id": "ops:towline.dev/Workflow:ns/synced"}},
+        "spec": {"triggers": [{"name": "hourly", "schedule": {"cron": "0 * * * *"}}],
+                 "steps": [{"id": "shape", "action": "data.transform",
+                            "with": {"data": {}, "fields": {"ok": "true"}}}]},
+    }
+    cluster.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", stdin=yaml.safe_dump(manifest))
+    before = get(cluster, "workflows.towline.dev", "synced", ns)
+    assert before is not None
+
+    def ready() -> dict[str, Any] | None:
+        found = get(cluster, "workflows.towline.dev", "synced", ns) or {}
+        conditions = (found.get("status") or {}).get("conditions", [])
+        return found if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+
+    after = wait_for("the Workflow to be Ready", ready)
+    assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
+    assert after["status"].get("nextScheduleTime")
+    assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert after["metadata"].get("labels") == before["metadata"].get("labels")
+    assert after["spec"] == before["spec"]
+    assert after["metadata"].get("finalizers") is None
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+
+def test_canary_secret_value_appears_nowhere_but_its_secret(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    cluster.kubectl("create", "secret", "generic", "canary-api", "-n", ns, f"--from-literal=token={CANARY}")
+    with LoopbackServer() as api:
+        # The provider echoes the secret back in an error: the runner must still not leak it.
+        calls = api.script("/whoami", (500, {"error": f"bad token {CANARY}"}, {}), (200, {"me": "ok"}, {}))
+        apply(cluster, {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "uses-secret", "namespace": ns},
+            "spec": {"steps": [{
+                "id": "call", "action": "http.request", "credentials": {"api": "canary-api"},
+                "with": {"url": f"{api.url}/whoami", "auth": {"bearer": {"credential": "api", "key": "token"}}},
+                "retry": {"limit": 1, "backoff": "fixed", "baseDelaySeconds": 1},
+                "allowPrivateNetworks": LOOPBACK,
+            }]},
+        })
+        create(cluster, run_manifest(ns, "uses-secret", "canary-run"), user="carol")
+        done = wait_for_phase(cluster, ns, "canary-run", {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert calls.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}", "the step really used it"
+    assert step_status(done, "call")["credentialsUsed"] == ["canary-api"]
+
+    kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    leaks = []
+    for kind in kinds:
+        listed = cluster.kubectl("get", kind, "--all-namespaces", "-o", "json", check=False)
+        if listed.returncode != 0:
+            continue
+        for item in json.loads(listed.stdout).get("items", []):
+            if CANARY in json.dumps(item):
+                meta = item.get("metadata", {})
+                if not (kind == "secrets" and meta.get("name") == "canary-api"):
+                    leaks.append(f"{kind}/{meta.get('namespace')}/{meta.get('name')}")
+    assert leaks == [], f"the canary leaked into {leaks}"
+    assert CANARY not in towline_operator.log_text()
+
+
+def test_operator_killed_at_several_points_completes_the_run_without_a_second_job(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    jobs_seen: dict[str, set[str]] = {}
+    stop = threading.Event()
+
+    def record_jobs() -> None:
+        while not stop.is_set():
+            for job in list_objects(cluster, "jobs", ns, "towline.dev/run=crash-run"):
+                jobs_seen.setdefault(job["metadata"]["name"], set()).add(job["metadata"]["uid"])
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=record_jobs, daemon=True)
+    watcher.start()
+    with LoopbackServer() as api:
+        api.script("/a", (503, {}, {}), (200, {"n": 1}, {}))
+        api.script("/b", (200, {"n": 2}, {}), delay_seconds=2)
+        api.script("/c", (200, {"n": 3}, {}))
+        steps = [
+            {"id": "a", "action": "http.request", "with": {"url": f"{api.url}/a", "select": "response.body"},
+             "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 2}, "allowPrivateNetworks": LOOPBACK},
+            {"id": "b", "needs": ["a"], "action": "http.request",
+             "with": {"url": f"{api.url}/b", "method": "POST", "json": {"n": "${{ steps.a.output.n }}"}},
+             "allowPrivateNetworks": LOOPBACK},
+            {"id": "c", "needs": ["b"], "action": "http.request", "with": {"url": f"{api.url}/c"},
+             "allowPrivateNetworks": LOOPBACK},
+        ]
+        apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                        "metadata": {"name": "crashy", "namespace": ns}, "spec": {"steps": steps}})
+        create(cluster, run_manifest(ns, "crashy", "crash-run"), user="carol")
+        # Kill right after the first Job appears, while a retry is scheduled, and while b runs.
+        for moment in ("a's first Job", "a's retry", "b's Job"):
+            wait_for(moment, lambda m=moment: _reached(cluster, ns, m), timeout=60, interval=0.1)
+            towline_operator.kill()
+            time.sleep(1)
+            towline_operator.start()
+        done = wait_for_phase(cluster, ns, "crash-run", {"Succeeded", "Failed"})
+    stop.set()
+    watcher.join(timeout=5)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert all(len(uids) == 1 for uids in jobs_seen.values()), f"a Job was created twice: {jobs_seen}"
+    attempts = {(s["id"], s["attempt"]) for s in done["status"]["steps"]}
+    assert attempts == {("a", 2), ("b", 1), ("c", 1)}
+    assert len(jobs_seen) == 4, f"exactly one Job per attempt: {sorted(jobs_seen)}"
+
+
+def _reached(cluster: ControlPlane, namespace: str, moment: str) -> bool:
+    jobs = {j["metadata"]["annotations"]["towline.dev/step-id"] + "/" + j["metadata"]["labels"]["towline.dev/attempt"]
+            for j in list_objects(cluster, "jobs", namespace, "towline.dev/run=crash-run")}
+    if moment == "a's first Job":
+        return "a/1" in jobs
+    if moment == "a's retry":
+        run = get(cluster, "workflowruns.towline.dev", "crash-run", namespace) or {}
+        return (run.get("status") or {}).get("phase") == "RetryScheduled" or "a/2" in jobs
+    return "b/1" in jobs
+
+
+def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    apply(cluster, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "minutely", "namespace": ns},
+        "spec": {"triggers": [{"name": "tick", "schedule": {"cron": "* * * * *"}}],
+                 "steps": [{"id": "noop", "action": "data.transform",
+                            "with": {"data": {}, "fields": {"ok": "true"}}}],
+                 "policy": {"history": {"succeeded": 20, "failed": 20}}},
+    })
+
+    def scheduled_runs() -> list[dict[str, Any]]:
+        return [r for r in list_objects(cluster, "workflowruns.towline.dev", ns)
+                if r["spec"].get("trigger", {}).get("type") == "schedule"]
+
+    wait_for("the first scheduled run", scheduled_runs, timeout=75)
+    first_slot = min(_slot(r) for r in scheduled_runs())
+    # Restart the operator right around the next slot boundary.
+    next_boundary = 60 - datetime.now(UTC).second
+    time.sleep(max(0, next_boundary - 1))
+    towline_operator.kill()
+    time.sleep(3)
+    towline_operator.start()
+    wait_for("two more slots", lambda: len({_slot(r) for r in scheduled_runs()}) >= 3, timeout=150)
+    runs = scheduled_runs()
+    slots = sorted(_slot(r) for r in runs)
+    assert len(slots) == len(set(slots)), f"a slot fired twice: {slots}"
+    minutes = [(s - first_slot).total_seconds() / 60 for s in slots]
+    assert minutes == list(range(len(minutes))), f"every minute fired exactly once: {minutes}"
+
+
+def _slot(run: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(run["spec"]["trigger"]["scheduledTime"].replace("Z", "+00:00"))
