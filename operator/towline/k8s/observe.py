@@ -105,14 +105,25 @@ def parse_result(pod: JSON) -> StepResult | None:
         try:
             document = json.loads(message)
         except ValueError:
-            return StepResult(
-                ok=False, output=None, error_class="permanent",
-                message="the step wrote a termination message that is not JSON "
-                f"(exit code {terminated.get('exitCode')})",
-                retryable=False, retry_after_seconds=None, usage=None,
-            )
+            return container_failure(terminated)
         return result_from_document(document)
     return None
+
+
+def container_failure(terminated: Mapping[str, Any]) -> StepResult:
+    """The container never produced a result document: the runtime's own words say why.
+
+    With a real kubelet that is e.g. StartError (the runner image lacks the
+    command); the runner itself only ever writes JSON, redacted.
+    """
+    reason = terminated.get("reason") or "Error"
+    text = str(terminated.get("message") or "").strip()[:512]
+    return StepResult(
+        ok=False, output=None, error_class="permanent",
+        message=f"the step's container failed without a result ({reason}, exit code "
+        f"{terminated.get('exitCode')}): {text}",
+        retryable=False, retry_after_seconds=None, usage=None,
+    )
 
 
 def result_from_document(document: Any) -> StepResult:
