@@ -37,7 +37,7 @@ KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kubectl")
 Progress = Callable[[str], None]
 
 
-class BinariesUnavailable(RuntimeError):
+class BinariesUnavailable(RuntimeError):  # noqa: N818 - reads as the condition it reports
     """No complete set of binaries could be found or built; the message says how to fix it."""
 
 
@@ -180,11 +180,9 @@ def _run_go(
     )
     assert process.stdout is not None
     tail: list[str] = []
-    count = 0
     last_report = time.monotonic()
-    for line in process.stdout:
-        count += 1
-        tail = (tail + [line.rstrip()])[-40:]
+    for count, line in enumerate(process.stdout, start=1):
+        tail = [*tail, line.rstrip()][-40:]
         if time.monotonic() - last_report > 30:
             progress(f"{label}: {count} packages/modules processed so far…")
             last_report = time.monotonic()

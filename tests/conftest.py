@@ -1,0 +1,166 @@
+"""Shared fixtures: a real local control plane (etcd, kube-apiserver, kube-controller-manager)
+plus the local step executor that plays the node, started once per session on first use.
+
+Unit tests never touch these fixtures, so they never start (or build) anything.
+The first integration test of a machine may build the Kubernetes binaries
+(20-40 minutes, printed as it goes); later sessions start in seconds.
+
+When a test that used the cluster fails, the component logs, the step
+executor's log, the pod process logs and a dump of all pods, Jobs and events
+(objects.yaml) are copied to
+``$TOWLINE_TEST_LOGS/<test>/`` (default: ``<tmp>/towline-test-logs/<test>/``) and
+the path is printed with the failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from towline.devcluster.binaries import find_binaries
+from towline.devcluster.clients import KubeClients, clients_from_kubeconfig
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.stepexecutor import StepExecutor
+
+
+@dataclass
+class LocalCluster:
+    control_plane: ControlPlane
+    executor: StepExecutor
+
+
+_CLUSTER: LocalCluster | None = None
+"""The session's cluster, for the failure hook (hooks cannot request fixtures)."""
+
+
+def kept_logs_root() -> Path:
+    return Path(os.environ.get("TOWLINE_TEST_LOGS") or Path(tempfile.gettempdir()) / "towline-test-logs")
+
+
+def _progress(message: str) -> None:
+    # Straight to the terminal: a first-time build takes long and must not look hung.
+    print(f"[towline tests] {message}", file=sys.__stderr__, flush=True)
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    """Control plane + step executor (in a thread of this process), for the whole session."""
+    global _CLUSTER  # noqa: PLW0603 - the failure hook needs it
+    binaries = find_binaries(progress=_progress)
+    plane = ControlPlane(binaries).start()
+    _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
+    handler = logging.FileHandler(plane.log_path("step-executor"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s: %(message)s"))
+    executor_log = logging.getLogger("towline.devcluster.stepexecutor")
+    executor_log.addHandler(handler)
+    executor_log.setLevel(logging.INFO)
+    executor = StepExecutor(plane.executor_kubeconfig, plane.state_dir / "executor").start()
+    _CLUSTER = LocalCluster(plane, executor)
+    try:
+        yield _CLUSTER
+    finally:
+        _CLUSTER = None
+        executor.stop()
+        executor_log.removeHandler(handler)
+        handler.close()
+        plane.stop()
+        plane.remove_state()
+
+
+@pytest.fixture(scope="session")
+def control_plane(local_cluster: LocalCluster) -> ControlPlane:
+    """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`."""
+    return local_cluster.control_plane
+
+
+@pytest.fixture(scope="session")
+def step_executor(local_cluster: LocalCluster) -> StepExecutor:
+    """The local node: `.pod_log_path(ns, name)` (stdout+stderr of a pod), `.running_pids()`."""
+    return local_cluster.executor
+
+
+def _clients(plane: ControlPlane, user: str) -> Iterator[KubeClients]:
+    clients = clients_from_kubeconfig(plane.kubeconfig, context=user)
+    yield clients
+    clients.close()
+
+
+@pytest.fixture(scope="session")
+def admin_client(control_plane: ControlPlane) -> Iterator[KubeClients]:
+    """Typed API clients as `admin` (system:masters)."""
+    yield from _clients(control_plane, "admin")
+
+
+@pytest.fixture(scope="session")
+def alice_client(control_plane: ControlPlane) -> Iterator[KubeClients]:
+    """Typed API clients as `alice` (group team-a); RBAC grants her nothing by default."""
+    yield from _clients(control_plane, "alice")
+
+
+@pytest.fixture(scope="session")
+def bob_client(control_plane: ControlPlane) -> Iterator[KubeClients]:
+    """Typed API clients as `bob` (groups team-b, approvers); RBAC grants him nothing by default."""
+    yield from _clients(control_plane, "bob")
+
+
+@pytest.fixture(scope="session")
+def carol_client(control_plane: ControlPlane) -> Iterator[KubeClients]:
+    """Typed API clients as `carol` (group team-a); RBAC grants her nothing by default."""
+    yield from _clients(control_plane, "carol")
+
+
+def _namespace_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{stem}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iterator[str]:
+    """A fresh namespace per test (its default ServiceAccount exists); deleted afterwards."""
+    name = _namespace_name(request.node.name)
+    admin_client.core.create_namespace({"metadata": {"name": name, "labels": {"towline.dev/test": "true"}}})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin_client.core.read_namespaced_service_account("default", name)
+            break
+        except ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield name
+    try:
+        admin_client.core.delete_namespace(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    cluster = _CLUSTER
+    if not report.failed or cluster is None or "local_cluster" not in getattr(item, "fixturenames", ()):
+        return
+    destination = kept_logs_root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    shutil.rmtree(destination, ignore_errors=True)
+    cluster.control_plane.copy_logs(destination)
+    snapshot = cluster.control_plane.kubectl("get", "pods,jobs,events", "-A", "-o", "yaml", check=False, timeout=30)
+    (destination / "objects.yaml").write_text(snapshot.stdout or snapshot.stderr)
+    pod_logs = cluster.executor.work_dir / "logs"
+    if pod_logs.exists():
+        shutil.copytree(pod_logs, destination / "pods", dirs_exist_ok=True)
+    report.sections.append(("towline logs", f"component, executor and pod logs kept in {destination}"))
