@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import yaml
-
 from towline.devcluster.controlplane import ControlPlane
 
 
+# Manifests go to kubectl as JSON (which is YAML): PyYAML writes a key `n` or `y` bare, and
+# kubectl reads those as YAML 1.1 booleans.
 def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = "admin", check: bool = True) -> Any:
-    text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
     return cluster.kubectl("apply", "-f", "-", stdin=text, user=user, check=check)
 
 
 def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
-    return cluster.kubectl("create", "-f", "-", stdin=yaml.safe_dump(manifest), user=user, check=check)
+    return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
 
 
 def get(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
 from tests.integration.support import (
     LoopbackServer,
@@ -52,7 +51,7 @@ def test_workflow_metadata_and_spec_are_exactly_what_the_user_applied(
                  "steps": [{"id": "shape", "action": "data.transform",
                             "with": {"data": {}, "fields": {"ok": "true"}}}]},
     }
-    cluster.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", stdin=yaml.safe_dump(manifest))
+    cluster.kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", stdin=json.dumps(manifest))
     before = get(cluster, "workflows.towline.dev", "synced", ns)
     assert before is not None
 

@@ -16,8 +16,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import yaml
-
 from towline.devcluster.binaries import BinariesUnavailable, find_binaries
 from towline.devcluster.cli import cluster_main, default_home
 from towline.devcluster.controlplane import ControlPlane, ControlPlaneError
@@ -102,7 +100,7 @@ def _grant_demo_roles(plane: ControlPlane, namespace: str) -> None:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
             "subjects": [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in users],
         }
-        plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(binding))
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(binding))
 
 
 def _walkthrough(plane: ControlPlane, started: float) -> str:
@@ -165,8 +163,8 @@ def dev_main(argv: list[str]) -> int:
             plane.kubectl("create", "namespace", namespace, check=False)
         _grant_demo_roles(plane, DEMO_NAMESPACE)
         plane.kubectl("apply", "-n", EXAMPLES_NAMESPACE, "-f", str(REPO_ROOT / "examples"))
-        plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(demo_workflow(f"http://127.0.0.1:{demo.server_port}")))
-        plane.kubectl("create", "-f", "-", stdin=yaml.safe_dump(demo_run()), user="carol")
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(demo_workflow(f"http://127.0.0.1:{demo.server_port}")))
+        plane.kubectl("create", "-f", "-", stdin=json.dumps(demo_run()), user="carol")
         print(_walkthrough(plane, started), flush=True)
         while executor.poll() is None and plane.is_running() and operator.process and operator.process.poll() is None:
             time.sleep(0.5)

@@ -98,6 +98,8 @@ class OperatorProcess:
     log_path: Path
     namespace: str = OPERATOR_NAMESPACE
     identity: str = "towline-operator-0"
+    metrics_port: int = 0
+    """0: no metrics endpoint (tests run several operators on one machine)."""
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> OperatorProcess:
@@ -109,7 +111,7 @@ class OperatorProcess:
             TOWLINE_SERVICE_ACCOUNT=SERVICE_ACCOUNT,
             # No image runtime here: the step executor runs the runner with this machine's Python.
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
-            TOWLINE_METRICS_PORT="0",
+            TOWLINE_METRICS_PORT=str(self.metrics_port),
         )
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
