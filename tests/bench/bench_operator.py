@@ -9,6 +9,7 @@ Prints figures; asserts nothing about time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import statistics
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import watch
+from urllib3.exceptions import ProtocolError
 
 from towline.devcluster.binaries import find_binaries
 from towline.devcluster.clients import clients_from_kubeconfig
@@ -87,6 +89,10 @@ def main() -> None:
 
         def watch_jobs() -> None:
             stream = watch.Watch()
+            with contextlib.suppress(ProtocolError):  # the control plane stops under the watch at the end
+                _record(stream)
+
+        def _record(stream: watch.Watch) -> None:
             for event in stream.stream(clients.batch.list_namespaced_job, NAMESPACE, timeout_seconds=300):
                 job = event["object"]
                 step = job.metadata.annotations.get("towline.dev/step-id")
