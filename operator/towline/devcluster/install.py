@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.processes import spawn
 from towline.devcluster.versions import KUBERNETES_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -113,12 +114,11 @@ class OperatorProcess:
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
             TOWLINE_METRICS_PORT=str(self.metrics_port),
         )
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        # Its own process group (so a kill takes everything it started), and it dies with its parent.
+        self.process = spawn(
             [sys.executable, "-m", "towline.cli", "operator", "--kubeconfig", str(self.kubeconfig)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            log_path=self.log_path, env=env,
         )
-        log.close()
         return self
 
     def kill(self) -> None:
