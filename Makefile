@@ -23,11 +23,14 @@ typecheck:
 imports:
 	lint-imports
 
+# The chart ships the same generated CRDs (Helm installs charts/towline/crds/ first).
 crds:
 	$(PYTHON) -m towline.api.crdgen --out crds
+	$(PYTHON) -m towline.api.crdgen --out charts/towline/crds
 
 crds-check:
 	$(PYTHON) -m towline.api.crdgen --check crds
+	$(PYTHON) -m towline.api.crdgen --check charts/towline/crds
 
 unit:
 	$(PYTHON) -m pytest tests/unit -q
