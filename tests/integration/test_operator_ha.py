@@ -1,0 +1,68 @@
+"""Two operator replicas: one Lease holder acts, the other takes over when it dies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
+from tests.integration.support import apply, create, list_objects, wait_for, wait_for_phase
+
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.install import OPERATOR_NAMESPACE, OperatorProcess
+
+pytestmark = pytest.mark.integration
+__all__ = ["team_namespace", "towline_installed", "towline_operator"]
+
+
+@pytest.fixture
+def second_replica(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
+    replica = OperatorProcess(
+        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "replica.log", identity="towline-operator-1"
+    ).start()
+    yield replica
+    replica.stop()
+    if towline_operator.process is None or towline_operator.process.poll() is not None:
+        towline_operator.start()
+
+
+def lease_holder(cluster: ControlPlane) -> str | None:
+    found = cluster.kubectl("get", "lease", "towline-operator", "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    holder: str | None = json.loads(found.stdout)["spec"].get("holderIdentity")
+    return holder
+
+
+def start_chain(cluster: ControlPlane, namespace: str, run: str) -> None:
+    create(cluster, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+        "metadata": {"name": run, "namespace": namespace},
+        "spec": {"workflowRef": {"name": "chain"}, "requestedBy": "carol"},
+    }, user="carol")
+
+
+def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
+    towline_operator: OperatorProcess, second_replica: OperatorProcess, towline_installed: ControlPlane,
+    team_namespace: str,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    steps = [{"id": f"s{i}", "action": "data.transform", "with": {"data": {}, "fields": {"i": str(i)}},
+              **({"needs": [f"s{i - 1}"]} if i else {})} for i in range(3)]
+    apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
+    first_holder = wait_for("a Lease holder", lambda: lease_holder(cluster))
+    start_chain(cluster, ns, "ha-1")
+    assert wait_for_phase(cluster, ns, "ha-1", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+    jobs = list_objects(cluster, "jobs", ns, "towline.dev/run=ha-1")
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["ha-1-s0-1", "ha-1-s1-1", "ha-1-s2-1"]
+    assert lease_holder(cluster) == first_holder, "leadership is stable while the holder lives"
+
+    leader = towline_operator if first_holder == towline_operator.identity else second_replica
+    follower = second_replica if leader is towline_operator else towline_operator
+    leader.kill()
+    start_chain(cluster, ns, "ha-2")
+    wait_for("the other replica to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
+    assert wait_for_phase(cluster, ns, "ha-2", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
