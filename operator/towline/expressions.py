@@ -120,8 +120,9 @@ def render(value: Any, context: Mapping[str, Any]) -> Any:
     longer string is interpolated as text.
     """
     if isinstance(value, str):
-        whole = TEMPLATE.fullmatch(value.strip())
-        if whole is not None:
+        # `match` + end, not `fullmatch`: the lazy pattern would fullmatch "${{ a }} ${{ b }}" as one binding.
+        whole = TEMPLATE.match(value.strip())
+        if whole is not None and whole.end() == len(value.strip()):
             return evaluate(whole.group(1).strip(), context)
         return TEMPLATE.sub(lambda m: _as_text(evaluate(m.group(1).strip(), context)), value)
     if isinstance(value, Mapping):
