@@ -1,0 +1,91 @@
+"""What the engine wants done, as plain values the operator carries out idempotently.
+
+Actions carry credential aliases and Secret names, never credential values.
+Event messages carry ids, error classes and error messages, never step outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from towline.api.common import Approvers
+from towline.api.run import WorkflowRunStatus
+
+
+@dataclass(frozen=True)
+class CreateStepJob:
+    """Create the Job (and its egress policy) for one step attempt; a 409 means adopt it."""
+
+    step_id: str
+    attempt: int
+    job_name: str
+    action: str
+    inputs: Mapping[str, Any]
+    credentials: Mapping[str, str]
+    """Credential alias -> name of the Secret mounted for this step."""
+    egress: tuple[Mapping[str, Any], ...]
+    """The step's `egress` entries in wire form: {"cidr": ..., "ports": [...]}."""
+    allow_private_networks: tuple[str, ...]
+    timeout_seconds: int | None
+    idempotency_key: str
+    mutating: bool
+
+
+@dataclass(frozen=True)
+class CreateApproval:
+    """Open an approval gate: create the Approval object a person decides on."""
+
+    step_id: str
+    name: str
+    message: str
+    preview: Mapping[str, Any]
+    """What the gated step(s) will do: action, rendered inputs, credential aliases and Secret names."""
+    approvers: Approvers
+    four_eyes: bool
+    requested_by: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class ExpireApproval:
+    """Mark an undecided Approval expired, so nobody approves a request the run gave up on."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class CancelApproval:
+    """Mark an undecided Approval cancelled (the run was cancelled or hit its deadline)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """Delete a step attempt's Job (and its pod): cancel or run deadline."""
+
+    job_name: str
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """A Kubernetes Event on the run for something a person cares about."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = CreateStepJob | CreateApproval | ExpireApproval | CancelApproval | DeleteJob | EmitEvent
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The new status to write once, the actions to carry out before writing it, and when to look again."""
+
+    status: WorkflowRunStatus
+    actions: tuple[Action, ...]
+    wake_at: datetime | None

@@ -1,0 +1,140 @@
+"""Steps that are not Jobs: approval gates (written or inserted by policy) and waits.
+
+A gate creates one Approval (or adopts the one a crash left behind, keeping its
+original expiry), then reads the decision: approved, rejected, or expired by
+the wall clock, also while the run is suspended (a person must not approve a
+request the run has given up on). The preview an approver sees names the
+gated steps' actions, their rendered inputs and credential references: never
+credential values.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from towline.api.common import parse_duration
+from towline.api.workflow import Step
+from towline.engine.actions import CreateApproval, ExpireApproval
+from towline.engine.naming import approval_name
+from towline.engine.phases import transition_step
+from towline.engine.steps import StepDriver
+from towline.engine.text import clip, iso
+from towline.expressions import ExpressionError
+
+
+class Gates:
+    """Approval and wait steps, moved with the same driver (shared actions, events and state)."""
+
+    def __init__(self, driver: StepDriver) -> None:
+        self.driver = driver
+
+    # --- approval gates --------------------------------------------------------------
+
+    def open_gate(self, entry_id: str, gate: Step, gated: list[str]) -> None:
+        """Request a decision (or adopt the Approval a crash left behind), then check it at once."""
+        assert gate.approval is not None
+        observation = self.driver.observed.approvals.get(entry_id)
+        message = ""
+        if observation is None:
+            try:
+                message = self.driver.bindings.text(gate.approval.message) if gate.approval.message else ""
+            except ExpressionError as error:
+                self.driver.fail_before_start(entry_id, error)
+                return
+        entry = self.driver.state.edit(entry_id)
+        transition_step(entry, "Running")
+        entry.started_at = self.driver.now
+        entry.approval_name = observation.name if observation else approval_name(self.driver.run.name, entry_id)
+        entry.expires_at = (observation.expires_at if observation else None) or (
+            self.driver.now + parse_duration(gate.approval.expires_after)
+        )
+        if observation is None:
+            self.driver.actions.append(CreateApproval(
+                step_id=entry_id, name=entry.approval_name, message=message, preview=self.preview(gated),
+                approvers=gate.approval.approvers, four_eyes=gate.approval.four_eyes,
+                requested_by=self.driver.run.spec.requested_by, expires_at=entry.expires_at,
+            ))
+            self.driver.event("Normal", "ApprovalRequested",
+                       f"approval {entry.approval_name} requested before {', '.join(gated) or 'the next steps'}; "
+                       f"expires at {iso(entry.expires_at)}")
+        self.observe_approval(entry_id)
+
+    def preview(self, gated: list[str]) -> dict[str, Any]:
+        """What the gated steps will do: action, inputs (rendered when possible), credential references."""
+        steps = []
+        for step_id in gated:
+            step = self.driver.state.graph.steps[step_id]
+            if step.action is None:
+                continue
+            try:
+                inputs, rendered = self.driver.bindings.inputs(step), True
+            except ExpressionError:
+                inputs, rendered = dict(step.with_), False
+            steps.append({
+                "id": step_id, "action": step.action, "with": inputs, "rendered": rendered,
+                "credentials": dict(step.credentials),
+            })
+        return {"steps": steps}
+
+    def observe_approval(self, entry_id: str) -> None:
+        """Approved, rejected, or expired by the wall clock (also while the run is suspended)."""
+        entry = self.driver.state.get(entry_id)
+        assert entry is not None and entry.phase == "Running"
+        observation = self.driver.observed.approvals.get(entry_id)
+        decision = observation.decision if observation is not None else None
+        if (
+            observation is not None and observation.decided_at is not None
+            and entry.expires_at is not None and observation.decided_at > entry.expires_at
+        ):
+            decision = None  # decided after it expired: too late to count
+        if observation is not None and decision is not None:
+            edited = self.driver.state.edit(entry_id)
+            edited.decided_by = observation.decided_by
+            edited.finished_at = observation.decided_at or self.driver.now
+            who = observation.decided_by or "an unnamed approver"
+            why = f": {observation.reason}" if observation.reason else ""
+            edited.message = clip(f"{decision.lower()} by {who}{why}", 2048)
+            if decision == "Approved":
+                transition_step(edited, "Succeeded", reason="Approved")
+                self.driver.event("Normal", "ApprovalApproved", f"approval {entry.approval_name} {edited.message}")
+            else:
+                transition_step(edited, "Failed", reason="Rejected")
+                self.driver.event("Warning", "ApprovalRejected", f"approval {entry.approval_name} {edited.message}")
+                self.driver.after_failure(entry_id)
+            return
+        if entry.expires_at is not None and self.driver.now >= entry.expires_at:
+            edited = self.driver.state.edit(entry_id)
+            assert edited.approval_name is not None
+            self.driver.actions.append(ExpireApproval(edited.approval_name))
+            edited.finished_at = self.driver.now
+            edited.message = f"approval expired at {iso(entry.expires_at)} without a decision"
+            transition_step(edited, "Failed", reason="Expired")
+            self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
+            self.driver.after_failure(entry_id)
+
+    # --- waits -----------------------------------------------------------------------
+
+    def start_wait(self, step_id: str, step: Step) -> None:
+        assert step.wait is not None
+        try:
+            if step.wait.until:
+                wake_at = self.driver.bindings.time(step.wait.until)
+            else:
+                wake_at = self.driver.now + (parse_duration(step.wait.duration) if step.wait.duration else timedelta())
+        except ExpressionError as error:
+            self.driver.fail_before_start(step_id, error)
+            return
+        entry = self.driver.state.edit(step_id)
+        transition_step(entry, "Running")
+        entry.started_at = self.driver.now
+        entry.wake_at = wake_at
+        self.observe_wait(step_id)
+
+    def observe_wait(self, step_id: str) -> None:
+        entry = self.driver.state.get(step_id)
+        assert entry is not None and entry.wake_at is not None
+        if self.driver.now >= entry.wake_at:
+            edited = self.driver.state.edit(step_id)
+            edited.finished_at = self.driver.now
+            transition_step(edited, "Succeeded", reason="WaitOver")

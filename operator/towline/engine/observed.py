@@ -1,0 +1,64 @@
+"""What is true in the world for one run, as the operator observed it.
+
+Plain frozen values: the operator builds them from the run's Jobs, their pods'
+termination messages and the run's Approvals; the engine only reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+JobState = Literal["active", "succeeded", "failed"]
+ApprovalDecision = Literal["Approved", "Rejected"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The runner's result document (or one the operator synthesised for a Job that left none)."""
+
+    ok: bool
+    output: Any = None
+    error_class: str | None = None
+    message: str | None = None
+    retryable: bool | None = None
+    retry_after_seconds: float | None = None
+    usage: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    """One step attempt's Job, found by label."""
+
+    step_id: str
+    attempt: int
+    job_name: str
+    state: JobState
+    result: StepResult | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalObservation:
+    """One Approval owned by the run; `decision` is None while nobody has decided."""
+
+    step_id: str
+    name: str
+    decision: ApprovalDecision | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = None
+    expires_at: datetime | None = None
+    """The Approval's spec.expiresAt; lets a replay after a crash keep the original expiry."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything the engine knows about the world: Jobs by (step id, attempt), Approvals by step id."""
+
+    jobs: Mapping[tuple[str, int], JobObservation] = field(default_factory=dict)
+    approvals: Mapping[str, ApprovalObservation] = field(default_factory=dict)

@@ -1,0 +1,96 @@
+"""The one transition table for run and step phases.
+
+Every phase change in the engine goes through `transition_run` or
+`transition_step`; a change the table does not allow is a bug in the engine
+and raises `IllegalTransition` rather than sneaking into a status that
+production side effects depend on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from towline.api.run import (
+    TERMINAL_RUN_PHASES,
+    TERMINAL_STEP_PHASES,
+    RunPhase,
+    StepPhase,
+    StepStatus,
+    WorkflowRunStatus,
+)
+
+RUN_PHASES: tuple[RunPhase, ...] = (
+    "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled", "Succeeded", "Failed", "Cancelled",
+)
+STEP_PHASES: tuple[StepPhase, ...] = ("Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled")
+
+_ACTIVE_RUN: frozenset[RunPhase] = frozenset({"Running", "Waiting", "AwaitingApproval", "RetryScheduled"})
+
+# One decide() pass may go Waiting -> (Running) -> AwaitingApproval without
+# writing the middle phase, so the active phases move freely among themselves.
+RUN_TRANSITIONS: Mapping[RunPhase, frozenset[RunPhase]] = {
+    # Failed straight from Pending: the run could not start (bad params, invalid snapshot).
+    "Pending": frozenset({"Running", "Failed"}),
+    **{
+        phase: (_ACTIVE_RUN - {phase}) | frozenset({"Succeeded", "Failed", "Cancelled"})
+        for phase in ("Running", "Waiting", "AwaitingApproval", "RetryScheduled")
+    },
+    "Succeeded": frozenset(),
+    "Failed": frozenset(),
+    "Cancelled": frozenset(),
+}
+
+STEP_TRANSITIONS: Mapping[StepPhase, frozenset[StepPhase]] = {
+    # Failed from Pending: a `when` or binding that cannot be evaluated, or the run deadline.
+    "Pending": frozenset({"Running", "Skipped", "Failed", "Cancelled"}),
+    "Running": frozenset({"Succeeded", "Failed", "Retrying", "Cancelled"}),
+    "Retrying": frozenset({"Running", "Failed", "Cancelled"}),
+    # Only a step paused for credential repair leaves Failed: a person resumed the run.
+    "Failed": frozenset({"Retrying"}),
+    "Succeeded": frozenset(),
+    "Skipped": frozenset(),
+    "Cancelled": frozenset(),
+}
+
+_STEP_GUARDS: Mapping[tuple[StepPhase, StepPhase], tuple[Callable[[StepStatus], bool], str]] = {
+    ("Failed", "Retrying"): (
+        lambda step: step.paused_for_credentials,
+        "only a step paused for credential repair is retried after failing",
+    ),
+}
+
+
+class IllegalTransition(RuntimeError):  # noqa: N818 - the name the operator and tests use
+    """The engine tried a phase change the transition table forbids: a bug, never a user error."""
+
+
+def transition_run(status: WorkflowRunStatus, to: RunPhase) -> bool:
+    """Move the run to `to`; staying in the same phase is a no-op. True when the phase changed."""
+    current = status.phase
+    if current == to:
+        return False
+    if to not in RUN_TRANSITIONS[current]:
+        raise IllegalTransition(f"run phase {current} -> {to} is not allowed")
+    status.phase = to
+    return True
+
+
+def transition_step(step: StepStatus, to: StepPhase, *, reason: str | None = None) -> None:
+    """Move one step to `to` and record why; every step phase change goes through here."""
+    current = step.phase
+    if to not in STEP_TRANSITIONS[current]:
+        raise IllegalTransition(f"step {step.id}: phase {current} -> {to} is not allowed")
+    guard = _STEP_GUARDS.get((current, to))
+    if guard is not None and not guard[0](step):
+        raise IllegalTransition(f"step {step.id}: phase {current} -> {to}: {guard[1]}")
+    step.phase = to
+    step.reason = reason
+
+
+def is_terminal_run(phase: str) -> bool:
+    return phase in TERMINAL_RUN_PHASES
+
+
+def is_finished_step(step: StepStatus) -> bool:
+    """Terminal, and not waiting for a person to repair credentials and resume it."""
+    return step.phase in TERMINAL_STEP_PHASES and not step.paused_for_credentials

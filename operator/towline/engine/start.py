@@ -1,0 +1,99 @@
+"""A run's first reconcile: snapshot the workflow and resolve params, or say why it cannot start.
+
+`start_run` is pure: the operator calls it once, stores the snapshot and the
+params in `status.workflowSpec` / `status.params`, and from then on the run
+never looks at the Workflow again (an edit of the Workflow never changes a
+run in flight).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from towline.api.run import WorkflowRunSpec, WorkflowSnapshot
+from towline.api.workflow import Param, ParamType, WorkflowSpec
+from towline.engine.actions import Decision, EmitEvent
+from towline.engine.graph import structure_errors
+from towline.engine.phases import transition_run
+from towline.engine.summary import set_condition
+from towline.engine.text import clip
+from towline.engine.view import RunView
+
+
+def start_run(
+    workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec
+) -> tuple[WorkflowSnapshot, dict[str, Any]] | list[str]:
+    """The run's snapshot and resolved params, or the list of problems (each names the field and the fix)."""
+    errors = structure_errors(workflow_spec.steps, workflow_spec.finally_, workflow_spec.compensations)
+    params, param_errors = resolve_params(workflow_spec.params, run_spec.params)
+    errors.extend(param_errors)
+    if errors:
+        return errors
+    snapshot = WorkflowSnapshot(
+        generation=generation,
+        steps=[step.model_copy(deep=True) for step in workflow_spec.steps],
+        finally_=[step.model_copy(deep=True) for step in workflow_spec.finally_],
+        compensations=[step.model_copy(deep=True) for step in workflow_spec.compensations],
+        policy=workflow_spec.policy.model_copy(deep=True),
+    )
+    return snapshot, params
+
+
+def resolve_params(declared: list[Param], supplied: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Supplied values over defaults, each checked against its declared type."""
+    errors: list[str] = []
+    names = {param.name for param in declared}
+    for name in sorted(set(supplied) - names):
+        known = ", ".join(sorted(names)) or "none"
+        errors.append(f"spec.params.{name}: the workflow declares no such param (declared: {known}); remove it")
+    params: dict[str, Any] = {}
+    for param in declared:
+        if param.name in supplied:
+            value = supplied[param.name]
+        elif param.required:
+            errors.append(f"spec.params.{param.name}: required ({param.type}); add it to the run's spec.params")
+            continue
+        else:
+            value = param.default
+        if value is not None and not _has_type(value, param.type):
+            origin = "spec.params" if param.name in supplied else "the workflow's default for"
+            errors.append(
+                f"{origin} {param.name}: expected {param.type}, got {type(value).__name__} {_shown(value)}"
+            )
+            continue
+        params[param.name] = value
+    return params, errors
+
+
+def _has_type(value: Any, kind: ParamType) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "object":
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def reject_run(run: RunView, errors: list[str], now: datetime) -> Decision:
+    """A run `start_run` refused: Failed from Pending, with every problem in the message."""
+    status = run.status.model_copy()
+    status.conditions = list(status.conditions)
+    message = clip("the run cannot start: " + "; ".join(errors), 2048) or ""
+    transition_run(status, "Failed")
+    status.finished_at = now
+    status.message = message
+    status.wake_at = None
+    set_condition(status, "Succeeded", "False", reason="InvalidRun", message=message, now=now)
+    event = EmitEvent("Warning", "RunInvalid", clip(message, 1024) or "")
+    return Decision(status=status, actions=(event,), wake_at=None)

@@ -1,0 +1,284 @@
+"""Moving one step: start an attempt, read its Job, retry or fail it, open and close gates, wait.
+
+Every phase change goes through `transition_step`. Actions and events are
+appended to the pass's list; nothing here performs I/O or reads a clock.
+Event messages name steps, error classes and error messages, never outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, Literal, get_args
+
+from towline.api.run import AttemptRecord, StepStatus
+from towline.api.workflow import ErrorClass, RetryPolicy
+from towline.engine.actions import (
+    Action,
+    CancelApproval,
+    CreateStepJob,
+    DeleteJob,
+    EmitEvent,
+)
+from towline.engine.bindings import Bindings
+from towline.engine.graph import ON_FAILURE_CONTINUE, ON_FAILURE_FAIL
+from towline.engine.idempotency import idempotency_key
+from towline.engine.naming import job_name
+from towline.engine.observed import Observed
+from towline.engine.phases import transition_step
+from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
+from towline.engine.state import RunState
+from towline.engine.text import clip, iso
+from towline.engine.view import ActionCatalog, RunView
+from towline.expressions import ExpressionError
+
+MAX_STEP_OUTPUT_BYTES = 4096
+"""A step's output kept in status, as compact JSON; larger fails the step with `output_too_large`."""
+MAX_RUN_OUTPUT_BYTES = 256 * 1024
+"""All outputs of one run together: keeps the status object far below etcd's object size limit."""
+HISTORY_LIMIT = 10
+"""Finished attempts kept per step; older ones are dropped (the count survives in `attempt`)."""
+
+_ERROR_CLASSES: tuple[ErrorClass, ...] = get_args(ErrorClass)
+
+
+def error_class_of(value: str | None) -> ErrorClass:
+    """A step's reported class; anything unknown is permanent (never retried on a guess)."""
+    for known in _ERROR_CLASSES:
+        if value == known:
+            return known
+    return "permanent"
+
+
+def output_size(output: Any) -> int:
+    return len(json.dumps(output, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+
+
+class StepDriver:
+    """The step-level half of one `decide` pass."""
+
+    def __init__(
+        self, run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog, *,
+        state: RunState, bindings: Bindings,
+    ) -> None:
+        self.run = run
+        self.observed = observed
+        self.now = now
+        self.catalog = catalog
+        self.state = state
+        self.bindings = bindings
+        self.actions: list[Action] = []
+
+    def event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.actions.append(EmitEvent(kind, reason, clip(message, 1024) or ""))
+
+    # --- actions ---------------------------------------------------------------------
+
+    def start_attempt(self, step_id: str, inputs: dict[str, Any], mutating: bool) -> None:
+        """Start the next attempt, or adopt its Job when a crash lost the status that recorded it."""
+        step = self.state.graph.steps[step_id]
+        entry = self.state.edit(step_id)
+        attempt = entry.attempt + 1
+        observation = self.observed.jobs.get((step_id, attempt))
+        transition_step(entry, "Running")
+        entry.attempt = attempt
+        entry.job_name = observation.job_name if observation else job_name(self.run.name, step_id, attempt)
+        entry.started_at = (observation.started_at if observation else None) or self.now
+        entry.finished_at = entry.retry_at = entry.error_class = entry.message = None
+        entry.mutating = mutating
+        entry.credentials_used = sorted(set(step.credentials.values()))
+        entry.idempotency_key = idempotency_key(self.run.workflow_name, self.run.uid, step_id, entry.attempt_group)
+        if observation is not None:
+            self.observe_job(step_id)
+            return
+        assert step.action is not None
+        self.actions.append(CreateStepJob(
+            step_id=step_id, attempt=attempt, job_name=entry.job_name, action=step.action, inputs=inputs,
+            credentials=dict(step.credentials),
+            egress=tuple(rule.to_wire() for rule in step.egress),
+            allow_private_networks=tuple(step.allow_private_networks),
+            timeout_seconds=step.timeout_seconds, idempotency_key=entry.idempotency_key, mutating=mutating,
+        ))
+        self.event("Normal", "StepStarted", f"step {step_id} attempt {attempt} started as Job {entry.job_name}")
+
+    def observe_job(self, step_id: str) -> None:
+        entry = self.state.get(step_id)
+        assert entry is not None and entry.phase == "Running"
+        observation = self.observed.jobs.get((step_id, entry.attempt))
+        if observation is None:
+            self.fail_attempt(
+                step_id, "unknown_side_effect" if entry.mutating else "transient",
+                f"the step's Job {entry.job_name} disappeared before it reported a result", retryable=None,
+            )
+            return
+        if observation.state == "active":
+            return
+        finished_at = observation.finished_at or self.now
+        result = observation.result
+        if result is None:
+            happened = "succeeded" if observation.state == "succeeded" else "failed"
+            self.fail_attempt(
+                step_id, "unknown_side_effect" if entry.mutating else "transient",
+                f"the step's Job {observation.job_name} {happened} without a result "
+                f"({observation.reason or 'no reason given'})",
+                retryable=None, finished_at=finished_at,
+            )
+        elif result.ok:
+            self.complete_attempt(step_id, result.output, result.usage, finished_at)
+        else:
+            error_class = error_class_of(result.error_class)
+            message = result.message or f"the step failed with error class {error_class}"
+            if result.error_class is not None and result.error_class != error_class:
+                message = f"unknown error class {result.error_class!r} treated as permanent: {message}"
+            self.fail_attempt(
+                step_id, error_class, message, retryable=result.retryable,
+                retry_after=result.retry_after_seconds, finished_at=finished_at,
+                usage=dict(result.usage) if result.usage is not None else None,
+            )
+
+    def complete_attempt(self, step_id: str, output: Any, usage: Any, finished_at: datetime) -> None:
+        size = output_size(output)
+        status = self.state.status
+        if size > MAX_STEP_OUTPUT_BYTES:
+            self.fail_attempt(
+                step_id, "output_too_large",
+                f"the step's output is {size} bytes of JSON; the limit is {MAX_STEP_OUTPUT_BYTES} bytes per step. "
+                "Return only the fields later steps need, or store large data elsewhere and return a reference",
+                retryable=False, finished_at=finished_at,
+            )
+            return
+        if status.output_bytes + size > MAX_RUN_OUTPUT_BYTES:
+            self.fail_attempt(
+                step_id, "output_too_large",
+                f"the run's outputs would reach {status.output_bytes + size} bytes; the limit is "
+                f"{MAX_RUN_OUTPUT_BYTES} bytes per run. Return less from each step",
+                retryable=False, finished_at=finished_at,
+            )
+            return
+        entry = self.state.edit(step_id)
+        transition_step(entry, "Succeeded")
+        entry.output = output
+        entry.usage = dict(usage) if usage is not None else None
+        entry.finished_at = finished_at
+        self._record_attempt(entry, None, None)
+        status.output_bytes += size
+        self.event("Normal", "StepSucceeded", f"step {step_id} succeeded (attempt {entry.attempt})")
+
+    def fail_attempt(
+        self, step_id: str, error_class: ErrorClass, message: str, *, retryable: bool | None,
+        retry_after: float | None = None, finished_at: datetime | None = None, usage: dict[str, Any] | None = None,
+    ) -> None:
+        """An attempt failed: pause for credentials, retry, or fail the step (and trigger onFailure)."""
+        entry = self.state.edit(step_id)
+        entry.error_class = error_class
+        entry.message = clip(message, 2048)
+        entry.finished_at = finished_at or self.now
+        entry.usage = usage
+        self._record_attempt(entry, error_class, message)
+        attempt = f"step {step_id} attempt {entry.attempt} failed ({error_class}): {message}"
+        cancelling = self.run.spec.cancel
+        if error_class == "auth" and not cancelling:
+            transition_step(entry, "Failed", reason="CredentialsNeedRepair")
+            entry.paused_for_credentials = True
+            # A token already on the run predates this failure: only a new one resumes it.
+            self.state.status.resume_token = self.run.resume_token
+            secrets = ", ".join(entry.credentials_used) or "(none named)"
+            self.event("Warning", "CredentialsNeedRepair", f"{attempt}; repair Secret(s) {secrets} and resume the run")
+            return
+        if error_class == "unknown_side_effect":
+            transition_step(entry, "Failed", reason="SideEffectUnknown")
+            self.event("Warning", "StepFailed", f"{attempt}; not retried: a person must check whether it took effect")
+            self.after_failure(step_id)
+            return
+        step = self.state.definition(entry)
+        policy = step.retry or (self.catalog.default_retry(step.action) if step.action else None)
+        if not cancelling and may_retry(policy, entry.attempt, error_class, retryable):
+            assert policy is not None
+            self._schedule_retry(entry, policy, retry_after=retry_after, attempt=attempt)
+            return
+        exhausted = (
+            policy is not None and policy.limit > 0 and error_class in policy.retry_on and retryable is not False
+        )
+        transition_step(entry, "Failed", reason="RetriesExhausted" if exhausted else "Failed")
+        self.event("Warning", "StepFailed", attempt)
+        self.after_failure(step_id)
+
+    def _schedule_retry(
+        self, entry: StepStatus, policy: RetryPolicy, *, retry_after: float | None, attempt: str
+    ) -> None:
+        """Retrying with a persisted wake-up time, unless that time is past the run deadline."""
+        seed = jitter_seed(self.run.uid, entry.id, entry.attempt)
+        delay = retry_delay_seconds(policy, entry.attempt, seed=seed, retry_after_seconds=retry_after)
+        retry_at = self.now + timedelta(seconds=delay)
+        deadline = self.state.deadline()
+        if deadline is not None and retry_at > deadline:
+            transition_step(entry, "Failed", reason="RetryPastDeadline")
+            entry.message = clip(
+                f"{entry.message}; not retried: the next attempt at {iso(retry_at)} would start after the run "
+                f"deadline {iso(deadline)}", 2048,
+            )
+            self.event("Warning", "StepFailed", f"{attempt}; not retried: a retry would start after the run deadline")
+            self.after_failure(entry.id)
+            return
+        transition_step(entry, "Retrying", reason="RetryScheduled")
+        entry.retry_at = retry_at
+        self.event("Normal", "StepRetryScheduled", f"{attempt}; attempt {entry.attempt + 1} at {iso(retry_at)}")
+
+    def after_failure(self, step_id: str) -> None:
+        """A main step failed for good: trigger the compensation its onFailure names, once."""
+        entry = self.state.get(step_id)
+        assert entry is not None
+        if self.state.stage_of(entry) != "main" or entry.gate_for is not None:
+            return
+        compensation = self.state.graph.steps[step_id].on_failure
+        if compensation in (ON_FAILURE_FAIL, ON_FAILURE_CONTINUE) or self.state.get(compensation) is not None:
+            return
+        self.state.add(StepStatus(id=compensation))
+        self.event("Normal", "CompensationTriggered", f"step {step_id} failed; running compensation {compensation}")
+
+    def retry_now(self, step_id: str) -> None:
+        """A person resumed the run after repairing credentials: a new attempt group, due at once."""
+        entry = self.state.edit(step_id)
+        transition_step(entry, "Retrying", reason="CredentialsRepaired")
+        entry.paused_for_credentials = False
+        entry.attempt_group += 1
+        entry.retry_at = self.now
+        self.event("Normal", "StepResumed", f"step {step_id} resumed after credential repair")
+
+    def fail_before_start(self, step_id: str, error: ExpressionError) -> None:
+        """A `when` or binding that cannot be evaluated: the author's error, never retried."""
+        entry = self.state.edit(step_id)
+        entry.error_class = "validation"
+        entry.message = clip(str(error), 2048)
+        entry.finished_at = self.now
+        transition_step(entry, "Failed", reason="InvalidExpression")
+        self.event("Warning", "StepFailed", f"step {step_id} could not start (validation): {error}")
+        self.after_failure(step_id)
+
+    def stop(self, step_id: str, to: Literal["Failed", "Cancelled", "Skipped"], reason: str, message: str) -> None:
+        """Cancel or run deadline: delete the Job, cancel the Approval, leave the step in `to`."""
+        edited = self.state.edit(step_id)
+        if edited.paused_for_credentials:
+            edited.paused_for_credentials = False
+            edited.reason = reason  # stays Failed: its last attempt did fail
+            edited.message = clip(f"{edited.message}; {message}", 2048)
+            return
+        if edited.phase == "Running" and edited.job_name is not None:
+            self.actions.append(DeleteJob(edited.job_name))
+            self._record_attempt(edited, "timeout" if to == "Failed" else None, message)
+        if edited.phase == "Running" and edited.approval_name is not None:
+            self.actions.append(CancelApproval(edited.approval_name))
+        if to == "Failed":
+            edited.error_class = "timeout"
+        edited.message = clip(message, 2048)
+        edited.finished_at = self.now
+        transition_step(edited, to, reason=reason)
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _record_attempt(self, entry: StepStatus, error_class: ErrorClass | None, message: str | None) -> None:
+        record = AttemptRecord(
+            attempt=max(entry.attempt, 1), job_name=entry.job_name, started_at=entry.started_at,
+            finished_at=entry.finished_at or self.now, error_class=error_class, message=clip(message, 1024),
+        )
+        entry.history = [*entry.history, record][-HISTORY_LIMIT:]

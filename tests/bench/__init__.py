@@ -1,0 +1,1 @@
+"""Benchmarks: each `bench_*.py` module has a `main()` that prints its figures (`make bench`)."""
