@@ -67,8 +67,8 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         if stuck is not None:
             state = "failed"
             result = stuck
-    if state == "failed" and result is None:
-        result = synthesised_failure(reason)
+    # A failed Job with no result document (deadline, eviction, lost node) stays result=None: only
+    # the engine knows whether the step mutates, and so whether it may have had a side effect.
     return JobObservation(
         step_id=step_id,
         attempt=int(attempt_text),
@@ -160,20 +160,6 @@ def missing_secret(pod: JSON) -> StepResult | None:
                 retryable=False, retry_after_seconds=None, usage=None,
             )
     return None
-
-
-def synthesised_failure(reason: str | None) -> StepResult:
-    if reason == "DeadlineExceeded":
-        return StepResult(
-            ok=False, output=None, error_class="timeout",
-            message="the step ran past its timeoutSeconds and was stopped",
-            retryable=True, retry_after_seconds=None, usage=None,
-        )
-    return StepResult(
-        ok=False, output=None, error_class="transient",
-        message=f"the step's Job failed without a result ({reason or 'no reason given'})",
-        retryable=True, retry_after_seconds=None, usage=None,
-    )
 
 
 def observe_approval(approval: JSON) -> ApprovalObservation:
