@@ -277,6 +277,12 @@ def _open_path(path: str) -> int:
     return os.open(path, os.O_PATH | os.O_CLOEXEC)
 
 
+def _hidden_by(paths: list[str], mounts: list[dict[str, Any]]) -> list[str]:
+    """The paths that lie under (and so would be hidden by) one of the pod's mount targets."""
+    targets = [str(mount["target"]).rstrip("/") for mount in mounts]
+    return [str(p) for p in paths if any(str(p) == t or str(p).startswith(t + "/") for t in targets)]
+
+
 def _prepare(spec: dict[str, Any]) -> tuple[list[str], str]:
     Namespace.enter()
     # Host paths (volume sources, scratch space, the default working directory) are
@@ -285,12 +291,17 @@ def _prepare(spec: dict[str, Any]) -> tuple[list[str], str]:
     namespace = Namespace(f"/proc/self/fd/{_open_path(str(spec['scratch']))}")
     mounts = sorted(spec["mounts"], key=lambda m: str(m["target"]).count("/"))
     sources = [_open_path(str(mount["source"])) for mount in mounts]
+    # Code the command needs (this machine's Python, the checkout) plays the image's role: a pod
+    # volume such as an emptyDir at /tmp must not hide it when the checkout lives under /tmp.
+    code = [(path, _open_path(path)) for path in _hidden_by(spec.get("expose", []), mounts) if os.path.exists(path)]
     if spec.get("workingDir"):
         cwd = Cwd(str(spec["workingDir"]))
     else:
         cwd = Cwd(str(spec["hostWorkingDir"]), _open_path(str(spec["hostWorkingDir"])))
     for mount, source in zip(mounts, sources, strict=True):
         namespace.bind(f"/proc/self/fd/{source}", str(mount["target"]), read_only=bool(mount["readOnly"]))
+    for path, descriptor in code:
+        namespace.bind(f"/proc/self/fd/{descriptor}", path, read_only=True)
     if cwd.descriptor is None:
         namespace.ensure(cwd.path, directory=True)
     argv = [str(part) for part in spec["argv"]]

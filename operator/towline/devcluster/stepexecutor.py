@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import logging
 import os
 import signal
@@ -385,7 +386,14 @@ class StepExecutor:
 
 
 def _import_paths() -> list[str]:
-    return [path for path in sys.path if os.path.isabs(path) and os.path.exists(path)]
+    """sys.path, plus the source roots of the Towline packages (an editable install maps
+    them through an import hook, so they are not on sys.path)."""
+    roots = []
+    for package in ("towline", "towline_connectors"):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            roots.append(os.path.dirname(os.path.abspath(location)))
+    return [path for path in [*sys.path, *roots] if os.path.isabs(path) and os.path.exists(path)]
 
 
 def main(argv: list[str] | None = None) -> int:
