@@ -17,15 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration import operator_fixtures
 from tests.integration.support import get, wait_for
 
 from towline.devcluster.controlplane import ControlPlane
 from towline.validation import connector_catalog, validate_workflow_manifest
 
 pytestmark = pytest.mark.integration
-towline_installed = operator_fixtures.towline_installed
-towline_operator = operator_fixtures.towline_operator
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -7,14 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
 from tests.integration.support import apply, create, list_objects, wait_for, wait_for_phase
 
 from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OPERATOR_NAMESPACE, OperatorProcess
 
 pytestmark = pytest.mark.integration
-__all__ = ["team_namespace", "towline_installed", "towline_operator"]
 
 
 @pytest.fixture

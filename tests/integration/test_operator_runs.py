@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
 from tests.integration.support import (
     LoopbackServer,
     apply,
@@ -28,7 +27,6 @@ from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
-__all__ = ["team_namespace", "towline_installed", "towline_operator"]
 
 LOOPBACK = ["127.0.0.0/8"]
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.integration.operator_fixtures import team_namespace, towline_installed, towline_operator
 from tests.integration.support import (
     LoopbackServer,
     apply,
@@ -25,7 +24,6 @@ from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
-__all__ = ["team_namespace", "towline_installed", "towline_operator"]
 
 LOOPBACK = ["127.0.0.0/8"]
 CANARY = "canary-7f3e9c1d5b2a-do-not-leak"

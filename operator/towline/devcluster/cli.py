@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,23 +61,30 @@ def export_lines(state: dict[str, Any]) -> str:
     return f"export KUBECONFIG={state['kubeconfig']}\nexport PATH={state['binDir']}:$PATH\n"
 
 
-def _up(home: Path, namespaces: list[str] | None) -> int:
+def start_dev_cluster(
+    home: Path, namespaces: list[str] | None = None
+) -> tuple[ControlPlane, subprocess.Popen[bytes], dict[str, Any]] | None:
+    """Control plane + step executor process, recorded in the state file; None (said why) on failure.
+
+    Shared by `towline dev cluster up` and `towline dev`, which must never run two clusters
+    over one state directory.
+    """
     running = read_state(home)
     if running is not None:
         print(f"A dev cluster is already running (pid {running['pid']}); stop it with "
               "`towline dev cluster down` or use it:\n" + export_lines(running), file=sys.stderr)
-        return 1
+        return None
     try:
         binaries = find_binaries()
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return None
     plane = ControlPlane(binaries, home / "state")
     try:
         plane.start()
     except ControlPlaneError as error:
         print(f"error: the control plane did not start:\n{error}", file=sys.stderr)
-        return 1
+        return None
     executor_argv = [sys.executable, "-m", "towline.devcluster.stepexecutor",
                      "--kubeconfig", str(plane.executor_kubeconfig), "--work-dir", str(home / "state" / "executor")]
     for namespace in namespaces or []:
@@ -88,6 +96,14 @@ def _up(home: Path, namespaces: list[str] | None) -> int:
         "startedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     state_file(home).write_text(json.dumps(state, indent=2) + "\n")
+    return plane, executor, state
+
+
+def _up(home: Path, namespaces: list[str] | None) -> int:
+    started = start_dev_cluster(home, namespaces)
+    if started is None:
+        return 1
+    plane, executor, state = started
     print(_banner(plane, state), flush=True)
     try:
         while executor.poll() is None and plane.is_running():

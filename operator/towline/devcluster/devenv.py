@@ -16,9 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from towline.devcluster.binaries import BinariesUnavailable, find_binaries
-from towline.devcluster.cli import cluster_main, default_home
-from towline.devcluster.controlplane import ControlPlane, ControlPlaneError
+from towline.devcluster.cli import cluster_main, default_home, start_dev_cluster, state_file
+from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import (
     REPO_ROOT,
     OperatorProcess,
@@ -26,7 +25,7 @@ from towline.devcluster.install import (
     install_crds,
     operator_kubeconfig,
 )
-from towline.devcluster.processes import spawn, stop_process
+from towline.devcluster.processes import stop_process
 
 DEMO_NAMESPACE = "towline-demo"
 EXAMPLES_NAMESPACE = "towline-examples"
@@ -135,22 +134,10 @@ def dev_main(argv: list[str]) -> int:
         return 2
     started = time.monotonic()
     home = default_home()
-    try:
-        binaries = find_binaries()
-    except BinariesUnavailable as error:
-        print(f"error: {error}", file=sys.stderr)
+    cluster = start_dev_cluster(home)
+    if cluster is None:
         return 1
-    plane = ControlPlane(binaries, home / "state")
-    try:
-        plane.start()
-    except ControlPlaneError as error:
-        print(f"error: the control plane did not start:\n{error}", file=sys.stderr)
-        return 1
-    executor = spawn(
-        [sys.executable, "-m", "towline.devcluster.stepexecutor", "--kubeconfig", str(plane.executor_kubeconfig),
-         "--work-dir", str(plane.state_dir / "executor")],
-        log_path=plane.log_path("step-executor"),
-    )
+    plane, executor, _ = cluster
     demo = ThreadingHTTPServer(("127.0.0.1", 0), _DemoApi)
     threading.Thread(target=demo.serve_forever, daemon=True).start()
     operator: OperatorProcess | None = None
@@ -179,3 +166,4 @@ def dev_main(argv: list[str]) -> int:
         demo.shutdown()
         stop_process(executor, grace_seconds=10)
         plane.stop()
+        state_file(home).unlink(missing_ok=True)
