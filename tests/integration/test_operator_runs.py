@@ -119,6 +119,8 @@ def test_release_with_branch_retry_and_approval_by_bob_succeeds(
         assert step_status(done, "review")["decidedBy"] == "bob"
         approval_object = get(cluster, "approvals.towline.dev", approval, ns)
         assert approval_object is not None and approval_object["spec"]["decidedBy"] == "bob"
+        assert approval_object["status"]["phase"] == "Approved"
+        assert approval_object["status"]["decidedAt"], "when bob decided, as the API server recorded it"
         assert len(releases.requests) == 1
         assert json.loads(releases.requests[0]["body"]) == {"version": "1.4.2"}
         assert releases.requests[0]["headers"].get("Idempotency-Key", "").startswith("tl-")

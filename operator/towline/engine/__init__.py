@@ -55,6 +55,7 @@ from towline.engine.actions import (
     DeleteJob,
     EmitEvent,
     ExpireApproval,
+    RecordApprovalDecision,
 )
 from towline.engine.decide import decide
 from towline.engine.idempotency import idempotency_key
@@ -83,6 +84,7 @@ __all__ = [
     "IllegalTransition",
     "JobObservation",
     "Observed",
+    "RecordApprovalDecision",
     "RunView",
     "StepResult",
     "approval_name",

@@ -57,6 +57,15 @@ class ExpireApproval:
 
 
 @dataclass(frozen=True)
+class RecordApprovalDecision:
+    """Mirror a counted decision into the Approval's status (phase and time), for `kubectl get`."""
+
+    name: str
+    phase: Literal["Approved", "Rejected"]
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
 class CancelApproval:
     """Mark an undecided Approval cancelled (the run was cancelled or hit its deadline)."""
 
@@ -79,7 +88,9 @@ class EmitEvent:
     message: str
 
 
-Action = CreateStepJob | CreateApproval | ExpireApproval | CancelApproval | DeleteJob | EmitEvent
+Action = (
+    CreateStepJob | CreateApproval | ExpireApproval | RecordApprovalDecision | CancelApproval | DeleteJob | EmitEvent
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from towline.api.common import parse_duration
 from towline.api.workflow import Step
-from towline.engine.actions import CreateApproval, ExpireApproval
+from towline.engine.actions import CreateApproval, ExpireApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
@@ -95,6 +95,8 @@ class Gates:
             who = observation.decided_by or "an unnamed approver"
             why = f": {observation.reason}" if observation.reason else ""
             edited.message = clip(f"{decision.lower()} by {who}{why}", 2048)
+            assert entry.approval_name is not None
+            self.driver.actions.append(RecordApprovalDecision(entry.approval_name, decision, edited.finished_at))
             if decision == "Approved":
                 transition_step(edited, "Succeeded", reason="Approved")
                 self.driver.event("Normal", "ApprovalApproved", f"approval {entry.approval_name} {edited.message}")

@@ -48,6 +48,10 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
             await set_approval_phase(context.api, run.namespace, action.name, "Expired")
         elif isinstance(action, engine_actions.CancelApproval):
             await set_approval_phase(context.api, run.namespace, action.name, "Cancelled")
+        elif isinstance(action, engine_actions.RecordApprovalDecision):
+            await set_approval_phase(
+                context.api, run.namespace, action.name, action.phase, decided_at=_rfc3339(action.decided_at)
+            )
         elif isinstance(action, engine_actions.DeleteJob):
             await context.api.delete(JOBS.path(run.namespace, action.job_name))
         elif isinstance(action, engine_actions.EmitEvent):
@@ -111,9 +115,14 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
 
 
-async def set_approval_phase(api: KubeApi, namespace: str, name: str, phase: str) -> None:
+async def set_approval_phase(
+    api: KubeApi, namespace: str, name: str, phase: str, *, decided_at: str | None = None
+) -> None:
+    status: dict[str, Any] = {"phase": phase}
+    if decided_at is not None:
+        status["decidedAt"] = decided_at
     try:
-        await api.merge_patch(APPROVALS.path(namespace, name, "status"), {"status": {"phase": phase}})
+        await api.merge_patch(APPROVALS.path(namespace, name, "status"), {"status": status})
     except ApiError as error:
         if error.status != 404:
             raise

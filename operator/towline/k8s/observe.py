@@ -169,10 +169,26 @@ def observe_approval(approval: JSON) -> ApprovalObservation:
         name=approval["metadata"]["name"],
         decision=spec.get("decision"),
         decided_by=spec.get("decidedBy"),
-        decided_at=_time((approval.get("status") or {}).get("decidedAt")),
+        decided_at=decision_time(approval),
         reason=spec.get("reason"),
         expires_at=_time(spec.get("expiresAt")),
     )
+
+
+def decision_time(approval: JSON) -> datetime | None:
+    """When the decision was written, as the API server recorded it in managedFields.
+
+    The server stamps each manager's entry with the time of its last change, so the
+    entry that owns `spec.decision` says when a person decided (to the second).
+    """
+    recorded = _time((approval.get("status") or {}).get("decidedAt"))
+    if recorded is not None:
+        return recorded
+    for entry in approval["metadata"].get("managedFields") or []:
+        spec_fields = (entry.get("fieldsV1") or {}).get("f:spec") or {}
+        if "f:decision" in spec_fields:
+            return _time(entry.get("time"))
+    return None
 
 
 def _time(text: str | None) -> datetime | None:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from engine_harness import T0, CancelApproval, ExpireApproval, Sim, action, workflow
 
-from towline.engine import CreateApproval, gate_id
+from towline.engine import CreateApproval, RecordApprovalDecision, gate_id
 
 REVIEW = {
     "id": "review", "needs": ["load"],
@@ -227,3 +227,11 @@ def test_wait_until_without_utc_offset_fails_as_validation() -> None:
     sim.reconcile()
     assert sim.step("pause").error_class == "validation"
     assert "UTC offset" in (sim.step("pause").message or "")
+
+
+def test_a_counted_decision_is_mirrored_into_the_approval_status() -> None:
+    sim = gated_run()
+    sim.decide_approval("review", "Rejected", by="carol", reason="wrong quarter")
+    decision = sim.reconcile()
+    recorded = [a for a in decision.actions if isinstance(a, RecordApprovalDecision)]
+    assert [(r.name, r.phase) for r in recorded] == [(f"{sim.name}-review", "Rejected")]
