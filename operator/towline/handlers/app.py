@@ -216,7 +216,11 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
     async def pod_event(**kwargs: Any) -> None:
-        holder["operator"].runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+        # A step's progress arrives through its Job; a pod matters on its own only when it
+        # cannot start (e.g. a missing Secret), which only the pod's waiting state tells.
+        statuses = (kwargs["status"] or {}).get("containerStatuses") or []
+        if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
+            holder["operator"].runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(**kwargs: Any) -> None:
