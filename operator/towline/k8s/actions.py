@@ -113,6 +113,8 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
     if not created and not any(owner.get("uid") == run.uid for owner in owners):
         # Only the operator may create Approvals (admission policy); anything else is tampering.
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
+    if not (existing.get("status") or {}).get("phase"):
+        await set_approval_phase(context.api, run.namespace, action.name, "Pending")
 
 
 async def set_approval_phase(
