@@ -80,17 +80,23 @@ def referenced_steps(source: str) -> set[str]:
     return found
 
 
-def template_expressions(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """Every `${{ }}` expression inside a nested value, with the field path it sits at."""
+def string_leaves(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every string inside a nested value, with the field path it sits at (`a.b[2].c`)."""
     if isinstance(value, str):
-        for match in TEMPLATE.finditer(value):
-            yield path, match.group(1).strip()
+        yield path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from template_expressions(item, f"{path}.{key}" if path else str(key))
+            yield from string_leaves(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from template_expressions(item, f"{path}[{index}]")
+            yield from string_leaves(item, f"{path}[{index}]")
+
+
+def template_expressions(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every `${{ }}` expression inside a nested value, with the field path it sits at."""
+    for where, text in string_leaves(value, path):
+        for match in TEMPLATE.finditer(text):
+            yield where, match.group(1).strip()
 
 
 def evaluate(source: str, context: Mapping[str, Any]) -> Any:

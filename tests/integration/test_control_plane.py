@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from tests.integration.support import wait_for
 
 from towline.devcluster.clients import KubeClients, raw_json
 from towline.devcluster.stepexecutor import NODE_NAME, StepExecutor
@@ -54,14 +54,7 @@ def python_job(name: str, script: str, **pod_spec: Any) -> dict[str, Any]:
 
 
 def eventually(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    return wait_for(what, probe, timeout=timeout, interval=0.1)
 
 
 def job_outcome(admin: KubeClients, namespace: str, name: str, timeout: float = 60.0) -> str:

@@ -17,6 +17,7 @@ from towline.expressions import (
     ROOT_VARIABLES,
     TEMPLATE,
     referenced_steps,
+    string_leaves,
     syntax_error,
     template_expressions,
     unknown_variables,
@@ -116,18 +117,8 @@ def check_expression(
 def _unclosed(field: str, value: Any) -> list[ValidationError]:
     """`${{` without its `}}`: the text would be sent literally, which is never what was meant."""
     problems = []
-    for path, text in _strings(value, field):
+    for path, text in string_leaves(value, field):
         if text.count("${{") > len(TEMPLATE.findall(text)):
             problems.append(ValidationError(field=path, message="a ${{ is not closed with }}"))
     return problems
 
-
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
+from towline.expressions import string_leaves
 from towline.validation.catalog import ActionCatalog
 from towline.validation.graph import LocatedStep, locate_steps, suggestion
 
@@ -121,7 +122,7 @@ def _credential_errors(item: LocatedStep, catalog: ActionCatalog) -> list[Valida
                     field=f"{item.path}.credentials",
                     message=f"{action} reads credential {alias!r} (key {key!r}) by default; {_declare(item, alias)}",
                 ))
-    for field, _ in _strings(item.step.with_, f"{item.path}.with"):
+    for field, _ in _token_like_strings(item.step.with_, f"{item.path}.with"):
         errors.append(ValidationError(
             field=field,
             message="looks like a credential written inline, where everyone who can read the Workflow sees it; "
@@ -137,17 +138,11 @@ def _declare(item: LocatedStep, alias: str) -> str:
             f"e.g. credentials: {{{alias}: {secret}}}")
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def _token_like_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """Literal strings in inputs that look like tokens (templates and references excluded)."""
-    if isinstance(value, str):
-        if "${{" not in value and _INLINE_SECRET.search(value.strip()):
-            yield path, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+    for where, text in string_leaves(value, path):
+        if "${{" not in text and _INLINE_SECRET.search(text.strip()):
+            yield where, text
 
 
 def _network_errors(item: LocatedStep) -> list[ValidationError]:
