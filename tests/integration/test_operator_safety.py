@@ -200,3 +200,24 @@ def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
 
 def _slot(run: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(run["spec"]["trigger"]["scheduledTime"].replace("Z", "+00:00"))
+
+
+def test_history_limit_keeps_the_newest_finished_runs_and_their_jobs_go_with_the_rest(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    apply(cluster, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "short-memory", "namespace": ns},
+        "spec": {"steps": [{"id": "noop", "action": "data.transform", "with": {"data": {}, "fields": {"ok": "true"}}}],
+                 "policy": {"history": {"succeeded": 1, "failed": 1}}},
+    })
+    for index in range(3):
+        create(cluster, run_manifest(ns, "short-memory", f"mem-{index}"), user="carol")
+        wait_for_phase(cluster, ns, f"mem-{index}", {"Succeeded"})
+    remaining = wait_for("older runs to be deleted", lambda: (
+        names if (names := sorted(r["metadata"]["name"] for r in list_objects(cluster, "workflowruns.towline.dev", ns)))
+        == ["mem-2"] else None))
+    assert remaining == ["mem-2"]
+    wait_for("the deleted runs' Jobs to be garbage-collected", lambda: sorted(
+        j["metadata"]["labels"]["towline.dev/run"] for j in list_objects(cluster, "jobs", ns)) == ["mem-2"])
