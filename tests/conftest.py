@@ -3,7 +3,7 @@ plus the local step executor that plays the node, started once per session on fi
 
 Unit tests never touch these fixtures, so they never start (or build) anything.
 The first integration test of a machine may build the Kubernetes binaries
-(20-40 minutes, printed as it goes); later sessions start in seconds.
+(about 10-40 minutes depending on the machine, printed as it goes); later sessions start in seconds.
 
 When a test that used the cluster fails, the component logs, the step
 executor's log, the pod process logs and a dump of all pods, Jobs and events

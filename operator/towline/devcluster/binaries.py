@@ -144,7 +144,8 @@ def build_binaries(*, progress: Progress = _stderr_progress) -> Path:
             f"First start: building Kubernetes {KUBERNETES_VERSION} (kube-apiserver, "
             f"kube-controller-manager, kubectl), etcd {ETCD_VERSION} and helm {HELM_VERSION} "
             f"from the Go module proxy into {target}. This happens once per machine and takes "
-            "roughly 20-40 minutes on 2 cores; later starts reuse the cache."
+            "roughly 10-40 minutes depending on the machine (8-12 minutes measured on 2 cores); "
+            "later starts reuse the cache."
         )
         started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent))
