@@ -1,0 +1,39 @@
+"""The Helm chart: it lints, renders, and its operator role never reaches Secrets."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.install import CHART, OPERATOR_NAMESPACE
+from towline.devcluster.versions import KUBERNETES_VERSION
+
+pytestmark = pytest.mark.integration
+
+
+def helm(cluster: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(cluster.binaries.path("helm")), *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_chart_lints_cleanly(control_plane: ControlPlane) -> None:
+    result = helm(control_plane, "lint", str(CHART), "--strict", "--kube-version", KUBERNETES_VERSION)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_operator_cluster_role_grants_nothing_on_secrets(control_plane: ControlPlane) -> None:
+    rendered = helm(control_plane, "template", "towline", str(CHART), "--namespace", OPERATOR_NAMESPACE,
+                    "--kube-version", KUBERNETES_VERSION)
+    assert rendered.returncode == 0, rendered.stderr
+    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    roles = [d for d in documents if d["kind"] in {"ClusterRole", "Role"}]
+    assert {r["metadata"]["name"] for r in roles} >= {"towline-operator", "towline-operator-leader-election"}
+    for role in roles:
+        for rule in role["rules"]:
+            assert "secrets" not in rule.get("resources", []), role["metadata"]["name"]
+            assert "*" not in rule.get("resources", []) and "*" not in rule.get("verbs", []), role["metadata"]["name"]
+    kinds = sorted({d["kind"] for d in documents})
+    assert "ValidatingAdmissionPolicy" in kinds and "Deployment" in kinds
