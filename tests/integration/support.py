@@ -28,6 +28,16 @@ def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admi
     return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
 
 
+def start_run(cluster: ControlPlane, namespace: str, workflow: str, name: str = "run-1", *, user: str = "carol") -> str:
+    """Create a WorkflowRun as `user`, who (as the admission policy insists) is also its requester."""
+    create(cluster, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"workflowRef": {"name": workflow}, "requestedBy": user},
+    }, user=user)
+    return name
+
+
 def get(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
     result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
     if result.returncode != 0:

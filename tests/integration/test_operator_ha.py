@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.support import apply, create, list_objects, wait_for, wait_for_phase
+from tests.integration.support import apply, list_objects, start_run, wait_for, wait_for_phase
 
 from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OPERATOR_NAMESPACE, OperatorProcess
@@ -34,14 +34,6 @@ def lease_holder(cluster: ControlPlane) -> str | None:
     return holder
 
 
-def start_chain(cluster: ControlPlane, namespace: str, run: str) -> None:
-    create(cluster, {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-        "metadata": {"name": run, "namespace": namespace},
-        "spec": {"workflowRef": {"name": "chain"}, "requestedBy": "carol"},
-    }, user="carol")
-
-
 def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
     towline_operator: OperatorProcess, second_replica: OperatorProcess, towline_installed: ControlPlane,
     team_namespace: str,
@@ -52,7 +44,7 @@ def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
     apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                     "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
     first_holder = wait_for("a Lease holder", lambda: lease_holder(cluster))
-    start_chain(cluster, ns, "ha-1")
+    start_run(cluster, ns, "chain", "ha-1")
     assert wait_for_phase(cluster, ns, "ha-1", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
     jobs = list_objects(cluster, "jobs", ns, "towline.dev/run=ha-1")
     assert sorted(j["metadata"]["name"] for j in jobs) == ["ha-1-s0-1", "ha-1-s1-1", "ha-1-s2-1"]
@@ -61,6 +53,6 @@ def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
     leader = towline_operator if first_holder == towline_operator.identity else second_replica
     follower = second_replica if leader is towline_operator else towline_operator
     leader.kill()
-    start_chain(cluster, ns, "ha-2")
+    start_run(cluster, ns, "chain", "ha-2")
     wait_for("the other replica to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
     assert wait_for_phase(cluster, ns, "ha-2", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"

@@ -15,9 +15,9 @@ import pytest
 from tests.integration.support import (
     LoopbackServer,
     apply,
-    create,
     get,
     list_objects,
+    start_run,
     step_status,
     wait_for,
     wait_for_phase,
@@ -60,15 +60,6 @@ def release_workflow(namespace: str, api: str, **overrides: Any) -> dict[str, An
     }
 
 
-def start_run(cluster: ControlPlane, namespace: str, workflow: str, user: str = "carol", name: str = "run-1") -> str:
-    create(cluster, {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"workflowRef": {"name": workflow}, "requestedBy": user},
-    }, user=user)
-    return name
-
-
 def decide(cluster: ControlPlane, namespace: str, approval: str, user: str, decision: str = "Approved",
            reason: str | None = None) -> Any:
     patch: dict[str, Any] = {"decision": decision, "decidedBy": user}
@@ -94,7 +85,7 @@ def test_release_with_branch_retry_and_approval_by_bob_succeeds(
         api.script("/status", (503, {"error": "warming up"}, {}), (200, {"version": "1.4.2"}, {}))
         releases = api.script("/release", (201, {"released": True}, {}))
         apply(cluster, release_workflow(ns, api.url))
-        run = start_run(cluster, ns, "release", user="carol")
+        run = start_run(cluster, ns, "release")
         approval = awaiting_approval(cluster, ns, run)
 
         refused_alice = decide(cluster, ns, approval, "alice")

@@ -12,9 +12,9 @@ import pytest
 from tests.integration.support import (
     LoopbackServer,
     apply,
-    create,
     get,
     list_objects,
+    start_run,
     step_status,
     wait_for,
     wait_for_phase,
@@ -27,14 +27,6 @@ pytestmark = pytest.mark.integration
 
 LOOPBACK = ["127.0.0.0/8"]
 CANARY = "canary-7f3e9c1d5b2a-do-not-leak"
-
-
-def run_manifest(namespace: str, workflow: str, name: str, user: str = "carol") -> dict[str, Any]:
-    return {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"workflowRef": {"name": workflow}, "requestedBy": user},
-    }
 
 
 def test_workflow_metadata_and_spec_are_exactly_what_the_user_applied(
@@ -86,7 +78,7 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
                 "allowPrivateNetworks": LOOPBACK,
             }]},
         })
-        create(cluster, run_manifest(ns, "uses-secret", "canary-run"), user="carol")
+        start_run(cluster, ns, "uses-secret", "canary-run")
         done = wait_for_phase(cluster, ns, "canary-run", {"Succeeded", "Failed"})
         assert done["status"]["phase"] == "Succeeded", done["status"]
         assert calls.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}", "the step really used it"
@@ -137,7 +129,7 @@ def test_operator_killed_at_several_points_completes_the_run_without_a_second_jo
         ]
         apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                         "metadata": {"name": "crashy", "namespace": ns}, "spec": {"steps": steps}})
-        create(cluster, run_manifest(ns, "crashy", "crash-run"), user="carol")
+        start_run(cluster, ns, "crashy", "crash-run")
         # Kill right after the first Job appears, while a retry is scheduled, and while b runs.
         for moment in ("a's first Job", "a's retry", "b's Job"):
             wait_for(moment, lambda m=moment: _reached(cluster, ns, m), timeout=60, interval=0.1)
@@ -213,7 +205,7 @@ def test_history_limit_keeps_the_newest_finished_runs_and_their_jobs_go_with_the
                  "policy": {"history": {"succeeded": 1, "failed": 1}}},
     })
     for index in range(3):
-        create(cluster, run_manifest(ns, "short-memory", f"mem-{index}"), user="carol")
+        start_run(cluster, ns, "short-memory", f"mem-{index}")
         wait_for_phase(cluster, ns, f"mem-{index}", {"Succeeded"})
     remaining = wait_for("older runs to be deleted", lambda: (
         names if (names := sorted(r["metadata"]["name"] for r in list_objects(cluster, "workflowruns.towline.dev", ns)))
