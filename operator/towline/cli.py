@@ -46,6 +46,9 @@ def run_operator(kubeconfig: str | None, log_level: str) -> int:
         level=getattr(logging, log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if log_level.lower() != "debug":
+        # kopf logs every watch event it hands over ("Handler ... succeeded"); ours say what happened.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     metrics_port = int(os.environ.get("TOWLINE_METRICS_PORT", "9090"))
     if metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415

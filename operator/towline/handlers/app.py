@@ -108,8 +108,13 @@ class Operator:
                        started_at=status.get("startedAt"))
 
     async def on_run_finished(self, run: dict[str, Any]) -> None:
+        """Trim the workflow's history and refresh its status (lastRun) with the run's final phase."""
         namespace = run["metadata"]["namespace"]
         workflow = run["spec"]["workflowRef"]["name"]
+        key = (namespace, run["metadata"]["name"])
+        if key in self.run_bodies:
+            # The watch event with the final status may not have arrived yet; lastRun must not lag.
+            self.run_bodies[key]["status"] = dict(run.get("status") or {})
         await enforce_history_limits(self.api, namespace, workflow)
         self.workflows.add((namespace, workflow))
 

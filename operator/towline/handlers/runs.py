@@ -59,7 +59,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     await apply_actions(operator.action_context, ref, decision.actions)
     await _write(operator, raw, decision.status)
     if decision.status.phase in TERMINAL_RUN_PHASES:
-        await operator.on_run_finished(raw)
+        await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
     return decision.wake_at
 
 
