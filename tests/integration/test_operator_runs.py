@@ -201,25 +201,37 @@ def test_step_pods_are_admitted_under_restricted_pod_security(
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
-def test_missing_secret_fails_the_step_naming_the_secret(
+def test_missing_secret_pauses_the_run_and_a_resume_after_repair_completes_it(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    apply(cluster, {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "needs-secret", "namespace": ns},
-        "spec": {"steps": [{"id": "call", "action": "http.request", "credentials": {"api": "no-such-secret"},
-                            "with": {"url": "http://127.0.0.1:9/unused", "auth": {"bearer": {"credential": "api",
-                                                                                       "key": "token"}}},
-                            "allowPrivateNetworks": LOOPBACK}]},
-    })
-    run = start_run(cluster, ns, "needs-secret")
+    with LoopbackServer() as api:
+        calls = api.script("/ok", (200, {"ok": True}, {}))
+        apply(cluster, {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "needs-secret", "namespace": ns},
+            "spec": {"steps": [{"id": "call", "action": "http.request", "credentials": {"api": "api-token"},
+                                "with": {"url": f"{api.url}/ok",
+                                         "auth": {"bearer": {"credential": "api", "key": "token"}}},
+                                "allowPrivateNetworks": LOOPBACK}]},
+        })
+        run = start_run(cluster, ns, "needs-secret")
 
-    def paused_or_failed() -> dict[str, Any] | None:
-        found = get(cluster, "workflowruns.towline.dev", run, ns) or {}
-        steps = (found.get("status") or {}).get("steps", [])
-        call = next((s for s in steps if s["id"] == "call"), {})
-        return found if call.get("errorClass") == "auth" else None
+        def paused() -> dict[str, Any] | None:
+            found = get(cluster, "workflowruns.towline.dev", run, ns) or {}
+            conditions = (found.get("status") or {}).get("conditions", [])
+            repair = any(c["type"] == "CredentialsNeedRepair" and c["status"] == "True" for c in conditions)
+            return found if repair else None
 
-    found = wait_for("the step to fail with error class auth", paused_or_failed)
-    assert "no-such-secret" in (step_status(found, "call").get("message") or "")
+        found = wait_for("the run to pause for credential repair", paused)
+        call = step_status(found, "call")
+        assert call["errorClass"] == "auth" and "api-token" in (call.get("message") or "")
+        wait_for("the stuck attempt's Job to be deleted",
+                 lambda: not list_objects(cluster, "jobs", ns, f"towline.dev/run={run}"))
+
+        cluster.kubectl("create", "secret", "generic", "api-token", "-n", ns, "--from-literal=token=repaired")
+        cluster.kubectl("annotate", "workflowrun", run, "-n", ns, "towline.dev/resume=1", user="carol")
+        done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert step_status(done, "call")["attempt"] == 2
+        assert [r["headers"]["Authorization"] for r in calls.requests] == ["Bearer repaired"]

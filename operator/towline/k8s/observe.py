@@ -21,6 +21,8 @@ from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 JSON = dict[str, Any]
 
 _MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
+REASON_UNMOUNTABLE = "SecretMissing"
+"""JobObservation.reason of a Job whose pod waits for a Secret that does not exist."""
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str) -> Observed:
@@ -67,6 +69,7 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         if stuck is not None:
             state = "failed"
             result = stuck
+            reason = REASON_UNMOUNTABLE
     # A failed Job with no result document (deadline, eviction, lost node) stays result=None: only
     # the engine knows whether the step mutates, and so whether it may have had a side effect.
     return JobObservation(
@@ -79,6 +82,15 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
         reason=reason,
     )
+
+
+def stuck_job_names(observed: Observed) -> list[str]:
+    """Jobs counted as failed while their pod still waits for a missing Secret.
+
+    They must go: once somebody creates the Secret, the waiting pod would start and
+    run the step a second time beside the attempt that replaces it.
+    """
+    return [job.job_name for job in observed.jobs.values() if job.reason == REASON_UNMOUNTABLE]
 
 
 def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
