@@ -195,10 +195,8 @@ SPEC = ActionSpec(
     idempotency=IDEMPOTENCY_NATURAL,
     default_retry=RetryDefaults(
         limit=4,
-        backoff="exponential",
         base_delay_seconds=2.0,
         max_delay_seconds=120.0,
-        retry_on=("transient", "rate_limit", "timeout"),
     ),
     rate_limit_hint="provider-specific (requests and tokens per minute); 429 and Retry-After are honoured",
     shrink_hint="lower `with.maxTokens` or ask the model for a shorter answer",

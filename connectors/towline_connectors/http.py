@@ -250,10 +250,8 @@ SPEC = ActionSpec(
     idempotency=IDEMPOTENCY_KEY_HEADER,
     default_retry=RetryDefaults(
         limit=3,
-        backoff="exponential",
         base_delay_seconds=1.0,
         max_delay_seconds=60.0,
-        retry_on=("transient", "rate_limit", "timeout"),
     ),
     rate_limit_hint="provider-specific; 429 and Retry-After are honoured",
     shrink_hint="set `with.select` to a CEL expression that keeps only what later steps need "

@@ -263,10 +263,8 @@ SPEC = ActionSpec(
     idempotency=IDEMPOTENCY_NONE,
     default_retry=RetryDefaults(
         limit=3,
-        backoff="exponential",
         base_delay_seconds=5.0,
         max_delay_seconds=300.0,
-        retry_on=("transient", "rate_limit", "timeout"),
     ),
     rate_limit_hint="set by the SMTP provider; 4xx replies are retried",
     destinations_for=email_destinations,

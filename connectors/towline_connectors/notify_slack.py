@@ -116,10 +116,8 @@ SPEC = ActionSpec(
     idempotency=IDEMPOTENCY_NONE,
     default_retry=RetryDefaults(
         limit=3,
-        backoff="exponential",
         base_delay_seconds=2.0,
         max_delay_seconds=60.0,
-        retry_on=("transient", "rate_limit", "timeout"),
     ),
     rate_limit_hint="Slack allows about 1 message per second per webhook",
     destinations_for=slack_destinations,

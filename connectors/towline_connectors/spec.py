@@ -43,10 +43,11 @@ class RetryDefaults:
     """The retry policy a step gets when it does not set its own."""
 
     limit: int
-    backoff: Literal["exponential", "fixed"]
     base_delay_seconds: float
     max_delay_seconds: float
-    retry_on: tuple[str, ...]
+    backoff: Literal["exponential", "fixed"] = "exponential"
+    retry_on: tuple[str, ...] = ("transient", "rate_limit", "timeout")
+    """What is worth trying again by default: the provider may answer differently next time."""
 
 
 @dataclass(frozen=True)

@@ -184,10 +184,8 @@ SPEC = ActionSpec(
     idempotency=IDEMPOTENCY_KEY_HEADER,
     default_retry=RetryDefaults(
         limit=8,
-        backoff="exponential",
         base_delay_seconds=5.0,
         max_delay_seconds=3600.0,
-        retry_on=("transient", "rate_limit", "timeout"),
     ),
     rate_limit_hint="receiver-specific; 429/502/504 and Retry-After are honoured",
     destinations_for=webhook_destinations,

@@ -74,7 +74,7 @@ def _fake_action(run: Any, *, mutating: bool = False) -> dict[str, ActionSpec]:
         credential=None,
         mutating=mutating,
         idempotency="none",
-        default_retry=RetryDefaults(0, "fixed", 0, 0, ()),
+        default_retry=RetryDefaults(0, 0, 0, "fixed", ()),
     )
     return {**ACTIONS, "test.fake": spec}
 
@@ -305,7 +305,7 @@ def test_runner_process_never_emits_a_credential_even_from_a_crashing_action(tmp
             raise ValueError("server said no to " + repr(token))
 
         spec = ActionSpec("test.leaky", "leaks", NoInput, BaseModel, leaky, None, False, "none",
-                          RetryDefaults(0, "fixed", 0, 0, ()))
+                          RetryDefaults(0, 0, 0, "fixed", ()))
         runner.ACTIONS = {"test.leaky": spec}
         sys.exit(runner.main())
         """
@@ -338,7 +338,7 @@ def test_sigterm_from_the_kubelet_still_produces_a_result(tmp_path: Path) -> Non
             await asyncio.sleep(60)
 
         spec = ActionSpec("test.stall", "stalls", NoInput, BaseModel, stall, None, False, "none",
-                          RetryDefaults(0, "fixed", 0, 0, ()))
+                          RetryDefaults(0, 0, 0, "fixed", ()))
         runner.ACTIONS = {"test.stall": spec}
         sys.exit(runner.main())
         """
