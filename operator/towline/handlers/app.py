@@ -19,13 +19,12 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from towline.api.run import TERMINAL_RUN_PHASES
-from towline.api.workflow import LastRun, ValidationError, WorkflowSpec
+from towline.api.workflow import LastRun
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
@@ -34,7 +33,7 @@ from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.k8s.leader import LeaderElector
 from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD, StepPodSettings
-from towline.validation import connector_catalog, validate_workflow
+from towline.validation import connector_catalog
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +90,6 @@ class Operator:
     @property
     def identity_user(self) -> str:
         return f"system:serviceaccount:{self.config.namespace}:{self.config.service_account}"
-
-    def validate_workflow(self, spec: WorkflowSpec) -> list[ValidationError]:
-        return validate_workflow(spec, self.catalog)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
         mine = [
@@ -233,6 +229,3 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     return registry
 
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)

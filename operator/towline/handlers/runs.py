@@ -35,7 +35,8 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     run = WorkflowRun.model_validate(raw)
     status = run.status or WorkflowRunStatus()
     if status.phase in TERMINAL_RUN_PHASES:
-        await operator.on_run_finished(raw)
+        # The pass that finished it already trimmed the history; a restart's re-list must not
+        # repeat that for every finished run.
         return None
     now = datetime.now(UTC)
     meta = raw["metadata"]
