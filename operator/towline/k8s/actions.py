@@ -8,7 +8,7 @@ anything; it only does what the engine asked.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,8 @@ class ActionContext:
 
     api: KubeApi
     pod_settings: StepPodSettings
-    connector_ports: Any  # Callable[[str, Mapping], list[int]]: ports a connector's destinations use
+    connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
+    """TCP ports an action's declared destinations use; the step's egress policy opens them."""
     reporter: str = "towline-operator"
     namespaces_with_default_deny: set[str] = field(default_factory=set)
 
