@@ -27,7 +27,7 @@ def to_json_value(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, datetime):
-        return format_rfc3339(value)
+        return rfc3339(value)
     if isinstance(value, timedelta):
         return duration_text(value)
     if isinstance(value, bytes):
@@ -55,7 +55,7 @@ def _key_text(key: Any) -> str:
     return str(key)
 
 
-def format_rfc3339(moment: datetime, *, timespec: Literal["auto", "seconds", "microseconds"] = "auto") -> str:
+def rfc3339(moment: datetime, *, timespec: Literal["auto", "seconds", "microseconds"] = "auto") -> str:
     """`moment` in UTC with a `Z`; a naive time is taken as UTC.
 
     `seconds` is the form of a Kubernetes `metav1.Time`, `microseconds` of a

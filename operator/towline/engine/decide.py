@@ -33,6 +33,7 @@ from towline.engine.summary import current_step_text, has_condition, phase_messa
 from towline.engine.text import clip
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 
 def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog) -> Decision:
@@ -133,7 +134,7 @@ class _Pass:
     def _stop_at_deadline(self) -> None:
         deadline = self.state.deadline()
         assert deadline is not None
-        message = f"stopped: the run deadline ({deadline.isoformat().replace('+00:00', 'Z')}) passed"
+        message = f"stopped: the run deadline ({rfc3339(deadline)}) passed"
         stopped = self.state.unfinished_before_finally()
         for step_id in stopped:
             # A step that never started did not fail: it is skipped, and blocks its dependants.

@@ -19,8 +19,9 @@ from towline.engine.actions import CreateApproval, ExpireApproval, RecordApprova
 from towline.engine.naming import approval_name
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
-from towline.engine.text import clip, iso
+from towline.engine.text import clip
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 
 class Gates:
@@ -57,7 +58,7 @@ class Gates:
             ))
             self.driver.event("Normal", "ApprovalRequested",
                        f"approval {entry.approval_name} requested before {', '.join(gated) or 'the next steps'}; "
-                       f"expires at {iso(entry.expires_at)}")
+                       f"expires at {rfc3339(entry.expires_at)}")
         self.observe_approval(entry_id)
 
     def preview(self, gated: list[str]) -> dict[str, Any]:
@@ -110,7 +111,7 @@ class Gates:
             assert edited.approval_name is not None
             self.driver.actions.append(ExpireApproval(edited.approval_name))
             edited.finished_at = self.driver.now
-            edited.message = f"approval expired at {iso(entry.expires_at)} without a decision"
+            edited.message = f"approval expired at {rfc3339(entry.expires_at)} without a decision"
             transition_step(edited, "Failed", reason="Expired")
             self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
             self.driver.after_failure(entry_id)

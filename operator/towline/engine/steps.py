@@ -28,9 +28,10 @@ from towline.engine.observed import Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
-from towline.engine.text import clip, iso
+from towline.engine.text import clip
 from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 MAX_STEP_OUTPUT_BYTES = 4096
 """A step's output kept in status, as compact JSON; larger fails the step with `output_too_large`."""
@@ -214,15 +215,15 @@ class StepDriver:
         if deadline is not None and retry_at > deadline:
             transition_step(entry, "Failed", reason="RetryPastDeadline")
             entry.message = clip(
-                f"{entry.message}; not retried: the next attempt at {iso(retry_at)} would start after the run "
-                f"deadline {iso(deadline)}", 2048,
+                f"{entry.message}; not retried: the next attempt at {rfc3339(retry_at)} would start after the run "
+                f"deadline {rfc3339(deadline)}", 2048,
             )
             self.event("Warning", "StepFailed", f"{attempt}; not retried: a retry would start after the run deadline")
             self.after_failure(entry.id)
             return
         transition_step(entry, "Retrying", reason="RetryScheduled")
         entry.retry_at = retry_at
-        self.event("Normal", "StepRetryScheduled", f"{attempt}; attempt {entry.attempt + 1} at {iso(retry_at)}")
+        self.event("Normal", "StepRetryScheduled", f"{attempt}; attempt {entry.attempt + 1} at {rfc3339(retry_at)}")
 
     def after_failure(self, step_id: str) -> None:
         """A main step failed for good: trigger the compensation its onFailure names, once."""

@@ -23,6 +23,7 @@ from towline.k8s.objects import (
     build_step_egress_policy,
     build_step_job,
 )
+from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,8 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
         elif isinstance(action, engine_actions.CancelApproval):
             await set_approval_phase(context.api, run.namespace, action.name, "Cancelled")
         elif isinstance(action, engine_actions.RecordApprovalDecision):
-            await set_approval_phase(
-                context.api, run.namespace, action.name, action.phase, decided_at=_rfc3339(action.decided_at)
-            )
+            decided_at = rfc3339(action.decided_at, timespec="seconds")
+            await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
         elif isinstance(action, engine_actions.DeleteJob):
             await context.api.delete(JOBS.path(run.namespace, action.job_name))
         elif isinstance(action, engine_actions.EmitEvent):
@@ -107,7 +107,7 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         approvers=action.approvers.to_wire(),
         four_eyes=action.four_eyes,
         requested_by=action.requested_by,
-        expires_at=_rfc3339(action.expires_at),
+        expires_at=rfc3339(action.expires_at, timespec="seconds"),
     )
     existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
     owners = existing.get("metadata", {}).get("ownerReferences", [])
@@ -132,7 +132,7 @@ async def set_approval_phase(
 
 
 async def emit_event(context: ActionContext, run: RunRef, kind: str, reason: str, message: str) -> None:
-    now = _rfc3339(datetime.now(UTC))
+    now = rfc3339(datetime.now(UTC), timespec="seconds")
     event = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -159,6 +159,3 @@ async def emit_event(context: ActionContext, run: RunRef, kind: str, reason: str
     except ApiError as error:  # an event is never worth failing a reconcile for
         log.warning("could not record event %s on %s: %s", reason, run.name, error)
 
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -17,6 +17,7 @@ from typing import Any
 from towline.engine.observed import ApprovalObservation, JobObservation, JobState, Observed, StepResult
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -204,7 +205,7 @@ def decision_time(approval: JSON) -> datetime | None:
 
 
 def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    return parse_rfc3339(text) if text else None
 
 
 def _condition_time(status: Mapping[str, Any], kind: str) -> datetime | None:

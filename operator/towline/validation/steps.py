@@ -10,13 +10,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.expressions import string_leaves
 from towline.validation.catalog import ActionCatalog
 from towline.validation.graph import LocatedStep, locate_steps, suggestion
+from towline_connectors.wire import parse_rfc3339
 
 # Shapes of well-known tokens and of an Authorization header with a literal value.
 _INLINE_SECRET = re.compile(
@@ -195,7 +195,7 @@ def _timing_errors(item: LocatedStep) -> list[ValidationError]:
 
 def _is_rfc3339(text: str) -> bool:
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        parsed = parse_rfc3339(text)
     except ValueError:
         return False
     return "T" in text.upper() and parsed.tzinfo is not None

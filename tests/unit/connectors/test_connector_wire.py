@@ -8,7 +8,7 @@ from typing import Any
 import cel
 import pytest
 
-from towline_connectors.wire import duration_text, format_rfc3339, parse_rfc3339, to_json_value
+from towline_connectors.wire import duration_text, parse_rfc3339, rfc3339, to_json_value
 
 
 @pytest.mark.parametrize(
@@ -54,10 +54,10 @@ def test_duration_text_is_exact_where_floats_are_not() -> None:
 
 def test_rfc3339_formats_in_utc_at_the_precision_asked() -> None:
     moment = datetime(2026, 1, 1, 10, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
-    assert format_rfc3339(moment) == "2026-01-01T08:00:00.123456Z"
-    assert format_rfc3339(moment, timespec="seconds") == "2026-01-01T08:00:00Z"
-    assert format_rfc3339(moment.replace(microsecond=0), timespec="microseconds") == "2026-01-01T08:00:00.000000Z"
-    assert format_rfc3339(datetime(2026, 1, 1, 8)) == "2026-01-01T08:00:00Z"
+    assert rfc3339(moment) == "2026-01-01T08:00:00.123456Z"
+    assert rfc3339(moment, timespec="seconds") == "2026-01-01T08:00:00Z"
+    assert rfc3339(moment.replace(microsecond=0), timespec="microseconds") == "2026-01-01T08:00:00.000000Z"
+    assert rfc3339(datetime(2026, 1, 1, 8)) == "2026-01-01T08:00:00Z"
 
 
 @pytest.mark.parametrize(
