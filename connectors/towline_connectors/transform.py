@@ -21,9 +21,8 @@ from towline_connectors.spec import (
     ActionResult,
     ActionSpec,
     RetryDefaults,
-    is_template,
 )
-from towline_connectors.wire import to_json_value
+from towline_connectors.wire import is_template, to_json_value
 
 
 def check_expression(expression: str) -> str:

@@ -1,4 +1,4 @@
-"""Wire forms the operator and the connectors must agree on: CEL values as JSON, RFC 3339 times.
+"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339.
 
 A `when` or `${{ }}` binding (evaluated by the operator) and a `data.transform`
 field (evaluated in the step's pod) must turn the same CEL value into the same
@@ -15,6 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 _MICROSECONDS = 1_000_000
+
+TEMPLATE_MARKER = "${{"
+"""What opens a `${{ expression }}` binding."""
+
+
+def is_template(value: object) -> bool:
+    """A string holding an unresolved `${{ }}` binding: its value is known only at run time."""
+    return isinstance(value, str) and TEMPLATE_MARKER in value
 
 
 def to_json_value(value: Any) -> Any:

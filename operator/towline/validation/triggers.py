@@ -22,12 +22,13 @@ from towline.api.workflow import (
     fits_param_type,
 )
 from towline.validation.graph import suggestion
+from towline_connectors.wire import is_template
 
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 
 def param_type_problem(param: Param, value: Any) -> str | None:
     """Why `value` does not fit the param's declared type, or None (templates always fit)."""
-    if isinstance(value, str) and "${{" in value:
+    if is_template(value):
         return None
     if fits_param_type(value, param.type):
         return None

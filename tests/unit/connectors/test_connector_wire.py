@@ -8,7 +8,7 @@ from typing import Any
 import cel
 import pytest
 
-from towline_connectors.wire import duration_text, parse_rfc3339, rfc3339, to_json_value
+from towline_connectors.wire import duration_text, is_template, parse_rfc3339, rfc3339, to_json_value
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,11 @@ def test_rfc3339_parse_refuses_what_is_not_a_time() -> None:
     with pytest.raises(ValueError, match="Invalid isoformat string"):
         parse_rfc3339("next tuesday")
     assert parse_rfc3339("2026-01-01T08:00:00").tzinfo is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("${{ params.url }}", True), ("https://x.test/${{ params.id }}", True), ("a ${{ unclosed", True),
+    ("https://x.test/{{ id }}", False), ("$ {{ x }}", False), (None, False), (3, False), (["${{ x }}"], False),
+])
+def test_a_binding_is_a_string_holding_the_marker(value: object, expected: bool) -> None:
+    assert is_template(value) is expected
