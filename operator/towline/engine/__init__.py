@@ -61,7 +61,13 @@ from towline.engine.decide import decide
 from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import approval_name, gate_id, job_name
 from towline.engine.observed import ApprovalObservation, JobObservation, Observed, StepResult
-from towline.engine.phases import IllegalTransition, transition_run, transition_step
+from towline.engine.phases import (
+    TERMINAL_RUN_PHASES,
+    TERMINAL_STEP_PHASES,
+    IllegalTransition,
+    transition_run,
+    transition_step,
+)
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
@@ -71,6 +77,8 @@ __all__ = [
     "MAX_RUN_OUTPUT_BYTES",
     "MAX_STEP_OUTPUT_BYTES",
     "RESUME_ANNOTATION",
+    "TERMINAL_RUN_PHASES",
+    "TERMINAL_STEP_PHASES",
     "Action",
     "ActionCatalog",
     "ApprovalObservation",

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from towline.api.run import TERMINAL_RUN_PHASES, StepStatus
+from towline.api.run import StepStatus
 from towline.engine.actions import Decision
 from towline.engine.bindings import Bindings
 from towline.engine.gates import Gates
 from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
 from towline.engine.observed import Observed
-from towline.engine.phases import transition_run, transition_step
+from towline.engine.phases import TERMINAL_RUN_PHASES, transition_run, transition_step
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
@@ -220,10 +220,7 @@ class _Pass:
         return False
 
     def _skip(self, step_id: str, reason: str, message: str) -> None:
-        entry = self.state.edit(step_id)
-        entry.message = message
-        entry.finished_at = self.now
-        transition_step(entry, "Skipped", reason=reason)
+        transition_step(self.state.edit(step_id), "Skipped", at=self.now, reason=reason, message=message)
 
     # --- the end of the pass -------------------------------------------------------------
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import kopf
 
-from towline.api.run import TERMINAL_RUN_PHASES
 from towline.api.workflow import LastRun
+from towline.engine import TERMINAL_RUN_PHASES
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow

@@ -13,8 +13,18 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from towline.api.run import TERMINAL_RUN_PHASES, WorkflowRun, WorkflowRunStatus
-from towline.engine import RESUME_ANNOTATION, Decision, DeleteJob, Observed, RunView, decide, reject_run, start_run
+from towline.api.run import WorkflowRun, WorkflowRunStatus
+from towline.engine import (
+    RESUME_ANNOTATION,
+    TERMINAL_RUN_PHASES,
+    Decision,
+    DeleteJob,
+    Observed,
+    RunView,
+    decide,
+    reject_run,
+    start_run,
+)
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.common import API_VERSION
-from towline.api.run import TERMINAL_RUN_PHASES
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
+from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import cancel_run, create_run, list_runs

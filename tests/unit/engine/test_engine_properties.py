@@ -22,9 +22,10 @@ from engine_harness import T0, FakeCatalog
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from towline.api.run import TERMINAL_RUN_PHASES, StepStatus, WorkflowRunSpec, WorkflowRunStatus
+from towline.api.run import StepStatus, WorkflowRunSpec, WorkflowRunStatus
 from towline.api.workflow import WorkflowSpec
 from towline.engine import (
+    TERMINAL_RUN_PHASES,
     Action,
     ApprovalObservation,
     CreateApproval,
