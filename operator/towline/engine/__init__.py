@@ -48,13 +48,12 @@ Semantics the issue left open, as implemented:
 
 from towline.engine.actions import (
     Action,
-    CancelApproval,
+    CloseApproval,
     CreateApproval,
     CreateStepJob,
     Decision,
     DeleteJob,
     EmitEvent,
-    ExpireApproval,
     RecordApprovalDecision,
 )
 from towline.engine.decide import decide
@@ -82,13 +81,12 @@ __all__ = [
     "Action",
     "ActionCatalog",
     "ApprovalObservation",
-    "CancelApproval",
+    "CloseApproval",
     "CreateApproval",
     "CreateStepJob",
     "Decision",
     "DeleteJob",
     "EmitEvent",
-    "ExpireApproval",
     "IllegalTransition",
     "JobObservation",
     "Observed",

@@ -15,7 +15,7 @@ from typing import Any
 
 from towline.api.common import parse_duration
 from towline.api.workflow import Step
-from towline.engine.actions import CreateApproval, ExpireApproval, RecordApprovalDecision
+from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
@@ -107,7 +107,7 @@ class Gates:
         if entry.expires_at is not None and self.driver.now >= entry.expires_at:
             edited = self.driver.state.edit(entry_id)
             assert edited.approval_name is not None
-            self.driver.actions.append(ExpireApproval(edited.approval_name))
+            self.driver.actions.append(CloseApproval(edited.approval_name, "Expired"))
             transition_step(
                 edited, "Failed", at=self.driver.now, reason="Expired",
                 message=f"approval expired at {rfc3339(entry.expires_at)} without a decision",

@@ -15,7 +15,7 @@ from towline.api.run import AttemptRecord, StepStatus
 from towline.api.workflow import ErrorClass, RetryPolicy
 from towline.engine.actions import (
     Action,
-    CancelApproval,
+    CloseApproval,
     CreateStepJob,
     DeleteJob,
     EmitEvent,
@@ -264,7 +264,7 @@ class StepDriver:
             self.actions.append(DeleteJob(edited.job_name))
             self._record_attempt(edited, "timeout" if to == "Failed" else None, message, finished_at=self.now)
         if edited.phase == "Running" and edited.approval_name is not None:
-            self.actions.append(CancelApproval(edited.approval_name))
+            self.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
         if to == "Failed":
             edited.error_class = "timeout"
         transition_step(edited, to, at=self.now, reason=reason, message=message)

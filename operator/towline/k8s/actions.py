@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from towline.engine import actions as engine_actions
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
@@ -46,10 +46,8 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
             await create_step_job(context, run, action)
         elif isinstance(action, engine_actions.CreateApproval):
             await create_approval(context, run, action)
-        elif isinstance(action, engine_actions.ExpireApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, "Expired")
-        elif isinstance(action, engine_actions.CancelApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, "Cancelled")
+        elif isinstance(action, engine_actions.CloseApproval):
+            await set_approval_phase(context.api, run.namespace, action.name, action.phase)
         elif isinstance(action, engine_actions.RecordApprovalDecision):
             decided_at = rfc3339(action.decided_at, timespec="seconds")
             await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
@@ -57,8 +55,8 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
             await context.api.delete(JOBS.path(run.namespace, action.job_name))
         elif isinstance(action, engine_actions.EmitEvent):
             await emit_event(context, run, action.type, action.reason, action.message)
-        else:  # pragma: no cover - a new action kind without a handler is a bug
-            raise TypeError(f"no handler for engine action {action!r}")
+        else:  # a new action kind without a branch here fails the type check
+            assert_never(action)
 
 
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
