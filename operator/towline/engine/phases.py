@@ -103,7 +103,3 @@ def transition_step(
 def is_finished_step(step: StepStatus) -> bool:
     """Terminal, and not waiting for a person to repair credentials and resume it."""
     return step.phase in TERMINAL_STEP_PHASES and not step.paused_for_credentials
-
-
-def is_terminal_run(phase: str) -> bool:
-    return phase in TERMINAL_RUN_PHASES
