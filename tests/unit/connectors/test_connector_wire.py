@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import sys
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import cel
 import pytest
 
+from towline_connectors import wire
 from towline_connectors.wire import duration_text, is_template, parse_rfc3339, rfc3339, to_json_value
 
 
@@ -79,3 +83,12 @@ def test_rfc3339_parse_refuses_what_is_not_a_time() -> None:
 ])
 def test_a_binding_is_a_string_holding_the_marker(value: object, expected: bool) -> None:
     assert is_template(value) is expected
+
+
+def test_the_module_the_operator_imports_needs_only_the_standard_library() -> None:
+    # The import contracts allow every operator module to import `wire`, so whatever `wire`
+    # imported would reach the operator unseen: it must stay standard library only.
+    tree = ast.parse(Path(wire.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported and {name.split(".")[0] for name in imported} <= sys.stdlib_module_names | {"__future__"}
