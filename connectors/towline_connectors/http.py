@@ -35,10 +35,10 @@ from towline_connectors.spec import (
     Destination,
     Inputs,
     RetryDefaults,
-    is_template,
     url_destination,
 )
 from towline_connectors.transform import check_expression, evaluate
+from towline_connectors.wire import is_template
 
 _RUNNER_OWNED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 

@@ -14,12 +14,12 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-TEMPLATE_MARKER = "${{"
+from towline_connectors.wire import is_template
 
 
 def _check_http_url(value: str) -> str:
     """Catch a malformed literal URL when the workflow is validated, not when it runs."""
-    if TEMPLATE_MARKER in value:
+    if is_template(value):
         return value  # checked again after the operator resolves the binding
     parts = urllib.parse.urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:

@@ -33,8 +33,8 @@ from towline_connectors.spec import (
     Destination,
     Inputs,
     RetryDefaults,
-    is_template,
 )
+from towline_connectors.wire import is_template
 
 Security = Literal["starttls", "tls", "none"]
 DEFAULT_PORTS: dict[str, int] = {"starttls": 587, "tls": 465, "none": 25}

@@ -21,8 +21,8 @@ from towline_connectors.spec import (
     CredentialRequirement,
     Destination,
     RetryDefaults,
-    is_template,
 )
+from towline_connectors.wire import is_template
 
 __all__ = [
     "ACTIONS",

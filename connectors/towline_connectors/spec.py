@@ -16,17 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from towline_connectors.context import ActionContext
-from towline_connectors.models import TEMPLATE_MARKER
+from towline_connectors.wire import is_template
 
 # How an action avoids doing a side effect twice when it is replayed.
 IDEMPOTENCY_KEY_HEADER = "key-header"  # sends the step's key (Idempotency-Key, webhook-id)
 IDEMPOTENCY_NATURAL = "natural"  # replaying it has no further effect
 IDEMPOTENCY_NONE = "none"  # a replay may repeat the effect
-
-
-def is_template(value: object) -> bool:
-    """An unresolved `${{ ... }}` binding: valid for any field until the operator resolves it."""
-    return isinstance(value, str) and TEMPLATE_MARKER in value
 
 
 @dataclass(frozen=True)

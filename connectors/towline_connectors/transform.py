@@ -6,8 +6,6 @@ Also home of the CEL helpers other actions use to shrink their output
 
 from __future__ import annotations
 
-import base64
-import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +21,8 @@ from towline_connectors.spec import (
     ActionResult,
     ActionSpec,
     RetryDefaults,
-    is_template,
 )
+from towline_connectors.wire import is_template, to_json_value
 
 
 def check_expression(expression: str) -> str:
@@ -36,23 +34,6 @@ def check_expression(expression: str) -> str:
     except (ValueError, TypeError, RuntimeError) as exc:
         raise ValueError(f"not a valid CEL expression: {_first_line(exc)}") from None
     return expression
-
-
-def to_json_value(value: Any) -> Any:
-    """CEL results as JSON: timestamps become RFC 3339, durations seconds, bytes base64."""
-    if isinstance(value, datetime.datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, Mapping):
-        return {str(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json_value(item) for item in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    raise TypeError(f"CEL returned a {type(value).__name__}, which has no JSON form")
 
 
 def evaluate(expression: str, variables: Mapping[str, Any], where: str) -> Any:

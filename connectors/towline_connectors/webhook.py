@@ -35,6 +35,7 @@ from towline_connectors.spec import (
     RetryDefaults,
     url_destination,
 )
+from towline_connectors.wire import rfc3339
 
 # The spec forbids `.` in the id (it delimits the signed content); keep ids
 # printable and short, and hash anything else deterministically.
@@ -166,7 +167,7 @@ async def run_webhook(inputs: WebhookInput, ctx: ActionContext) -> ActionResult:
 
 
 def _iso_utc(timestamp: int) -> str:
-    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339(datetime.datetime.fromtimestamp(timestamp, datetime.UTC))
 
 
 def webhook_destinations(inputs: Inputs) -> list[Destination]:

@@ -11,7 +11,6 @@ Pure: no I/O, no clock. Errors a user can cause come back as
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -19,6 +18,8 @@ from functools import lru_cache
 from typing import Any
 
 import cel
+
+from towline_connectors.wire import to_json_value
 
 TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 """A `${{ expression }}` binding inside a string."""
@@ -103,7 +104,7 @@ def evaluate(source: str, context: Mapping[str, Any]) -> Any:
     """Evaluate one CEL expression over `context`; missing fields are a clear error."""
     program = compile_expression(source)
     try:
-        return _plain(program.execute(dict(context)))
+        return to_json_value(program.execute(dict(context)))
     except KeyError as error:
         raise ExpressionError(f"{source!r}: no such field or key {error.args[0]!r}") from None
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, RuntimeError) as error:
@@ -147,17 +148,3 @@ def _as_text(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return str(value)
 
-
-def _plain(value: Any) -> Any:
-    """Turn CEL results into JSON-ready Python values (timestamps and durations as text)."""
-    if isinstance(value, dt.datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, dt.timedelta):
-        return f"{value.total_seconds():g}s"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -20,6 +20,7 @@ from tests.integration.support import (
     wait_for_phase,
 )
 
+from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
@@ -191,7 +192,7 @@ def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
 
 
 def _slot(run: dict[str, Any]) -> datetime:
-    return datetime.fromisoformat(run["spec"]["trigger"]["scheduledTime"].replace("Z", "+00:00"))
+    return parse_rfc3339(run["spec"]["trigger"]["scheduledTime"])
 
 
 def test_history_limit_keeps_the_newest_finished_runs_and_their_jobs_go_with_the_rest(

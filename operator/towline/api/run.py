@@ -29,10 +29,8 @@ RunPhase = Literal[
     "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
     "Succeeded", "Failed", "Cancelled",
 ]
-TERMINAL_RUN_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Cancelled"})
 
 StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled"]
-TERMINAL_STEP_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped", "Cancelled"})
 
 TriggerType = Literal["manual", "schedule", "webhook"]
 

@@ -38,6 +38,22 @@ RETRYABLE_BY_DEFAULT: tuple[ErrorClass, ...] = ("transient", "rate_limit", "time
 
 ParamType = Literal["string", "integer", "number", "boolean", "object", "array"]
 
+_PARAM_PYTHON_TYPES: dict[ParamType, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def fits_param_type(value: Any, kind: ParamType) -> bool:
+    """Whether a JSON value is of a param's declared type (a run's value, a default)."""
+    if isinstance(value, bool):  # bool is an int in Python; in a workflow `true` is never a number
+        return kind == "boolean"
+    return isinstance(value, _PARAM_PYTHON_TYPES[kind])
+
 Cidr = Annotated[
     str,
     Field(

@@ -50,10 +50,14 @@ class CreateApproval:
 
 
 @dataclass(frozen=True)
-class ExpireApproval:
-    """Mark an undecided Approval expired, so nobody approves a request the run gave up on."""
+class CloseApproval:
+    """Close an undecided Approval, so nobody approves a request the run gave up on.
+
+    `Expired`: the gate's time ran out. `Cancelled`: the run was cancelled or hit its deadline.
+    """
 
     name: str
+    phase: Literal["Expired", "Cancelled"]
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,6 @@ class RecordApprovalDecision:
     name: str
     phase: Literal["Approved", "Rejected"]
     decided_at: datetime
-
-
-@dataclass(frozen=True)
-class CancelApproval:
-    """Mark an undecided Approval cancelled (the run was cancelled or hit its deadline)."""
-
-    name: str
 
 
 @dataclass(frozen=True)
@@ -88,9 +85,7 @@ class EmitEvent:
     message: str
 
 
-Action = (
-    CreateStepJob | CreateApproval | ExpireApproval | RecordApprovalDecision | CancelApproval | DeleteJob | EmitEvent
-)
+Action = CreateStepJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob | EmitEvent
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from towline.expressions import (
     render,
     template_expressions,
 )
+from towline_connectors.wire import parse_rfc3339
 
 _DYNAMIC_STEP_ACCESS = re.compile(r"\bsteps\s*\[\s*[^'\"\s]")
 
@@ -128,7 +129,7 @@ class Bindings:
         """An RFC 3339 time, possibly from a binding; a time without an offset is ambiguous and refused."""
         text = self.text(template).strip()
         try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            moment = parse_rfc3339(text)
         except ValueError:
             raise ExpressionError(
                 f"wait.until: {text!r} is not an RFC 3339 time such as 2026-01-31T08:00:00Z"

@@ -17,22 +17,24 @@ ready (main DAG in topological order, then triggered compensations, then
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
-from towline.api.run import TERMINAL_RUN_PHASES, StepStatus
-from towline.engine.actions import Decision
+from towline.api.run import StepStatus
+from towline.engine.actions import Decision, DeleteJob
 from towline.engine.bindings import Bindings
 from towline.engine.gates import Gates
 from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
-from towline.engine.observed import Observed
-from towline.engine.phases import transition_run, transition_step
+from towline.engine.observed import JobObservation, Observed
+from towline.engine.phases import TERMINAL_RUN_PHASES, transition_run, transition_step
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
 from towline.engine.text import clip
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 
 def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog) -> Decision:
@@ -65,12 +67,15 @@ class _Pass:
         self.bindings = Bindings(run, self.state, self._phase_for_expressions)
         self.driver = StepDriver(run, observed, now, catalog, state=self.state, bindings=self.bindings)
         self.gates = Gates(self.driver)
+        self.observed = observed
+        self._deleted: set[str] = set()
         self.cancelling = run.spec.cancel
         # Cancel wins over suspend: a cancelled run still runs its finally steps and ends.
         self.suspended = run.spec.suspend and not run.spec.cancel
 
     def run(self) -> Decision:
         status = self.state.status
+        self._delete_stuck_jobs(self._recorded_as_over)
         if status.phase == "Pending":
             transition_run(status, "Running")
             status.started_at = self.now
@@ -88,6 +93,25 @@ class _Pass:
         return self._conclude()
 
     # --- pass stages -------------------------------------------------------------------
+
+    def _delete_stuck_jobs(self, when: Callable[[JobObservation], bool]) -> None:
+        """Delete the Jobs whose pod can never start as it is (it waits for a missing Secret).
+
+        Such a Job counts as a failed attempt (credentials need repair); left alone, its pod
+        would start once somebody creates the Secret and run the step a second time beside
+        the attempt that replaces it. A pass deletes it once the status handed in records
+        that attempt as over, and before anything else, so no replacement starts first. Not
+        in the pass that records it: after a crash between the delete and the status write,
+        the next pass would find the attempt's Job gone and could no longer say why it failed.
+        """
+        for job in self.observed.jobs.values():
+            if job.can_never_start and when(job) and job.job_name not in self._deleted:
+                self._deleted.add(job.job_name)
+                self.driver.actions.append(DeleteJob(job.job_name))
+
+    def _recorded_as_over(self, job: JobObservation) -> bool:
+        entry = next((e for e in self.view.status.steps if e.id == job.step_id), None)
+        return entry is not None and (entry.attempt, entry.phase) != (job.attempt, "Running")
 
     def _update_suspension(self) -> None:
         status = self.state.status
@@ -133,7 +157,7 @@ class _Pass:
     def _stop_at_deadline(self) -> None:
         deadline = self.state.deadline()
         assert deadline is not None
-        message = f"stopped: the run deadline ({deadline.isoformat().replace('+00:00', 'Z')}) passed"
+        message = f"stopped: the run deadline ({rfc3339(deadline)}) passed"
         stopped = self.state.unfinished_before_finally()
         for step_id in stopped:
             # A step that never started did not fail: it is skipped, and blocks its dependants.
@@ -219,10 +243,7 @@ class _Pass:
         return False
 
     def _skip(self, step_id: str, reason: str, message: str) -> None:
-        entry = self.state.edit(step_id)
-        entry.message = message
-        entry.finished_at = self.now
-        transition_step(entry, "Skipped", reason=reason)
+        transition_step(self.state.edit(step_id), "Skipped", at=self.now, reason=reason, message=message)
 
     # --- the end of the pass -------------------------------------------------------------
 
@@ -236,6 +257,8 @@ class _Pass:
         status = self.state.status
         if self.state.main_finished() and self.state.finally_finished():
             self._finish()
+            # No pass follows the last one: every Job that can never start goes now.
+            self._delete_stuck_jobs(lambda job: True)
             return Decision(status=status, actions=tuple(self.driver.actions), wake_at=None)
         summary = summarize(self.state, suspended=self.suspended, now=self.now)
         transition_run(status, summary.phase)

@@ -15,12 +15,12 @@ from typing import Any
 
 from towline.api.common import parse_duration
 from towline.api.workflow import Step
-from towline.engine.actions import CreateApproval, ExpireApproval, RecordApprovalDecision
+from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
-from towline.engine.text import clip, iso
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 
 class Gates:
@@ -43,8 +43,7 @@ class Gates:
                 self.driver.fail_before_start(entry_id, error)
                 return
         entry = self.driver.state.edit(entry_id)
-        transition_step(entry, "Running")
-        entry.started_at = self.driver.now
+        transition_step(entry, "Running", at=self.driver.now)
         entry.approval_name = observation.name if observation else approval_name(self.driver.run.name, entry_id)
         entry.expires_at = (observation.expires_at if observation else None) or (
             self.driver.now + parse_duration(gate.approval.expires_after)
@@ -57,7 +56,7 @@ class Gates:
             ))
             self.driver.event("Normal", "ApprovalRequested",
                        f"approval {entry.approval_name} requested before {', '.join(gated) or 'the next steps'}; "
-                       f"expires at {iso(entry.expires_at)}")
+                       f"expires at {rfc3339(entry.expires_at)}")
         self.observe_approval(entry_id)
 
     def preview(self, gated: list[str]) -> dict[str, Any]:
@@ -91,27 +90,28 @@ class Gates:
         if observation is not None and decision is not None:
             edited = self.driver.state.edit(entry_id)
             edited.decided_by = observation.decided_by
-            edited.finished_at = observation.decided_at or self.driver.now
+            decided_at = observation.decided_at or self.driver.now
             who = observation.decided_by or "an unnamed approver"
             why = f": {observation.reason}" if observation.reason else ""
-            edited.message = clip(f"{decision.lower()} by {who}{why}", 2048)
+            message = f"{decision.lower()} by {who}{why}"
             assert entry.approval_name is not None
-            self.driver.actions.append(RecordApprovalDecision(entry.approval_name, decision, edited.finished_at))
+            self.driver.actions.append(RecordApprovalDecision(entry.approval_name, decision, decided_at))
             if decision == "Approved":
-                transition_step(edited, "Succeeded", reason="Approved")
+                transition_step(edited, "Succeeded", at=decided_at, reason="Approved", message=message)
                 self.driver.event("Normal", "ApprovalApproved", f"approval {entry.approval_name} {edited.message}")
             else:
-                transition_step(edited, "Failed", reason="Rejected")
+                transition_step(edited, "Failed", at=decided_at, reason="Rejected", message=message)
                 self.driver.event("Warning", "ApprovalRejected", f"approval {entry.approval_name} {edited.message}")
                 self.driver.after_failure(entry_id)
             return
         if entry.expires_at is not None and self.driver.now >= entry.expires_at:
             edited = self.driver.state.edit(entry_id)
             assert edited.approval_name is not None
-            self.driver.actions.append(ExpireApproval(edited.approval_name))
-            edited.finished_at = self.driver.now
-            edited.message = f"approval expired at {iso(entry.expires_at)} without a decision"
-            transition_step(edited, "Failed", reason="Expired")
+            self.driver.actions.append(CloseApproval(edited.approval_name, "Expired"))
+            transition_step(
+                edited, "Failed", at=self.driver.now, reason="Expired",
+                message=f"approval expired at {rfc3339(entry.expires_at)} without a decision",
+            )
             self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
             self.driver.after_failure(entry_id)
 
@@ -128,8 +128,7 @@ class Gates:
             self.driver.fail_before_start(step_id, error)
             return
         entry = self.driver.state.edit(step_id)
-        transition_step(entry, "Running")
-        entry.started_at = self.driver.now
+        transition_step(entry, "Running", at=self.driver.now)
         entry.wake_at = wake_at
         self.observe_wait(step_id)
 
@@ -138,5 +137,4 @@ class Gates:
         assert entry is not None and entry.wake_at is not None
         if self.driver.now >= entry.wake_at:
             edited = self.driver.state.edit(step_id)
-            edited.finished_at = self.driver.now
-            transition_step(edited, "Succeeded", reason="WaitOver")
+            transition_step(edited, "Succeeded", at=self.driver.now, reason="WaitOver")

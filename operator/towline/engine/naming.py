@@ -25,8 +25,12 @@ def dns_label(text: str, *, limit: int = MAX_NAME_LENGTH) -> str:
     label = _NOT_DNS.sub("-", text.lower().replace("_", "-").replace(".", "-")).strip("-") or "x"
     if len(label) <= limit:
         return label
-    digest = hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{label[: limit - _HASH_LENGTH - 1].rstrip('-')}-{digest}"
+    return f"{label[: limit - _HASH_LENGTH - 1].rstrip('-')}-{short_hash(text)}"
+
+
+def short_hash(text: str) -> str:
+    """What tells two shortened names apart: the start of the SHA-256 of the full text."""
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
 
 
 def job_name(run_name: str, step_id: str, attempt: int) -> str:
@@ -45,6 +49,5 @@ def gate_id(step_id: str) -> str:
     candidate = step_id + GATE_SUFFIX
     if len(candidate) <= MAX_NAME_LENGTH:
         return candidate
-    digest = hashlib.sha256(step_id.encode()).hexdigest()[:_HASH_LENGTH]
     keep = MAX_NAME_LENGTH - len(GATE_SUFFIX) - _HASH_LENGTH - 1
-    return f"{step_id[:keep]}_{digest}{GATE_SUFFIX}"
+    return f"{step_id[:keep]}_{short_hash(step_id)}{GATE_SUFFIX}"

@@ -14,6 +14,14 @@ from typing import Any, Literal
 JobState = Literal["active", "succeeded", "failed"]
 ApprovalDecision = Literal["Approved", "Rejected"]
 
+REASON_UNMOUNTABLE = "SecretMissing"
+"""JobObservation.reason of a Job whose pod waits for a Secret that does not exist.
+
+The operator reports such a Job as failed (the step's credentials need repair),
+and `decide` deletes it: once somebody creates the Secret, the waiting pod would
+start and run the step a second time beside the attempt that replaces it.
+"""
+
 
 @dataclass(frozen=True)
 class StepResult:
@@ -40,6 +48,11 @@ class JobObservation:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     reason: str | None = None
+
+    @property
+    def can_never_start(self) -> bool:
+        """Its pod waits for a Secret that does not exist (see REASON_UNMOUNTABLE)."""
+        return self.reason == REASON_UNMOUNTABLE
 
 
 @dataclass(frozen=True)

@@ -9,35 +9,25 @@ production side effects depend on.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import get_args
 
-from towline.api.run import (
-    TERMINAL_RUN_PHASES,
-    TERMINAL_STEP_PHASES,
-    RunPhase,
-    StepPhase,
-    StepStatus,
-    WorkflowRunStatus,
-)
+from towline.api.run import RunPhase, StepPhase, StepStatus, WorkflowRunStatus
+from towline.engine.text import clip
 
-RUN_PHASES: tuple[RunPhase, ...] = (
-    "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled", "Succeeded", "Failed", "Cancelled",
-)
-STEP_PHASES: tuple[StepPhase, ...] = ("Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled")
+RUN_PHASES: tuple[RunPhase, ...] = get_args(RunPhase)
+STEP_PHASES: tuple[StepPhase, ...] = get_args(StepPhase)
 
-_ACTIVE_RUN: frozenset[RunPhase] = frozenset({"Running", "Waiting", "AwaitingApproval", "RetryScheduled"})
+_RUN_ENDS: frozenset[RunPhase] = frozenset({"Succeeded", "Failed", "Cancelled"})
+_ACTIVE_RUN: frozenset[RunPhase] = frozenset(RUN_PHASES) - {"Pending"} - _RUN_ENDS
 
 # One decide() pass may go Waiting -> (Running) -> AwaitingApproval without
 # writing the middle phase, so the active phases move freely among themselves.
 RUN_TRANSITIONS: Mapping[RunPhase, frozenset[RunPhase]] = {
     # Failed straight from Pending: the run could not start (bad params, invalid snapshot).
     "Pending": frozenset({"Running", "Failed"}),
-    **{
-        phase: (_ACTIVE_RUN - {phase}) | frozenset({"Succeeded", "Failed", "Cancelled"})
-        for phase in ("Running", "Waiting", "AwaitingApproval", "RetryScheduled")
-    },
-    "Succeeded": frozenset(),
-    "Failed": frozenset(),
-    "Cancelled": frozenset(),
+    **{phase: (_ACTIVE_RUN - {phase}) | _RUN_ENDS for phase in _ACTIVE_RUN},
+    **{phase: frozenset() for phase in _RUN_ENDS},
 }
 
 STEP_TRANSITIONS: Mapping[StepPhase, frozenset[StepPhase]] = {
@@ -59,6 +49,15 @@ _STEP_GUARDS: Mapping[tuple[StepPhase, StepPhase], tuple[Callable[[StepStatus], 
     ),
 }
 
+TERMINAL_RUN_PHASES: frozenset[RunPhase] = frozenset(
+    phase for phase, targets in RUN_TRANSITIONS.items() if not targets
+)
+"""Phases a run never leaves."""
+TERMINAL_STEP_PHASES: frozenset[StepPhase] = frozenset(
+    phase for phase, targets in STEP_TRANSITIONS.items() if all((phase, to) in _STEP_GUARDS for to in targets)
+)
+"""Phases a step leaves only through a guarded move (Failed, for a step paused for credential repair)."""
+
 
 class IllegalTransition(RuntimeError):  # noqa: N818 - the name the operator and tests use
     """The engine tried a phase change the transition table forbids: a bug, never a user error."""
@@ -75,20 +74,30 @@ def transition_run(status: WorkflowRunStatus, to: RunPhase) -> bool:
     return True
 
 
-def transition_step(step: StepStatus, to: StepPhase, *, reason: str | None = None) -> None:
-    """Move one step to `to` and record why; every step phase change goes through here."""
+def transition_step(
+    step: StepStatus, to: StepPhase, *, at: datetime, reason: str | None = None, message: str | None = None
+) -> None:
+    """Move one step to `to` at `at`, recording why; every step phase change goes through here.
+
+    It keeps the step's times, so no caller does: entering Running starts an
+    attempt (`startedAt`, `finishedAt` cleared); leaving Running or reaching a
+    terminal phase sets `finishedAt`. `reason` always replaces the old one;
+    `message`, when given, replaces the old message (clipped to fit the status).
+    """
     current = step.phase
     if to not in STEP_TRANSITIONS[current]:
         raise IllegalTransition(f"step {step.id}: phase {current} -> {to} is not allowed")
     guard = _STEP_GUARDS.get((current, to))
     if guard is not None and not guard[0](step):
         raise IllegalTransition(f"step {step.id}: phase {current} -> {to}: {guard[1]}")
+    if to == "Running":
+        step.started_at, step.finished_at = at, None
+    elif current == "Running" or to in TERMINAL_STEP_PHASES:
+        step.finished_at = at
     step.phase = to
     step.reason = reason
-
-
-def is_terminal_run(phase: str) -> bool:
-    return phase in TERMINAL_RUN_PHASES
+    if message is not None:
+        step.message = clip(message, 2048)
 
 
 def is_finished_step(step: StepStatus) -> bool:

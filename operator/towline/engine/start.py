@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.run import WorkflowRunSpec, WorkflowSnapshot
-from towline.api.workflow import Param, ParamType, WorkflowSpec
+from towline.api.workflow import Param, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
 from towline.engine.phases import transition_run
@@ -56,7 +56,7 @@ def resolve_params(declared: list[Param], supplied: dict[str, Any]) -> tuple[dic
             continue
         else:
             value = param.default
-        if value is not None and not _has_type(value, param.type):
+        if value is not None and not fits_param_type(value, param.type):
             origin = "spec.params" if param.name in supplied else "the workflow's default for"
             errors.append(
                 f"{origin} {param.name}: expected {param.type}, got {type(value).__name__} {_shown(value)}"
@@ -64,20 +64,6 @@ def resolve_params(declared: list[Param], supplied: dict[str, Any]) -> tuple[dic
             continue
         params[param.name] = value
     return params, errors
-
-
-def _has_type(value: Any, kind: ParamType) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "object":
-        return isinstance(value, dict)
-    return isinstance(value, list)
 
 
 def _shown(value: Any) -> str:

@@ -15,7 +15,7 @@ from towline.api.run import AttemptRecord, StepStatus
 from towline.api.workflow import ErrorClass, RetryPolicy
 from towline.engine.actions import (
     Action,
-    CancelApproval,
+    CloseApproval,
     CreateStepJob,
     DeleteJob,
     EmitEvent,
@@ -28,9 +28,10 @@ from towline.engine.observed import Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
-from towline.engine.text import clip, iso
+from towline.engine.text import clip
 from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline_connectors.wire import rfc3339
 
 MAX_STEP_OUTPUT_BYTES = 4096
 """A step's output kept in status, as compact JSON; larger fails the step with `output_too_large`."""
@@ -80,11 +81,10 @@ class StepDriver:
         entry = self.state.edit(step_id)
         attempt = entry.attempt + 1
         observation = self.observed.jobs.get((step_id, attempt))
-        transition_step(entry, "Running")
+        transition_step(entry, "Running", at=(observation.started_at if observation else None) or self.now)
         entry.attempt = attempt
         entry.job_name = observation.job_name if observation else job_name(self.run.name, step_id, attempt)
-        entry.started_at = (observation.started_at if observation else None) or self.now
-        entry.finished_at = entry.retry_at = entry.error_class = entry.message = None
+        entry.retry_at = entry.error_class = entry.message = None
         entry.mutating = mutating
         entry.credentials_used = sorted(set(step.credentials.values()))
         entry.idempotency_key = idempotency_key(self.run.workflow_name, self.run.uid, step_id, entry.attempt_group)
@@ -156,10 +156,9 @@ class StepDriver:
             )
             return
         entry = self.state.edit(step_id)
-        transition_step(entry, "Succeeded")
+        transition_step(entry, "Succeeded", at=finished_at)
         entry.output = output
         entry.usage = dict(usage) if usage is not None else None
-        entry.finished_at = finished_at
         self._record_attempt(entry, None, None)
         status.output_bytes += size
         self.event("Normal", "StepSucceeded", f"step {step_id} succeeded (attempt {entry.attempt})")
@@ -170,15 +169,15 @@ class StepDriver:
     ) -> None:
         """An attempt failed: pause for credentials, retry, or fail the step (and trigger onFailure)."""
         entry = self.state.edit(step_id)
+        ended = finished_at or self.now
         entry.error_class = error_class
         entry.message = clip(message, 2048)
-        entry.finished_at = finished_at or self.now
         entry.usage = usage
-        self._record_attempt(entry, error_class, message)
+        self._record_attempt(entry, error_class, message, finished_at=ended)
         attempt = f"step {step_id} attempt {entry.attempt} failed ({error_class}): {message}"
         cancelling = self.run.spec.cancel
         if error_class == "auth" and not cancelling:
-            transition_step(entry, "Failed", reason="CredentialsNeedRepair")
+            transition_step(entry, "Failed", at=ended, reason="CredentialsNeedRepair")
             entry.paused_for_credentials = True
             # A token already on the run predates this failure: only a new one resumes it.
             self.state.status.resume_token = self.run.resume_token
@@ -186,7 +185,7 @@ class StepDriver:
             self.event("Warning", "CredentialsNeedRepair", f"{attempt}; repair Secret(s) {secrets} and resume the run")
             return
         if error_class == "unknown_side_effect":
-            transition_step(entry, "Failed", reason="SideEffectUnknown")
+            transition_step(entry, "Failed", at=ended, reason="SideEffectUnknown")
             self.event("Warning", "StepFailed", f"{attempt}; not retried: a person must check whether it took effect")
             self.after_failure(step_id)
             return
@@ -194,17 +193,17 @@ class StepDriver:
         policy = step.retry or (self.catalog.default_retry(step.action) if step.action else None)
         if not cancelling and may_retry(policy, entry.attempt, error_class, retryable):
             assert policy is not None
-            self._schedule_retry(entry, policy, retry_after=retry_after, attempt=attempt)
+            self._schedule_retry(entry, policy, retry_after=retry_after, attempt=attempt, ended=ended)
             return
         exhausted = (
             policy is not None and policy.limit > 0 and error_class in policy.retry_on and retryable is not False
         )
-        transition_step(entry, "Failed", reason="RetriesExhausted" if exhausted else "Failed")
+        transition_step(entry, "Failed", at=ended, reason="RetriesExhausted" if exhausted else "Failed")
         self.event("Warning", "StepFailed", attempt)
         self.after_failure(step_id)
 
     def _schedule_retry(
-        self, entry: StepStatus, policy: RetryPolicy, *, retry_after: float | None, attempt: str
+        self, entry: StepStatus, policy: RetryPolicy, *, retry_after: float | None, attempt: str, ended: datetime
     ) -> None:
         """Retrying with a persisted wake-up time, unless that time is past the run deadline."""
         seed = jitter_seed(self.run.uid, entry.id, entry.attempt)
@@ -212,17 +211,17 @@ class StepDriver:
         retry_at = self.now + timedelta(seconds=delay)
         deadline = self.state.deadline()
         if deadline is not None and retry_at > deadline:
-            transition_step(entry, "Failed", reason="RetryPastDeadline")
-            entry.message = clip(
-                f"{entry.message}; not retried: the next attempt at {iso(retry_at)} would start after the run "
-                f"deadline {iso(deadline)}", 2048,
+            transition_step(
+                entry, "Failed", at=ended, reason="RetryPastDeadline",
+                message=f"{entry.message}; not retried: the next attempt at {rfc3339(retry_at)} would start after "
+                f"the run deadline {rfc3339(deadline)}",
             )
             self.event("Warning", "StepFailed", f"{attempt}; not retried: a retry would start after the run deadline")
             self.after_failure(entry.id)
             return
-        transition_step(entry, "Retrying", reason="RetryScheduled")
+        transition_step(entry, "Retrying", at=ended, reason="RetryScheduled")
         entry.retry_at = retry_at
-        self.event("Normal", "StepRetryScheduled", f"{attempt}; attempt {entry.attempt + 1} at {iso(retry_at)}")
+        self.event("Normal", "StepRetryScheduled", f"{attempt}; attempt {entry.attempt + 1} at {rfc3339(retry_at)}")
 
     def after_failure(self, step_id: str) -> None:
         """A main step failed for good: trigger the compensation its onFailure names, once."""
@@ -239,7 +238,7 @@ class StepDriver:
     def retry_now(self, step_id: str) -> None:
         """A person resumed the run after repairing credentials: a new attempt group, due at once."""
         entry = self.state.edit(step_id)
-        transition_step(entry, "Retrying", reason="CredentialsRepaired")
+        transition_step(entry, "Retrying", at=self.now, reason="CredentialsRepaired")
         entry.paused_for_credentials = False
         entry.attempt_group += 1
         entry.retry_at = self.now
@@ -249,9 +248,7 @@ class StepDriver:
         """A `when` or binding that cannot be evaluated: the author's error, never retried."""
         entry = self.state.edit(step_id)
         entry.error_class = "validation"
-        entry.message = clip(str(error), 2048)
-        entry.finished_at = self.now
-        transition_step(entry, "Failed", reason="InvalidExpression")
+        transition_step(entry, "Failed", at=self.now, reason="InvalidExpression", message=str(error))
         self.event("Warning", "StepFailed", f"step {step_id} could not start (validation): {error}")
         self.after_failure(step_id)
 
@@ -265,20 +262,22 @@ class StepDriver:
             return
         if edited.phase == "Running" and edited.job_name is not None:
             self.actions.append(DeleteJob(edited.job_name))
-            self._record_attempt(edited, "timeout" if to == "Failed" else None, message)
+            self._record_attempt(edited, "timeout" if to == "Failed" else None, message, finished_at=self.now)
         if edited.phase == "Running" and edited.approval_name is not None:
-            self.actions.append(CancelApproval(edited.approval_name))
+            self.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
         if to == "Failed":
             edited.error_class = "timeout"
-        edited.message = clip(message, 2048)
-        edited.finished_at = self.now
-        transition_step(edited, to, reason=reason)
+        transition_step(edited, to, at=self.now, reason=reason, message=message)
 
     # --- bookkeeping -----------------------------------------------------------------
 
-    def _record_attempt(self, entry: StepStatus, error_class: ErrorClass | None, message: str | None) -> None:
+    def _record_attempt(
+        self, entry: StepStatus, error_class: ErrorClass | None, message: str | None,
+        *, finished_at: datetime | None = None,
+    ) -> None:
         record = AttemptRecord(
             attempt=max(entry.attempt, 1), job_name=entry.job_name, started_at=entry.started_at,
-            finished_at=entry.finished_at or self.now, error_class=error_class, message=clip(message, 1024),
+            finished_at=finished_at or entry.finished_at or self.now, error_class=error_class,
+            message=clip(message, 1024),
         )
         entry.history = [*entry.history, record][-HISTORY_LIMIT:]

@@ -1,8 +1,6 @@
-"""Small text helpers: messages cut to fit their status fields, times as RFC 3339."""
+"""Small text helpers: messages cut to fit their status fields."""
 
 from __future__ import annotations
-
-from datetime import datetime
 
 
 def clip(text: str | None, limit: int) -> str | None:
@@ -10,6 +8,3 @@ def clip(text: str | None, limit: int) -> str | None:
         return text
     return text[: limit - 1] + "…"
 
-
-def iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")

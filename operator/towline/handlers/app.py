@@ -3,8 +3,7 @@
 Where kopf keeps its bookkeeping: nowhere on our objects. Towline registers
 only `@kopf.on.event` handlers, which have no progress or diff-base state, and
 posting kopf's own events is off, so kopf never writes an annotation, a label
-or a finalizer to a Workflow (the storages are still pointed at status, in
-case a future handler needs them). Every watch event merely enqueues a key;
+or a finalizer to a Workflow. Every watch event merely enqueues a key;
 reconciles read the object afresh.
 
 HA: a coordination.k8s.io Lease (see towline.k8s.leader). Every replica
@@ -23,8 +22,8 @@ from typing import Any
 
 import kopf
 
-from towline.api.run import TERMINAL_RUN_PHASES
 from towline.api.workflow import LastRun
+from towline.engine import TERMINAL_RUN_PHASES
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
@@ -171,8 +170,6 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False
-        settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
-        settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
         settings.watching.server_timeout = 300
         operator = Operator(config=config, api=await KubeApi.connect(kubeconfig))
         holder["operator"] = operator

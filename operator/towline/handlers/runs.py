@@ -9,16 +9,22 @@ converge on the same result.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from towline.api.run import TERMINAL_RUN_PHASES, WorkflowRun, WorkflowRunStatus
-from towline.engine import RESUME_ANNOTATION, Decision, DeleteJob, Observed, RunView, decide, reject_run, start_run
+from towline.api.run import WorkflowRun, WorkflowRunStatus
+from towline.engine import (
+    RESUME_ANNOTATION,
+    TERMINAL_RUN_PHASES,
+    RunView,
+    decide,
+    reject_run,
+    start_run,
+)
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
-from towline.k8s.observe import observe_run, stuck_job_names
+from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
 from towline.validation import validate_workflow_manifest
 
@@ -57,19 +63,12 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     else:
         observed = await observe_run(operator.api, namespace, name)
         decision = decide(view, observed, now, operator.catalog)
-        decision = decision_with_stuck_jobs_deleted(decision, observed)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
     await _write(operator, raw, decision.status)
     if decision.status.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
     return decision.wake_at
-
-
-def decision_with_stuck_jobs_deleted(decision: Decision, observed: Observed) -> Decision:
-    """Add a DeleteJob for every attempt whose pod can never start as it is (a missing Secret)."""
-    stuck = tuple(DeleteJob(name) for name in stuck_job_names(observed))
-    return replace(decision, actions=decision.actions + stuck) if stuck else decision
 
 
 async def snapshot_workflow(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from towline.engine import actions as engine_actions
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
@@ -23,6 +23,7 @@ from towline.k8s.objects import (
     build_step_egress_policy,
     build_step_job,
 )
+from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +46,17 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
             await create_step_job(context, run, action)
         elif isinstance(action, engine_actions.CreateApproval):
             await create_approval(context, run, action)
-        elif isinstance(action, engine_actions.ExpireApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, "Expired")
-        elif isinstance(action, engine_actions.CancelApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, "Cancelled")
+        elif isinstance(action, engine_actions.CloseApproval):
+            await set_approval_phase(context.api, run.namespace, action.name, action.phase)
         elif isinstance(action, engine_actions.RecordApprovalDecision):
-            await set_approval_phase(
-                context.api, run.namespace, action.name, action.phase, decided_at=_rfc3339(action.decided_at)
-            )
+            decided_at = rfc3339(action.decided_at, timespec="seconds")
+            await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
         elif isinstance(action, engine_actions.DeleteJob):
             await context.api.delete(JOBS.path(run.namespace, action.job_name))
         elif isinstance(action, engine_actions.EmitEvent):
             await emit_event(context, run, action.type, action.reason, action.message)
-        else:  # pragma: no cover - a new action kind without a handler is a bug
-            raise TypeError(f"no handler for engine action {action!r}")
+        else:  # a new action kind without a branch here fails the type check
+            assert_never(action)
 
 
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
@@ -107,7 +105,7 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         approvers=action.approvers.to_wire(),
         four_eyes=action.four_eyes,
         requested_by=action.requested_by,
-        expires_at=_rfc3339(action.expires_at),
+        expires_at=rfc3339(action.expires_at, timespec="seconds"),
     )
     existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
     owners = existing.get("metadata", {}).get("ownerReferences", [])
@@ -132,7 +130,7 @@ async def set_approval_phase(
 
 
 async def emit_event(context: ActionContext, run: RunRef, kind: str, reason: str, message: str) -> None:
-    now = _rfc3339(datetime.now(UTC))
+    now = rfc3339(datetime.now(UTC), timespec="seconds")
     event = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -159,6 +157,3 @@ async def emit_event(context: ActionContext, run: RunRef, kind: str, reason: str
     except ApiError as error:  # an event is never worth failing a reconcile for
         log.warning("could not record event %s on %s: %s", reason, run.name, error)
 
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

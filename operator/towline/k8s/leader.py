@@ -16,18 +16,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from towline.k8s.client import LEASES, ApiError, KubeApi
+from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
 
 def _format(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A Lease's times are MicroTime."""
+    return rfc3339(moment, timespec="microseconds")
 
 
 def _parse(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parse_rfc3339(text) if text else None
 
 
 class LeaderElector:

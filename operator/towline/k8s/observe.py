@@ -14,15 +14,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from towline.engine.observed import ApprovalObservation, JobObservation, JobState, Observed, StepResult
+from towline.engine.observed import (
+    REASON_UNMOUNTABLE,
+    ApprovalObservation,
+    JobObservation,
+    JobState,
+    Observed,
+    StepResult,
+)
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
 _MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
-REASON_UNMOUNTABLE = "SecretMissing"
-"""JobObservation.reason of a Job whose pod waits for a Secret that does not exist."""
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str) -> Observed:
@@ -82,15 +88,6 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
         reason=reason,
     )
-
-
-def stuck_job_names(observed: Observed) -> list[str]:
-    """Jobs counted as failed while their pod still waits for a missing Secret.
-
-    They must go: once somebody creates the Secret, the waiting pod would start and
-    run the step a second time beside the attempt that replaces it.
-    """
-    return [job.job_name for job in observed.jobs.values() if job.reason == REASON_UNMOUNTABLE]
 
 
 def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
@@ -204,7 +201,7 @@ def decision_time(approval: JSON) -> datetime | None:
 
 
 def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    return parse_rfc3339(text) if text else None
 
 
 def _condition_time(status: Mapping[str, Any], kind: str) -> datetime | None:

@@ -13,12 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.common import API_VERSION
-from towline.api.run import TERMINAL_RUN_PHASES
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
+from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import cancel_run, create_run, list_runs
 from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name
+from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ async def fire_due_schedules(
 ) -> datetime | None:
     """Create the runs that are due, update `status` in place, return the next wake-up."""
     meta = workflow["metadata"]
-    created_at = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
+    created_at = parse_rfc3339(meta["creationTimestamp"])
     previous = {entry.trigger: entry for entry in status.schedules}
     entries: list[ScheduleStatus] = []
     for trigger in spec.triggers:
@@ -92,7 +93,7 @@ async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datet
         "spec": {
             "workflowRef": {"name": name},
             "params": trigger.params,
-            "trigger": {"type": "schedule", "name": trigger.name, "scheduledTime": slot.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "trigger": {"type": "schedule", "name": trigger.name, "scheduledTime": rfc3339(slot, timespec="seconds")},
             "requestedBy": creator,
         },
     }

@@ -8,8 +8,6 @@ create a no-op: nothing fires twice.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -17,8 +15,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from towline.api.workflow import ScheduleTrigger
-
-MAX_NAME = 63
+from towline.engine.naming import MAX_NAME_LENGTH, dns_label
 
 
 @dataclass(frozen=True)
@@ -70,11 +67,5 @@ def due_slot(
 
 def scheduled_run_name(workflow: str, trigger: str, slot: datetime) -> str:
     """`<workflow>-<trigger>-<YYYYMMDDHHMM>` as a DNS label, hashed when too long."""
-    stamp = slot.astimezone(UTC).strftime("%Y%m%d%H%M")
-    base = re.sub(r"[^a-z0-9-]", "-", f"{workflow}-{trigger}".lower()).strip("-")
-    name = f"{base}-{stamp}"
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    keep = MAX_NAME - len(stamp) - len(digest) - 2
-    return f"{base[:keep].rstrip('-')}-{digest}-{stamp}"
+    suffix = "-" + slot.astimezone(UTC).strftime("%Y%m%d%H%M")
+    return dns_label(f"{workflow}-{trigger}", limit=MAX_NAME_LENGTH - len(suffix)) + suffix

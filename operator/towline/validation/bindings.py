@@ -23,6 +23,7 @@ from towline.expressions import (
     unknown_variables,
 )
 from towline.validation.graph import LocatedStep, locate_steps, readable_steps, suggestion
+from towline_connectors.wire import TEMPLATE_MARKER, is_template
 
 _STRING_LITERAL = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*\"""", re.S)
 _PARAM_DOTTED = re.compile(r"(?<![.\w])params\s*\.\s*([A-Za-z_]\w*)")
@@ -61,7 +62,7 @@ def _step_expressions(item: LocatedStep, errors: list[ValidationError]) -> Itera
         whole = TEMPLATE.fullmatch(step.when.strip())  # the engine accepts `when: "${{ cond }}"` too
         if whole is not None:
             yield f"{item.path}.when", whole.group(1).strip()
-        elif "${{" in step.when:
+        elif is_template(step.when):
             errors.append(ValidationError(
                 field=f"{item.path}.when",
                 message="when is plain CEL; write it without ${{ }}, e.g. when: \"params.notify == true\"",
@@ -118,7 +119,7 @@ def _unclosed(field: str, value: Any) -> list[ValidationError]:
     """`${{` without its `}}`: the text would be sent literally, which is never what was meant."""
     problems = []
     for path, text in string_leaves(value, field):
-        if text.count("${{") > len(TEMPLATE.findall(text)):
+        if text.count(TEMPLATE_MARKER) > len(TEMPLATE.findall(text)):
             problems.append(ValidationError(field=path, message="a ${{ is not closed with }}"))
     return problems
 

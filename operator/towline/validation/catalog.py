@@ -7,13 +7,12 @@ pass a small fake; the operator passes `connector_catalog()`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from functools import lru_cache
-from types import ModuleType
 from typing import Any, Protocol
 
 from towline.api.workflow import RetryPolicy
+from towline_connectors import registry
 
 
 class ActionCatalog(Protocol):
@@ -46,28 +45,25 @@ class ConnectorCatalog:
     same metadata (`default_retry`, `connector_ports`), so the operator holds one catalog.
     """
 
-    def __init__(self, registry: ModuleType) -> None:
-        self._registry = registry
-
     def known_actions(self) -> list[str]:
-        return sorted(str(name) for name in self._registry.ACTIONS)
+        return sorted(registry.ACTIONS)
 
     def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
-        return [str(message) for message in self._registry.validate_inputs(action, dict(inputs))]
+        return registry.validate_inputs(action, dict(inputs))
 
     def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool:
-        spec = self._registry.get_action(action)
-        return spec is None or bool(spec.is_mutating(inputs))
+        spec = registry.get_action(action)
+        return spec is None or spec.is_mutating(inputs)
 
     def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
-        spec = self._registry.get_action(action)
+        spec = registry.get_action(action)
         if spec is None:
             return []
-        return [(str(alias), str(key)) for alias, key in spec.credential_refs(inputs)]
+        return list(spec.credential_refs(inputs))
 
     def default_retry(self, action: str) -> RetryPolicy | None:
         """The retry policy a step of `action` gets when it sets none; None for unknown actions."""
-        spec = self._registry.get_action(action)
+        spec = registry.get_action(action)
         if spec is None:
             return None
         defaults = spec.default_retry
@@ -78,7 +74,7 @@ class ConnectorCatalog:
 
     def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]:
         """TCP ports the action's declared destinations use (the step's NetworkPolicy opens them)."""
-        spec = self._registry.get_action(action)
+        spec = registry.get_action(action)
         if spec is None:
             return []
         return sorted({int(destination.port) for destination in spec.destinations(inputs)})
@@ -86,16 +82,5 @@ class ConnectorCatalog:
 
 @lru_cache(maxsize=1)
 def connector_catalog() -> ConnectorCatalog:
-    """The catalog of the installed connectors; raises RuntimeError when they are missing.
-
-    Imported lazily so the validation package loads (and its tests run)
-    without the connectors.
-    """
-    try:
-        registry = importlib.import_module("towline_connectors.registry")
-    except ImportError as error:
-        raise RuntimeError(
-            f"the connector registry (towline_connectors.registry) cannot be imported: {error}; "
-            "install the towline package with its connectors"
-        ) from error
-    return ConnectorCatalog(registry)
+    """The catalog of the connectors that ship with the operator."""
+    return ConnectorCatalog()

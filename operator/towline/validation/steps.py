@@ -10,13 +10,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.expressions import string_leaves
 from towline.validation.catalog import ActionCatalog
 from towline.validation.graph import LocatedStep, locate_steps, suggestion
+from towline_connectors.wire import is_template, parse_rfc3339
 
 # Shapes of well-known tokens and of an Authorization header with a literal value.
 _INLINE_SECRET = re.compile(
@@ -94,7 +94,7 @@ def credential_references(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """(field, alias) of every `{credential: alias, ...}` mapping in a step's inputs."""
     if isinstance(value, Mapping):
         alias = value.get("credential")
-        if isinstance(alias, str) and "${{" not in alias:
+        if isinstance(alias, str) and not is_template(alias):
             yield f"{path}.credential", alias
         for key, item in value.items():
             yield from credential_references(item, f"{path}.{key}")
@@ -141,7 +141,7 @@ def _declare(item: LocatedStep, alias: str) -> str:
 def _token_like_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """Literal strings in inputs that look like tokens (templates and references excluded)."""
     for where, text in string_leaves(value, path):
-        if "${{" not in text and _INLINE_SECRET.search(text.strip()):
+        if not is_template(text) and _INLINE_SECRET.search(text.strip()):
             yield where, text
 
 
@@ -185,7 +185,7 @@ def _timing_errors(item: LocatedStep) -> list[ValidationError]:
             errors.append(ValidationError(
                 field=f"{item.path}.wait", message="a wait needs exactly one of duration or until"
             ))
-        if wait.until is not None and "${{" not in wait.until and not _is_rfc3339(wait.until):
+        if wait.until is not None and not is_template(wait.until) and not _is_rfc3339(wait.until):
             errors.append(ValidationError(
                 field=f"{item.path}.wait.until",
                 message="is not an RFC 3339 time; write e.g. 2026-12-01T08:00:00Z or a ${{ }} binding",
@@ -195,7 +195,7 @@ def _timing_errors(item: LocatedStep) -> list[ValidationError]:
 
 def _is_rfc3339(text: str) -> bool:
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        parsed = parse_rfc3339(text)
     except ValueError:
         return False
     return "T" in text.upper() and parsed.tzinfo is not None

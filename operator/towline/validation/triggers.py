@@ -13,32 +13,26 @@ from typing import Any
 
 from croniter import croniter
 
-from towline.api.workflow import Param, ScheduleTrigger, ValidationError, WebhookVerification, WorkflowSpec
+from towline.api.workflow import (
+    Param,
+    ScheduleTrigger,
+    ValidationError,
+    WebhookVerification,
+    WorkflowSpec,
+    fits_param_type,
+)
 from towline.validation.graph import suggestion
+from towline_connectors.wire import is_template
 
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-}
-
-
 def param_type_problem(param: Param, value: Any) -> str | None:
     """Why `value` does not fit the param's declared type, or None (templates always fit)."""
-    if isinstance(value, str) and "${{" in value:
+    if is_template(value):
         return None
-    expected = _PYTHON_TYPES[param.type]
-    # bool is an int in Python; in a workflow `true` is never a number.
-    if isinstance(value, bool) and param.type != "boolean":
-        return f"is a boolean, but the param is declared type: {param.type}"
-    if not isinstance(value, expected):
-        return f"is {_json_type(value)}, but the param is declared type: {param.type}"
-    return None
+    if fits_param_type(value, param.type):
+        return None
+    return f"is {_json_type(value)}, but the param is declared type: {param.type}"
 
 
 def _json_type(value: Any) -> str:

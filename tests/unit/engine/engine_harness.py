@@ -18,13 +18,12 @@ from towline.api.workflow import RetryPolicy, WorkflowSpec
 from towline.engine import (
     Action,
     ApprovalObservation,
-    CancelApproval,
+    CloseApproval,
     CreateApproval,
     CreateStepJob,
     Decision,
     DeleteJob,
     EmitEvent,
-    ExpireApproval,
     JobObservation,
     Observed,
     RunView,
@@ -199,8 +198,7 @@ class Sim:
 
 __all__ = [
     "T0",
-    "CancelApproval",
-    "ExpireApproval",
+    "CloseApproval",
     "FakeCatalog",
     "Sim",
     "action",

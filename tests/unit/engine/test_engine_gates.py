@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from engine_harness import T0, CancelApproval, ExpireApproval, Sim, action, workflow
+from engine_harness import T0, CloseApproval, Sim, action, workflow
 
 from towline.engine import CreateApproval, RecordApprovalDecision, gate_id
 
@@ -85,7 +85,7 @@ def test_undecided_approval_expires_at_its_expiry_time() -> None:
     sim.advance(1)
     sim.reconcile()
     assert (sim.phase_of("review"), sim.step("review").reason) == ("Failed", "Expired")
-    assert sim.of_type(ExpireApproval) == [ExpireApproval(f"{sim.name}-review")]
+    assert sim.of_type(CloseApproval) == [CloseApproval(f"{sim.name}-review", "Expired")]
     assert sim.phase == "Failed" and sim.condition("Succeeded").reason == "ApprovalExpired"
     assert "expired" in (sim.status.message or "")
 
@@ -96,7 +96,7 @@ def test_approval_that_expires_while_suspended_fails_the_gate() -> None:
     sim.reconcile()
     sim.advance(hours=25)
     sim.reconcile()
-    assert sim.phase_of("review") == "Failed" and sim.of_type(ExpireApproval)
+    assert sim.phase_of("review") == "Failed" and any(a.phase == "Expired" for a in sim.of_type(CloseApproval))
     sim.set_spec(suspend=False)
     sim.reconcile()
     assert sim.phase == "Failed" and sim.condition("Succeeded").reason == "ApprovalExpired"
@@ -126,7 +126,7 @@ def test_cancel_cancels_an_open_approval() -> None:
     sim = gated_run()
     sim.set_spec(cancel=True)
     sim.reconcile()
-    assert sim.of_type(CancelApproval) == [CancelApproval(f"{sim.name}-review")]
+    assert sim.of_type(CloseApproval) == [CloseApproval(f"{sim.name}-review", "Cancelled")]
     assert sim.phase_of("review") == "Cancelled" and sim.phase == "Cancelled"
 
 

@@ -8,7 +8,9 @@
 - replaying `decide` from the last persisted status plus what the world shows, after a
   crash at any point (actions applied, or only some of them, and status not written),
   ends in the same final state as an uninterrupted run;
-- the final state does not depend on the order in which Job results arrive.
+- the final state does not depend on the order in which Job results arrive;
+- a Job whose pod can never start (it waits for a missing Secret) is gone before the attempt
+  that replaces it is created and when the run ends, so its pod can never start beside another.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from engine_harness import T0, FakeCatalog
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from towline.api.run import TERMINAL_RUN_PHASES, StepStatus, WorkflowRunSpec, WorkflowRunStatus
+from towline.api.run import StepStatus, WorkflowRunSpec, WorkflowRunStatus
 from towline.api.workflow import WorkflowSpec
 from towline.engine import (
+    TERMINAL_RUN_PHASES,
     Action,
     ApprovalObservation,
     CreateApproval,
@@ -38,9 +41,13 @@ from towline.engine import (
     gate_id,
     start_run,
 )
+from towline.engine.observed import REASON_UNMOUNTABLE
 
 MAX_PASSES = 400
-FAILURES = ("transient", "permanent", "rate_limit", "timeout", "auth", "unknown_side_effect", "validation", "vanish")
+FAILURES = (
+    "transient", "permanent", "rate_limit", "timeout", "auth", "unknown_side_effect", "validation", "vanish",
+    "secret_missing",
+)
 PROPERTY_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -128,6 +135,9 @@ class World:
         if isinstance(action, CreateStepJob):
             key = (action.step_id, action.attempt)
             assert key not in self.jobs, f"attempt {key} created twice"
+            assert not any(job.can_never_start for (step, _), job in self.jobs.items() if step == action.step_id), (
+                f"attempt {key} created while an earlier attempt's pod still waits for its Secret"
+            )
             self.created.append(key)
             self.jobs[key] = JobObservation(action.step_id, action.attempt, action.job_name, "active",
                                             started_at=self.now)
@@ -169,6 +179,11 @@ class World:
         if outcome == "vanish":
             del self.jobs[key]
             return
+        if outcome == "secret_missing":
+            # The Job stays active, its pod waiting; the operator reports the attempt failed.
+            result = StepResult(ok=False, error_class="auth", message="Secret 'crm' does not exist", retryable=False)
+            self.jobs[key] = replace(job, state="failed", result=result, reason=REASON_UNMOUNTABLE)
+            return
         if outcome == "ok":
             result = StepResult(ok=True, output={"step": key[0], "attempt": key[1]})
         else:
@@ -204,6 +219,7 @@ def simulate(
         if index not in crashes:
             status = decision.status
         if status.phase in TERMINAL_RUN_PHASES:
+            assert not any(job.can_never_start for job in world.jobs.values()), "a stuck Job outlived the run"
             return status, world
         world.tick(status, decision.wake_at)
     raise AssertionError(f"run did not terminate in {MAX_PASSES} passes: {status.phase}, {status.message}")
@@ -322,6 +338,7 @@ def test_runs_terminate_under_suspend_resume_and_cancel(
             world.apply(action)
         status = decision.status
         if status.phase in TERMINAL_RUN_PHASES:
+            assert not any(job.can_never_start for job in world.jobs.values()), "a stuck Job outlived the run"
             assert status.phase == "Cancelled" or not cancelled
             return
         world.tick(status, decision.wake_at)

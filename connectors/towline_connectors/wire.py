@@ -1,0 +1,83 @@
+"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339.
+
+A `when` or `${{ }}` binding (evaluated by the operator) and a `data.transform`
+field (evaluated in the step's pod) must turn the same CEL value into the same
+JSON, so both call `to_json_value` here. The operator imports this module
+(an edge the import contracts allow explicitly), so it must stay standard
+library only: no pydantic, no CEL, no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+_MICROSECONDS = 1_000_000
+
+TEMPLATE_MARKER = "${{"
+"""What opens a `${{ expression }}` binding."""
+
+
+def is_template(value: object) -> bool:
+    """A string holding an unresolved `${{ }}` binding: its value is known only at run time."""
+    return isinstance(value, str) and TEMPLATE_MARKER in value
+
+
+def to_json_value(value: Any) -> Any:
+    """A CEL result as JSON, in the forms of CEL's JSON mapping (google.protobuf's JSON).
+
+    Timestamps become RFC 3339 in UTC (`2026-01-01T08:00:00Z`), durations seconds
+    with an `s` (`90s`, `1.5s`), bytes base64; map keys become strings (`true`,
+    `1`). A value with no JSON form (an optional, say) raises TypeError.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, timedelta):
+        return duration_text(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {_key_text(key): to_json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json_value(item) for item in value]
+    raise TypeError(f"CEL returned a {type(value).__name__}, which has no JSON form")
+
+
+def duration_text(value: timedelta) -> str:
+    """`90s`, `1.5s`, `-0.000001s`: seconds, only the fraction digits needed (exact, never `1e+06s`)."""
+    micros = (value.days * 86_400 + value.seconds) * _MICROSECONDS + value.microseconds
+    sign = "-" if micros < 0 else ""
+    seconds, fraction = divmod(abs(micros), _MICROSECONDS)
+    if fraction == 0:
+        return f"{sign}{seconds}s"
+    return f"{sign}{seconds}.{fraction:06d}".rstrip("0") + "s"
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def rfc3339(moment: datetime, *, timespec: Literal["auto", "seconds", "microseconds"] = "auto") -> str:
+    """`moment` in UTC with a `Z`; a naive time is taken as UTC.
+
+    `seconds` is the form of a Kubernetes `metav1.Time`, `microseconds` of a
+    `MicroTime` (Lease times); `auto` shows microseconds only when there are some.
+    """
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time (`Z`, `z` or an offset); raises ValueError for anything else.
+
+    A time without an offset parses as naive: callers that need an instant check `tzinfo`.
+    """
+    if text.endswith(("z", "Z")):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(text)
