@@ -1,6 +1,10 @@
 """Shared fixtures: a real local control plane (etcd, kube-apiserver, kube-controller-manager)
 plus the local step executor that plays the node, started once per session on first use.
 
+With ``TOWLINE_TEST_KUBECONFIG=path`` the tests use that existing cluster instead (like
+envtest's UseExistingCluster): nothing is started, alice/bob/carol are the kubeconfig's
+identity impersonating them, and tests that need local-only parts skip, saying so.
+
 Unit tests never touch these fixtures, so they never start (or build) anything.
 The first integration test of a machine may build the Kubernetes binaries
 (about 10-40 minutes depending on the machine, printed as it goes); later sessions start in seconds.
@@ -32,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from towline_dev.binaries import find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
+from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
 from towline_dev.stepexecutor import StepExecutor
 
 
@@ -49,18 +54,29 @@ def kept_logs_root() -> Path:
     return Path(os.environ.get("TOWLINE_TEST_LOGS") or Path(tempfile.gettempdir()) / "towline-test-logs")
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     # Straight to the terminal: a first-time build takes long and must not look hung.
     print(f"[towline tests] {message}", file=sys.__stderr__, flush=True)
 
 
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
+def existing_cluster() -> ExistingCluster | None:
+    """The cluster `TOWLINE_TEST_KUBECONFIG` names (used instead of the local one), else None."""
+    if not os.environ.get(ENVIRONMENT_VARIABLE):
+        return None
+    return existing_cluster_from_environment(find_binaries(progress=progress))
+
+
+@pytest.fixture(scope="session")
+def local_cluster(existing_cluster: ExistingCluster | None) -> Iterator[LocalCluster]:
     """Control plane + step executor (in a thread of this process), for the whole session."""
     global _CLUSTER  # noqa: PLW0603 - the failure hook needs it
-    binaries = find_binaries(progress=_progress)
+    if existing_cluster is not None:
+        pytest.skip("needs the local control plane's own parts (the step executor, component logs); "
+                    f"{ENVIRONMENT_VARIABLE} names an existing cluster")
+    binaries = find_binaries(progress=progress)
     plane = ControlPlane(binaries).start()
-    _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
+    progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
     handler = logging.FileHandler(plane.log_path("step-executor"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s: %(message)s"))
     executor_log = logging.getLogger("towline_dev.stepexecutor")
@@ -80,9 +96,15 @@ def local_cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="session")
-def control_plane(local_cluster: LocalCluster) -> ControlPlane:
-    """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`."""
-    return local_cluster.control_plane
+def control_plane(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> ControlPlane:
+    """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`.
+
+    With `TOWLINE_TEST_KUBECONFIG`, the existing cluster it names (and its people impersonated).
+    """
+    if existing_cluster is not None:
+        return existing_cluster
+    local: LocalCluster = request.getfixturevalue("local_cluster")
+    return local.control_plane
 
 
 @pytest.fixture(scope="session")

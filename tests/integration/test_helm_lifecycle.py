@@ -1,0 +1,236 @@
+"""`helm install`, `helm upgrade`, `helm uninstall` and `helm test` of the chart, on a real API server.
+
+The release lives in a control plane of its own (started for this module), because the
+session's control plane holds the chart's cluster-scoped objects applied by kubectl,
+which Helm will not adopt. With `TOWLINE_TEST_KUBECONFIG` the module uses that cluster.
+
+Until the local control plane has a node, the operator's pods cannot run: installs
+do not `--wait`, and the tests that need running pods (`helm test`, the README's
+approval walkthrough against the Helm-installed operator) skip, saying so, on a
+cluster without a Ready node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.helmsupport import helm, set_args
+from tests.integration.support import wait_for
+
+from towline_dev.binaries import BinarySet
+from towline_dev.controlplane import ControlPlane
+from towline_dev.existing import ExistingCluster
+from towline_dev.install import CHART, OperatorProcess, operator_kubeconfig
+
+pytestmark = pytest.mark.integration
+
+Cluster = ControlPlane | ExistingCluster
+RELEASE = "towline"
+NAMESPACE = "towline-system"
+CHART_LABELS = ("app.kubernetes.io/instance=towline", "app.kubernetes.io/name=towline",
+                "app.kubernetes.io/part-of=towline")
+
+
+def image_values() -> dict[str, str]:
+    """The images `make dev` loads into the local node; on an existing cluster, the ones you pushed."""
+    return {
+        "image.repository": os.environ.get("TOWLINE_TEST_IMAGE_REPOSITORY", "localhost/towline"),
+        "image.tag": os.environ.get("TOWLINE_TEST_IMAGE_TAG", "dev"),
+        "runner.image": os.environ.get("TOWLINE_TEST_RUNNER_IMAGE", "localhost/towline-runner:dev"),
+    }
+
+
+@pytest.fixture(scope="module")
+def helm_cluster(k8s_binaries: BinarySet, existing_cluster: ExistingCluster | None) -> Iterator[Cluster]:
+    if existing_cluster is not None:
+        yield existing_cluster
+        return
+    plane = ControlPlane(k8s_binaries, install_signal_handlers=False).start()
+    try:
+        yield plane
+    finally:
+        plane.remove_state()
+
+
+def on(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return helm(cluster.binaries, *args, kubeconfig=cluster.kubeconfig)
+
+
+def install(cluster: Cluster, release: str, namespace: str, values: dict[str, str]) -> None:
+    result = on(cluster, "install", release, str(CHART), "--namespace", namespace, "--create-namespace",
+                *set_args({**image_values(), **values}))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def uninstall(cluster: Cluster, release: str, namespace: str) -> None:
+    result = on(cluster, "uninstall", release, "--namespace", namespace, "--ignore-not-found")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def deployment(cluster: Cluster, namespace: str = NAMESPACE) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "deployment", "towline-operator", "-n", namespace, "-o", "json").stdout)
+    return found
+
+
+def container_env(found: dict[str, Any]) -> dict[str, str]:
+    (container,) = found["spec"]["template"]["spec"]["containers"]
+    return {v["name"]: v.get("value", "") for v in container["env"]}
+
+
+def labelled_objects(cluster: Cluster, label: str) -> list[tuple[str, str]]:
+    """(kind, namespace/name) of every object of every listable kind carrying `label`."""
+    kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    listed = cluster.kubectl("get", ",".join(kinds), "--all-namespaces", "-l", label, "-o", "json",
+                             check=False, timeout=120)
+    items = json.loads(listed.stdout or '{"items": []}')["items"]
+    assert listed.returncode == 0 or items, listed.stderr
+    return sorted((i["kind"], f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}") for i in items)
+
+
+@pytest.fixture(scope="module")
+def installed(helm_cluster: Cluster) -> Cluster:
+    install(helm_cluster, RELEASE, NAMESPACE, {})
+    return helm_cluster
+
+
+def test_helm_install_establishes_the_crds_and_creates_every_object(installed: Cluster) -> None:
+    status = json.loads(on(installed, "status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    installed.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/workflows.towline.dev", "crd/workflowruns.towline.dev", "crd/approvals.towline.dev")
+    manifest = on(installed, "get", "manifest", RELEASE, "-n", NAMESPACE).stdout
+    present = installed.kubectl("get", "-f", "-", "-o", "name", stdin=manifest, check=False)
+    assert present.returncode == 0, present.stderr
+    found = deployment(installed)
+    assert found["spec"]["replicas"] == 2
+    (container,) = found["spec"]["template"]["spec"]["containers"]
+    values = image_values()
+    assert container["image"] == f"{values['image.repository']}:{values['image.tag']}"
+    assert container_env(found)["TOWLINE_RUNNER_IMAGE"] == values["runner.image"]
+
+
+def test_helm_installed_admission_policy_refuses_a_hand_made_approval(installed: Cluster) -> None:
+    installed.kubectl("create", "namespace", "helm-attack", check=False)
+    approval = {"apiVersion": "towline.dev/v1alpha1", "kind": "Approval",
+                "metadata": {"name": "forged", "namespace": "helm-attack"},
+                "spec": {"runName": "r", "workflowName": "w", "step": "review",
+                         "expiresAt": "2099-01-01T00:00:00Z", "approvers": {"users": ["admin"]}}}
+
+    def refused() -> str | None:
+        # A new policy takes a moment to be enforced; until then a create may pass, so delete and retry.
+        result = installed.kubectl("create", "-f", "-", stdin=json.dumps(approval), check=False)
+        if result.returncode == 0:
+            installed.kubectl("delete", "approval", "forged", "-n", "helm-attack", check=False)
+            return None
+        return result.stderr
+
+    message = wait_for("the chart's admission policy to refuse a hand-made Approval", refused, timeout=60)
+    assert "cannot be created by hand" in message
+
+
+def test_helm_upgrade_with_a_changed_value_rolls_the_operator(installed: Cluster) -> None:
+    before = deployment(installed)
+    old_checksum = before["spec"]["template"]["metadata"]["annotations"]["towline.dev/config-checksum"]
+    result = on(installed, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+                "--set", "operator.logLevel=debug")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = deployment(installed)
+    assert after["spec"]["template"]["metadata"]["annotations"]["towline.dev/config-checksum"] != old_checksum
+    assert container_env(after)["TOWLINE_LOG_LEVEL"] == "debug"
+
+    def replica_sets() -> list[dict[str, Any]] | None:
+        listed = json.loads(installed.kubectl(
+            "get", "replicasets", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=operator", "-o", "json",
+        ).stdout)["items"]
+        rolled = [rs for rs in listed
+                  if container_env(rs).get("TOWLINE_LOG_LEVEL") == "debug"]
+        return listed if rolled and len(listed) >= 2 else None
+
+    # The Deployment controller itself starts the rollout: a new ReplicaSet with the new pod template.
+    sets = wait_for("a new ReplicaSet for the changed pod template", replica_sets, timeout=60)
+    hashes = {rs["metadata"]["labels"]["pod-template-hash"] for rs in sets}
+    assert len(hashes) == len(sets) >= 2
+
+
+def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
+    uninstall(installed, RELEASE, NAMESPACE)
+
+    def leftovers() -> list[tuple[str, str]] | None:
+        found = [o for label in CHART_LABELS for o in labelled_objects(installed, label)]
+        remaining = [o for o in found if o[0] != "CustomResourceDefinition"]
+        # ReplicaSets and pods go with their Deployment through the garbage collector, a moment later.
+        return None if remaining else found
+
+    found = wait_for("everything of the release but the CRDs to be gone", leftovers, timeout=90)
+    assert sorted(name for kind, name in found if kind == "CustomResourceDefinition") == [
+        "/approvals.towline.dev", "/workflowruns.towline.dev", "/workflows.towline.dev"]
+    assert on(installed, "status", RELEASE, "-n", NAMESPACE).returncode != 0
+
+
+def _workflow(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "shape", "namespace": namespace},
+            "spec": {"steps": [{"id": "shape", "action": "data.transform",
+                                "with": {"data": {"n": 2}, "fields": {"double": "data.n * 2"}}}]}}
+
+
+def _status(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    found = json.loads(cluster.kubectl("get", "workflows.towline.dev", "shape", "-n", namespace, "-o", "json").stdout)
+    status: dict[str, Any] = found.get("status") or {}
+    return status
+
+
+def test_watch_namespaces_confines_the_operator_to_them(
+    helm_cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster, release_namespace = helm_cluster, "towline-scoped"
+    uninstall(cluster, RELEASE, NAMESPACE)  # cluster-scoped names are one per cluster
+    for namespace in ("watched", "unwatched"):
+        cluster.kubectl("create", "namespace", namespace, check=False)
+    install(cluster, "scoped", release_namespace, {"watchNamespaces": '["watched"]'})
+    operator: OperatorProcess | None = None
+    try:
+        kubeconfig = operator_kubeconfig(cluster, tmp_path / "operator.kubeconfig", namespace=release_namespace)
+        # The operator is told what to watch exactly as the chart's Deployment tells it.
+        told = container_env(deployment(cluster, release_namespace))["TOWLINE_WATCH_NAMESPACES"]
+        assert told == "watched"
+        operator = OperatorProcess(kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",
+                                   namespace=release_namespace, watch_namespaces=tuple(told.split(","))).start()
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow("unwatched")))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow("watched")))
+        # Workflows are reconciled in the order they arrive: once the later one is Ready, the
+        # earlier one would be too, had the operator seen it.
+        wait_for("the watched namespace's Workflow to be Ready",
+                 lambda: _status(cluster, "watched").get("conditions"), timeout=90)
+        assert _status(cluster, "unwatched") == {}, "the operator acted outside watchNamespaces"
+
+        # Its ServiceAccount cannot act there either: the API server refuses it.
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "escape", "namespace": "unwatched"},
+               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                              "containers": [{"name": "c", "image": "x"}]}}}}
+        attempt = subprocess.run(
+            [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(kubeconfig), "create", "-f", "-"],
+            input=json.dumps(job), capture_output=True, text=True, timeout=60, check=False)
+        assert attempt.returncode != 0 and "forbidden" in attempt.stderr.lower(), attempt.stderr
+        who = f"system:serviceaccount:{release_namespace}:towline-operator"
+        for verb, resource, namespace, allowed in (
+            ("create", "jobs.batch", "watched", "yes"), ("create", "jobs.batch", "unwatched", "no"),
+            ("list", "workflows.towline.dev", "unwatched", "no"), ("list", "namespaces", "", "no"),
+        ):
+            scope = ["-n", namespace] if namespace else []
+            answer = cluster.kubectl("auth", "can-i", verb, resource, *scope, "--as", who, check=False)
+            assert answer.stdout.strip() == allowed, (verb, resource, namespace, answer.stdout, answer.stderr)
+        assert operator.process is not None and operator.process.poll() is None, operator.log_text()[-3000:]
+    finally:
+        if operator is not None:
+            operator.stop()
+        uninstall(cluster, "scoped", release_namespace)
+        for namespace in ("watched", "unwatched"):
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
