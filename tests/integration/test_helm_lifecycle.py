@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from tests.integration.helmsupport import helm, set_args
-from tests.integration.support import wait_for
+from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
@@ -234,3 +234,78 @@ def test_watch_namespaces_confines_the_operator_to_them(
         uninstall(cluster, "scoped", release_namespace)
         for namespace in ("watched", "unwatched"):
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def ready_nodes(cluster: Cluster) -> list[str]:
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return [n["metadata"]["name"] for n in nodes if any(
+        c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions", []))]
+
+
+@pytest.fixture
+def running_release(helm_cluster: Cluster) -> Iterator[Cluster]:
+    """The chart installed and its operator Deployment rolled out (pods running on a real node)."""
+    if not ready_nodes(helm_cluster):
+        pytest.skip("needs a Ready node to run the operator's pods, and this cluster has none (the local "
+                    "control plane has no kubelet yet); run it against a cluster with a node and the images: "
+                    "TOWLINE_TEST_KUBECONFIG=<kubeconfig> TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline "
+                    "TOWLINE_TEST_IMAGE_TAG=<tag> TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
+                    "python -m pytest tests/integration/test_helm_lifecycle.py")
+    cluster = helm_cluster
+    uninstall(cluster, RELEASE, NAMESPACE)
+    install(cluster, RELEASE, NAMESPACE, {})
+    try:
+        rollout = cluster.kubectl("rollout", "status", "deployment/towline-operator", "-n", NAMESPACE,
+                                  "--timeout=300s", check=False, timeout=320)
+        assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+        yield cluster
+    finally:
+        uninstall(cluster, RELEASE, NAMESPACE)
+
+
+def test_helm_test_passes_against_the_running_operator(running_release: Cluster) -> None:
+    result = on(running_release, "test", RELEASE, "-n", NAMESPACE, "--logs", "--timeout", "5m")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: http://towline-operator" in result.stdout
+
+
+def _walkthrough_workflow(namespace: str) -> dict[str, Any]:
+    """The README's demo shape: a check, a four-eyes approval bob may give, then the change."""
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "hello-towline", "namespace": namespace},
+            "spec": {"steps": [
+                {"id": "check", "action": "data.transform",
+                 "with": {"data": {"version": "2.4.1"}, "fields": {"version": "data.version"}}},
+                {"id": "review", "needs": ["check"],
+                 "approval": {"message": "Deploy ${{ steps.check.output.version }}?",
+                              "approvers": {"users": ["bob"], "groups": ["approvers"]},
+                              "fourEyes": True, "expiresAfter": "1h"}},
+                {"id": "deploy", "needs": ["review"], "action": "data.transform",
+                 "with": {"data": {"v": "${{ steps.check.output.version }}"}, "fields": {"deployed": "data.v"}}},
+            ]}}
+
+
+def test_readme_approval_walkthrough_against_the_helm_installed_operator(running_release: Cluster) -> None:
+    cluster, namespace = running_release, "towline-walkthrough"
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    try:
+        bind_role(cluster, namespace, "towline-runner", users=("carol", "alice"))
+        bind_role(cluster, namespace, "towline-approver", users=("bob", "alice", "carol"))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_walkthrough_workflow(namespace)))
+        run = start_run(cluster, namespace, "hello-towline", user="carol")
+        waiting = wait_for_phase(cluster, namespace, run, {"AwaitingApproval"}, timeout=300)
+        approval = step_status(waiting, "review")["approvalName"]
+
+        def decide(user: str) -> subprocess.CompletedProcess[str]:
+            patch = {"spec": {"decision": "Approved", "decidedBy": user}}
+            return cluster.kubectl("patch", "approval", approval, "-n", namespace, "--type", "merge",
+                                   "-p", json.dumps(patch), user=user, check=False)
+
+        assert "not an allowed approver" in decide("alice").stderr
+        assert "four-eyes" in decide("carol").stderr
+        assert decide("bob").returncode == 0
+        done = wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"}, timeout=300)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert step_status(done, "deploy")["output"] == {"deployed": "2.4.1"}
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
