@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ExistingCluster
 from towline_dev.install import CHART, OperatorProcess, operator_kubeconfig
+from towline_dev.processes import free_loopback_port
 
 pytestmark = pytest.mark.integration
 
@@ -162,13 +164,18 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_operator(installed: Cluster
 def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
     uninstall(installed, RELEASE, NAMESPACE)
 
+    remaining: list[tuple[str, str]] = []
+
     def leftovers() -> list[tuple[str, str]] | None:
         found = [o for label in CHART_LABELS for o in labelled_objects(installed, label)]
-        remaining = [o for o in found if o[0] != "CustomResourceDefinition"]
+        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
         # ReplicaSets and pods go with their Deployment through the garbage collector, a moment later.
         return None if remaining else found
 
-    found = wait_for("everything of the release but the CRDs to be gone", leftovers, timeout=90)
+    try:
+        found = wait_for("everything of the release but the CRDs to be gone", leftovers, timeout=90)
+    except AssertionError:
+        raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
     assert sorted(name for kind, name in found if kind == "CustomResourceDefinition") == [
         "/approvals.towline.dev", "/workflowruns.towline.dev", "/workflows.towline.dev"]
     assert on(installed, "status", RELEASE, "-n", NAMESPACE).returncode != 0
@@ -201,8 +208,10 @@ def test_watch_namespaces_confines_the_operator_to_them(
         # The operator is told what to watch exactly as the chart's Deployment tells it.
         told = container_env(deployment(cluster, release_namespace))["TOWLINE_WATCH_NAMESPACES"]
         assert told == "watched"
+        ports = {"health": free_loopback_port(), "metrics": free_loopback_port()}
         operator = OperatorProcess(kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",
-                                   namespace=release_namespace, watch_namespaces=tuple(told.split(","))).start()
+                                   namespace=release_namespace, watch_namespaces=tuple(told.split(",")),
+                                   health_port=ports["health"], metrics_port=ports["metrics"]).start()
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow("unwatched")))
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow("watched")))
         # Workflows are reconciled in the order they arrive: once the later one is Ready, the
@@ -228,6 +237,11 @@ def test_watch_namespaces_confines_the_operator_to_them(
             answer = cluster.kubectl("auth", "can-i", verb, resource, *scope, "--as", who, check=False)
             assert answer.stdout.strip() == allowed, (verb, resource, namespace, answer.stdout, answer.stderr)
         assert operator.process is not None and operator.process.poll() is None, operator.log_text()[-3000:]
+        # What the chart's probes and `helm test` ask for, served by this operator.
+        for port, path, expected in ((ports["health"], "/healthz", "{"),
+                                     (ports["metrics"], "/metrics", "towline_api_requests_total")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+                assert response.status == 200 and expected in response.read().decode(), path
     finally:
         if operator is not None:
             operator.stop()
