@@ -79,6 +79,15 @@ def test_no_default_credentials(k8s_binaries: BinarySet) -> None:
             assert not any(word in variable["name"] for word in ("PASSWORD", "TOKEN", "SECRET", "KEY")), variable
 
 
+def test_every_object_carries_the_release_labels(k8s_binaries: BinarySet) -> None:
+    # `helm uninstall` is checked by these labels: an object without them could be left unseen.
+    documents = render(k8s_binaries, {"ingress.enabled": "true", "watchNamespaces": '["team-a"]'})
+    for document in documents:
+        labels = document["metadata"].get("labels") or {}
+        assert labels.get("app.kubernetes.io/instance") == "towline", (document["kind"], document["metadata"])
+        assert labels.get("app.kubernetes.io/name") == "towline", (document["kind"], document["metadata"])
+
+
 def _operator_pod(documents: list[dict[str, Any]]) -> dict[str, Any]:
     pod: dict[str, Any] = find(documents, "Deployment", "towline-operator")["spec"]["template"]
     return pod
