@@ -170,6 +170,16 @@ def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iter
             raise
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not os.environ.get(ENVIRONMENT_VARIABLE):
+        return
+    reason = pytest.mark.skip(reason=f"tests the local control plane's own parts; {ENVIRONMENT_VARIABLE} "
+                                     "names an existing cluster")
+    for item in items:
+        if item.get_closest_marker("local_only"):
+            item.add_marker(reason)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
