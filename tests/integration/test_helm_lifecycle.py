@@ -98,6 +98,10 @@ def labelled_objects(cluster: Cluster, label: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def installed(helm_cluster: Cluster) -> Cluster:
+    # Pod Security "restricted" enforced where the chart installs: its pods must pass it.
+    helm_cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    helm_cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite",
+                         "pod-security.kubernetes.io/enforce=restricted")
     install(helm_cluster, RELEASE, NAMESPACE, {})
     return helm_cluster
 
@@ -116,6 +120,20 @@ def test_helm_install_establishes_the_crds_and_creates_every_object(installed: C
     values = image_values()
     assert container["image"] == f"{values['image.repository']}:{values['image.tag']}"
     assert container_env(found)["TOWLINE_RUNNER_IMAGE"] == values["runner.image"]
+
+
+def test_chart_pods_are_admitted_under_restricted_pod_security(installed: Cluster) -> None:
+    def operator_pods() -> list[dict[str, Any]] | None:
+        pods = json.loads(installed.kubectl(
+            "get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=operator", "-o", "json").stdout)["items"]
+        return pods if len(pods) >= 2 else None
+
+    # The ReplicaSet's pods exist only if admission let them in (else: FailedCreate events, no pods).
+    wait_for("the operator's pods to be admitted", operator_pods, timeout=60)
+    hooks = on(installed, "get", "hooks", RELEASE, "-n", NAMESPACE).stdout
+    assert "towline-test-operator" in hooks
+    admitted = installed.kubectl("create", "--dry-run=server", "-f", "-", stdin=hooks, check=False)
+    assert admitted.returncode == 0 and "PodSecurity" not in admitted.stderr, admitted.stderr
 
 
 def test_helm_installed_admission_policy_refuses_a_hand_made_approval(installed: Cluster) -> None:
