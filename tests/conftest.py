@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from towline_dev.binaries import find_binaries
+from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
@@ -54,9 +54,15 @@ def kept_logs_root() -> Path:
     return Path(os.environ.get("TOWLINE_TEST_LOGS") or Path(tempfile.gettempdir()) / "towline-test-logs")
 
 
-def progress(message: str) -> None:
+def _progress(message: str) -> None:
     # Straight to the terminal: a first-time build takes long and must not look hung.
     print(f"[towline tests] {message}", file=sys.__stderr__, flush=True)
+
+
+@pytest.fixture(scope="session")
+def k8s_binaries() -> BinarySet:
+    """The pinned kubectl and helm (built once if missing), without starting a cluster."""
+    return find_binaries(progress=_progress)
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +70,7 @@ def existing_cluster() -> ExistingCluster | None:
     """The cluster `TOWLINE_TEST_KUBECONFIG` names (used instead of the local one), else None."""
     if not os.environ.get(ENVIRONMENT_VARIABLE):
         return None
-    return existing_cluster_from_environment(find_binaries(progress=progress))
+    return existing_cluster_from_environment(find_binaries(progress=_progress))
 
 
 @pytest.fixture(scope="session")
@@ -74,9 +80,9 @@ def local_cluster(existing_cluster: ExistingCluster | None) -> Iterator[LocalClu
     if existing_cluster is not None:
         pytest.skip("needs the local control plane's own parts (the step executor, component logs); "
                     f"{ENVIRONMENT_VARIABLE} names an existing cluster")
-    binaries = find_binaries(progress=progress)
+    binaries = find_binaries(progress=_progress)
     plane = ControlPlane(binaries).start()
-    progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
+    _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
     handler = logging.FileHandler(plane.log_path("step-executor"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s: %(message)s"))
     executor_log = logging.getLogger("towline_dev.stepexecutor")

@@ -11,10 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import progress
 from tests.integration.support import bind_role
 
-from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
 
@@ -59,9 +57,3 @@ def team_namespace(towline_installed: ControlPlane, namespace: str) -> str:
     bind_role(towline_installed, namespace, "towline-runner", users=("carol", "alice", "bob"))
     bind_role(towline_installed, namespace, "towline-approver", users=("alice", "bob", "carol"))
     return namespace
-
-
-@pytest.fixture(scope="session")
-def k8s_binaries() -> BinarySet:
-    """The pinned kubectl and helm (built once if missing), without starting a cluster."""
-    return find_binaries(progress=progress)

@@ -51,6 +51,9 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"runner.runAsUser": "0"}, "runAsUser"),
     ({"operator.replica": "2"}, "replica"),
     ({"serviceMonitor.interval": "often"}, "interval"),
+    ({"egress.podCIDRs": '["10.244.0.0"]'}, "podCIDRs"),
+    ({"ingress.replicas": "0"}, "replicas"),
+    ({"networkPolicy.enabled": "yes"}, "enabled"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)
@@ -119,7 +122,7 @@ def test_disruption_budgets_select_the_pods_they_protect(k8s_binaries: BinarySet
     ingress_budget = find(documents, "PodDisruptionBudget", "towline-ingress")
     assert ingress_budget["spec"]["selector"] == {"matchLabels": INGRESS_POD_LABELS}
     # One replica cannot have a budget that forbids every drain; without the ingress, no ingress budget.
-    single = render(k8s_binaries, {"operator.replicas": "1"})
+    single = render(k8s_binaries, {"operator.replicas": "1", "ingress.enabled": "false"})
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
 
 
@@ -139,8 +142,8 @@ def test_operator_network_policy_allows_only_api_server_dns_and_its_own_ports(k8
 
 
 def test_ingress_network_policy_only_when_the_ingress_is_enabled(k8s_binaries: BinarySet) -> None:
-    assert not [d for d in render(k8s_binaries) if d["metadata"]["name"] == "towline-ingress"
-                and d["kind"] in {"NetworkPolicy", "PodDisruptionBudget"}]
+    assert not [d for d in render(k8s_binaries, {"ingress.enabled": "false"})
+                if d["metadata"]["name"] == "towline-ingress" and d["kind"] in {"NetworkPolicy", "PodDisruptionBudget"}]
     policy = find(render(k8s_binaries, {"ingress.enabled": "true", "ingress.port": "8443"}),
                   "NetworkPolicy", "towline-ingress")["spec"]
     assert policy["podSelector"] == {"matchLabels": INGRESS_POD_LABELS}
