@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.helmsupport import helm, set_args
+from tests.integration.helmsupport import find, helm, render, set_args
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline_dev.binaries import BinarySet
@@ -274,6 +274,20 @@ def ready_nodes(cluster: Cluster) -> list[str]:
         c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions", []))]
 
 
+def api_server_egress(cluster: Cluster) -> dict[str, str]:
+    """networkPolicy.apiServer narrowed to where this cluster's API server really is (what pods reach
+    behind the `kubernetes` Service), as the README tells users to set it; {} (the chart's defaults)
+    when it publishes no address, as an API server advertised on loopback does."""
+    slices = json.loads(cluster.kubectl("get", "endpointslices", "-n", "default", "-l",
+                                        "kubernetes.io/service-name=kubernetes", "-o", "json").stdout)["items"]
+    addresses = sorted({a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]})
+    ports = sorted({p["port"] for s in slices for p in s.get("ports") or []})
+    if not (addresses and ports):
+        return {}
+    cidrs = [f"{a}/128" if ":" in a else f"{a}/32" for a in addresses]
+    return {"networkPolicy.apiServer.cidrs": json.dumps(cidrs), "networkPolicy.apiServer.ports": json.dumps(ports)}
+
+
 @pytest.fixture
 def running_release(helm_cluster: Cluster) -> Iterator[Cluster]:
     """The chart installed and its operator Deployment rolled out (pods running on a real node)."""
@@ -285,7 +299,7 @@ def running_release(helm_cluster: Cluster) -> Iterator[Cluster]:
                     "python -m pytest tests/integration/test_helm_lifecycle.py")
     cluster = helm_cluster
     uninstall(cluster, RELEASE, NAMESPACE)
-    install(cluster, RELEASE, NAMESPACE, {})
+    install(cluster, RELEASE, NAMESPACE, api_server_egress(cluster))
     try:
         rollout = cluster.kubectl("rollout", "status", "deployment/towline-operator", "-n", NAMESPACE,
                                   "--timeout=300s", check=False, timeout=320)
@@ -341,3 +355,14 @@ def test_readme_approval_walkthrough_against_the_helm_installed_operator(running
         assert step_status(done, "deploy")["output"] == {"deployed": "2.4.1"}
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_api_server_egress_can_be_narrowed_to_the_real_api_server(helm_cluster: Cluster) -> None:
+    values = api_server_egress(helm_cluster)
+    if not values:
+        pytest.skip("this cluster's API server publishes no address behind the kubernetes Service (the local "
+                    "control plane advertises it on loopback, which EndpointSlices cannot hold)")
+    documents = render(helm_cluster.binaries, values)
+    egress = find(documents, "NetworkPolicy", "towline-operator")["spec"]["egress"][0]
+    assert [peer["ipBlock"]["cidr"] for peer in egress["to"]] == json.loads(values["networkPolicy.apiServer.cidrs"])
+    assert "0.0.0.0/0" not in values["networkPolicy.apiServer.cidrs"]
