@@ -3,13 +3,14 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install dev test lint typecheck imports crds crds-check unit integration bench clean
+.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench clean
 
 help:
 	@echo "make dev    - local control plane + operator + examples (Ctrl-C stops it)"
 	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
+	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
@@ -35,10 +36,14 @@ crds-check:
 unit:
 	$(PYTHON) -m pytest tests/unit -q
 
-integration:
+# Builds (first time, with progress on the terminal) what the integration tests run; "cached" after.
+binaries: install
+	$(PYTHON) -m towline_dev.prepare
+
+integration: binaries
 	$(PYTHON) -m pytest tests/integration -q
 
-test: install lint typecheck imports crds-check
+test: install lint typecheck imports crds-check binaries
 	$(PYTHON) -m pytest tests -q
 
 bench: install

@@ -1,6 +1,10 @@
 """Shared fixtures: a real local control plane (etcd, kube-apiserver, kube-controller-manager)
 plus the local step executor that plays the node, started once per session on first use.
 
+With ``TOWLINE_TEST_KUBECONFIG=path`` the tests use that existing cluster instead (like
+envtest's UseExistingCluster): nothing is started, alice/bob/carol are the kubeconfig's
+identity impersonating them, and tests that need local-only parts skip, saying so.
+
 Unit tests never touch these fixtures, so they never start (or build) anything.
 The first integration test of a machine may build the Kubernetes binaries
 (about 10-40 minutes depending on the machine, printed as it goes); later sessions start in seconds.
@@ -29,9 +33,10 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from towline_dev.binaries import find_binaries
+from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
+from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
 from towline_dev.stepexecutor import StepExecutor
 
 
@@ -55,9 +60,26 @@ def _progress(message: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
+def k8s_binaries() -> BinarySet:
+    """The pinned kubectl and helm (built once if missing), without starting a cluster."""
+    return find_binaries(progress=_progress)
+
+
+@pytest.fixture(scope="session")
+def existing_cluster() -> ExistingCluster | None:
+    """The cluster `TOWLINE_TEST_KUBECONFIG` names (used instead of the local one), else None."""
+    if not os.environ.get(ENVIRONMENT_VARIABLE):
+        return None
+    return existing_cluster_from_environment(find_binaries(progress=_progress))
+
+
+@pytest.fixture(scope="session")
+def local_cluster(existing_cluster: ExistingCluster | None) -> Iterator[LocalCluster]:
     """Control plane + step executor (in a thread of this process), for the whole session."""
     global _CLUSTER  # noqa: PLW0603 - the failure hook needs it
+    if existing_cluster is not None:
+        pytest.skip("needs the local control plane's own parts (the step executor, component logs); "
+                    f"{ENVIRONMENT_VARIABLE} names an existing cluster")
     binaries = find_binaries(progress=_progress)
     plane = ControlPlane(binaries).start()
     _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
@@ -80,9 +102,15 @@ def local_cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="session")
-def control_plane(local_cluster: LocalCluster) -> ControlPlane:
-    """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`."""
-    return local_cluster.control_plane
+def control_plane(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> ControlPlane:
+    """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`.
+
+    With `TOWLINE_TEST_KUBECONFIG`, the existing cluster it names (and its people impersonated).
+    """
+    if existing_cluster is not None:
+        return existing_cluster
+    local: LocalCluster = request.getfixturevalue("local_cluster")
+    return local.control_plane
 
 
 @pytest.fixture(scope="session")
@@ -146,6 +174,16 @@ def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iter
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not os.environ.get(ENVIRONMENT_VARIABLE):
+        return
+    reason = pytest.mark.skip(reason=f"tests the local control plane's own parts; {ENVIRONMENT_VARIABLE} "
+                                     "names an existing cluster")
+    for item in items:
+        if item.get_closest_marker("local_only"):
+            item.add_marker(reason)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
+import yaml
 from kubernetes import client, config
 
 
@@ -39,6 +41,7 @@ def clients_from_kubeconfig(kubeconfig: Path, context: str | None = None) -> Kub
         config_file=str(kubeconfig)
     )
     chosen = next((c for c in contexts if c["name"] == context), current) if context else current
+    _impersonate_as_kubeconfig_says(api, kubeconfig, str(chosen["context"]["user"]))
     return KubeClients(
         user=str(chosen["context"]["user"]),
         api_client=api,
@@ -51,6 +54,31 @@ def clients_from_kubeconfig(kubeconfig: Path, context: str | None = None) -> Kub
         admissionregistration=client.AdmissionregistrationV1Api(api),
         networking=client.NetworkingV1Api(api),
     )
+
+
+def _impersonate_as_kubeconfig_says(api: client.ApiClient, kubeconfig: Path, user: str) -> None:
+    """Honour a user entry's `as` / `as-groups` (as kubectl does; the client library ignores them).
+
+    Used with an existing cluster, where the tests' people are the admin impersonating them.
+    Each group is its own Impersonate-Group header, as the API server requires.
+    """
+    document = yaml.safe_load(kubeconfig.read_text()) or {}
+    entry = next((u.get("user") or {} for u in document.get("users", []) if u.get("name") == user), {})
+    impersonated = entry.get("as")
+    if not impersonated:
+        return
+    groups = [str(g) for g in entry.get("as-groups") or []]
+    pool: Any = api.rest_client.pool_manager
+    send = pool.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        merged = urllib3.HTTPHeaderDict(dict(kwargs.pop("headers", None) or {}))
+        merged["Impersonate-User"] = str(impersonated)
+        for group in groups:
+            merged.add("Impersonate-Group", group)
+        return send(method, url, *args, headers=merged, **kwargs)
+
+    pool.request = request
 
 
 def raw_json(response: object) -> Any:

@@ -101,6 +101,10 @@ class OperatorProcess:
     identity: str = "towline-operator-0"
     metrics_port: int = 0
     """0: no metrics endpoint (tests run several operators on one machine)."""
+    health_port: int = 0
+    """0: no health endpoint; else kopf's liveness endpoint on loopback-reachable /healthz."""
+    watch_namespaces: tuple[str, ...] = ()
+    """Empty: every namespace (the chart's default); else only these, as `watchNamespaces` does."""
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> OperatorProcess:
@@ -113,6 +117,8 @@ class OperatorProcess:
             # No image runtime here: the step executor runs the runner with this machine's Python.
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
             TOWLINE_METRICS_PORT=str(self.metrics_port),
+            TOWLINE_HEALTH_PORT=str(self.health_port),
+            TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
         )
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

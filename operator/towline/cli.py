@@ -7,6 +7,8 @@ import logging
 import os
 import sys
 
+log = logging.getLogger("towline.operator")
+
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -16,19 +18,30 @@ def main(argv: list[str] | None = None) -> int:
     operator = commands.add_parser("operator", help="run the operator (kopf) against the current cluster")
     operator.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     operator.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    operator.add_argument(
+        "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+        help="watch only this namespace (repeatable); default: $TOWLINE_WATCH_NAMESPACES "
+        "(comma-separated), else every namespace",
+    )
 
     connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
     connectors.add_argument("rest", nargs=argparse.REMAINDER)
 
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
-        return run_operator(parsed.kubeconfig, parsed.log_level)
+        namespaces = parsed.namespaces or watch_namespaces_from(os.environ.get("TOWLINE_WATCH_NAMESPACES", ""))
+        return run_operator(parsed.kubeconfig, parsed.log_level, namespaces)
     from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
     return int(catalog_main(parsed.rest))
 
 
-def run_operator(kubeconfig: str | None, log_level: str) -> int:
+def watch_namespaces_from(value: str) -> list[str]:
+    """`a, b` -> ["a", "b"]; empty means every namespace (the chart's `watchNamespaces`)."""
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def run_operator(kubeconfig: str | None, log_level: str, namespaces: list[str] | None = None) -> int:
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
     from towline.handlers.app import OperatorConfig, build_registry  # noqa: PLC0415
@@ -49,7 +62,14 @@ def run_operator(kubeconfig: str | None, log_level: str) -> int:
     registry = build_registry(config, kubeconfig)
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig
-    kopf.run(registry=registry, clusterwide=True, standalone=True)
+    # kopf's liveness endpoint is served by the operator's event loop: a hung loop fails the probe.
+    health_port = int(os.environ.get("TOWLINE_HEALTH_PORT", "0"))
+    liveness = f"http://0.0.0.0:{health_port}/healthz" if health_port else None
+    if namespaces:
+        log.info("watching only the namespaces %s", ", ".join(namespaces))
+        kopf.run(registry=registry, namespaces=namespaces, standalone=True, liveness_endpoint=liveness)
+    else:
+        kopf.run(registry=registry, clusterwide=True, standalone=True, liveness_endpoint=liveness)
     return 0
 
 

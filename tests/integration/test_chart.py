@@ -1,34 +1,33 @@
-"""The Helm chart: it lints, renders, and its operator role never reaches Secrets."""
+"""The Helm chart: it lints, renders, refuses bad values by name, and its roles never reach Secrets.
+
+Rendered with the pinned helm (`helm template`); nothing here needs a cluster.
+"""
 
 from __future__ import annotations
 
-import subprocess
+import json
+from typing import Any
 
 import pytest
-import yaml
+from tests.integration.helmsupport import find, helm, render, template
 
-from towline_dev.controlplane import ControlPlane
-from towline_dev.install import CHART, OPERATOR_NAMESPACE
+from towline_dev.binaries import BinarySet
+from towline_dev.install import CHART
 from towline_dev.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
 
-
-def helm(cluster: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(cluster.binaries.path("helm")), *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "towline", "app.kubernetes.io/component": "operator"}
+INGRESS_POD_LABELS = {"app.kubernetes.io/name": "towline", "app.kubernetes.io/component": "ingress"}
 
 
-def test_chart_lints_cleanly(control_plane: ControlPlane) -> None:
-    result = helm(control_plane, "lint", str(CHART), "--strict", "--kube-version", KUBERNETES_VERSION)
+def test_chart_lints_cleanly(k8s_binaries: BinarySet) -> None:
+    result = helm(k8s_binaries, "lint", str(CHART), "--strict", "--kube-version", KUBERNETES_VERSION)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_operator_cluster_role_grants_nothing_on_secrets(control_plane: ControlPlane) -> None:
-    rendered = helm(control_plane, "template", "towline", str(CHART), "--namespace", OPERATOR_NAMESPACE,
-                    "--kube-version", KUBERNETES_VERSION)
-    assert rendered.returncode == 0, rendered.stderr
-    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries)
     roles = [d for d in documents if d["kind"] in {"ClusterRole", "Role"}]
     assert {r["metadata"]["name"] for r in roles} >= {"towline-operator", "towline-operator-leader-election"}
     for role in roles:
@@ -37,3 +36,155 @@ def test_operator_cluster_role_grants_nothing_on_secrets(control_plane: ControlP
             assert "*" not in rule.get("resources", []) and "*" not in rule.get("verbs", []), role["metadata"]["name"]
     kinds = sorted({d["kind"] for d in documents})
     assert "ValidatingAdmissionPolicy" in kinds and "Deployment" in kinds
+
+
+@pytest.mark.parametrize(("values", "named"), [
+    ({"operator.replicas": "two"}, "replicas"),
+    ({"operator.replicas": "0"}, "replicas"),
+    ({"operator.logLevel": "verbose"}, "logLevel"),
+    ({"operator.metricsPort": "70000"}, "metricsPort"),
+    ({"image.pullPolicy": "Sometimes"}, "pullPolicy"),
+    ({"image.tag": "has space"}, "tag"),
+    ({"watchNamespaces": '["Team_A"]'}, "watchNamespaces"),
+    ({"watchNamespaces": '"team-a"'}, "watchNamespaces"),
+    ({"networkPolicy.apiServer.cidrs": '["the-api-server"]'}, "cidrs"),
+    ({"runner.runAsUser": "0"}, "runAsUser"),
+    ({"operator.replica": "2"}, "replica"),
+    ({"serviceMonitor.interval": "often"}, "interval"),
+    ({"egress.podCIDRs": '["10.244.0.0"]'}, "podCIDRs"),
+    ({"ingress.replicas": "0"}, "replicas"),
+    ({"networkPolicy.enabled": "yes"}, "enabled"),
+])
+def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
+    result = template(k8s_binaries, values)
+    assert result.returncode != 0, f"{values} rendered:\n{result.stdout[:400]}"
+    assert "schema" in result.stderr and named in result.stderr, result.stderr
+
+
+def test_service_monitor_is_off_by_default_and_explains_a_missing_crd(k8s_binaries: BinarySet) -> None:
+    assert not [d for d in render(k8s_binaries) if d["kind"] == "ServiceMonitor"]
+    result = template(k8s_binaries, {"serviceMonitor.enabled": "true"})
+    assert result.returncode != 0 and "Prometheus Operator's CRDs" in result.stderr, result.stderr
+    documents = render(k8s_binaries, {"serviceMonitor.enabled": "true"},
+                       "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+    monitor = find(documents, "ServiceMonitor", "towline-operator")
+    service = find(documents, "Service", "towline-operator")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+
+
+def test_no_default_credentials(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"ingress.enabled": "true"}, "--api-versions",
+                       "monitoring.coreos.com/v1/ServiceMonitor", "--set", "serviceMonitor.enabled=true")
+    assert not [d for d in documents if d["kind"] == "Secret"]
+    for container in find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"]:
+        for variable in container["env"]:
+            assert not any(word in variable["name"] for word in ("PASSWORD", "TOKEN", "SECRET", "KEY")), variable
+
+
+def test_every_object_carries_the_release_labels(k8s_binaries: BinarySet) -> None:
+    # `helm uninstall` is checked by these labels: an object without them could be left unseen.
+    documents = render(k8s_binaries, {"ingress.enabled": "true", "watchNamespaces": '["team-a"]'})
+    for document in documents:
+        labels = document["metadata"].get("labels") or {}
+        assert labels.get("app.kubernetes.io/instance") == "towline", (document["kind"], document["metadata"])
+        assert labels.get("app.kubernetes.io/name") == "towline", (document["kind"], document["metadata"])
+
+
+def _operator_pod(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    pod: dict[str, Any] = find(documents, "Deployment", "towline-operator")["spec"]["template"]
+    return pod
+
+
+def test_operator_deployment_is_hardened_with_probes(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries)
+    deployment = find(documents, "Deployment", "towline-operator")
+    assert deployment["spec"]["replicas"] == 2
+    pod = _operator_pod(documents)["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    assert env["TOWLINE_HEALTH_PORT"] == str(ports["health"]) and env["TOWLINE_METRICS_PORT"] == str(ports["metrics"])
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+
+
+def test_disruption_budgets_select_the_pods_they_protect(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"ingress.enabled": "true"})
+    operator_budget = find(documents, "PodDisruptionBudget", "towline-operator")
+    assert operator_budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": OPERATOR_POD_LABELS}}
+    assert OPERATOR_POD_LABELS.items() <= _operator_pod(documents)["metadata"]["labels"].items()
+    ingress_budget = find(documents, "PodDisruptionBudget", "towline-ingress")
+    assert ingress_budget["spec"]["selector"] == {"matchLabels": INGRESS_POD_LABELS}
+    # One replica cannot have a budget that forbids every drain; without the ingress, no ingress budget.
+    single = render(k8s_binaries, {"operator.replicas": "1", "ingress.enabled": "false"})
+    assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_operator_network_policy_allows_only_api_server_dns_and_its_own_ports(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"networkPolicy.apiServer.cidrs": '["10.0.0.1/32"]',
+                                      "networkPolicy.apiServer.ports": "[6443]"})
+    policy = find(documents, "NetworkPolicy", "towline-operator")["spec"]
+    assert policy["podSelector"] == {"matchLabels": OPERATOR_POD_LABELS}
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
+    assert [rule["ports"] for rule in policy["ingress"]] == [[{"protocol": "TCP", "port": "metrics"}],
+                                                            [{"protocol": "TCP", "port": "health"}]]
+    api_server, dns = policy["egress"]
+    assert api_server == {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
+    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert {p["port"] for p in dns["ports"]} == {53}
+
+
+def test_ingress_network_policy_only_when_the_ingress_is_enabled(k8s_binaries: BinarySet) -> None:
+    assert not [d for d in render(k8s_binaries, {"ingress.enabled": "false"})
+                if d["metadata"]["name"] == "towline-ingress" and d["kind"] in {"NetworkPolicy", "PodDisruptionBudget"}]
+    policy = find(render(k8s_binaries, {"ingress.enabled": "true", "ingress.port": "8443"}),
+                  "NetworkPolicy", "towline-ingress")["spec"]
+    assert policy["podSelector"] == {"matchLabels": INGRESS_POD_LABELS}
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]}]
+    assert [rule["ports"][0]["port"] for rule in policy["egress"]] == [443, 53]
+
+
+def test_watch_namespaces_replaces_the_cluster_role_by_roles_in_each(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"watchNamespaces": '["team-a","team-b"]'})
+    cluster_wide = {d["metadata"]["name"] for d in documents if d["kind"] in {"ClusterRole", "ClusterRoleBinding"}}
+    assert "towline-operator" not in cluster_wide
+    discovery = find(documents, "ClusterRole", "towline-operator-discovery")
+    assert [r["resources"] for r in discovery["rules"]] == [["customresourcedefinitions"]]
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in discovery["rules"])
+    cluster_role = find(render(k8s_binaries), "ClusterRole", "towline-operator")
+    for namespace in ("team-a", "team-b"):
+        role = find(documents, "Role", "towline-operator", namespace)
+        # The same rules as cluster-wide, less kopf's namespace listing.
+        assert role["rules"] == [r for r in cluster_role["rules"] if r["resources"] != ["namespaces"]]
+        binding = find(documents, "RoleBinding", "towline-operator", namespace)
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "towline-operator",
+                                        "namespace": "towline-system"}]
+    env = {v["name"]: v.get("value") for v in _operator_pod(documents)["spec"]["containers"][0]["env"]}
+    assert env["TOWLINE_WATCH_NAMESPACES"] == "team-a,team-b"
+
+
+def test_config_checksum_changes_with_operator_values_only(k8s_binaries: BinarySet) -> None:
+    def checksum(values: dict[str, str]) -> str:
+        annotations = _operator_pod(render(k8s_binaries, values))["metadata"]["annotations"]
+        return str(annotations["towline.dev/config-checksum"])
+
+    base = checksum({})
+    assert checksum({"operator.logLevel": "debug"}) != base
+    assert checksum({"runner.image": "registry.example/runner:2"}) != base
+    assert checksum({"trustedRunCreators": json.dumps(["ci-bot"])}) == base
+
+
+def test_helm_test_hook_checks_the_operator_service(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries)
+    test_pod = find(documents, "Pod", "towline-test-operator")
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert test_pod["spec"]["automountServiceAccountToken"] is False
+    script = test_pod["spec"]["containers"][0]["command"][-1]
+    assert "towline-operator.towline-system.svc" in script and "/healthz" in script and "/metrics" in script

@@ -19,7 +19,7 @@ from tests.integration.support import wait_for
 from towline_dev.clients import KubeClients, raw_json
 from towline_dev.stepexecutor import NODE_NAME, StepExecutor
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
 HARDENED_CONTAINER = {
     "runAsNonRoot": True,

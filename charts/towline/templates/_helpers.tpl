@@ -12,3 +12,83 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.serviceAccount.name }}
 {{- define "towline.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+{{/* Labels that select the operator's pods (Deployment, Service, PDB, NetworkPolicy). */}}
+{{- define "towline.operatorSelector" -}}
+app.kubernetes.io/name: towline
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* Labels that select the webhook ingress's pods (its Deployment is in ingress.yaml). */}}
+{{- define "towline.ingressSelector" -}}
+app.kubernetes.io/name: towline
+app.kubernetes.io/component: ingress
+{{- end }}
+
+{{/*
+What the operator may do in a namespace it runs workflows in: rendered once,
+as a ClusterRole (cluster-wide) or as a Role in each of .Values.watchNamespaces.
+Nothing on Secrets: step pods mount the Secrets they name, and the operator
+learns of a missing one from the pod's status.
+*/}}
+{{- define "towline.operatorRules" -}}
+- apiGroups: [towline.dev]
+  resources: [workflows]
+  verbs: [get, list, watch]
+- apiGroups: [towline.dev]
+  resources: [workflows/status]
+  verbs: [get, patch, update]
+- apiGroups: [towline.dev]
+  resources: [workflowruns]
+  # patch: only spec.cancel, for the Replace concurrency policy
+  verbs: [get, list, watch, create, delete, patch]
+- apiGroups: [towline.dev]
+  resources: [workflowruns/status]
+  verbs: [get, patch, update]
+- apiGroups: [towline.dev]
+  resources: [approvals]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [towline.dev]
+  resources: [approvals/status]
+  verbs: [get, patch, update]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, create, delete]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{/*
+A digest of everything the operator's pods are configured from; in the pod
+template, so that any change of it rolls the Deployment.
+*/}}
+{{- define "towline.operatorConfigChecksum" -}}
+{{- list .Values.image .Values.runner .Values.operator .Values.watchNamespaces .Values.serviceAccount | toJson | sha256sum -}}
+{{- end }}
+
+{{/* Egress rules of Towline's own pods: the API server and cluster DNS only. */}}
+{{- define "towline.apiServerAndDnsEgress" -}}
+- to:
+  {{- range .Values.networkPolicy.apiServer.cidrs }}
+    - ipBlock: {cidr: {{ . | quote }}}
+  {{- end }}
+  ports:
+  {{- range .Values.networkPolicy.apiServer.ports }}
+    - {protocol: TCP, port: {{ . }}}
+  {{- end }}
+- to:
+    - namespaceSelector:
+        matchLabels: {kubernetes.io/metadata.name: {{ .Values.networkPolicy.dns.namespace | quote }}}
+      podSelector:
+        matchLabels: {{- toYaml .Values.networkPolicy.dns.podLabels | nindent 10 }}
+  ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+{{- end }}

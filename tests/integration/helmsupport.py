@@ -1,0 +1,56 @@
+"""The pinned helm against the chart: render it with values, or drive a release on a cluster."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from towline_dev.binaries import BinarySet
+from towline_dev.install import CHART
+from towline_dev.versions import KUBERNETES_VERSION
+
+
+def helm(binaries: BinarySet, *args: str, kubeconfig: Path | None = None,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    argv = [str(binaries.path("helm")), *args]
+    if kubeconfig is not None:
+        argv += ["--kubeconfig", str(kubeconfig)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def set_args(values: dict[str, str]) -> list[str]:
+    """`--set` (or `--set-json` for values written as JSON: lists, numbers, booleans) per value."""
+    args: list[str] = []
+    for key, value in values.items():
+        if value[:1] in "[{" or value in {"true", "false"} or value.lstrip("-").isdigit():
+            args += ["--set-json", f"{key}={value}"]
+        else:
+            args += ["--set-string", f"{key}={value}"]
+    return args
+
+
+def template(binaries: BinarySet, values: dict[str, str] | None = None, *extra: str,
+             namespace: str = "towline-system") -> subprocess.CompletedProcess[str]:
+    return helm(binaries, "template", "towline", str(CHART), "--namespace", namespace,
+                "--kube-version", KUBERNETES_VERSION, *set_args(values or {}), *extra)
+
+
+def render(binaries: BinarySet, values: dict[str, str] | None = None, *extra: str,
+           namespace: str = "towline-system") -> list[dict[str, Any]]:
+    """The chart's documents as `helm template` renders them; fails the test on a render error."""
+    result = template(binaries, values, *extra, namespace=namespace)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def find(documents: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    for document in documents:
+        metadata = document["metadata"]
+        if document["kind"] == kind and metadata["name"] == name and (
+            namespace is None or metadata.get("namespace") == namespace
+        ):
+            return document
+    raise AssertionError(f"no {kind} {name} rendered; got {[(d['kind'], d['metadata']['name']) for d in documents]}")
