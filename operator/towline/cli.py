@@ -1,4 +1,4 @@
-"""The `towline` command: operator, connectors catalogue, and the local dev environment."""
+"""The `towline` command: operator, webhook ingress, connectors catalogue, and the local dev environment."""
 
 from __future__ import annotations
 
@@ -17,6 +17,17 @@ def main(argv: list[str] | None = None) -> int:
     operator.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     operator.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
 
+    ingress = commands.add_parser("ingress", help="run the webhook ingress (signed deliveries -> WorkflowRuns)")
+    ingress.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
+    ingress.add_argument("--host", default=os.environ.get("TOWLINE_INGRESS_HOST", "0.0.0.0"))  # noqa: S104
+    ingress.add_argument("--port", type=int, default=int(os.environ.get("TOWLINE_INGRESS_PORT", "8080")))
+    ingress.add_argument("--max-in-flight", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_MAX_IN_FLIGHT", "64")))
+    ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+
+    webhook = commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
+    webhook.add_argument("rest", nargs=argparse.REMAINDER)
+
     connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
     connectors.add_argument("rest", nargs=argparse.REMAINDER)
 
@@ -28,6 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
         return run_operator(parsed.kubeconfig, parsed.log_level)
+    if parsed.command == "ingress":
+        return run_ingress(parsed)
+    if parsed.command == "webhook":
+        if parsed.rest[:1] != ["send"]:
+            print("usage: towline webhook send URL [--scheme ...] [--secret-file FILE] [--data JSON]", file=sys.stderr)
+            return 2
+        from towline.triggers.ingress.send import send_main  # noqa: PLC0415 - subcommand-only import
+
+        return send_main(parsed.rest[1:])
     if parsed.command == "connectors":
         from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
@@ -35,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     from towline.devcluster.devenv import dev_main  # noqa: PLC0415 - dev tooling loads only for `towline dev`
 
     return dev_main(parsed.rest)
+
+
+def run_ingress(parsed: argparse.Namespace) -> int:
+    from towline.triggers.ingress.app import IngressSettings  # noqa: PLC0415 - keep other subcommands fast
+    from towline.triggers.ingress.server import run_ingress as serve  # noqa: PLC0415
+
+    logging.basicConfig(
+        level=getattr(logging, parsed.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(max_in_flight=parsed.max_in_flight))
 
 
 def run_operator(kubeconfig: str | None, log_level: str) -> int:

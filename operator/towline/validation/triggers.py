@@ -1,4 +1,4 @@
-"""Params and triggers: typed defaults, cron syntax and time zones, webhook verification.
+"""Params and triggers: typed defaults, cron syntax and time zones, webhook verification and mapping.
 
 A schedule is checked the way the scheduler will read it (croniter, zoneinfo),
 so a Workflow that is Ready never fails at its first tick.
@@ -13,7 +13,15 @@ from typing import Any
 
 from croniter import croniter
 
-from towline.api.workflow import Param, ScheduleTrigger, ValidationError, WebhookVerification, WorkflowSpec
+from towline.api.workflow import (
+    Param,
+    ScheduleTrigger,
+    ValidationError,
+    WebhookTrigger,
+    WebhookVerification,
+    WorkflowSpec,
+)
+from towline.expressions import ExpressionError, unknown_variables
 from towline.validation.graph import suggestion
 
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
@@ -80,6 +88,7 @@ def trigger_errors(spec: WorkflowSpec) -> list[ValidationError]:
             errors += schedule_errors(trigger.schedule, f"{path}.schedule")
         if trigger.webhook is not None:
             errors += webhook_errors(trigger.webhook.verify, f"{path}.webhook.verify")
+            errors += webhook_mapping_errors(trigger.webhook, f"{path}.webhook")
         errors += _trigger_param_errors(trigger.params, params, f"{path}.params")
     return errors
 
@@ -133,9 +142,15 @@ def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationErr
             return [ValidationError(
                 field=f"{path}.allowUnsigned",
                 message="scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
-                "or use github, standard-webhooks or hmac with a secretRef",
+                "or use github, standard-webhooks, hmac or bearer with a secretRef",
             )]
         return []
+    if verify.public_key_ref is not None and verify.scheme != "standard-webhooks":
+        return [ValidationError(
+            field=f"{path}.publicKeyRef",
+            message=f"publicKeyRef (ed25519) is for scheme standard-webhooks; scheme {verify.scheme} signs with "
+            "a shared secret in secretRef",
+        )]
     if verify.secret_ref is None and not (verify.scheme == "standard-webhooks" and verify.public_key_ref):
         return [ValidationError(
             field=f"{path}.secretRef",
@@ -143,6 +158,30 @@ def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationErr
             "secret, e.g. kubectl create secret generic crm-webhook --from-literal=signing-secret=...",
         )]
     return []
+
+
+WEBHOOK_VARIABLES = frozenset({"body", "headers"})
+"""What a webhook trigger's `data` and `filter` expressions read: the parsed payload and the headers."""
+
+
+def webhook_mapping_errors(webhook: WebhookTrigger, path: str) -> list[ValidationError]:
+    """The `filter` and `data` expressions compile and read only `body` and `headers`."""
+    sources = [(f"{path}.filter", webhook.filter)] if webhook.filter is not None else []
+    sources += [(f"{path}.data.{key}", source) for key, source in webhook.data.items()]
+    errors = []
+    for field, source in sources:
+        try:
+            unknown = unknown_variables(source, WEBHOOK_VARIABLES)
+        except ExpressionError as error:
+            errors.append(ValidationError(field=field, message=f"is not valid CEL: {error}"))
+            continue
+        if unknown:
+            errors.append(ValidationError(
+                field=field,
+                message=f"reads {', '.join(sorted(unknown))}; a webhook's filter and data read only body (the parsed "
+                "payload) and headers (lower-case names), e.g. body.order.id or headers['x-github-event']",
+            ))
+    return errors
 
 
 def _trigger_param_errors(values: Mapping[str, Any], params: Mapping[str, Param], path: str) -> list[ValidationError]:
