@@ -1,0 +1,259 @@
+"""Every way a delivery is refused: the status, a body that says why, and no WorkflowRun created.
+
+Deliveries go over loopback HTTP to a real `towline ingress` process that runs as
+the chart's ingress ServiceAccount against the real local control plane.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tests.integration.ingress_support import (
+    create_secret,
+    hook_url,
+    ingress,
+    new_whsec,
+    opt_in,
+    post,
+    refusal,
+    runs,
+    signed_standard,
+    standard_webhook,
+    wait_until_cached,
+    webhook_workflow,
+)
+from tests.integration.support import apply
+
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
+from towline.devcluster.install import OPERATOR_NAMESPACE
+from towline.triggers.ingress import sign
+
+pytestmark = pytest.mark.integration
+__all__ = ["ingress"]
+
+BODY = b'{"order": {"id": "A-1"}}'
+
+
+@pytest.fixture
+def signed_hook(towline_installed: ControlPlane, ingress: IngressProcess, namespace: str) -> tuple[str, str]:
+    """A Workflow `shop` with a standard-webhooks trigger whose Secret the namespace granted; (url, secret)."""
+    secret = new_whsec()
+    create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": secret})
+    opt_in(towline_installed, namespace, "hook-secret")
+    apply(towline_installed, webhook_workflow("shop", namespace, standard_webhook(rateLimitPerMinute=2,
+                                                                                 maxBodyBytes=1024)))
+    wait_until_cached(ingress, namespace, "shop")
+    return hook_url(ingress, namespace, "shop"), secret
+
+
+def assert_refused(cluster: ControlPlane, namespace: str, response: object, status: int, reason: str,
+                   words: str) -> None:
+    import httpx  # noqa: PLC0415
+
+    assert isinstance(response, httpx.Response)
+    body = refusal(response)
+    assert response.status_code == status, response.text
+    assert body["reason"] == reason, body
+    assert words in body["message"], body
+    assert runs(cluster, namespace) == []
+
+
+def test_bad_signature_is_401_and_creates_nothing(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, _ = signed_hook
+    response = post(url, BODY, signed_standard(new_whsec(), BODY))
+    assert_refused(towline_installed, namespace, response, 401, "Unauthorized", "none of the 1 signature(s)")
+
+
+def test_signature_over_another_body_is_401(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, secret = signed_hook
+    response = post(url, BODY.replace(b"A-1", b"A-2"), signed_standard(secret, BODY))
+    assert_refused(towline_installed, namespace, response, 401, "Unauthorized", "matches")
+
+
+@pytest.mark.parametrize(("offset", "words"), [(-3600, "s old"), (3600, "in the future")])
+def test_stale_or_future_timestamp_is_401(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str], offset: int, words: str
+) -> None:
+    url, secret = signed_hook
+    response = post(url, BODY, signed_standard(secret, BODY, at=time.time() + offset))
+    assert_refused(towline_installed, namespace, response, 401, "Unauthorized", words)
+
+
+@pytest.mark.parametrize("missing", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+def test_missing_signature_headers_are_401(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str], missing: str
+) -> None:
+    url, secret = signed_hook
+    headers = signed_standard(secret, BODY)
+    del headers[missing]
+    assert_refused(towline_installed, namespace, post(url, BODY, headers), 401, "Unauthorized", missing)
+
+
+def test_oversized_body_is_413(towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]) -> None:
+    url, secret = signed_hook
+    big = b'{"pad": "' + b"x" * 2000 + b'"}'
+    response = post(url, big, signed_standard(secret, big))
+    assert_refused(towline_installed, namespace, response, 413, "BodyTooLarge", "maxBodyBytes (1024)")
+
+
+def test_oversized_chunked_body_without_length_is_413(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    import httpx  # noqa: PLC0415
+
+    url, secret = signed_hook
+    big = b'{"pad": "' + b"x" * 5000 + b'"}'
+
+    def chunks():  # type: ignore[no-untyped-def]
+        for start in range(0, len(big), 500):
+            yield big[start:start + 500]
+
+    response = httpx.post(url, content=chunks(), headers=signed_standard(secret, big), timeout=30)
+    assert_refused(towline_installed, namespace, response, 413, "BodyTooLarge", "maxBodyBytes")
+
+
+def test_wrong_content_type_is_415(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, secret = signed_hook
+    headers = {**signed_standard(secret, BODY), "Content-Type": "application/xml"}
+    assert_refused(towline_installed, namespace, post(url, BODY, headers), 415, "UnsupportedContentType",
+                   "accepts application/json")
+
+
+def test_compressed_body_is_415(towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]) -> None:
+    url, secret = signed_hook
+    headers = {**signed_standard(secret, BODY), "Content-Encoding": "gzip"}
+    assert_refused(towline_installed, namespace, post(url, BODY, headers), 415, "UnsupportedEncoding", "gzip")
+
+
+def test_unknown_workflow_is_404(towline_installed: ControlPlane, ingress: IngressProcess, namespace: str) -> None:
+    response = post(hook_url(ingress, namespace, "no-such-workflow"), BODY, signed_standard(new_whsec(), BODY))
+    assert_refused(towline_installed, namespace, response, 404, "UnknownWorkflow", "no Workflow no-such-workflow")
+
+
+def test_unknown_trigger_is_404(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    _, secret = signed_hook
+    response = post(hook_url(ingress, namespace, "shop", "nope"), BODY, signed_standard(secret, BODY))
+    assert_refused(towline_installed, namespace, response, 404, "UnknownTrigger", "webhook triggers: hook")
+
+
+def test_suspended_workflow_is_409(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, secret = signed_hook
+    apply(towline_installed, webhook_workflow("shop", namespace, standard_webhook(rateLimitPerMinute=2,
+                                                                                 maxBodyBytes=1024), suspend=True))
+    wait_until_cached(ingress, namespace, "shop", generation_marker="Suspended")
+    response = post(url, BODY, signed_standard(secret, BODY))
+    assert_refused(towline_installed, namespace, response, 409, "Suspended", "spec.suspend: true")
+
+
+def test_invalid_workflow_is_422(towline_installed: ControlPlane, ingress: IngressProcess, namespace: str) -> None:
+    secret = new_whsec()
+    create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": secret})
+    opt_in(towline_installed, namespace, "hook-secret")
+    apply(towline_installed, webhook_workflow("broken", namespace, standard_webhook(data={"v": "params.version"})))
+    wait_until_cached(ingress, namespace, "broken")
+    response = post(hook_url(ingress, namespace, "broken"), BODY, signed_standard(secret, BODY))
+    assert_refused(towline_installed, namespace, response, 422, "InvalidWorkflow", "webhook.data.v")
+
+
+def test_rate_limit_is_429_with_retry_after(
+    towline_installed: ControlPlane, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, secret = signed_hook
+    statuses = [post(url, BODY, signed_standard(secret, BODY)).status_code for _ in range(2)]
+    assert statuses == [202, 202]
+    response = post(url, BODY, signed_standard(secret, BODY))
+    assert response.status_code == 429, response.text
+    assert refusal(response)["reason"] == "RateLimited"
+    assert "rateLimitPerMinute" in refusal(response)["message"]
+    assert 1 <= int(response.headers["Retry-After"]) <= 30
+    assert len(runs(towline_installed, namespace)) == 2
+
+
+def test_unsigned_trigger_without_opt_in_cannot_even_be_applied(
+    towline_installed: ControlPlane, namespace: str
+) -> None:
+    result = apply(towline_installed, webhook_workflow("open", namespace, {"verify": {"scheme": "none"}}),
+                   user="admin", check=False)
+    assert result.returncode != 0
+    assert "set allowUnsigned: true to mean it" in result.stderr
+
+
+def test_filtered_delivery_is_202_filtered_and_starts_nothing(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    secret = new_whsec()
+    create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": secret})
+    opt_in(towline_installed, namespace, "hook-secret")
+    apply(towline_installed, webhook_workflow("picky", namespace, standard_webhook(filter="body.type == 'paid'")))
+    wait_until_cached(ingress, namespace, "picky")
+    body = b'{"type": "refunded"}'
+    response = post(hook_url(ingress, namespace, "picky"), body, signed_standard(secret, body))
+    assert response.status_code == 202
+    assert refusal(response)["message"].startswith("filtered")
+    assert runs(towline_installed, namespace) == []
+
+
+def test_secret_not_granted_to_the_ingress_is_503_and_unreadable(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    """A Workflow naming a Secret the namespace did not grant: the ingress cannot read it, and says so."""
+    create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": new_whsec()})
+    create_secret(towline_installed, namespace, "db-password", {"signing-secret": new_whsec()})
+    opt_in(towline_installed, namespace, "hook-secret")
+    apply(towline_installed, webhook_workflow("sneaky", namespace, standard_webhook("db-password")))
+    wait_until_cached(ingress, namespace, "sneaky")
+    response = post(hook_url(ingress, namespace, "sneaky"), BODY, signed_standard(new_whsec(), BODY))
+    assert_refused(towline_installed, namespace, response, 503, "SigningKeyUnavailable", "docs/ingress.md")
+    assert "may not read Secret" in ingress.log_text()
+    user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{INGRESS_SERVICE_ACCOUNT}"
+    for secret, allowed in (("hook-secret", "yes"), ("db-password", "no")):
+        can = towline_installed.kubectl("auth", "can-i", "get", f"secret/{secret}", "-n", namespace, "--as", user,
+                                        check=False)
+        assert can.stdout.strip() == allowed
+    for verb in ("list", "watch"):
+        can = towline_installed.kubectl("auth", "can-i", verb, "secrets", "-n", namespace, "--as", user, check=False)
+        assert can.stdout.strip() == "no"
+    elsewhere = towline_installed.kubectl("auth", "can-i", "get", "secrets", "-n", "kube-system", "--as", user,
+                                          check=False)
+    assert elsewhere.stdout.strip() == "no"
+
+
+def test_refusals_never_echo_the_signature_or_body(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, _ = signed_hook
+    marker = b'{"card": "4111-1111-1111-1111"}'
+    headers = signed_standard(new_whsec(), marker)
+    response = post(url, marker, headers)
+    assert response.status_code == 401
+    log = ingress.log_text()
+    assert "4111-1111" not in log and "4111-1111" not in response.text
+    assert headers["webhook-signature"].split(",", 1)[1] not in log
+
+
+def test_github_sha1_only_delivery_is_401(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    create_secret(towline_installed, namespace, "gh", {"secret": "It's a Secret to Everybody"})
+    opt_in(towline_installed, namespace, "gh")
+    apply(towline_installed, webhook_workflow("gh", namespace, {"verify": {
+        "scheme": "github", "secretRef": {"name": "gh", "key": "secret"}}}))
+    wait_until_cached(ingress, namespace, "gh")
+    headers = {"Content-Type": "application/json", "X-Hub-Signature": "sha1=" + "0" * 40}
+    response = post(hook_url(ingress, namespace, "gh"), BODY, headers)
+    assert_refused(towline_installed, namespace, response, 401, "Unauthorized", "SHA-1")
+    good = post(hook_url(ingress, namespace, "gh"), BODY, {
+        "Content-Type": "application/json", **sign.github_headers(b"It's a Secret to Everybody", BODY, "gh-1")})
+    assert good.status_code == 202, good.text
