@@ -1,0 +1,153 @@
+"""Webhook ingress throughput: signed requests per second and p99 latency, next to a bare aiohttp endpoint.
+
+Three targets, each its own process on loopback, driven by the same client with
+the same concurrency for the same time, every request signed (Standard Webhooks,
+a fresh delivery id each):
+- bare: an aiohttp endpoint that answers 202 and does nothing else;
+- ingress, filtered: the ingress verifies, rate-limits, parses and filters the
+  delivery out (no API write): the ingress's own cost;
+- ingress, run created: the full path, one WorkflowRun created per request on the
+  real local API server.
+Prints figures and the ratios; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from towline.devcluster.binaries import find_binaries
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
+from towline.devcluster.install import install_chart, install_crds
+from towline.devcluster.processes import free_loopback_port, spawn, stop_process, wait_for
+from towline.triggers.ingress import sign
+
+NAMESPACE = "bench-ingress"
+CONCURRENCY = 16
+SECONDS = 8.0
+WARMUP_SECONDS = 1.0
+BODY = json.dumps({"type": "order.paid", "data": {"id": "A-1001", "total": 12.5}}).encode()
+
+BARE_SERVER = """
+import sys
+from aiohttp import web
+async def hook(request):
+    await request.read()
+    return web.json_response({"status": 202}, status=202)
+app = web.Application()
+app.router.add_post("/hooks/{namespace}/{workflow}/{trigger}", hook)
+app.router.add_get("/readyz", lambda request: web.json_response({}))
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+
+def _workflow(secret_name: str) -> dict[str, object]:
+    verify = {"scheme": "standard-webhooks", "secretRef": {"name": secret_name, "key": "signing-secret"}}
+    common = {"verify": verify, "rateLimitPerMinute": 100000, "data": {"order_id": "body.data.id"}}
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "orders", "namespace": NAMESPACE},
+        "spec": {
+            "triggers": [{"name": "paid", "webhook": common},
+                         {"name": "filtered", "webhook": {**common, "filter": "body.type == 'order.refunded'"}}],
+            "steps": [{"id": "noop", "action": "data.transform", "with": {"data": {}, "fields": {"ok": "true"}}}],
+        },
+    }
+
+
+async def _drive(url: str, secret: str) -> tuple[float, list[float], dict[int, int]]:
+    """Requests/s, latencies (s) and status counts over SECONDS after a warm-up, CONCURRENCY at once."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
+        measuring = False
+        stop_at = time.monotonic() + WARMUP_SECONDS + SECONDS
+
+        async def worker() -> None:
+            while time.monotonic() < stop_at:
+                headers = {"Content-Type": "application/json", **sign.standard_webhooks_headers(
+                    secret, f"msg_{secrets.token_hex(8)}", int(time.time()), BODY)}
+                started = time.perf_counter()
+                response = await client.post(url, content=BODY, headers=headers)
+                elapsed = time.perf_counter() - started
+                if measuring:
+                    latencies.append(elapsed)
+                    statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+
+        tasks = [asyncio.create_task(worker()) for _ in range(CONCURRENCY)]
+        await asyncio.sleep(WARMUP_SECONDS)
+        measuring = True
+        began = time.monotonic()
+        await asyncio.gather(*tasks)
+        duration = time.monotonic() - began
+    return len(latencies) / duration, latencies, statuses
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="towline-bench-ingress-"))
+    plane = ControlPlane(find_binaries()).start()
+    bare_port = free_loopback_port()
+    bare = spawn([sys.executable, "-c", BARE_SERVER, str(bare_port)], log_path=work / "bare.log")
+    ingress = IngressProcess(kubeconfig=Path(), log_path=work / "ingress.log", max_in_flight=256)
+    try:
+        install_crds(plane)
+        install_chart(plane)
+        install_ingress_rbac(plane)
+        plane.kubectl("create", "namespace", NAMESPACE)
+        secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        plane.kubectl("create", "secret", "generic", "shop-webhook", "-n", NAMESPACE,
+                      f"--from-literal=signing-secret={secret}")
+        grant_signing_secrets(plane, NAMESPACE, ["shop-webhook"])
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow("shop-webhook")))
+        ingress.kubeconfig = ingress_kubeconfig(plane, work / "ingress.kubeconfig")
+        ingress.start()
+        wait_for(lambda: _up(bare_port), timeout=30, what="the bare endpoint")
+        time.sleep(1)  # the ingress's watch has the Workflow
+
+        targets = [
+            ("bare aiohttp (does nothing)", f"http://127.0.0.1:{bare_port}/hooks/{NAMESPACE}/orders/paid"),
+            ("ingress, signed, filtered (no API write)", f"{ingress.url}/hooks/{NAMESPACE}/orders/filtered"),
+            ("ingress, signed, run created", f"{ingress.url}/hooks/{NAMESPACE}/orders/paid"),
+        ]
+        results = []
+        for label, url in targets:
+            rate, latencies, statuses = asyncio.run(_drive(url, secret))
+            results.append((label, rate, _p(latencies, 0.5), _p(latencies, 0.99), statuses))
+        print(f"\nwebhook ingress: {CONCURRENCY} concurrent signed requests for {SECONDS:g} s per target, "
+              "one client process, loopback")
+        print(f"{'target':<44} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}  statuses")
+        for label, rate, p50, p99, statuses in results:
+            print(f"{label:<44} {rate:8.0f} {p50 * 1000:8.1f} {p99 * 1000:8.1f}  {statuses}")
+        bare_rate, bare_p99 = results[0][1], results[0][3]
+        for label, rate, _, p99, _ in results[1:]:
+            print(f"ratio {label} / bare: throughput {rate / bare_rate:.2f}x, p99 {p99 / bare_p99:.1f}x")
+    finally:
+        ingress.stop()
+        stop_process(bare, grace_seconds=5)
+        plane.stop()
+
+
+def _up(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    main()
