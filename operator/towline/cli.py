@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     ingress.add_argument("--port", type=int, default=int(os.environ.get("TOWLINE_INGRESS_PORT", "8080")))
     ingress.add_argument("--max-in-flight", type=int,
                          default=int(os.environ.get("TOWLINE_INGRESS_MAX_IN_FLIGHT", "64")))
+    ingress.add_argument("--body-timeout", type=float,
+                         default=float(os.environ.get("TOWLINE_INGRESS_BODY_TIMEOUT", "10")),
+                         help="seconds a request body may take to arrive (then 408)")
     ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
 
     webhook = commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
@@ -65,7 +68,8 @@ def run_ingress(parsed: argparse.Namespace) -> int:
         level=getattr(logging, parsed.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(max_in_flight=parsed.max_in_flight))
+    return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(
+        max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout))
 
 
 def run_operator(kubeconfig: str | None, log_level: str) -> int:

@@ -6,7 +6,9 @@ the chart's ingress ServiceAccount against the real local control plane.
 
 from __future__ import annotations
 
+import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 from tests.integration.ingress_support import (
@@ -257,3 +259,40 @@ def test_github_sha1_only_delivery_is_401(
     good = post(hook_url(ingress, namespace, "gh"), BODY, {
         "Content-Type": "application/json", **sign.github_headers(b"It's a Secret to Everybody", BODY, "gh-1")})
     assert good.status_code == 202, good.text
+
+
+@pytest.fixture(scope="module")
+def tight_ingress(towline_installed: ControlPlane, ingress: IngressProcess, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[IngressProcess]:
+    """A second ingress that handles one delivery at a time and waits 1 s for a body."""
+    work = tmp_path_factory.mktemp("tight-ingress")
+    process = IngressProcess(kubeconfig=ingress.kubeconfig, log_path=work / "ingress.log", max_in_flight=1,
+                             body_timeout=1.0).start()
+    yield process
+    process.stop()
+
+
+def test_slow_body_is_408_and_a_full_ingress_answers_503_busy(
+    towline_installed: ControlPlane, tight_ingress: IngressProcess, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    _, secret = signed_hook
+    wait_until_cached(tight_ingress, namespace, "shop")
+    path = f"/hooks/{namespace}/shop/hook"
+    slow = socket.create_connection(("127.0.0.1", tight_ingress.port), timeout=10)
+    try:
+        head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(BODY)}\r\n")
+        for name, value in signed_standard(secret, BODY).items():
+            if name != "Content-Type":
+                head += f"{name}: {value}\r\n"
+        slow.sendall((head + "\r\n").encode() + BODY[:5])  # the rest never comes
+        time.sleep(0.3)
+        busy = post(f"{tight_ingress.url}{path}", BODY, signed_standard(secret, BODY))
+        assert_refused(towline_installed, namespace, busy, 503, "Busy", "in flight")
+        assert busy.headers["Retry-After"] == "1"
+        answer = slow.recv(4096).decode()
+        assert answer.startswith("HTTP/1.1 408"), answer
+        assert "BodyTimeout" in answer and "did not arrive within 1 s" in answer
+    finally:
+        slow.close()
+    assert runs(towline_installed, namespace) == []

@@ -71,6 +71,7 @@ class IngressProcess:
     log_path: Path
     port: int = 0
     max_in_flight: int = 64
+    body_timeout: float = 10.0
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -82,7 +83,8 @@ class IngressProcess:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "ingress", "--kubeconfig", str(self.kubeconfig),
-             "--host", "127.0.0.1", "--port", str(self.port), "--max-in-flight", str(self.max_in_flight)],
+             "--host", "127.0.0.1", "--port", str(self.port), "--max-in-flight", str(self.max_in_flight),
+             "--body-timeout", str(self.body_timeout)],
             log_path=self.log_path, env=env,
         )
         if wait_ready:
