@@ -296,3 +296,13 @@ def test_slow_body_is_408_and_a_full_ingress_answers_503_busy(
     finally:
         slow.close()
     assert runs(towline_installed, namespace) == []
+
+
+def test_a_deleted_workflow_is_404_once_the_watch_sees_it(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str, signed_hook: tuple[str, str]
+) -> None:
+    url, secret = signed_hook
+    towline_installed.kubectl("delete", "workflows.towline.dev", "shop", "-n", namespace)
+    wait_until_cached(ingress, namespace, "shop", generation_marker="UnknownWorkflow")
+    assert_refused(towline_installed, namespace, post(url, BODY, signed_standard(secret, BODY)), 404,
+                   "UnknownWorkflow", "no Workflow shop")
