@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets
+import time
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tests.integration.ingress_support import (
     create_secret,
     hook_url,
@@ -26,6 +30,7 @@ from tests.integration.support import apply, bind_role, create, get
 from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
 from towline.devcluster.install import OPERATOR_NAMESPACE
+from towline.triggers.ingress import sign
 from towline.triggers.ingress.runname import webhook_run_name
 
 pytestmark = pytest.mark.integration
@@ -140,3 +145,53 @@ def test_health_readiness_and_metrics(ingress: IngressProcess, shop: tuple[str, 
     metrics = httpx.get(f"{ingress.url}/metrics").text
     assert 'towline_webhook_deliveries_total{reason="Accepted",status="202"}' in metrics
     assert "towline_webhook_request_seconds_bucket" in metrics
+
+
+def test_an_ed25519_standard_webhooks_trigger_verifies_with_the_public_key_from_its_secret(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    private = Ed25519PrivateKey.generate()
+    public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    create_secret(towline_installed, namespace, "sender-key", {"public": "whpk_" + base64.b64encode(public).decode()})
+    opt_in(towline_installed, namespace, "sender-key")
+    apply(towline_installed, webhook_workflow("signed-by-key", namespace, {"verify": {
+        "scheme": "standard-webhooks", "publicKeyRef": {"name": "sender-key", "key": "public"}}}))
+    wait_until_cached(ingress, namespace, "signed-by-key")
+    url = hook_url(ingress, namespace, "signed-by-key")
+    headers = {"Content-Type": "application/json",
+               **sign.standard_webhooks_ed25519_headers(private, "msg_ed", int(time.time()), BODY)}
+    assert post(url, BODY, headers).status_code == 202
+    forged = {"Content-Type": "application/json", **sign.standard_webhooks_ed25519_headers(
+        Ed25519PrivateKey.generate(), "msg_forged", int(time.time()), BODY)}
+    response = post(url, BODY, forged)
+    assert response.status_code == 401, response.text
+    assert len(runs(towline_installed, namespace)) == 1
+
+
+def test_hmac_and_bearer_triggers_over_http(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    create_secret(towline_installed, namespace, "generic", {"secret": "hmac-secret", "token": "bearer-token"})
+    opt_in(towline_installed, namespace, "generic")
+    apply(towline_installed, webhook_workflow("generic", namespace, {
+        "verify": {"scheme": "hmac", "secretRef": {"name": "generic", "key": "secret"},
+                   "signatureHeader": "X-Shop-Signature", "timestampHeader": "X-Shop-Time"},
+        "deliveryId": {"field": "data.id"}}))
+    apply(towline_installed, webhook_workflow("token", namespace, {
+        "verify": {"scheme": "bearer", "secretRef": {"name": "generic", "key": "token"}}}))
+    wait_until_cached(ingress, namespace, "generic")
+    wait_until_cached(ingress, namespace, "token")
+    signed = sign.hmac_headers(b"hmac-secret", int(time.time()), BODY, signature_header="X-Shop-Signature",
+                               timestamp_header="X-Shop-Time")
+    first = post(hook_url(ingress, namespace, "generic"), BODY, {"Content-Type": "application/json", **signed})
+    assert first.status_code == 202, first.text
+    resigned = sign.hmac_headers(b"hmac-secret", int(time.time()) + 1, BODY, signature_header="X-Shop-Signature",
+                                 timestamp_header="X-Shop-Time")
+    again = post(hook_url(ingress, namespace, "generic"), BODY, {"Content-Type": "application/json", **resigned})
+    assert again.status_code == 200, again.text  # same data.id: the same delivery, signed anew
+    token_url = hook_url(ingress, namespace, "token")
+    assert post(token_url, BODY, {"Content-Type": "application/json", "Authorization": "Bearer nope"}
+                ).status_code == 401
+    accepted = post(token_url, BODY, {"Content-Type": "application/json", **sign.bearer_headers("bearer-token")})
+    assert accepted.status_code == 202, accepted.text
+    assert len(runs(towline_installed, namespace)) == 2
