@@ -37,3 +37,19 @@ def test_operator_cluster_role_grants_nothing_on_secrets(control_plane: ControlP
             assert "*" not in rule.get("resources", []) and "*" not in rule.get("verbs", []), role["metadata"]["name"]
     kinds = sorted({d["kind"] for d in documents})
     assert "ValidatingAdmissionPolicy" in kinds and "Deployment" in kinds
+
+
+def test_ingress_runs_as_the_service_account_the_values_name(control_plane: ControlPlane) -> None:
+    rendered = helm(control_plane, "template", "towline", str(CHART), "--namespace", OPERATOR_NAMESPACE,
+                    "--kube-version", KUBERNETES_VERSION, "--show-only", "templates/ingress.yaml",
+                    "--set", "ingress.serviceAccount.name=webhooks")
+    assert rendered.returncode == 0, rendered.stderr
+    documents = {d["kind"]: d for d in yaml.safe_load_all(rendered.stdout) if d}
+    assert documents["ServiceAccount"]["metadata"]["name"] == "webhooks"
+    assert documents["ClusterRoleBinding"]["subjects"][0]["name"] == "webhooks"
+    pod = documents["Deployment"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "webhooks"
+    assert pod["containers"][0]["command"] == ["towline", "ingress"]
+    resources = {r for rule in documents["ClusterRole"]["rules"] for r in rule["resources"]}
+    assert resources == {"workflows", "workflowruns"}
+    assert documents["Service"]["spec"]["ports"][0]["targetPort"] == "http"
