@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     ingress.add_argument("--body-timeout", type=float,
                          default=float(os.environ.get("TOWLINE_INGRESS_BODY_TIMEOUT", "10")),
                          help="seconds a request body may take to arrive (then 408)")
+    ingress.add_argument("--header-timeout", type=float,
+                         default=float(os.environ.get("TOWLINE_INGRESS_HEADER_TIMEOUT", "15")),
+                         help="seconds a connection may take to send a complete request head (then closed)")
     ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
 
     webhook = commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
@@ -69,7 +72,8 @@ def run_ingress(parsed: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(
-        max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout))
+        max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout,
+        header_timeout_seconds=parsed.header_timeout))
 
 
 def run_operator(kubeconfig: str | None, log_level: str) -> int:

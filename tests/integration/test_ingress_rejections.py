@@ -264,10 +264,10 @@ def test_github_sha1_only_delivery_is_401(
 @pytest.fixture(scope="module")
 def tight_ingress(towline_installed: ControlPlane, ingress: IngressProcess, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[IngressProcess]:
-    """A second ingress that handles one delivery at a time and waits 1 s for a body."""
+    """A second ingress that handles one delivery at a time, waits 1 s for a body and 2 s for a request head."""
     work = tmp_path_factory.mktemp("tight-ingress")
     process = IngressProcess(kubeconfig=ingress.kubeconfig, log_path=work / "ingress.log", max_in_flight=1,
-                             body_timeout=1.0).start()
+                             body_timeout=1.0, header_timeout=2.0).start()
     yield process
     process.stop()
 
@@ -306,3 +306,24 @@ def test_a_deleted_workflow_is_404_once_the_watch_sees_it(
     wait_until_cached(ingress, namespace, "shop", generation_marker="UnknownWorkflow")
     assert_refused(towline_installed, namespace, post(url, BODY, signed_standard(secret, BODY)), 404,
                    "UnknownWorkflow", "no Workflow shop")
+
+
+def test_a_slow_request_head_is_cut_off(tight_ingress: IngressProcess) -> None:
+    """Slowloris: a header line every half second never completes the head; the connection is closed."""
+    slow = socket.create_connection(("127.0.0.1", tight_ingress.port), timeout=10)
+    closed_after = None
+    try:
+        slow.sendall(b"POST /hooks/ns/wf/hook HTTP/1.1\r\nHost: x\r\n")
+        for index in range(40):
+            time.sleep(0.5)
+            try:
+                slow.sendall(f"X-Drip-{index}: 1\r\n".encode())
+            except OSError:
+                closed_after = index
+                break
+        else:
+            slow.settimeout(1)
+            closed_after = -1 if slow.recv(1) == b"" else None
+    finally:
+        slow.close()
+    assert closed_after is not None, "the ingress kept a connection open for 20 s without a complete request head"

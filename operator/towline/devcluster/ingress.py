@@ -72,6 +72,7 @@ class IngressProcess:
     port: int = 0
     max_in_flight: int = 64
     body_timeout: float = 10.0
+    header_timeout: float = 15.0
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -84,7 +85,7 @@ class IngressProcess:
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "ingress", "--kubeconfig", str(self.kubeconfig),
              "--host", "127.0.0.1", "--port", str(self.port), "--max-in-flight", str(self.max_in_flight),
-             "--body-timeout", str(self.body_timeout)],
+             "--body-timeout", str(self.body_timeout), "--header-timeout", str(self.header_timeout)],
             log_path=self.log_path, env=env,
         )
         if wait_ready:

@@ -38,6 +38,9 @@ class IngressSettings:
     """Deliveries handled at once; more answer 503 with Retry-After instead of queueing."""
     body_timeout_seconds: float = 10.0
     """A body that takes longer to arrive answers 408."""
+    header_timeout_seconds: float = 15.0
+    """A connection that has not sent a complete request head this long after it opened (or after the
+    previous response) is closed; also the idle keep-alive limit."""
 
 
 class Ingress:

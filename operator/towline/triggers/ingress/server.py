@@ -1,8 +1,10 @@
 """`towline ingress`: the process. Connects, starts the Workflow cache, serves until SIGTERM.
 
 aiohttp's server runs with decompression off (signatures cover the bytes as
-sent), a short keep-alive, and its default header limits (8 KiB lines, 128
-headers).
+sent) and its default header limits (8 KiB lines, 128 headers). Its keep-alive
+timer starts when a connection opens (and again after each response) and is
+not reset by incoming bytes: a connection whose request head is not complete
+when it fires is closed. That is the header timeout (`header_timeout_seconds`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from towline.triggers.ingress.deliveries import DeliveryHandler
 
 log = logging.getLogger(__name__)
 
-KEEPALIVE_SECONDS = 15.0
-
 
 async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings) -> None:
     api = await KubeApi.connect(kubeconfig)
@@ -34,8 +34,8 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         deliveries = DeliveryHandler(api, SecretKeyReader(api), requested_by=identity)
         ingress = Ingress(cache, deliveries, settings)
         cache.start()
-        runner = web.AppRunner(ingress.application(), auto_decompress=False, keepalive_timeout=KEEPALIVE_SECONDS,
-                               access_log=None, handle_signals=False)
+        runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
+                               keepalive_timeout=settings.header_timeout_seconds)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
