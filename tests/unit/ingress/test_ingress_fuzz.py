@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import base64
+import json
 import string
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from towline.api.workflow import WebhookVerification
+from towline.api.workflow import WebhookTrigger, WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
-from towline.triggers.ingress.verify import decode_keys, verify_delivery
+from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
+from towline.triggers.ingress.runname import delivery_identity
+from towline.triggers.ingress.verify import Verified, decode_keys, verify_delivery
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 24).decode()
 NOW = 1_800_000_000.0
@@ -51,3 +54,32 @@ def test_any_change_to_a_signed_body_is_refused(body: bytes, flip: int, delivery
     assert not isinstance(verify_delivery(verify, keys, headers, body, now=NOW), Refusal)
     tampered = body + b"x" if not body else bytes([body[0] ^ (flip or 1)]) + body[1:]
     assert isinstance(verify_delivery(verify, keys, headers, tampered, now=NOW), Refusal)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(["application/json", "application/x-www-form-urlencoded", "text/plain"]),
+       raw=st.one_of(st.binary(max_size=200), JSON_VALUES.map(lambda v: json.dumps(v).encode())),
+       headers=st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=4))
+def test_parsing_and_mapping_any_body_answers_a_value_or_a_4xx(kind: str, raw: bytes, headers: dict[str, str]) -> None:
+    trigger = WebhookTrigger.model_validate({
+        "verify": {"scheme": "github", "secretRef": {"name": "s", "key": "k"}},
+        "filter": "has(body.a) ? body.a != 'skip' : true", "deliveryId": {"field": "data.id"},
+        "data": {"a": "has(body.a) ? body.a : null", "size": "size(body)"}, "maxDataBytes": 64,
+    })
+    body = parse_body(kind, raw)
+    if isinstance(body, Refusal):
+        assert body.status == 400
+        return
+    context = {"body": body, "headers": visible_headers(headers)}
+    for outcome in (passes_filter(trigger, context), trigger_data(trigger, context)):
+        assert not isinstance(outcome, Refusal) or 400 <= outcome.status < 500
+    verified = Verified(delivery_id=None, timestamp=None, signed_digest="0" * 64)
+    identity = delivery_identity(trigger, verified, headers, body, now=NOW)
+    assert not isinstance(identity, Refusal) or identity.status == 400
