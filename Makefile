@@ -1,6 +1,6 @@
 # Towline: `make dev` runs it locally, `make test` checks everything.
 PYTHON ?= python3
-PKG_DIRS := operator connectors
+PKG_DIRS := operator connectors devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: help install dev test lint typecheck imports crds crds-check unit integration bench clean
@@ -12,7 +12,7 @@ help:
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
 
 install:
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
 
 lint:
 	$(PYTHON) -m ruff check $(PKG_DIRS) tests
@@ -45,7 +45,7 @@ bench: install
 	$(PYTHON) -m tests.bench
 
 dev: install
-	$(PYTHON) -m towline.cli dev
+	$(PYTHON) -m towline_dev
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

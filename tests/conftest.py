@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from towline.devcluster.binaries import find_binaries
-from towline.devcluster.clients import KubeClients, clients_from_kubeconfig
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.stepexecutor import StepExecutor
+from towline_dev.binaries import find_binaries
+from towline_dev.clients import KubeClients, clients_from_kubeconfig
+from towline_dev.controlplane import ControlPlane
+from towline_dev.stepexecutor import StepExecutor
 
 
 @dataclass
@@ -63,7 +63,7 @@ def local_cluster() -> Iterator[LocalCluster]:
     _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
     handler = logging.FileHandler(plane.log_path("step-executor"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s: %(message)s"))
-    executor_log = logging.getLogger("towline.devcluster.stepexecutor")
+    executor_log = logging.getLogger("towline_dev.stepexecutor")
     executor_log.addHandler(handler)
     executor_log.setLevel(logging.INFO)
     executor = StepExecutor(plane.executor_kubeconfig, plane.state_dir / "executor").start()

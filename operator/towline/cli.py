@@ -1,4 +1,4 @@
-"""The `towline` command: operator, webhook ingress, connectors catalogue, and the local dev environment."""
+"""The `towline` command: the operator, the webhook ingress and the connectors catalogue."""
 
 from __future__ import annotations
 
@@ -37,11 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
     connectors.add_argument("rest", nargs=argparse.REMAINDER)
 
-    dev = commands.add_parser(
-        "dev", help="local control plane + operator + examples; `dev cluster` for the cluster only"
-    )
-    dev.add_argument("rest", nargs=argparse.REMAINDER)
-
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
         return run_operator(parsed.kubeconfig, parsed.log_level)
@@ -54,13 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         from towline.triggers.ingress.send import send_main  # noqa: PLC0415 - subcommand-only import
 
         return send_main(parsed.rest[1:])
-    if parsed.command == "connectors":
-        from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
+    from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
-        return int(catalog_main(parsed.rest))
-    from towline.devcluster.devenv import dev_main  # noqa: PLC0415 - dev tooling loads only for `towline dev`
-
-    return dev_main(parsed.rest)
+    return int(catalog_main(parsed.rest))
 
 
 def run_ingress(parsed: argparse.Namespace) -> int:

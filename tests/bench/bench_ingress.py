@@ -25,12 +25,12 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from towline.devcluster.binaries import find_binaries
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
-from towline.devcluster.install import install_chart, install_crds
-from towline.devcluster.processes import free_loopback_port, spawn, stop_process, wait_for
 from towline.triggers.ingress import sign
+from towline_dev.binaries import find_binaries
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
+from towline_dev.install import install_chart, install_crds
+from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
 
 NAMESPACE = "bench-ingress"
 CONCURRENCY = 16

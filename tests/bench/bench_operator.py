@@ -25,12 +25,12 @@ from typing import Any
 from kubernetes import watch
 from urllib3.exceptions import ProtocolError
 
-from towline.devcluster.binaries import find_binaries
-from towline.devcluster.clients import clients_from_kubeconfig
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
-from towline.devcluster.processes import free_loopback_port
-from towline.devcluster.stepexecutor import StepExecutor
+from towline_dev.binaries import find_binaries
+from towline_dev.clients import clients_from_kubeconfig
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+from towline_dev.processes import free_loopback_port
+from towline_dev.stepexecutor import StepExecutor
 
 STEPS = 8
 NAMESPACE = "bench"

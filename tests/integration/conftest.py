@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tests.integration.support import bind_role
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from tests.integration.support import apply, list_objects, wait_for
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
 from towline.triggers.ingress import sign
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from towline.devcluster.controlplane import ControlPlane
+from towline_dev.controlplane import ControlPlane
 
 
 # Manifests go to kubectl as JSON (which is YAML): PyYAML writes a key `n` or `y` bare, and

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from tests.integration.support import get, wait_for
 
-from towline.devcluster.controlplane import ControlPlane
 from towline.validation import connector_catalog, validate_workflow_manifest
+from towline_dev.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

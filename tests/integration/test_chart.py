@@ -7,9 +7,9 @@ import subprocess
 import pytest
 import yaml
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import CHART, OPERATOR_NAMESPACE
-from towline.devcluster.versions import KUBERNETES_VERSION
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import CHART, OPERATOR_NAMESPACE
+from towline_dev.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from tests.integration.support import wait_for
 
-from towline.devcluster.clients import KubeClients, raw_json
-from towline.devcluster.stepexecutor import NODE_NAME, StepExecutor
+from towline_dev.clients import KubeClients, raw_json
+from towline_dev.stepexecutor import NODE_NAME, StepExecutor
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ from tests.integration.ingress_support import (
 )
 from tests.integration.support import apply, get, wait_for
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import IngressProcess
-from towline.devcluster.install import OperatorProcess
 from towline.triggers.ingress import sign
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]

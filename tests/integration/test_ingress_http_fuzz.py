@@ -24,8 +24,8 @@ from tests.integration.ingress_support import (
 )
 from tests.integration.support import apply
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import IngressProcess
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]

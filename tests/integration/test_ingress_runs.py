@@ -27,11 +27,11 @@ from tests.integration.ingress_support import (
 )
 from tests.integration.support import apply, bind_role, create, get
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
-from towline.devcluster.install import OPERATOR_NAMESPACE
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.runname import webhook_run_name
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
+from towline_dev.install import OPERATOR_NAMESPACE
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]

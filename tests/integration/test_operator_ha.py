@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tests.integration.support import apply, list_objects, start_run, wait_for, wait_for_phase
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
 pytestmark = pytest.mark.integration
 

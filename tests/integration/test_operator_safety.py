@@ -20,8 +20,8 @@ from tests.integration.support import (
     wait_for_phase,
 )
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

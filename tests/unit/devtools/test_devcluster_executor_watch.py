@@ -6,8 +6,8 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from towline.devcluster.kubeconfig import build_kubeconfig, write_kubeconfig
-from towline.devcluster.stepexecutor import StepExecutor
+from towline_dev.kubeconfig import build_kubeconfig, write_kubeconfig
+from towline_dev.stepexecutor import StepExecutor
 
 
 def executor(tmp_path: Path) -> StepExecutor:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from towline.devcluster.podspec import (
+from towline_dev.podspec import (
     PodConfigError,
     command_line,
     container_env,

@@ -31,8 +31,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from towline.devcluster import podbootstrap
-from towline.devcluster.podspec import (
+from towline_dev import podbootstrap
+from towline_dev.podspec import (
     DEADLINE_MESSAGE,
     Pod,
     PodConfigError,
@@ -47,9 +47,9 @@ from towline.devcluster.podspec import (
     termination_message,
     waiting_status,
 )
-from towline.devcluster.podvolumes import ObjectReader, prepare_mounts, remove_volumes
+from towline_dev.podvolumes import ObjectReader, prepare_mounts, remove_volumes
 
-log = logging.getLogger("towline.devcluster.stepexecutor")
+log = logging.getLogger("towline_dev.stepexecutor")
 
 BOOTSTRAP = Path(podbootstrap.__file__)
 CONFIG_RETRY_SECONDS = 2.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from towline.devcluster.podspec import (
+from towline_dev.podspec import (
     MAX_TERMINATION_MESSAGE_BYTES,
     MAX_TERMINATION_MESSAGE_LOG_BYTES,
     log_tail_message,

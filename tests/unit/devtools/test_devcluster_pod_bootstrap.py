@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from towline.devcluster import podbootstrap
+from towline_dev import podbootstrap
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="needs Linux and root for mount namespaces"

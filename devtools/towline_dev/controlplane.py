@@ -5,10 +5,10 @@ data, one log file per component) and three child processes on free loopback
 ports. It serves HTTPS with a CA of its own, authenticates people and components
 with static tokens generated per start, authorises with RBAC (and the Node
 authorizer), and signs ServiceAccount tokens. There is no kubelet and no
-scheduler: `towline.devcluster.stepexecutor` plays both.
+scheduler: `towline_dev.stepexecutor` plays both.
 
 It never touches anything outside its state directory and never leaves a child
-running: see `towline.devcluster.processes` for how orphans are prevented.
+running: see `towline_dev.processes` for how orphans are prevented.
 It imports no Kubernetes client, so the `towline` CLI can use it without
 crossing the "only towline.k8s talks to the API server" contract.
 """
@@ -30,9 +30,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from towline.devcluster.binaries import BinarySet
-from towline.devcluster.certs import ControlPlaneCerts, generate_certs
-from towline.devcluster.kubeconfig import (
+from towline_dev.binaries import BinarySet
+from towline_dev.certs import ControlPlaneCerts, generate_certs
+from towline_dev.kubeconfig import (
     CONTROLLER_MANAGER,
     PEOPLE,
     STEP_EXECUTOR,
@@ -43,7 +43,7 @@ from towline.devcluster.kubeconfig import (
     write_kubeconfig,
     write_private_file,
 )
-from towline.devcluster.processes import free_loopback_port, spawn, stop_process, wait_for
+from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 """Only a configuration value: nothing ever routes to it, there is no kube-proxy."""

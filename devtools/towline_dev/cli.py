@@ -1,4 +1,4 @@
-"""`towline dev cluster up|down|env`: a local control plane for people, in the foreground.
+"""`towline-dev cluster up|down|env`: a local control plane for people, in the foreground.
 
 `up` finds (or builds once) the pinned binaries, starts the control plane and the
 step executor, prints how to point kubectl at it, records itself in a state file
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from towline.devcluster.binaries import BinariesUnavailable, cache_root, find_binaries
-from towline.devcluster.controlplane import ControlPlane, ControlPlaneError
-from towline.devcluster.processes import spawn, stop_process
-from towline.devcluster.versions import KUBERNETES_VERSION
+from towline_dev.binaries import BinariesUnavailable, cache_root, find_binaries
+from towline_dev.controlplane import ControlPlane, ControlPlaneError
+from towline_dev.processes import spawn, stop_process
+from towline_dev.versions import KUBERNETES_VERSION
 
 
 def default_home() -> Path:
@@ -66,13 +66,13 @@ def start_dev_cluster(
 ) -> tuple[ControlPlane, subprocess.Popen[bytes], dict[str, Any]] | None:
     """Control plane + step executor process, recorded in the state file; None (said why) on failure.
 
-    Shared by `towline dev cluster up` and `towline dev`, which must never run two clusters
+    Shared by `towline-dev cluster up` and `towline-dev`, which must never run two clusters
     over one state directory.
     """
     running = read_state(home)
     if running is not None:
         print(f"A dev cluster is already running (pid {running['pid']}); stop it with "
-              "`towline dev cluster down` or use it:\n" + export_lines(running), file=sys.stderr)
+              "`towline-dev cluster down` or use it:\n" + export_lines(running), file=sys.stderr)
         return None
     try:
         binaries = find_binaries()
@@ -85,7 +85,7 @@ def start_dev_cluster(
     except ControlPlaneError as error:
         print(f"error: the control plane did not start:\n{error}", file=sys.stderr)
         return None
-    executor_argv = [sys.executable, "-m", "towline.devcluster.stepexecutor",
+    executor_argv = [sys.executable, "-m", "towline_dev.stepexecutor",
                      "--kubeconfig", str(plane.executor_kubeconfig), "--work-dir", str(home / "state" / "executor")]
     for namespace in namespaces or []:
         executor_argv += ["--namespace", namespace]
@@ -125,19 +125,19 @@ def _banner(plane: ControlPlane, state: dict[str, Any]) -> str:
         f"Towline dev cluster is up: Kubernetes {KUBERNETES_VERSION} at {plane.server} (ready in {startup}).\n"
         f"Point kubectl at it (use this kubectl: an older one may be first on PATH):\n"
         f"  {export_lines(state).replace(chr(10), chr(10) + '  ').rstrip()}\n"
-        f"  or: eval \"$(towline dev cluster env)\"\n"
+        f"  or: eval \"$(towline-dev cluster env)\"\n"
         f"People: kubectl --context admin|alice|bob|carol  (alice, carol: team-a; bob: team-b, approvers)\n"
         f"Pod processes log to {Path(state['stateDir']) / 'executor' / 'logs'}/<namespace>/<pod>.log "
         f"(`kubectl logs` needs a kubelet; there is none).\n"
         f"Component logs: {plane.logs_dir}\n"
-        f"Press Ctrl-C (or run `towline dev cluster down`) to stop."
+        f"Press Ctrl-C (or run `towline-dev cluster down`) to stop."
     )
 
 
 def _env(home: Path) -> int:
     state = read_state(home)
     if state is None:
-        print("no dev cluster is running; start one with `towline dev cluster up`", file=sys.stderr)
+        print("no dev cluster is running; start one with `towline-dev cluster up`", file=sys.stderr)
         return 1
     sys.stdout.write(export_lines(state))
     return 0
@@ -163,8 +163,8 @@ def _down(home: Path, timeout: float = 60.0) -> int:
 
 
 def cluster_main(argv: list[str]) -> int:
-    """Entry point of `towline dev cluster ...`; `argv` excludes the words before `up|down|env`."""
-    parser = argparse.ArgumentParser(prog="towline dev cluster", description="A real local Kubernetes control plane")
+    """Entry point of `towline-dev cluster ...`; `argv` excludes the words before `up|down|env`."""
+    parser = argparse.ArgumentParser(prog="towline-dev cluster", description="A real local Kubernetes control plane")
     parser.add_argument("--home", type=Path, default=None, help=f"state directory (default: {default_home()})")
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start it in the foreground; Ctrl-C stops it")

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from towline.devcluster.versions import ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION
+from towline_dev.versions import ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kubectl")

@@ -1,4 +1,4 @@
-"""`towline dev` (what `make dev` runs): control plane, operator, examples and a demo run.
+"""`towline-dev` (what `make dev` runs): control plane, operator, examples and a demo run.
 
 Everything a newcomer needs to see Towline work within a minute, on this
 machine alone: the local control plane and step executor, the CRDs and the
@@ -16,17 +16,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from towline.devcluster.cli import cluster_main, default_home, start_dev_cluster, state_file
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.ingress import IngressProcess, demo_webhook_trigger, send_command, start_dev_ingress
-from towline.devcluster.install import (
+from towline_dev.cli import cluster_main, default_home, start_dev_cluster, state_file
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess, demo_webhook_trigger, send_command, start_dev_ingress
+from towline_dev.install import (
     REPO_ROOT,
     OperatorProcess,
     install_chart,
     install_crds,
     operator_kubeconfig,
 )
-from towline.devcluster.processes import stop_process
+from towline_dev.processes import stop_process
 
 DEMO_NAMESPACE = "towline-demo"
 EXAMPLES_NAMESPACE = "towline-examples"
@@ -139,7 +139,7 @@ def dev_main(argv: list[str]) -> int:
     if argv[:1] == ["cluster"]:
         return cluster_main(argv[1:])
     if argv:
-        print("usage: towline dev [cluster up|down|env]", file=sys.stderr)
+        print("usage: towline-dev [cluster up|down|env]", file=sys.stderr)
         return 2
     started = time.monotonic()
     home = default_home()
@@ -182,3 +182,8 @@ def dev_main(argv: list[str]) -> int:
         stop_process(executor, grace_seconds=10)
         plane.stop()
         state_file(home).unlink(missing_ok=True)
+
+
+def console_main() -> int:
+    """The `towline-dev` command (installed by `make install` from devtools/, never shipped)."""
+    return dev_main(sys.argv[1:])

@@ -43,7 +43,7 @@ What it is NOT — read this before trusting a passing test:
   the file, tail-first; FallbackToLogsOnError: last 80 lines / 2048 bytes).
 
 Runs in a background thread (`StepExecutor.start()`, for pytest) or as a process:
-``python -m towline.devcluster.stepexecutor --kubeconfig PATH --work-dir DIR``.
+``python -m towline_dev.stepexecutor --kubeconfig PATH --work-dir DIR``.
 """
 
 from __future__ import annotations
@@ -66,11 +66,11 @@ from urllib.parse import urlparse
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from towline.devcluster.clients import KubeClients, clients_from_kubeconfig, raw_json
-from towline.devcluster.podrunner import PodRunner, RunnerContext
-from towline.devcluster.podspec import Pod, is_terminal, should_bind
+from towline_dev.clients import KubeClients, clients_from_kubeconfig, raw_json
+from towline_dev.podrunner import PodRunner, RunnerContext
+from towline_dev.podspec import Pod, is_terminal, should_bind
 
-log = logging.getLogger("towline.devcluster.stepexecutor")
+log = logging.getLogger("towline_dev.stepexecutor")
 
 NODE_NAME = "towline-local-node"
 HEARTBEAT_SECONDS = 10
@@ -398,7 +398,7 @@ def _import_paths() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m towline.devcluster.stepexecutor", description="The local node for a local control plane."
+        prog="python -m towline_dev.stepexecutor", description="The local node for a local control plane."
     )
     parser.add_argument("--kubeconfig", type=Path, required=True, help="identity with rights to bind pods")
     parser.add_argument("--work-dir", type=Path, default=None, help="pod files and logs (default: a temp dir)")

@@ -14,8 +14,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from towline.devcluster.certs import generate_certs
-from towline.devcluster.kubeconfig import (
+from towline_dev.certs import generate_certs
+from towline_dev.kubeconfig import (
     ALL_USERS,
     PEOPLE,
     build_kubeconfig,

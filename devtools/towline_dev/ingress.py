@@ -18,10 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import CHART, OPERATOR_NAMESPACE, operator_kubeconfig
-from towline.devcluster.processes import free_loopback_port, spawn, wait_for
-from towline.devcluster.versions import KUBERNETES_VERSION
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import CHART, OPERATOR_NAMESPACE, operator_kubeconfig
+from towline_dev.processes import free_loopback_port, spawn, wait_for
+from towline_dev.versions import KUBERNETES_VERSION
 
 INGRESS_SERVICE_ACCOUNT = "towline-ingress"
 _RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}

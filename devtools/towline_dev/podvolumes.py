@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from towline.devcluster.clients import raw_json
-from towline.devcluster.podspec import (
+from towline_dev.clients import raw_json
+from towline_dev.podspec import (
     DEFAULT_TERMINATION_MESSAGE_PATH,
     Pod,
     PodConfigError,
