@@ -30,7 +30,7 @@ from tests.integration.support import apply
 from towline.triggers.ingress import sign
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
-from towline_dev.install import OPERATOR_NAMESPACE
+from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]
@@ -327,3 +327,17 @@ def test_a_slow_request_head_is_cut_off(tight_ingress: IngressProcess) -> None:
     finally:
         slow.close()
     assert closed_after is not None, "the ingress kept a connection open for 20 s without a complete request head"
+
+
+def test_a_workflow_the_operator_found_invalid_is_422_with_its_first_problem(
+    towline_installed: ControlPlane, towline_operator: OperatorProcess, ingress: IngressProcess, namespace: str
+) -> None:
+    secret = new_whsec()
+    create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": secret})
+    opt_in(towline_installed, namespace, "hook-secret")
+    manifest = webhook_workflow("typo", namespace, standard_webhook())
+    manifest["spec"]["steps"][0]["needs"] = ["colect"]
+    apply(towline_installed, manifest)
+    wait_until_cached(ingress, namespace, "typo", generation_marker="InvalidWorkflow")
+    response = post(hook_url(ingress, namespace, "typo"), BODY, signed_standard(secret, BODY))
+    assert_refused(towline_installed, namespace, response, 422, "InvalidWorkflow", "spec.steps[0].needs[0]")
