@@ -1,7 +1,7 @@
 """Which webhook trigger a path names, and whether its Workflow may start a run now.
 
-Reads the cached Workflow (never the API server), parses it once per
-resourceVersion, and answers the refusals a sender's operator can act on:
+Reads the cached Workflow (never the API server), parses and checks it once
+per resourceVersion and trigger, and answers the refusals a sender's operator can act on:
 unknown workflow or trigger (404), invalid Workflow (422), suspended (409).
 """
 
@@ -37,12 +37,24 @@ class TriggerResolver:
 
     def __init__(self) -> None:
         self._parsed: OrderedDict[tuple[str, str, str], WorkflowSpec | Refusal] = OrderedDict()
+        self._resolved: OrderedDict[tuple[str, str, str, str], Target | Refusal] = OrderedDict()
 
-    def resolve(  # noqa: PLR0911 - one answer per reason a path cannot start a run
-        self, workflow: JSON | None, namespace: str, name: str, trigger_name: str
-    ) -> Target | Refusal:
+    def resolve(self, workflow: JSON | None, namespace: str, name: str, trigger_name: str) -> Target | Refusal:
         if workflow is None:
             return Refusal(404, "UnknownWorkflow", f"no Workflow {name} in namespace {namespace}")
+        # Any change to the Workflow (spec, status, suspend) changes its resourceVersion.
+        key = (namespace, name, str(workflow["metadata"].get("resourceVersion")), trigger_name)
+        resolved = self._resolved.get(key)
+        if resolved is None:
+            resolved = self._resolve(workflow, namespace, name, trigger_name)
+            self._resolved[key] = resolved
+            while len(self._resolved) > _PARSED_CACHE:
+                self._resolved.popitem(last=False)
+        return resolved
+
+    def _resolve(
+        self, workflow: JSON, namespace: str, name: str, trigger_name: str
+    ) -> Target | Refusal:
         spec = self._spec(workflow, namespace, name)
         if isinstance(spec, Refusal):
             return spec
