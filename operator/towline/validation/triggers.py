@@ -137,6 +137,10 @@ def time_zone_problem(name: str) -> str | None:
 
 
 def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationError]:
+    unused = _unused_verify_fields(verify)
+    if unused:
+        field, message = unused
+        return [ValidationError(field=f"{path}.{field}", message=message)]
     if verify.scheme == "none":
         if not verify.allow_unsigned:
             return [ValidationError(
@@ -158,6 +162,19 @@ def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationErr
             "secret, e.g. kubectl create secret generic crm-webhook --from-literal=signing-secret=...",
         )]
     return []
+
+
+def _unused_verify_fields(verify: WebhookVerification) -> tuple[str, str] | None:
+    """A setting the scheme would ignore: an error, so nobody believes it protects them."""
+    given = verify.model_fields_set
+    if verify.allow_unsigned and verify.scheme != "none":
+        return "allowUnsigned", (f"allowUnsigned applies only to scheme none; scheme {verify.scheme} always requires "
+                                 "a valid signature, so remove allowUnsigned")
+    for field, name in (("signature_header", "signatureHeader"), ("timestamp_header", "timestampHeader")):
+        if field in given and verify.scheme != "hmac":
+            return name, (f"{name} applies only to scheme hmac; scheme {verify.scheme} reads its own headers, "
+                          f"so remove {name}")
+    return None
 
 
 WEBHOOK_VARIABLES = frozenset({"body", "headers"})

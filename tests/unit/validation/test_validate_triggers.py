@@ -142,3 +142,17 @@ def test_a_public_key_is_only_for_standard_webhooks(check: Check) -> None:
     verify = {"scheme": "github", "secretRef": {"name": "hook", "key": "s"}, "publicKeyRef": {"name": "k", "key": "p"}}
     errors = check(webhook(verify))
     assert errors[0].field == "spec.triggers[0].webhook.verify.publicKeyRef"
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"allowUnsigned": True}, "allowUnsigned"),
+    ({"signatureHeader": "X-Sig"}, "signatureHeader"),
+    ({"timestampHeader": "X-Time"}, "timestampHeader"),
+])
+def test_a_verify_setting_the_scheme_ignores_is_an_error(check: Check, extra: dict[str, Any], field: str) -> None:
+    errors = check(webhook({"scheme": "github", "secretRef": {"name": "hook", "key": "secret"}, **extra}))
+    assert errors[0].field == f"spec.triggers[0].webhook.verify.{field}"
+    assert "remove" in errors[0].message
+    hmac_ok = {"scheme": "hmac", "secretRef": {"name": "hook", "key": "secret"}, "signatureHeader": "X-Sig",
+               "timestampHeader": "X-Time"}
+    assert check(webhook(hmac_ok)) == []
