@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.integration.ingress_support import (
@@ -25,12 +26,12 @@ from tests.integration.ingress_support import (
     wait_until_cached,
     webhook_workflow,
 )
-from tests.integration.support import apply
+from tests.integration.support import apply, wait_for
 
 from towline.triggers.ingress import sign
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
-from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess, operator_kubeconfig
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]
@@ -341,3 +342,28 @@ def test_a_workflow_the_operator_found_invalid_is_422_with_its_first_problem(
     wait_until_cached(ingress, namespace, "typo", generation_marker="InvalidWorkflow")
     response = post(hook_url(ingress, namespace, "typo"), BODY, signed_standard(secret, BODY))
     assert_refused(towline_installed, namespace, response, 422, "InvalidWorkflow", "spec.steps[0].needs[0]")
+
+
+def test_an_ingress_that_cannot_list_workflows_is_not_ready_and_starts_nothing(
+    towline_installed: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """Run as a ServiceAccount without the chart's role: alive, never ready, every delivery 503 NotReady."""
+    kubeconfig = operator_kubeconfig(towline_installed, tmp_path / "kubeconfig", namespace, service_account="default")
+    process = IngressProcess(kubeconfig=kubeconfig, log_path=tmp_path / "ingress.log").start(wait_ready=False)
+    try:
+        wait_for("the unprivileged ingress to serve /healthz", lambda: _status(f"{process.url}/healthz") == 200)
+        assert _status(f"{process.url}/readyz") == 503
+        response = post(f"{process.url}/hooks/{namespace}/shop/hook", BODY, signed_standard(new_whsec(), BODY))
+        assert_refused(towline_installed, namespace, response, 503, "NotReady", "not loaded the Workflows")
+        assert "workflow watch failed (403)" in process.log_text()
+    finally:
+        process.stop()
+
+
+def _status(url: str) -> int | None:
+    import httpx  # noqa: PLC0415
+
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.HTTPError:
+        return None

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from towline.k8s.client import WORKFLOWS, KubeApi
+from towline.k8s.client import WORKFLOWS, ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class WorkflowCache:
                     version = await self._watch(version)
             except asyncio.CancelledError:
                 raise
-            except ApiException as error:
+            except (ApiException, ApiError) as error:
                 if error.status != 410:
                     log.warning("workflow watch failed (%s); relisting in %.1f s", error.status, delay)
                     await asyncio.sleep(delay)
