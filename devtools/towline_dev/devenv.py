@@ -18,6 +18,7 @@ from typing import Any
 
 from towline_dev.cli import cluster_main, default_home, start_dev_cluster, state_file
 from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess, demo_webhook_trigger, send_command, start_dev_ingress
 from towline_dev.install import (
     REPO_ROOT,
     OperatorProcess,
@@ -61,6 +62,7 @@ def demo_workflow(api_url: str) -> dict[str, Any]:
         "metadata": {"name": "hello-towline", "namespace": DEMO_NAMESPACE},
         "spec": {
             "params": [{"name": "service", "type": "string", "default": "checkout"}],
+            "triggers": [demo_webhook_trigger()],
             "steps": [
                 {"id": "check", "action": "http.request",
                  "with": {"url": f"{api_url}/status", "select": "response.body"},
@@ -102,7 +104,7 @@ def _grant_demo_roles(plane: ControlPlane, namespace: str) -> None:
         plane.kubectl("apply", "-f", "-", stdin=json.dumps(binding))
 
 
-def _walkthrough(plane: ControlPlane, started: float) -> str:
+def _walkthrough(plane: ControlPlane, started: float, webhook_command: str) -> str:
     kubectl = plane.binaries.path("kubectl")
     return f"""
 Towline is running ({time.monotonic() - started:.0f} s). In another shell:
@@ -121,7 +123,14 @@ alice is not an approver; bob is. Approve it as bob:
 carol to watch the API server refuse. Start another run as carol with
   kubectl --context carol create -f - <<<'{json.dumps(demo_run())}'
 
-Operator log: {plane.logs_dir / "operator.log"}   Step logs: {plane.state_dir / "executor" / "logs"}
+Send a signed webhook delivery (Standard Webhooks) to the demo workflow's trigger;
+it starts a run that waits for bob, like the first one. Send it twice with the
+same --id and the second answer names the same run:
+
+  {webhook_command}
+
+Operator log: {plane.logs_dir / "operator.log"}   Ingress log: {plane.logs_dir / "ingress.log"}
+Step logs: {plane.state_dir / "executor" / "logs"}
 Ctrl-C stops everything.
 """
 
@@ -141,6 +150,7 @@ def dev_main(argv: list[str]) -> int:
     demo = ThreadingHTTPServer(("127.0.0.1", 0), _DemoApi)
     threading.Thread(target=demo.serve_forever, daemon=True).start()
     operator: OperatorProcess | None = None
+    ingress: IngressProcess | None = None
     try:
         install_crds(plane)
         install_chart(plane)
@@ -149,11 +159,14 @@ def dev_main(argv: list[str]) -> int:
         for namespace in (DEMO_NAMESPACE, EXAMPLES_NAMESPACE):
             plane.kubectl("create", "namespace", namespace, check=False)
         _grant_demo_roles(plane, DEMO_NAMESPACE)
+        ingress, secret_file = start_dev_ingress(plane, DEMO_NAMESPACE)
         plane.kubectl("apply", "-n", EXAMPLES_NAMESPACE, "-f", str(REPO_ROOT / "examples"))
         plane.kubectl("apply", "-f", "-", stdin=json.dumps(demo_workflow(f"http://127.0.0.1:{demo.server_port}")))
         plane.kubectl("create", "-f", "-", stdin=json.dumps(demo_run()), user="carol")
-        print(_walkthrough(plane, started), flush=True)
-        while executor.poll() is None and plane.is_running() and operator.process and operator.process.poll() is None:
+        webhook_command = send_command(ingress, DEMO_NAMESPACE, "hello-towline", secret_file)
+        print(_walkthrough(plane, started, webhook_command), flush=True)
+        while (executor.poll() is None and plane.is_running() and operator.process and operator.process.poll() is None
+               and ingress.process and ingress.process.poll() is None):
             time.sleep(0.5)
         print(f"error: a component exited; logs are in {plane.logs_dir}", file=sys.stderr)
         return 1
@@ -163,6 +176,8 @@ def dev_main(argv: list[str]) -> int:
     finally:
         if operator is not None:
             operator.stop()
+        if ingress is not None:
+            ingress.stop()
         demo.shutdown()
         stop_process(executor, grace_seconds=10)
         plane.stop()

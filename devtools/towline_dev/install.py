@@ -71,19 +71,21 @@ def _wait_for_admission_policies(cluster: ControlPlane) -> None:
         time.sleep(0.5)
 
 
-def operator_kubeconfig(cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
-    """A kubeconfig holding a fresh ServiceAccount token of the operator, and nothing else."""
+def operator_kubeconfig(
+    cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE, service_account: str = SERVICE_ACCOUNT
+) -> Path:
+    """A kubeconfig holding a fresh token of the operator's (or `service_account`'s) ServiceAccount, only."""
     token = cluster.kubectl(
-        "create", "token", SERVICE_ACCOUNT, "-n", namespace, "--duration=24h"
+        "create", "token", service_account, "-n", namespace, "--duration=24h"
     ).stdout.strip()
     document = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "local", "cluster": {
             "server": cluster.server, "certificate-authority": str(cluster.ca_cert)}}],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": SERVICE_ACCOUNT, "context": {"cluster": "local", "user": SERVICE_ACCOUNT}}],
-        "current-context": SERVICE_ACCOUNT,
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": service_account, "context": {"cluster": "local", "user": service_account}}],
+        "current-context": service_account,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)

@@ -1,4 +1,4 @@
-"""The `towline` command: the operator and the connectors catalogue."""
+"""The `towline` command: the operator, the webhook ingress and the connectors catalogue."""
 
 from __future__ import annotations
 
@@ -24,6 +24,23 @@ def main(argv: list[str] | None = None) -> int:
         "(comma-separated), else every namespace",
     )
 
+    ingress = commands.add_parser("ingress", help="run the webhook ingress (signed deliveries -> WorkflowRuns)")
+    ingress.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
+    ingress.add_argument("--host", default=os.environ.get("TOWLINE_INGRESS_HOST", "0.0.0.0"))  # noqa: S104
+    ingress.add_argument("--port", type=int, default=int(os.environ.get("TOWLINE_INGRESS_PORT", "8080")))
+    ingress.add_argument("--max-in-flight", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_MAX_IN_FLIGHT", "64")))
+    ingress.add_argument("--body-timeout", type=float,
+                         default=float(os.environ.get("TOWLINE_INGRESS_BODY_TIMEOUT", "10")),
+                         help="seconds a request body may take to arrive (then 408)")
+    ingress.add_argument("--header-timeout", type=float,
+                         default=float(os.environ.get("TOWLINE_INGRESS_HEADER_TIMEOUT", "15")),
+                         help="seconds a connection may take to send a complete request head (then closed)")
+    ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+
+    webhook = commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
+    webhook.add_argument("rest", nargs=argparse.REMAINDER)
+
     connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
     connectors.add_argument("rest", nargs=argparse.REMAINDER)
 
@@ -31,9 +48,31 @@ def main(argv: list[str] | None = None) -> int:
     if parsed.command == "operator":
         namespaces = parsed.namespaces or watch_namespaces_from(os.environ.get("TOWLINE_WATCH_NAMESPACES", ""))
         return run_operator(parsed.kubeconfig, parsed.log_level, namespaces)
+    if parsed.command == "ingress":
+        return run_ingress(parsed)
+    if parsed.command == "webhook":
+        if parsed.rest[:1] != ["send"]:
+            print("usage: towline webhook send URL [--scheme ...] [--secret-file FILE] [--data JSON]", file=sys.stderr)
+            return 2
+        from towline.triggers.ingress.send import send_main  # noqa: PLC0415 - subcommand-only import
+
+        return send_main(parsed.rest[1:])
     from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
     return int(catalog_main(parsed.rest))
+
+
+def run_ingress(parsed: argparse.Namespace) -> int:
+    from towline.triggers.ingress.app import IngressSettings  # noqa: PLC0415 - keep other subcommands fast
+    from towline.triggers.ingress.server import run_ingress as serve  # noqa: PLC0415
+
+    logging.basicConfig(
+        level=getattr(logging, parsed.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(
+        max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout,
+        header_timeout_seconds=parsed.header_timeout))
 
 
 def watch_namespaces_from(value: str) -> list[str]:

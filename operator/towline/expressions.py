@@ -52,8 +52,8 @@ def syntax_error(source: str) -> str | None:
     return None
 
 
-def unknown_variables(source: str) -> set[str]:
-    """Top-level names the expression reads that are not one of params/steps/trigger/run.
+def unknown_variables(source: str, roots: frozenset[str] = ROOT_VARIABLES) -> set[str]:
+    """Top-level names the expression reads that are not one of `roots` (params/steps/trigger/run).
 
     Macro variables (`x` in `list.exists(x, ...)`) are reported by the library
     too; callers decide whether a name is a macro variable (see `referenced_steps`).
@@ -61,7 +61,7 @@ def unknown_variables(source: str) -> set[str]:
     program = compile_expression(source)
     names: list[str] = program.references()["variables"]
     macro_vars = set(re.findall(r"\.\s*(?:all|exists|exists_one|filter|map)\s*\(\s*([A-Za-z_]\w*)\s*,", source))
-    return {n for n in names if n not in ROOT_VARIABLES and n not in macro_vars}
+    return {n for n in names if n not in roots and n not in macro_vars}
 
 
 def referenced_steps(source: str) -> set[str]:

@@ -188,3 +188,17 @@ def test_helm_test_hook_checks_the_operator_service(k8s_binaries: BinarySet) -> 
     assert test_pod["spec"]["automountServiceAccountToken"] is False
     script = test_pod["spec"]["containers"][0]["command"][-1]
     assert "towline-operator.towline-system.svc" in script and "/healthz" in script and "/metrics" in script
+
+
+def test_ingress_runs_as_the_service_account_the_values_name(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"ingress.serviceAccount.name": "webhooks"})
+    assert find(documents, "ServiceAccount", "webhooks")["metadata"]["name"] == "webhooks"
+    binding = next(d for d in documents if d["kind"] == "ClusterRoleBinding"
+                   and d["subjects"][0]["name"] == "webhooks")
+    role = find(documents, "ClusterRole", binding["roleRef"]["name"])
+    pod = find(documents, "Deployment", "towline-ingress")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "webhooks"
+    assert pod["containers"][0]["command"] == ["towline", "ingress"]
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert resources == {"workflows", "workflowruns"}
+    assert find(documents, "Service", "towline-ingress")["spec"]["ports"][0]["targetPort"] == "http"

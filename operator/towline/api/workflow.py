@@ -210,6 +210,14 @@ class ScheduleTrigger(TowlineModel):
     starting_deadline_seconds: int | None = Field(default=None, ge=1)
 
 
+WebhookScheme = Literal["github", "standard-webhooks", "hmac", "bearer", "none"]
+
+HTTP_HEADER_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+"""An HTTP header name (RFC 9110 token)."""
+
+WebhookContentType = Literal["application/json", "application/x-www-form-urlencoded", "text/plain"]
+
+
 class WebhookVerification(TowlineModel):
     """How the webhook ingress proves a delivery came from the sender: a bad signature is a 401."""
 
@@ -224,17 +232,47 @@ class WebhookVerification(TowlineModel):
             cel_rule(
                 "self.scheme != 'none' || (has(self.allowUnsigned) && self.allowUnsigned)",
                 "scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
-                "or use github, standard-webhooks or hmac with a secretRef",
+                "or use github, standard-webhooks, hmac or bearer with a secretRef",
                 field_path=".allowUnsigned",
             ),
         )
     )
 
-    scheme: Literal["github", "standard-webhooks", "hmac", "none"]
+    scheme: WebhookScheme = Field(
+        description="github (X-Hub-Signature-256), standard-webhooks (v1 HMAC or v1a ed25519), hmac "
+        "(HMAC-SHA256 over `<timestamp>.<body>`), bearer (a static token), or none (with allowUnsigned).",
+    )
     secret_ref: SecretKeyRef | None = None
     public_key_ref: SecretKeyRef | None = None
-    tolerance_seconds: int = Field(default=300, ge=1, le=3600)
+    tolerance_seconds: int = Field(
+        default=300, ge=1, le=3600,
+        description="How far a signed timestamp may lie in the past or the future.",
+    )
     allow_unsigned: bool = Field(default=False, description="Required to accept scheme none.")
+    signature_header: str = Field(
+        default="X-Signature", pattern=HTTP_HEADER_PATTERN, max_length=64,
+        description="hmac: the header holding the hex HMAC-SHA256 (an optional sha256= prefix is accepted).",
+    )
+    timestamp_header: str = Field(
+        default="X-Timestamp", pattern=HTTP_HEADER_PATTERN, max_length=64,
+        description="hmac: the header holding the Unix timestamp that is signed with the body.",
+    )
+
+
+class DeliveryId(TowlineModel):
+    """Where a sender puts the id it keeps across redeliveries: exactly one of header or field."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule("has(self.header) != has(self.field)", "deliveryId needs exactly one of header or field"),
+        )
+    )
+
+    header: str | None = Field(default=None, pattern=HTTP_HEADER_PATTERN, max_length=64)
+    field: str | None = Field(
+        default=None, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$",
+        description="A dotted path into the JSON body, e.g. data.id.",
+    )
 
 
 class WebhookTrigger(TowlineModel):
@@ -242,7 +280,31 @@ class WebhookTrigger(TowlineModel):
 
     verify: WebhookVerification
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
-    rate_limit_per_minute: int = Field(default=60, ge=1, le=100_000)
+    rate_limit_per_minute: int = Field(
+        default=60, ge=1, le=100_000,
+        description="Verified deliveries accepted per minute (a burst of this many); more answer 429.",
+    )
+    content_types: list[WebhookContentType] = Field(
+        default_factory=lambda: list[WebhookContentType](["application/json"]), min_length=1, max_length=3,
+        description="Media types accepted; anything else answers 415.",
+    )
+    delivery_id: DeliveryId | None = Field(
+        default=None,
+        description="Where the delivery id is (default: X-GitHub-Delivery or webhook-id); a redelivery "
+        "with the same id answers with the existing run. Without one, a hash of the signed content.",
+    )
+    data: dict[Identifier, Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict, max_length=32,
+        description="trigger.data key -> CEL over `body` (the parsed payload) and `headers` (lower-case "
+        "names); only these enter the run.",
+    )
+    filter: str | None = Field(
+        default=None, max_length=1024,
+        description="A CEL condition over `body` and `headers`; false answers 202 filtered and starts nothing.",
+    )
+    max_data_bytes: int = Field(
+        default=8192, ge=1, le=65_536, description="Cap on the JSON size of trigger.data; larger answers 422.",
+    )
 
 
 class Trigger(TowlineModel):

@@ -4,7 +4,8 @@ Every request goes through `KubeApi.request`, which is also where retries on
 429/5xx, adoption on 409-at-create and the API-call metrics live. Callers get
 plain JSON dicts; they never hold a client object of their own.
 
-Never reads Secret values: no code path here requests a Secret.
+Never reads Secret values: no code path here requests a Secret (the ingress's
+signing-key reader, `towline.k8s.secrets`, is the one exception, and the operator never imports it).
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ class KubeApi:
         else:
             await config.load_kube_config(config_file=path, client_configuration=configuration)
         return cls(client.ApiClient(configuration=configuration))
+
+    @property
+    def api_client(self) -> Any:
+        """The underlying kubernetes-asyncio client, for watch streams (inside towline.k8s only)."""
+        return self._client
 
     async def close(self) -> None:
         await self._client.close()

@@ -1,4 +1,4 @@
-"""Params and triggers: typed defaults, cron syntax and time zones, webhook verification.
+"""Params and triggers: typed defaults, cron syntax and time zones, webhook verification and mapping.
 
 A schedule is checked the way the scheduler will read it (croniter, zoneinfo),
 so a Workflow that is Ready never fails at its first tick.
@@ -17,10 +17,12 @@ from towline.api.workflow import (
     Param,
     ScheduleTrigger,
     ValidationError,
+    WebhookTrigger,
     WebhookVerification,
     WorkflowSpec,
     fits_param_type,
 )
+from towline.expressions import ExpressionError, unknown_variables
 from towline.validation.graph import suggestion
 from towline_connectors.wire import is_template
 
@@ -74,6 +76,7 @@ def trigger_errors(spec: WorkflowSpec) -> list[ValidationError]:
             errors += schedule_errors(trigger.schedule, f"{path}.schedule")
         if trigger.webhook is not None:
             errors += webhook_errors(trigger.webhook.verify, f"{path}.webhook.verify")
+            errors += webhook_mapping_errors(trigger.webhook, f"{path}.webhook")
         errors += _trigger_param_errors(trigger.params, params, f"{path}.params")
     return errors
 
@@ -122,14 +125,24 @@ def time_zone_problem(name: str) -> str | None:
 
 
 def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationError]:
+    unused = _unused_verify_fields(verify)
+    if unused:
+        field, message = unused
+        return [ValidationError(field=f"{path}.{field}", message=message)]
     if verify.scheme == "none":
         if not verify.allow_unsigned:
             return [ValidationError(
                 field=f"{path}.allowUnsigned",
                 message="scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
-                "or use github, standard-webhooks or hmac with a secretRef",
+                "or use github, standard-webhooks, hmac or bearer with a secretRef",
             )]
         return []
+    if verify.public_key_ref is not None and verify.scheme != "standard-webhooks":
+        return [ValidationError(
+            field=f"{path}.publicKeyRef",
+            message=f"publicKeyRef (ed25519) is for scheme standard-webhooks; scheme {verify.scheme} signs with "
+            "a shared secret in secretRef",
+        )]
     if verify.secret_ref is None and not (verify.scheme == "standard-webhooks" and verify.public_key_ref):
         return [ValidationError(
             field=f"{path}.secretRef",
@@ -137,6 +150,43 @@ def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationErr
             "secret, e.g. kubectl create secret generic crm-webhook --from-literal=signing-secret=...",
         )]
     return []
+
+
+def _unused_verify_fields(verify: WebhookVerification) -> tuple[str, str] | None:
+    """A setting the scheme would ignore: an error, so nobody believes it protects them."""
+    given = verify.model_fields_set
+    if verify.allow_unsigned and verify.scheme != "none":
+        return "allowUnsigned", (f"allowUnsigned applies only to scheme none; scheme {verify.scheme} always requires "
+                                 "a valid signature, so remove allowUnsigned")
+    for field, name in (("signature_header", "signatureHeader"), ("timestamp_header", "timestampHeader")):
+        if field in given and verify.scheme != "hmac":
+            return name, (f"{name} applies only to scheme hmac; scheme {verify.scheme} reads its own headers, "
+                          f"so remove {name}")
+    return None
+
+
+WEBHOOK_VARIABLES = frozenset({"body", "headers"})
+"""What a webhook trigger's `data` and `filter` expressions read: the parsed payload and the headers."""
+
+
+def webhook_mapping_errors(webhook: WebhookTrigger, path: str) -> list[ValidationError]:
+    """The `filter` and `data` expressions compile and read only `body` and `headers`."""
+    sources = [(f"{path}.filter", webhook.filter)] if webhook.filter is not None else []
+    sources += [(f"{path}.data.{key}", source) for key, source in webhook.data.items()]
+    errors = []
+    for field, source in sources:
+        try:
+            unknown = unknown_variables(source, WEBHOOK_VARIABLES)
+        except ExpressionError as error:
+            errors.append(ValidationError(field=field, message=f"is not valid CEL: {error}"))
+            continue
+        if unknown:
+            errors.append(ValidationError(
+                field=field,
+                message=f"reads {', '.join(sorted(unknown))}; a webhook's filter and data read only body (the parsed "
+                "payload) and headers (lower-case names), e.g. body.order.id or headers['x-github-event']",
+            ))
+    return errors
 
 
 def _trigger_param_errors(values: Mapping[str, Any], params: Mapping[str, Param], path: str) -> list[ValidationError]:

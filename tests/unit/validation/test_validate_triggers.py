@@ -117,3 +117,42 @@ def test_trigger_params_must_be_declared_and_typed(check: Check) -> None:
         ("spec.triggers[0].params.dayz",
          "the workflow declares no param 'dayz'; declare it under spec.params; did you mean 'days'?"),
     ]
+
+
+def mapped_webhook(**extra: Any) -> dict[str, Any]:
+    verify = {"scheme": "github", "secretRef": {"name": "hook", "key": "secret"}}
+    return {"steps": STEPS, "triggers": [{"name": "hook", "webhook": {"verify": verify, **extra}}]}
+
+
+def test_webhook_data_and_filter_read_only_body_and_headers(check: Check) -> None:
+    valid = mapped_webhook(data={"tag": "body.release.tag_name"}, filter="headers['x-github-event'] == 'release'")
+    assert check(valid) == []
+    errors = check(mapped_webhook(data={"tag": "params.version"}))
+    assert errors[0].field == "spec.triggers[0].webhook.data.tag"
+    assert "read only body" in errors[0].message
+
+
+def test_webhook_filter_must_compile(check: Check) -> None:
+    errors = check(mapped_webhook(filter="body.action =="))
+    assert errors[0].field == "spec.triggers[0].webhook.filter"
+    assert "is not valid CEL" in errors[0].message
+
+
+def test_a_public_key_is_only_for_standard_webhooks(check: Check) -> None:
+    verify = {"scheme": "github", "secretRef": {"name": "hook", "key": "s"}, "publicKeyRef": {"name": "k", "key": "p"}}
+    errors = check(webhook(verify))
+    assert errors[0].field == "spec.triggers[0].webhook.verify.publicKeyRef"
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"allowUnsigned": True}, "allowUnsigned"),
+    ({"signatureHeader": "X-Sig"}, "signatureHeader"),
+    ({"timestampHeader": "X-Time"}, "timestampHeader"),
+])
+def test_a_verify_setting_the_scheme_ignores_is_an_error(check: Check, extra: dict[str, Any], field: str) -> None:
+    errors = check(webhook({"scheme": "github", "secretRef": {"name": "hook", "key": "secret"}, **extra}))
+    assert errors[0].field == f"spec.triggers[0].webhook.verify.{field}"
+    assert "remove" in errors[0].message
+    hmac_ok = {"scheme": "hmac", "secretRef": {"name": "hook", "key": "secret"}, "signatureHeader": "X-Sig",
+               "timestampHeader": "X-Time"}
+    assert check(webhook(hmac_ok)) == []

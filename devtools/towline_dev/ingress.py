@@ -1,0 +1,164 @@
+"""The webhook ingress in the local cluster: its chart RBAC, its ServiceAccount's kubeconfig, its process.
+
+Like the operator, the ingress runs as a local process authenticated only as
+the chart's ServiceAccount (`ingress.serviceAccount.name`), so tests exercise
+the chart's RBAC and admission policies for real. The chart's Deployment and
+Service are not applied: there is no image runtime here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import CHART, OPERATOR_NAMESPACE, operator_kubeconfig
+from towline_dev.processes import free_loopback_port, spawn, wait_for
+from towline_dev.versions import KUBERNETES_VERSION
+
+INGRESS_SERVICE_ACCOUNT = "towline-ingress"
+_RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def install_ingress_rbac(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> None:
+    """The ServiceAccount and RBAC of `templates/ingress.yaml`, exactly as `helm template` renders them."""
+    rendered = subprocess.run(
+        [str(cluster.binaries.path("helm")), "template", "towline", str(CHART), "--namespace", namespace,
+         "--kube-version", KUBERNETES_VERSION, "--show-only", "templates/ingress.yaml"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout
+    documents = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in _RBAC_KINDS]
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+
+
+def ingress_kubeconfig(cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
+    return operator_kubeconfig(cluster, path, namespace, service_account=INGRESS_SERVICE_ACCOUNT)
+
+
+def grant_signing_secrets(
+    cluster: ControlPlane, namespace: str, secrets: list[str], *, ingress_namespace: str = OPERATOR_NAMESPACE
+) -> None:
+    """What a namespace owner does to opt in: the ingress may `get` exactly these Secrets here."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": secrets}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "towline-webhook-secrets"},
+        "subjects": [{"kind": "ServiceAccount", "name": INGRESS_SERVICE_ACCOUNT, "namespace": ingress_namespace}],
+    }
+    for document in (role, binding):
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(document))
+
+
+@dataclass
+class IngressProcess:
+    """A running `towline ingress` on a loopback port."""
+
+    kubeconfig: Path
+    log_path: Path
+    port: int = 0
+    max_in_flight: int = 64
+    body_timeout: float = 10.0
+    header_timeout: float = 15.0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, wait_ready: bool = True) -> IngressProcess:
+        self.port = self.port or free_loopback_port()
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        self.process = spawn(
+            [sys.executable, "-m", "towline.cli", "ingress", "--kubeconfig", str(self.kubeconfig),
+             "--host", "127.0.0.1", "--port", str(self.port), "--max-in-flight", str(self.max_in_flight),
+             "--body-timeout", str(self.body_timeout), "--header-timeout", str(self.header_timeout)],
+            log_path=self.log_path, env=env,
+        )
+        if wait_ready:
+            wait_for(self._ready, timeout=60, interval=0.2, what=f"the ingress on port {self.port} to be ready")
+        return self
+
+    def _ready(self) -> bool:
+        import urllib.request  # noqa: PLC0415 - only the readiness probe needs it
+
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"the ingress exited with {self.process.returncode}; log: {self.log_path}")
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as response:  # noqa: S310 - loopback
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+DEMO_WEBHOOK_SECRET = "demo-webhook"  # noqa: S105 - the Secret's name, not its value
+DEMO_TRIGGER = "deploy_request"
+
+
+def demo_webhook_trigger() -> dict[str, object]:
+    """The demo workflow's webhook trigger: Standard Webhooks, and only `service` enters the run."""
+    return {
+        "name": DEMO_TRIGGER,
+        "webhook": {
+            "verify": {"scheme": "standard-webhooks", "secretRef": {"name": DEMO_WEBHOOK_SECRET,
+                                                                    "key": "signing-secret"}},
+            "data": {"service": "has(body.service) ? string(body.service) : 'checkout'"},
+        },
+    }
+
+
+def start_dev_ingress(cluster: ControlPlane, namespace: str) -> tuple[IngressProcess, Path]:
+    """The ingress for `towline dev`: its RBAC, the demo trigger's Secret granted to it, the process.
+
+    Returns the process and a file (mode 0600) holding the demo signing secret for `towline webhook send`.
+    """
+    import base64  # noqa: PLC0415
+    import secrets  # noqa: PLC0415
+
+    install_ingress_rbac(cluster)
+    signing_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    secret_file = cluster.state_dir / "demo-webhook.secret"
+    secret_file.touch(mode=0o600)
+    secret_file.write_text(signing_secret + "\n")
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": DEMO_WEBHOOK_SECRET, "namespace": namespace},
+        "stringData": {"signing-secret": signing_secret},
+    }))
+    grant_signing_secrets(cluster, namespace, [DEMO_WEBHOOK_SECRET])
+    process = IngressProcess(kubeconfig=ingress_kubeconfig(cluster, cluster.state_dir / "ingress.kubeconfig"),
+                             log_path=cluster.logs_dir / "ingress.log").start()
+    return process, secret_file
+
+
+def send_command(ingress: IngressProcess, namespace: str, workflow: str, secret_file: Path) -> str:
+    """A ready-to-paste `towline webhook send` for the demo trigger."""
+    import shutil  # noqa: PLC0415
+
+    program = "towline" if shutil.which("towline") else f"{sys.executable} -m towline.cli"
+    return (f"{program} webhook send {ingress.url}/hooks/{namespace}/{workflow}/{DEMO_TRIGGER} \\\n"
+            f"      --secret-file {secret_file} --data '{{\"service\": \"checkout\"}}'")

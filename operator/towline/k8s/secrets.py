@@ -1,0 +1,67 @@
+"""Signing keys of webhook triggers: the only Secret reads in Towline, and only by the ingress.
+
+The ingress's ServiceAccount may read a Secret only where the namespace's
+owner granted it by name (a Role with `resourceNames`, see docs/ingress.md);
+the operator has no such permission and never imports this module (an import
+contract says so). Values are kept in memory for `ttl` seconds and never logged,
+and a failed verification never triggers a re-read (no amplification).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from towline.k8s.client import ApiError, KubeApi, Resource
+
+SECRETS = Resource("", "v1", "secrets")
+
+
+@dataclass(frozen=True)
+class SecretProblem:
+    """Why a key could not be read; safe to log (names only)."""
+
+    message: str
+
+
+@dataclass
+class _Entry:
+    data: dict[str, str] | SecretProblem
+    fetched: float
+
+
+class SecretKeyReader:
+    """Reads `key` of Secret `name`, cached per Secret for `ttl` seconds (rotation takes at most that long)."""
+
+    def __init__(self, api: KubeApi, ttl: float = 60.0, problem_ttl: float = 5.0) -> None:
+        self._api = api
+        self._ttl = ttl
+        self._problem_ttl = problem_ttl
+        self._cache: dict[tuple[str, str], _Entry] = {}
+
+    async def read(self, namespace: str, name: str, key: str, *, now: float) -> bytes | SecretProblem:
+        entry = self._cache.get((namespace, name))
+        fresh = entry is not None and now - entry.fetched < (
+            self._problem_ttl if isinstance(entry.data, SecretProblem) else self._ttl)
+        if entry is None or not fresh:
+            entry = _Entry(await self._fetch(namespace, name), now)
+            self._cache[(namespace, name)] = entry
+        if isinstance(entry.data, SecretProblem):
+            return entry.data
+        if key not in entry.data:
+            return SecretProblem(f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(entry.data[key])
+
+    async def _fetch(self, namespace: str, name: str) -> dict[str, str] | SecretProblem:
+        try:
+            secret = await self._api.get(SECRETS.path(namespace, name))
+        except ApiError as error:
+            if error.status == 403:
+                return SecretProblem(
+                    f"the ingress may not read Secret {namespace}/{name}; the namespace owner grants it with a Role "
+                    "limited to that name (resourceNames) bound to the ingress ServiceAccount, see docs/ingress.md")
+            return SecretProblem(f"reading Secret {namespace}/{name} failed with {error.status}")
+        if secret is None:
+            return SecretProblem(f"Secret {namespace}/{name} does not exist")
+        data: dict[str, str] = secret.get("data") or {}
+        return data

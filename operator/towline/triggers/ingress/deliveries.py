@@ -1,0 +1,153 @@
+"""One delivery, from verified bytes to exactly one WorkflowRun (or a refusal that creates nothing).
+
+Order matters: the signature is checked before anything the body says is
+believed, the rate limit counts only verified deliveries (so unsigned junk
+cannot use up a trigger's budget), and the run's name comes from the
+delivery's identity so a redelivery finds the run it already started.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from towline.api.common import API_VERSION
+from towline.k8s.client import ApiError, KubeApi
+from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
+from towline.k8s.runs import create_run
+from towline.k8s.secrets import SecretKeyReader, SecretProblem
+from towline.triggers.cron import LABEL_TRIGGER
+from towline.triggers.ingress.limits import RateLimiter
+from towline.triggers.ingress.outcome import Refusal
+from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
+from towline.triggers.ingress.runname import delivery_identity, webhook_run_name
+from towline.triggers.ingress.verify import SigningKeys, decode_keys, verify_delivery
+from towline.triggers.ingress.workflows import Target
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A run exists for this delivery: 202 when this request created it, 200 for a redelivery."""
+
+    status: int
+    run: str | None
+    message: str
+
+
+@lru_cache(maxsize=1024)
+def _keys(scheme: str, secret: bytes | None, public_key: bytes | None) -> SigningKeys:
+    return decode_keys(scheme, secret, public_key)
+
+
+class DeliveryHandler:
+    """Verifies, limits, maps and records deliveries for resolved targets."""
+
+    def __init__(self, api: KubeApi, secrets: SecretKeyReader, requested_by: str) -> None:
+        self._api = api
+        self._secrets = secrets
+        self._limiter = RateLimiter()
+        self.requested_by = requested_by
+
+    async def signing_keys(self, target: Target, *, now: float) -> SigningKeys | Refusal:
+        verify = target.webhook.verify
+        raw: dict[str, bytes | None] = {"secret": None, "public": None}
+        for slot, ref in (("secret", verify.secret_ref), ("public", verify.public_key_ref)):
+            if ref is None or verify.scheme == "none":
+                continue
+            value = await self._secrets.read(target.namespace, ref.name, ref.key, now=now)
+            if isinstance(value, SecretProblem):
+                log.warning("%s/%s trigger %s: signing key unavailable: %s",
+                            target.namespace, target.workflow, target.trigger.name, value.message)
+                return _key_unavailable()
+            raw[slot] = value
+        try:
+            return _keys(verify.scheme, raw["secret"], raw["public"])
+        except ValueError as error:
+            log.warning("%s/%s trigger %s: signing key unusable: %s",
+                        target.namespace, target.workflow, target.trigger.name, error)
+            return _key_unavailable()
+
+    async def handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
+        self, target: Target, headers: dict[str, str], media: str, raw: bytes, *, now: float, monotonic: float
+    ) -> Accepted | Refusal:
+        keys = await self.signing_keys(target, now=now)
+        if isinstance(keys, Refusal):
+            return keys
+        verified = verify_delivery(target.webhook.verify, keys, headers, raw, now=now)
+        if isinstance(verified, Refusal):
+            return verified
+        limit = target.webhook.rate_limit_per_minute
+        wait = self._limiter.take((target.namespace, target.workflow, target.trigger.name), limit, monotonic)
+        if wait is not None:
+            return Refusal(429, "RateLimited", f"more than {limit} deliveries a minute for this trigger "
+                           "(rateLimitPerMinute); retry later", retry_after=wait)
+        body = parse_body(media, raw)
+        if isinstance(body, Refusal):
+            return body
+        context = {"body": body, "headers": visible_headers(headers)}
+        keep = passes_filter(target.webhook, context)
+        if isinstance(keep, Refusal):
+            return keep
+        if not keep:
+            return Accepted(202, None, "filtered: the trigger's filter is false for this delivery; no run started")
+        data = trigger_data(target.webhook, context)
+        if isinstance(data, Refusal):
+            return data
+        identity = delivery_identity(target.webhook, verified, headers, body, now=now)
+        if isinstance(identity, Refusal):
+            return identity
+        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity[0])
+        return await self._create(target, name, identity[1], data)
+
+    async def _create(self, target: Target, name: str, delivery_id: str | None, data: JSON) -> Accepted | Refusal:
+        trigger: JSON = {"type": "webhook", "name": target.trigger.name, "data": data}
+        if delivery_id is not None:
+            trigger["deliveryId"] = delivery_id
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "WorkflowRun",
+            "metadata": {
+                "name": name,
+                "namespace": target.namespace,
+                "labels": {LABEL_WORKFLOW: target.workflow, LABEL_TRIGGER: target.trigger.name.replace("_", "-"),
+                           LABEL_MANAGED_BY: MANAGER},
+                "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Workflow", "name": target.workflow,
+                                     "uid": target.uid}],
+            },
+            "spec": {
+                "workflowRef": {"name": target.workflow},
+                "params": target.trigger.params,
+                "trigger": trigger,
+                "requestedBy": self.requested_by,
+            },
+        }
+        try:
+            run, created = await create_run(self._api, target.namespace, body)
+        except ApiError as error:
+            log.warning("%s/%s trigger %s: the API server refused run %s: %s",
+                        target.namespace, target.workflow, target.trigger.name, name, error.message)
+            return Refusal(502, "RunRefused", f"the API server refused the run: {error.message[:300]}")
+        if created:
+            return Accepted(202, name, "run created")
+        spec = run.get("spec") or {}
+        same = (spec.get("workflowRef", {}).get("name") == target.workflow
+                and spec.get("trigger", {}).get("type") == "webhook"
+                and spec.get("trigger", {}).get("name") == target.trigger.name
+                and spec.get("trigger", {}).get("deliveryId") == delivery_id)
+        if not same:
+            log.warning("%s/%s trigger %s: run %s exists but was not started by this trigger's delivery",
+                        target.namespace, target.workflow, target.trigger.name, name)
+            return Refusal(409, "NameTaken", f"a WorkflowRun named {name} exists that this delivery did not start; "
+                           "delete it or send the delivery with another id")
+        return Accepted(200, name, "redelivery: the run for this delivery already exists")
+
+
+def _key_unavailable() -> Refusal:
+    return Refusal(503, "SigningKeyUnavailable", "the trigger's signing key is not available to the ingress; its "
+                   "log says why (usually a missing Secret or a missing grant, see docs/ingress.md)", retry_after=30)

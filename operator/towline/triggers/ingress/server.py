@@ -1,0 +1,58 @@
+"""`towline ingress`: the process. Connects, starts the Workflow cache, serves until SIGTERM.
+
+aiohttp's server runs with decompression off (signatures cover the bytes as
+sent) and its default header limits (8 KiB lines, 128 headers). Its keep-alive
+timer starts when a connection opens (and again after each response) and is
+not reset by incoming bytes: a connection whose request head is not complete
+when it fires is closed. That is the header timeout (`header_timeout_seconds`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from aiohttp import web
+
+from towline.k8s.client import KubeApi
+from towline.k8s.identity import whoami
+from towline.k8s.secrets import SecretKeyReader
+from towline.k8s.workflowcache import WorkflowCache
+from towline.triggers.ingress.app import Ingress, IngressSettings
+from towline.triggers.ingress.deliveries import DeliveryHandler
+
+log = logging.getLogger(__name__)
+
+
+async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings) -> None:
+    api = await KubeApi.connect(kubeconfig)
+    cache = WorkflowCache(api)
+    try:
+        identity = await whoami(api)
+        deliveries = DeliveryHandler(api, SecretKeyReader(api), requested_by=identity)
+        ingress = Ingress(cache, deliveries, settings)
+        cache.start()
+        runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
+                               keepalive_timeout=settings.header_timeout_seconds)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        log.info("webhook ingress listening on %s:%d as %s", host, port, identity)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stopping.set)
+        await stopping.wait()
+        log.info("webhook ingress stopping")
+        await runner.cleanup()
+    finally:
+        await cache.stop()
+        await api.close()
+
+
+def run_ingress(kubeconfig: str | None, host: str, port: int, settings: IngressSettings) -> int:
+    asyncio.run(serve(kubeconfig, host, port, settings))
+    return 0

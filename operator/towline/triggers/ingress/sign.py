@@ -1,0 +1,51 @@
+"""Signing a delivery the way each sender does: `towline webhook send`, tests and benchmarks use it.
+
+The mirror image of `verify`: the same signed content, produced from the
+sender's side, so a test that signs here and verifies there exercises both.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+
+def github_headers(secret: bytes, body: bytes, delivery_id: str | None = None) -> dict[str, str]:
+    headers = {"X-Hub-Signature-256": "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()}
+    if delivery_id is not None:
+        headers["X-GitHub-Delivery"] = delivery_id
+    return headers
+
+
+def standard_webhooks_headers(secret: str, delivery_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """`secret` as the sender holds it: `whsec_` and base64."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    content = f"{delivery_id}.{timestamp}.".encode() + body
+    signature = base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
+    return {"webhook-id": delivery_id, "webhook-timestamp": str(timestamp), "webhook-signature": f"v1,{signature}"}
+
+
+def standard_webhooks_ed25519_headers(
+    private_key: Ed25519PrivateKey, delivery_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    content = f"{delivery_id}.{timestamp}.".encode() + body
+    signature = base64.b64encode(private_key.sign(content)).decode()
+    return {"webhook-id": delivery_id, "webhook-timestamp": str(timestamp), "webhook-signature": f"v1a,{signature}"}
+
+
+def hmac_headers(
+    secret: bytes, timestamp: int, body: bytes, *, signature_header: str = "X-Signature",
+    timestamp_header: str = "X-Timestamp",
+) -> dict[str, str]:
+    content = f"{timestamp}.".encode() + body
+    return {
+        signature_header: "sha256=" + hmac.new(secret, content, hashlib.sha256).hexdigest(),
+        timestamp_header: str(timestamp),
+    }
+
+
+def bearer_headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

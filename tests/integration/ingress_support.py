@@ -1,0 +1,107 @@
+"""The webhook ingress for integration tests: a module-scoped process, Secrets, signed deliveries.
+
+The ingress runs as its own process, authenticated only as the chart's ingress
+ServiceAccount, against the real local control plane; deliveries go to it over
+loopback HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.integration.support import apply, list_objects, wait_for
+
+from towline.triggers.ingress import sign
+from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess, grant_signing_secrets, ingress_kubeconfig, install_ingress_rbac
+
+
+@pytest.fixture(scope="module")
+def ingress(towline_installed: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[IngressProcess]:
+    """One ingress per test module, as the chart's ingress ServiceAccount."""
+    install_ingress_rbac(towline_installed)
+    work = tmp_path_factory.mktemp("ingress")
+    process = IngressProcess(kubeconfig=ingress_kubeconfig(towline_installed, work / "kubeconfig"),
+                             log_path=work / "ingress.log").start()
+    yield process
+    process.stop()
+    keep = Path("/tmp/towline-test-logs")
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep / "ingress.log").write_text(process.log_text())
+
+
+def new_whsec() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def create_secret(cluster: ControlPlane, namespace: str, name: str, data: dict[str, str]) -> None:
+    apply(cluster, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+        "stringData": data,
+    })
+
+
+def opt_in(cluster: ControlPlane, namespace: str, *secret_names: str) -> None:
+    grant_signing_secrets(cluster, namespace, list(secret_names))
+
+
+def webhook_workflow(name: str, namespace: str, webhook: dict[str, Any], *, trigger: str = "hook",
+                     suspend: bool = False) -> dict[str, Any]:
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "triggers": [{"name": trigger, "webhook": webhook}],
+            "steps": [{"id": "noop", "action": "data.transform", "with": {"data": {}, "fields": {"ok": "true"}}}],
+            "suspend": suspend,
+        },
+    }
+
+
+def standard_webhook(secret_name: str = "hook-secret", **extra: Any) -> dict[str, Any]:
+    return {"verify": {"scheme": "standard-webhooks", "secretRef": {"name": secret_name, "key": "signing-secret"}},
+            **extra}
+
+
+def hook_url(ingress: IngressProcess, namespace: str, workflow: str, trigger: str = "hook") -> str:
+    return f"{ingress.url}/hooks/{namespace}/{workflow}/{trigger}"
+
+
+def signed_standard(secret: str, body: bytes, *, delivery_id: str | None = None, at: float | None = None
+                    ) -> dict[str, str]:
+    headers = sign.standard_webhooks_headers(secret, delivery_id or f"msg_{secrets.token_hex(8)}",
+                                             int(time.time() if at is None else at), body)
+    return {"Content-Type": "application/json", **headers}
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(url, content=body, headers=headers, timeout=30)
+
+
+def wait_until_cached(ingress: IngressProcess, namespace: str, workflow: str, trigger: str = "hook",
+                      *, generation_marker: str | None = None) -> None:
+    """The ingress's watch has delivered the Workflow (an unsigned probe no longer answers 404)."""
+    def known() -> bool:
+        response = post(hook_url(ingress, namespace, workflow, trigger), b"{}", {"Content-Type": "application/json"})
+        reason = response.json().get("reason")
+        if generation_marker is not None:
+            return generation_marker in response.text
+        return reason not in {"UnknownWorkflow", "UnknownTrigger", "NotReady"}
+    wait_for(f"the ingress to see Workflow {namespace}/{workflow}", known, timeout=30, interval=0.1)
+
+
+def runs(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    return list_objects(cluster, "workflowruns.towline.dev", namespace)
+
+
+def refusal(response: httpx.Response) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(response.text)
+    return body
