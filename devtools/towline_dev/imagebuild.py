@@ -98,7 +98,7 @@ def debian_sources() -> list[str]:
 def mmdebstrap_command(output: Path) -> list[str]:
     """A minimal rootfs tarball: Debian's essential set plus Python, venv and CA certificates."""
     return [
-        "mmdebstrap", "--variant=essential", "--quiet",
+        "mmdebstrap", "--variant=essential", "--format=tar",
         "--include=" + ",".join(IMAGE_BASE_PACKAGES),
         "--aptopt=Acquire::Languages \"none\"",
         *(f"--dpkgopt={option}" for option in DPKG_EXCLUDES),
@@ -164,9 +164,33 @@ _STEP_LINE = re.compile(r"^\[\d+/\d+\] STEP \d+/\d+:|^STEP \d+/\d+:")
 
 
 def run_logged(
-    args: list[str], progress: Progress, label: str, *, env: dict[str, str] | None = None, log: Path | None = None
+    args: list[str],
+    progress: Progress,
+    label: str,
+    *,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    attempts: int = 1,
+    retry_delay: float = 30.0,
 ) -> str:
-    """Run a build command; report its STEP lines and a heartbeat; raise with its tail on failure."""
+    """Run a build command; report its STEP lines and a heartbeat; raise with its tail on failure.
+
+    Steps that download (apt, pip) get `attempts` > 1: a mirror or proxy that is
+    briefly unreachable should cost a minute, not the whole first build.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return _run_once(args, progress, label, env=env, log=log)
+        except ImageBuildFailed as failure:
+            if attempt == attempts:
+                raise
+            first_line = str(failure).splitlines()[0]
+            progress(f"{label}: {first_line}; retrying in {retry_delay:.0f} s (attempt {attempt + 1}/{attempts})")
+            time.sleep(retry_delay)
+    raise AssertionError("unreachable")
+
+
+def _run_once(args: list[str], progress: Progress, label: str, *, env: dict[str, str] | None, log: Path | None) -> str:
     process = subprocess.Popen(
         args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
     )

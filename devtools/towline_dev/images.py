@@ -159,6 +159,7 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
     log.unlink(missing_ok=True)
     base = _ensure_base(store, progress, log)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=images_cache()))
+    staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
     try:
         context = staging / "context"
         _stage_context(REPO_ROOT, files, context)
@@ -169,7 +170,7 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
             run_logged(
                 bud_command(store, containerfile=context / spec.containerfile, context=context, base=base,
                             reference=spec.reference, ca_bundle=ca_bundle),
-                progress, label, env=store.env(), log=log,
+                progress, label, env=store.env(), log=log, attempts=3,
             )
             layout = staging / f"layout-{position}"
             run_logged(push_command(store, spec.reference, layout), progress, label, env=store.env(), log=log)
@@ -203,8 +204,8 @@ def _ensure_base(store: BuildahStore, progress: Progress, log: Path) -> str:
     if not rootfs.is_file():
         progress(f"Base image: a minimal Debian {IMAGE_DEBIAN_SUITE} with {', '.join(IMAGE_BASE_PACKAGES)} "
                  "(mmdebstrap, about 2 minutes)")
-        partial = rootfs.with_name(rootfs.name + ".partial")
-        run_logged(mmdebstrap_command(partial), progress, "base rootfs", log=log)
+        partial = rootfs.with_name(f"base-{key}.partial.tar")
+        run_logged(mmdebstrap_command(partial), progress, "base rootfs", log=log, attempts=3)
         partial.replace(rootfs)
     container = f"towline-base-import-{key}"
     subprocess.run(["buildah", *store.global_args(), "rm", container], env=store.env(),

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from towline_dev import imagebuild
-from towline_dev.imagebuild import BuildahStore, bud_command, import_base_commands, mmdebstrap_command
+from towline_dev.imagebuild import (
+    BuildahStore,
+    ImageBuildFailed,
+    bud_command,
+    import_base_commands,
+    mmdebstrap_command,
+    run_logged,
+)
 from towline_dev.images import (
     CONTEXT_PATHS,
     IMAGES,
@@ -150,3 +158,32 @@ def test_the_base_import_names_the_image_and_removes_its_work_container(tmp_path
     assert [c[7] for c in commands] == ["from", "add", "config", "commit"]
     assert commands[-1][-2:] == ["c", "localhost/towline-base:k"]
     assert "--rm" in commands[-1]
+
+
+def _script(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_build_output_steps_become_progress_lines(tmp_path: Path) -> None:
+    lines: list[str] = []
+    output = run_logged(_script("print('[1/2] STEP 3/7: COPY a b'); print('noise')"), lines.append, "img",
+                        log=tmp_path / "log")
+    assert lines == ["img: [1/2] STEP 3/7: COPY a b"]
+    assert "noise" in output
+    assert "noise" in (tmp_path / "log").read_text()
+
+
+def test_a_failed_download_step_is_retried_then_succeeds(tmp_path: Path) -> None:
+    marker = tmp_path / "failed-once"
+    code = f"import pathlib, sys; m = pathlib.Path({str(marker)!r}); sys.exit(0 if m.exists() else m.touch() or 1)"
+    lines: list[str] = []
+    run_logged(_script(code), lines.append, "base rootfs", attempts=3, retry_delay=0)
+    assert len(lines) == 1 and "retrying" in lines[0] and "attempt 2/3" in lines[0]
+
+
+def test_a_failure_that_persists_raises_with_the_output_tail() -> None:
+    lines: list[str] = []
+    with pytest.raises(ImageBuildFailed, match="E: no route to the mirror"):
+        run_logged(_script("print('E: no route to the mirror'); raise SystemExit(25)"), lines.append, "base",
+                   attempts=2, retry_delay=0)
+    assert len(lines) == 1
