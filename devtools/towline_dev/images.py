@@ -20,6 +20,7 @@ and `make dev`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -138,6 +139,8 @@ def ensure_images(progress: Progress) -> dict[str, Path]:
     target = images_cache() / key
     archives = archive_paths(target)
     if all(path.is_file() for path in archives.values()):
+        with contextlib.suppress(OSError):
+            os.utime(target)  # most recently used: the last to be dropped
         return archives
     with _exclusive_lock(images_cache() / "build.lock"):
         if all(path.is_file() for path in archives.values()):
@@ -222,11 +225,16 @@ def _stage_context(root: Path, files: Iterable[str], context: Path) -> None:
         shutil.copy2(root / relative, destination)
 
 
+KEEP_BUILDS = 3
+"""Builds kept per machine: the newest few, so checkouts of different branches don't rebuild in turn."""
+
+
 def _drop_other_builds(keep: Path) -> None:
-    """Archives of superseded sources are of no further use; base tarballs and the store stay."""
-    for entry in images_cache().iterdir():
-        if entry.is_dir() and entry != keep and (entry / "build.json").is_file():
-            shutil.rmtree(entry, ignore_errors=True)
+    """Drop all but the newest builds (base tarballs and the store stay)."""
+    builds = [entry for entry in images_cache().iterdir() if (entry / "build.json").is_file() and entry != keep]
+    builds.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
+    for entry in builds[KEEP_BUILDS - 1:]:
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 CONSTRAINTS_HEADER = (
