@@ -31,8 +31,8 @@ IMAGE_TOOL_PACKAGES = {
 }
 """Debian packages that build the images without a daemon."""
 
-IMAGE_TEST_PACKAGES = {"runc": "1.1.5+ds1-1+deb12u1"}
-"""Debian packages the image tests run containers with."""
+IMAGE_TEST_PACKAGES = {"runc": "1.1.5+ds1-1+deb12u1", "containerd": "1.6.20~ds1-1+deb12u3"}
+"""Debian packages the image tests run containers and import archives with."""
 
 IMAGE_BUILD_TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1"}
 """The wheel build's own tools, pinned in images/constraints.txt with everything else."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,3 +73,38 @@ def run_container(
     finally:
         subprocess.run(["runc", "--root", str(state), "delete", "--force", container_id],
                        capture_output=True, check=False)
+
+
+class PrivateContainerd:
+    """A containerd of the test's own (own root, state and socket; no CRI), to import archives into."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.socket = work / "containerd.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PrivateContainerd:
+        config = self.work / "config.toml"
+        config.write_text(
+            "version = 2\n"
+            f'root = "{self.work / "root"}"\n'
+            f'state = "{self.work / "state"}"\n'
+            'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+            f'[grpc]\n  address = "{self.socket}"\n'
+        )
+        log = (self.work / "containerd.log").open("wb")
+        self.process = subprocess.Popen(["containerd", "--config", str(config)], stdout=log, stderr=log)
+        for _ in range(100):
+            if self.ctr("version").returncode == 0:
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"containerd did not start; see {self.work / 'containerd.log'}")
+
+    def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)

@@ -17,7 +17,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from tests.integration.oci_run import UID, Bind, image_process, run_container
+from tests.integration.oci_run import UID, Bind, PrivateContainerd, image_process, run_container
 
 from towline.k8s.objects import StepPodSettings
 from towline_dev.binaries import cache_root
@@ -105,6 +105,18 @@ def test_archives_name_their_image_for_containerd_and_skopeo(archives: dict[str,
         assert annotations[ANNOTATION_CONTAINERD_NAME] == reference
         assert annotations[ANNOTATION_REF_NAME] == reference
         assert read_archive(archive).manifest["layers"], f"{reference} has no layers"
+
+
+def test_containerd_imports_the_archives_under_their_references(
+    archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ensure_debian_packages(IMAGE_TEST_PACKAGES, _progress, purpose="running the image tests")
+    with PrivateContainerd(tmp_path_factory.mktemp("containerd")) as containerd:
+        for archive in archives.values():
+            imported = containerd.ctr("images", "import", str(archive))
+            assert imported.returncode == 0, imported.stderr
+        listed = containerd.ctr("images", "list", "--quiet")
+    assert set(archives) <= set(listed.stdout.split())
 
 
 def test_both_images_run_as_the_unprivileged_user(towline_image: OciImage, runner_image: OciImage) -> None:
