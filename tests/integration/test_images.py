@@ -153,6 +153,16 @@ def test_images_hold_no_build_tools_sources_or_caches(towline_image: OciImage, r
         assert not leaked, f"{image.reference} holds {leaked[:5]}"
 
 
+def test_images_hold_no_setuid_or_setgid_programs(towline_image: OciImage, runner_image: OciImage) -> None:
+    for image in (towline_image, runner_image):
+        file_mode_by_path: dict[str, int] = {}
+        for _, _, member in iter_layer_members(image):
+            # An upper layer's entry wins; a directory's setgid bit only sets new files' group.
+            file_mode_by_path[member.name.lstrip("./")] = member.mode if member.isfile() else 0
+        privileged = sorted(path for path, mode in file_mode_by_path.items() if mode & 0o6000)
+        assert not privileged, f"{image.reference}: {privileged[:5]}"
+
+
 def _host_only_certificates() -> list[bytes]:
     """Opening bytes of each CA certificate this machine added to its own trust store."""
     bodies: list[bytes] = []
