@@ -8,6 +8,7 @@ step under runc with a read-only root, as uid 65532, without capabilities.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -46,12 +47,19 @@ def _progress(message: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def archives() -> dict[str, Path]:
+def archives(request: pytest.FixtureRequest) -> dict[str, Path]:
     if os.geteuid() != 0:
         pytest.skip("the images are built with buildah's chroot isolation, which needs root here")
     if shutil.which("dpkg-query") is None:
         pytest.skip("the image tooling installs its pinned tools from Debian packages; this is not Debian")
-    return ensure_images(_progress)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def visible_progress(message: str) -> None:
+        # A first build takes minutes: show it as it goes, not only if a test fails.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            _progress(message)
+
+    return ensure_images(visible_progress)
 
 
 @pytest.fixture(scope="session")
