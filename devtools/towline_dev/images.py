@@ -37,6 +37,7 @@ from towline_dev.binaries import _exclusive_lock, cache_root
 from towline_dev.debpackages import ensure_debian_packages
 from towline_dev.imagebuild import (
     BuildahStore,
+    ImageBuildFailed,
     base_key,
     base_reference,
     bud_command,
@@ -112,8 +113,7 @@ def pinned_inputs() -> dict[str, object]:
     return {
         "format": KEY_FORMAT,
         "images": [(spec.reference, spec.containerfile) for spec in IMAGES],
-        "suite": IMAGE_DEBIAN_SUITE,
-        "basePackages": list(IMAGE_BASE_PACKAGES),
+        "base": base_key(),
         "tools": dict(sorted(IMAGE_TOOL_PACKAGES.items())),
         "buildTools": dict(sorted(IMAGE_BUILD_TOOLS.items())),
     }
@@ -166,6 +166,9 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
     try:
         context = staging / "context"
         _stage_context(REPO_ROOT, files, context)
+        if content_key(context, files, pinned_inputs()) != key:
+            # The archives are filed under the key: they must hold exactly what it hashed.
+            raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
         ca_bundle = host_ca_bundle(os.environ)
         for position, spec in enumerate(IMAGES, start=1):
             label = f"[{position}/{len(IMAGES)}] {spec.reference}"
@@ -235,6 +238,9 @@ def _drop_other_builds(keep: Path) -> None:
     builds.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
     for entry in builds[KEEP_BUILDS - 1:]:
         shutil.rmtree(entry, ignore_errors=True)
+    for log in images_cache().glob("build-*.log"):
+        if not (images_cache() / log.stem.removeprefix("build-")).is_dir():
+            log.unlink(missing_ok=True)
 
 
 CONSTRAINTS_HEADER = (

@@ -187,3 +187,9 @@ def test_a_failure_that_persists_raises_with_the_output_tail() -> None:
         run_logged(_script("print('E: no route to the mirror'); raise SystemExit(25)"), lines.append, "base",
                    attempts=2, retry_delay=0)
     assert len(lines) == 1
+
+
+def test_a_change_to_the_base_changes_the_image_key(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = key_of(checkout)
+    monkeypatch.setattr(imagebuild, "DPKG_EXCLUDES", (*imagebuild.DPKG_EXCLUDES, "path-exclude=/usr/share/zoneinfo/*"))
+    assert key_of(checkout) != before
