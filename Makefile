@@ -3,7 +3,7 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench clean
+.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench images clean
 
 help:
 	@echo "make dev    - local control plane + operator + examples (Ctrl-C stops it)"
@@ -11,6 +11,7 @@ help:
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
+	@echo "make images - build the operator and step-runner images (OCI archives in the cache)"
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
@@ -48,6 +49,9 @@ test: install lint typecheck imports crds-check binaries
 
 bench: install
 	$(PYTHON) -m tests.bench
+
+images: install
+	$(PYTHON) -m towline_dev.images
 
 dev: install
 	$(PYTHON) -m towline_dev

@@ -4,3 +4,8 @@ etcd + kube-apiserver + kube-controller-manager on loopback, plus a local step
 executor that plays the node. Development tooling only: the operator never
 imports it.
 """
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout this tooling runs from: charts, CRDs, examples and image sources are read from it."""

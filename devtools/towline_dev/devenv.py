@@ -16,11 +16,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from towline_dev import REPO_ROOT
 from towline_dev.cli import cluster_main, default_home, start_dev_cluster, state_file
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import IngressProcess, demo_webhook_trigger, send_command, start_dev_ingress
 from towline_dev.install import (
-    REPO_ROOT,
     OperatorProcess,
     install_chart,
     install_crds,

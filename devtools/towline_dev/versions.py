@@ -14,3 +14,25 @@ ETCD_VERSION = "v3.6.5"
 
 HELM_VERSION = "v3.20.2"
 """helm.sh/helm/v3: the release built against client-go 0.35."""
+
+# Container images (towline_dev.images). Debian package versions are those of
+# bookworm and its updates; a pin the mirror no longer offers fails the
+# install with the candidate version named, so it is updated here on purpose.
+
+IMAGE_DEBIAN_SUITE = "bookworm"
+"""The suite the local base image is built from (Debian 12 ships Python 3.11)."""
+
+IMAGE_BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+"""What the base adds to Debian's essential set: the interpreter, venv, CA certificates."""
+
+IMAGE_TOOL_PACKAGES = {
+    "buildah": "1.28.2+ds1-3+deb12u1+b3",
+    "mmdebstrap": "1.3.5-7",
+}
+"""Debian packages that build the images without a daemon."""
+
+IMAGE_TEST_PACKAGES = {"runc": "1.1.5+ds1-1+deb12u1", "containerd": "1.6.20~ds1-1+deb12u3"}
+"""Debian packages the image tests run containers and import archives with."""
+
+IMAGE_BUILD_TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1"}
+"""The wheel build's own tools, pinned in images/constraints.txt with everything else."""

@@ -1,0 +1,217 @@
+"""The commands that build Towline's images without a daemon: mmdebstrap and buildah.
+
+The base is a minimal Debian rootfs with Python (mmdebstrap), imported into a
+private buildah store; each image is then built from its Containerfile with
+`buildah bud --isolation chroot --build-arg BASE=<that base>`, so the same
+Containerfile a user builds with docker is what builds the image here. The
+store, the base rootfs and pip's download cache live under the cache
+directory, never in the repository or in the machine's default store.
+
+Command lines are built by pure functions (tested without running them);
+`run_logged` runs one and turns its output into progress lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import ssl
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from towline_dev.versions import IMAGE_BASE_PACKAGES, IMAGE_DEBIAN_SUITE, IMAGE_TOOL_PACKAGES
+
+Progress = Callable[[str], None]
+
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+BASE_REPOSITORY = "localhost/towline-base"
+PIP_CA_SECRET = "pip-ca"  # noqa: S105 - the build secret's id, not a value
+BASE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Documentation, manuals and translations are dropped from the base; licences stay.
+DPKG_EXCLUDES = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+)
+
+
+class ImageBuildFailed(RuntimeError):  # noqa: N818 - reads as the condition it reports
+    """A build command failed; the message carries the end of its output."""
+
+
+@dataclass(frozen=True)
+class BuildahStore:
+    """A buildah image store of our own under the cache directory."""
+
+    directory: Path
+
+    @property
+    def tmp(self) -> Path:
+        # buildah keeps RUN --mount=type=cache directories (pip's cache) under TMPDIR.
+        return self.directory / "tmp"
+
+    def global_args(self) -> list[str]:
+        return [
+            "--root", str(self.directory / "storage"),
+            "--runroot", str(self.directory / "run"),
+            "--storage-driver", "overlay",
+        ]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "TMPDIR": str(self.tmp), "BUILDAH_ISOLATION": "chroot"}
+
+
+def base_key() -> str:
+    """Changes whenever what goes into the base rootfs changes."""
+    inputs = {
+        "suite": IMAGE_DEBIAN_SUITE,
+        "packages": list(IMAGE_BASE_PACKAGES),
+        "mmdebstrap": IMAGE_TOOL_PACKAGES["mmdebstrap"],
+        "dpkg": list(DPKG_EXCLUDES),
+        "mirrors": debian_sources(),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def base_reference(key: str) -> str:
+    return f"{BASE_REPOSITORY}:{key}"
+
+
+def debian_sources() -> list[str]:
+    """The suite plus its updates and security fixes: the base should not lag behind them."""
+    suite = IMAGE_DEBIAN_SUITE
+    return [
+        f"deb {DEBIAN_MIRROR} {suite} main",
+        f"deb {DEBIAN_MIRROR} {suite}-updates main",
+        f"deb {DEBIAN_SECURITY_MIRROR} {suite}-security main",
+    ]
+
+
+def mmdebstrap_command(output: Path) -> list[str]:
+    """A minimal rootfs tarball: Debian's essential set plus Python, venv and CA certificates."""
+    return [
+        "mmdebstrap", "--variant=essential", "--format=tar",
+        "--include=" + ",".join(IMAGE_BASE_PACKAGES),
+        "--aptopt=Acquire::Languages \"none\"",
+        *(f"--dpkgopt={option}" for option in DPKG_EXCLUDES),
+        IMAGE_DEBIAN_SUITE, str(output), *debian_sources(),
+    ]
+
+
+def import_base_commands(store: BuildahStore, rootfs_tar: Path, reference: str, container: str) -> list[list[str]]:
+    """Turn the rootfs tarball into a one-layer image named `reference` in the store."""
+    buildah = ["buildah", *store.global_args()]
+    return [
+        [*buildah, "from", "--name", container, "scratch"],
+        [*buildah, "add", container, str(rootfs_tar), "/"],
+        [*buildah, "config", "--env", BASE_PATH_ENV, "--cmd", "python3", container],
+        [*buildah, "commit", "--rm", "--quiet", container, reference],
+    ]
+
+
+def bud_command(
+    store: BuildahStore, *, containerfile: Path, context: Path, base: str, reference: str, ca_bundle: Path | None
+) -> list[str]:
+    """`buildah bud` of one Containerfile against the local base, never pulling from a registry."""
+    command = [
+        "buildah", *store.global_args(), "bud",
+        "--isolation", "chroot",
+        "--pull=never",
+        "--format", "oci",
+        "--build-arg", f"BASE={base}",
+        "--file", str(containerfile),
+        "--tag", reference,
+    ]
+    if ca_bundle is not None:
+        # A build secret: pip trusts the machine's CAs (a TLS-inspecting proxy) without a layer holding them.
+        command += ["--secret", f"id={PIP_CA_SECRET},src={ca_bundle}"]
+    return [*command, str(context)]
+
+
+def push_command(store: BuildahStore, reference: str, layout: Path) -> list[str]:
+    """Copy the built image into an OCI layout directory (gzip layers)."""
+    return ["buildah", *store.global_args(), "push", "--quiet", reference, f"oci:{layout}:{reference}"]
+
+
+def image_exists_command(store: BuildahStore, reference: str) -> list[str]:
+    return ["buildah", *store.global_args(), "inspect", "--type", "image", "--format", "{{.FromImageID}}", reference]
+
+
+def prune_command(store: BuildahStore) -> list[str]:
+    """Drop images no tag points at any more (earlier builds of the same references)."""
+    return ["buildah", *store.global_args(), "rmi", "--prune"]
+
+
+def host_ca_bundle(environ: Mapping[str, str]) -> Path | None:
+    """The CA bundle this machine's own pip and Python trust, if there is one."""
+    candidates = [environ.get(name, "") for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")]
+    candidates.append(ssl.get_default_verify_paths().cafile or "")
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+_STEP_LINE = re.compile(r"^\[\d+/\d+\] STEP \d+/\d+:|^STEP \d+/\d+:")
+
+
+def run_logged(
+    args: list[str],
+    progress: Progress,
+    label: str,
+    *,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    attempts: int = 1,
+    retry_delay: float = 30.0,
+) -> str:
+    """Run a build command; report its STEP lines and a heartbeat; raise with its tail on failure.
+
+    Steps that download (apt, pip) get `attempts` > 1: a mirror or proxy that is
+    briefly unreachable should cost a minute, not the whole first build.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return _run_once(args, progress, label, env=env, log=log)
+        except ImageBuildFailed as failure:
+            if attempt == attempts:
+                raise
+            first_line = str(failure).splitlines()[0]
+            progress(f"{label}: {first_line}; retrying in {retry_delay:.0f} s (attempt {attempt + 1}/{attempts})")
+            time.sleep(retry_delay)
+    raise AssertionError("unreachable")
+
+
+def _run_once(args: list[str], progress: Progress, label: str, *, env: dict[str, str] | None, log: Path | None) -> str:
+    process = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    assert process.stdout is not None
+    output: list[str] = []
+    last_report = time.monotonic()
+    with open(log, "a") if log else open(os.devnull, "w") as sink:
+        for line in process.stdout:
+            sink.write(line)
+            output.append(line.rstrip())
+            if _STEP_LINE.match(line):
+                progress(f"{label}: {_shorten(line.strip())}")
+                last_report = time.monotonic()
+            elif time.monotonic() - last_report > 30:
+                progress(f"{label}: still working ({_shorten(line.strip())})")
+                last_report = time.monotonic()
+    if process.wait() != 0:
+        tail = "\n".join(output[-30:])
+        raise ImageBuildFailed(f"{label} failed (exit {process.returncode}): {' '.join(args[:3])} …\n{tail}")
+    return "\n".join(output)
+
+
+def _shorten(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,284 @@
+"""Build, once, the container images the local node runs, as OCI archives in the cache.
+
+`ensure_images(progress)` returns {image reference: archive path} for
+`localhost/towline:dev` (operator and ingress) and `localhost/towline-runner:dev`
+(the step runner). Each archive is a tar of an OCI layout that
+`ctr -n k8s.io images import` and skopeo's `oci-archive:` read.
+
+The archives are cached under a content key: the hash of every file the build
+reads (the Containerfiles, the constraints, pyproject.toml, README.md and the
+operator and connector sources) and of the pinned tool and base versions. An
+unchanged tree reuses them; any change to those inputs builds again. Builds
+run from a staged copy of exactly those files, so what is hashed is what is
+built. A file lock serialises concurrent builders (two test sessions, a test
+and `make dev`).
+
+`python -m towline_dev.images` builds and prints the archives;
+`python -m towline_dev.images lock` regenerates images/constraints.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from towline_dev import REPO_ROOT
+from towline_dev.binaries import _exclusive_lock, cache_root
+from towline_dev.debpackages import ensure_debian_packages
+from towline_dev.imagebuild import (
+    BuildahStore,
+    ImageBuildFailed,
+    base_key,
+    base_reference,
+    bud_command,
+    host_ca_bundle,
+    image_exists_command,
+    import_base_commands,
+    mmdebstrap_command,
+    prune_command,
+    push_command,
+    run_logged,
+)
+from towline_dev.ocilayout import write_archive
+from towline_dev.versions import (
+    IMAGE_BASE_PACKAGES,
+    IMAGE_BUILD_TOOLS,
+    IMAGE_DEBIAN_SUITE,
+    IMAGE_TOOL_PACKAGES,
+)
+
+Progress = Callable[[str], None]
+
+TOWLINE_IMAGE = "localhost/towline:dev"
+RUNNER_IMAGE = "localhost/towline-runner:dev"
+KEY_FORMAT = 1
+"""Bump when the cache layout or the way images are assembled changes."""
+
+CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors")
+"""Everything the Containerfiles may COPY; the build context holds nothing else."""
+_IGNORED_DIRECTORIES = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}
+_IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    reference: str
+    containerfile: str
+    archive_name: str
+
+
+IMAGES = (
+    ImageSpec(TOWLINE_IMAGE, "images/towline.Containerfile", "towline.oci.tar"),
+    ImageSpec(RUNNER_IMAGE, "images/runner.Containerfile", "towline-runner.oci.tar"),
+)
+
+
+def images_cache() -> Path:
+    return cache_root() / "images"
+
+
+def context_files(root: Path = REPO_ROOT) -> list[str]:
+    """The repository-relative files a build reads, sorted; caches and build debris excluded."""
+    found: list[str] = []
+    for entry in CONTEXT_PATHS:
+        path = root / entry
+        if path.is_file():
+            found.append(entry)
+            continue
+        for file in path.rglob("*"):
+            relative = file.relative_to(root)
+            if any(part in _IGNORED_DIRECTORIES or part.endswith(_IGNORED_SUFFIXES) for part in relative.parts):
+                continue
+            if file.is_file() and not file.is_symlink():
+                found.append(relative.as_posix())
+    missing = [entry for entry in CONTEXT_PATHS if not (root / entry).exists()]
+    if missing:
+        raise FileNotFoundError(f"{root} is not a Towline checkout: {', '.join(missing)} missing")
+    return sorted(found)
+
+
+def pinned_inputs() -> dict[str, object]:
+    """Everything besides the files that decides what the images contain."""
+    return {
+        "format": KEY_FORMAT,
+        "images": [(spec.reference, spec.containerfile) for spec in IMAGES],
+        "base": base_key(),
+        "tools": dict(sorted(IMAGE_TOOL_PACKAGES.items())),
+        "buildTools": dict(sorted(IMAGE_BUILD_TOOLS.items())),
+    }
+
+
+def content_key(root: Path, files: Iterable[str], pins: dict[str, object]) -> str:
+    """A digest of the pins and of each file's path and bytes."""
+    digest = hashlib.sha256(json.dumps(pins, sort_keys=True).encode())
+    for relative in files:
+        digest.update(b"\0" + relative.encode() + b"\0")
+        digest.update(hashlib.sha256((root / relative).read_bytes()).digest())
+    return digest.hexdigest()[:20]
+
+
+def archive_paths(directory: Path) -> dict[str, Path]:
+    return {spec.reference: directory / spec.archive_name for spec in IMAGES}
+
+
+def ensure_images(progress: Progress) -> dict[str, Path]:
+    """The archives of the current sources, built (once) if the cache lacks them."""
+    files = context_files(REPO_ROOT)
+    key = content_key(REPO_ROOT, files, pinned_inputs())
+    target = images_cache() / key
+    archives = archive_paths(target)
+    if all(path.is_file() for path in archives.values()):
+        with contextlib.suppress(OSError):
+            os.utime(target)  # most recently used: the last to be dropped
+        return archives
+    with _exclusive_lock(images_cache() / "build.lock"):
+        if all(path.is_file() for path in archives.values()):
+            return archives
+        _build_all(files, key, target, progress)
+    return archives
+
+
+def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> None:
+    ensure_debian_packages(IMAGE_TOOL_PACKAGES, progress, purpose="building the container images")
+    started = time.monotonic()
+    progress(
+        f"Building the container images {', '.join(spec.reference for spec in IMAGES)} into {target} "
+        "(once per change to their sources; a few minutes on 2 cores when the base and pip's cache are warm)"
+    )
+    store = BuildahStore(images_cache() / "buildah")
+    store.tmp.mkdir(parents=True, exist_ok=True)
+    log = images_cache() / f"build-{key}.log"
+    log.unlink(missing_ok=True)
+    base = _ensure_base(store, progress, log)
+    staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=images_cache()))
+    staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
+    try:
+        context = staging / "context"
+        _stage_context(REPO_ROOT, files, context)
+        if content_key(context, files, pinned_inputs()) != key:
+            # The archives are filed under the key: they must hold exactly what it hashed.
+            raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
+        ca_bundle = host_ca_bundle(os.environ)
+        for position, spec in enumerate(IMAGES, start=1):
+            label = f"[{position}/{len(IMAGES)}] {spec.reference}"
+            progress(f"{label}: building from {spec.containerfile}")
+            run_logged(
+                bud_command(store, containerfile=context / spec.containerfile, context=context, base=base,
+                            reference=spec.reference, ca_bundle=ca_bundle),
+                progress, label, env=store.env(), log=log, attempts=3,
+            )
+            layout = staging / f"layout-{position}"
+            run_logged(push_command(store, spec.reference, layout), progress, label, env=store.env(), log=log)
+            write_archive(layout, staging / spec.archive_name, spec.reference)
+            shutil.rmtree(layout)
+        shutil.rmtree(context)
+        manifest = {"key": key, "files": len(files), "pins": pinned_inputs(), "base": base,
+                    "seconds": round(time.monotonic() - started, 1)}
+        (staging / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    run_logged(prune_command(store), progress, "pruning superseded images", env=store.env(), log=log)
+    _drop_other_builds(keep=target)
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in archive_paths(target).values())
+    progress(f"Built the images in {time.monotonic() - started:.0f} s: {sizes}")
+
+
+def _ensure_base(store: BuildahStore, progress: Progress, log: Path) -> str:
+    """The base image in the store, from the cached rootfs tarball, made with mmdebstrap if needed."""
+    key = base_key()
+    reference = base_reference(key)
+    present = subprocess.run(image_exists_command(store, reference), env=store.env(),
+                             capture_output=True, check=False)
+    if present.returncode == 0:
+        return reference
+    rootfs = images_cache() / f"base-{key}.tar"
+    if not rootfs.is_file():
+        progress(f"Base image: a minimal Debian {IMAGE_DEBIAN_SUITE} with {', '.join(IMAGE_BASE_PACKAGES)} "
+                 "(mmdebstrap, about 2 minutes)")
+        partial = rootfs.with_name(f"base-{key}.partial.tar")
+        run_logged(mmdebstrap_command(partial), progress, "base rootfs", log=log, attempts=3)
+        partial.replace(rootfs)
+    container = f"towline-base-import-{key}"
+    subprocess.run(["buildah", *store.global_args(), "rm", container], env=store.env(),
+                   capture_output=True, check=False)
+    for command in import_base_commands(store, rootfs, reference, container):
+        run_logged(command, progress, "base image", env=store.env(), log=log)
+    return reference
+
+
+def _stage_context(root: Path, files: Iterable[str], context: Path) -> None:
+    for relative in files:
+        destination = context / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / relative, destination)
+
+
+KEEP_BUILDS = 3
+"""Builds kept per machine: the newest few, so checkouts of different branches don't rebuild in turn."""
+
+
+def _drop_other_builds(keep: Path) -> None:
+    """Drop all but the newest builds (base tarballs and the store stay)."""
+    builds = [entry for entry in images_cache().iterdir() if (entry / "build.json").is_file() and entry != keep]
+    builds.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
+    for entry in builds[KEEP_BUILDS - 1:]:
+        shutil.rmtree(entry, ignore_errors=True)
+    for log in images_cache().glob("build-*.log"):
+        if not (images_cache() / log.stem.removeprefix("build-")).is_dir():
+            log.unlink(missing_ok=True)
+
+
+CONSTRAINTS_HEADER = (
+    "# Every Python distribution in the images, pinned (pip's PIP_CONSTRAINT).\n"
+    "# Generated by `python -m towline_dev.images lock` from pyproject.toml's pins\n"
+    "# (CPython 3.11, manylinux wheels); do not edit by hand.\n"
+)
+
+
+def lock_constraints(root: Path, python: str) -> str:
+    """Resolve pyproject.toml's pins and the wheel build's tools in a fresh venv; return the constraints."""
+    with tempfile.TemporaryDirectory(prefix="towline-lock-") as tmp:
+        venv = Path(tmp) / "venv"
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+        tools = [f"{name}=={version}" for name, version in sorted(IMAGE_BUILD_TOOLS.items())]
+        subprocess.run([*pip, "install", "--quiet", "--only-binary=:all:", str(root), *tools], check=True)
+        frozen = subprocess.run([*pip, "freeze", "--all", "--exclude", "towline", "--exclude", "pip"],
+                                check=True, capture_output=True, text=True).stdout
+    return CONSTRAINTS_HEADER + frozen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m towline_dev.images", description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", choices=("build", "lock"), default="build")
+    parser.add_argument("--python", default="python3.11", help="interpreter for `lock` (the images' Python)")
+    args = parser.parse_args(argv)
+
+    def report(message: str) -> None:
+        print(f"[towline images] {message}", file=sys.stderr, flush=True)
+
+    if args.command == "lock":
+        (REPO_ROOT / "images" / "constraints.txt").write_text(lock_constraints(REPO_ROOT, args.python))
+        return 0
+    for reference, path in ensure_images(report).items():
+        print(f"{reference}\t{path}\t{path.stat().st_size / 1e6:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
