@@ -38,6 +38,10 @@ class ActionCatalog(Protocol):
         """(alias, key) of every credential the action reads with these inputs, defaults included."""
         ...
 
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
+        ...
+
 
 class ConnectorCatalog:
     """`ActionCatalog` over `towline_connectors.registry` (connector metadata only; nothing runs).
@@ -64,6 +68,13 @@ class ConnectorCatalog:
         if spec is None:
             return []
         return [(str(alias), str(key)) for alias, key in spec.credential_refs(inputs)]
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
+        spec = self._registry.get_action(action)
+        if spec is None:
+            return []
+        return [None if found.host is None else str(found.host) for found in spec.destinations(inputs)]
 
     def default_retry(self, action: str) -> RetryPolicy | None:
         """The retry policy a step of `action` gets when it sets none; None for unknown actions."""
