@@ -13,6 +13,7 @@ from __future__ import annotations
 from towline.api.workflow import Step
 from towline.engine.view import ActionCatalog
 from towline.expressions import ExpressionError
+from towline.validation.steps import templated_host_message
 
 
 def allowed_hosts(step: Step, catalog: ActionCatalog) -> tuple[str, ...]:
@@ -23,14 +24,6 @@ def allowed_hosts(step: Step, catalog: ActionCatalog) -> tuple[str, ...]:
         return ()
     hosts = catalog.destination_hosts(step.action, step.with_)
     if any(host is None for host in hosts):
-        raise ExpressionError(templated_host_message(sorted(step.credentials)))
+        raise ExpressionError(f"allowHosts: {templated_host_message(sorted(step.credentials))}")
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
 
-
-def templated_host_message(aliases: list[str]) -> str:
-    """Why a step with credentials and a host known only at run time cannot run, and the fix."""
-    return (
-        f"allowHosts: this step mounts credentials ({', '.join(aliases)}) but the host it connects to is only "
-        "known at run time (a ${{ }} binding), so run inputs could send the credentials anywhere; list the hosts "
-        "it may reach under allowHosts, e.g. allowHosts: [api.example.com], or write the host literally"
-    )
