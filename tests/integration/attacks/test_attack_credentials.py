@@ -32,7 +32,7 @@ LOOPBACK = ["127.0.0.0/8"]
 TOKEN = "tok-5ad1c3e8b7f24690a1b2c3d4e5f60718"
 
 
-def workflow(namespace: str, name: str, step: dict[str, Any], params: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def workflow(namespace: str, name: str, step: dict[str, Any], params: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
         "metadata": {"name": name, "namespace": namespace},
@@ -79,7 +79,8 @@ def test_an_author_cannot_name_a_secret_they_cannot_read(
             "with": {"url": "https://api.example.com/", "auth": {"bearer": {"credential": "api", "key": "token"}}}}
     refused = apply(cluster, workflow(ns, "steal", step), user="alice", check=False)
     assert refused.returncode != 0
-    assert "alice may not get Secret prod-api" in refused.stderr and "trustedWorkflowAuthors" in refused.stderr
+    assert "alice may not get every Secret this Workflow's steps name under credentials (prod-api)" in refused.stderr
+    assert "trustedWorkflowAuthors" in refused.stderr
     assert get(cluster, "workflows.towline.dev", "steal", ns) is None
 
     finally_step = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
@@ -87,7 +88,7 @@ def test_an_author_cannot_name_a_secret_they_cannot_read(
                     "spec": {"steps": [{"id": "noop", "action": "data.transform", "with": {"data": {}}}],
                              "finally": [{"id": "leak", **step}]}}
     refused = apply(cluster, finally_step, user="alice", check=False)
-    assert refused.returncode != 0 and "may not get Secret prod-api" in refused.stderr
+    assert refused.returncode != 0 and "(prod-api)" in refused.stderr
 
     # Once alice may read the Secret, the same Workflow is accepted.
     apply(cluster, {
@@ -114,7 +115,8 @@ def test_an_author_cannot_name_a_webhook_signing_secret_they_cannot_read(
     manifest["spec"]["triggers"] = [{"name": "push", "webhook": {
         "verify": {"scheme": "github", "secretRef": {"name": "github-signing", "key": "secret"}}}}]
     refused = apply(cluster, manifest, user="alice", check=False)
-    assert refused.returncode != 0 and "alice may not get Secret github-signing" in refused.stderr
+    assert refused.returncode != 0
+    assert "may not get every Secret this Workflow's webhook triggers verify with (github-signing)" in refused.stderr
 
 
 def test_a_runner_cannot_send_a_credential_to_a_host_of_their_choosing(
@@ -127,7 +129,7 @@ def test_a_runner_cannot_send_a_credential_to_a_host_of_their_choosing(
         step = {"action": "http.request", "credentials": {"crm": "crm-api"}, "allowPrivateNetworks": LOOPBACK,
                 "with": {"url": "http://${{ params.host }}/collect",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
-        apply(cluster, workflow(ns, "crm-sync", step, params=["host"]))
+        apply(cluster, workflow(ns, "crm-sync", step, params=("host",)))
         host = attacker.url.removeprefix("http://")
         start_run_with(cluster, ns, "crm-sync", "exfil-run", {"host": host})
         run = wait_for_phase(cluster, ns, "exfil-run", {"Failed", "Succeeded"})
@@ -149,7 +151,7 @@ def test_allow_hosts_keeps_a_credential_off_every_other_host(
                 "allowHosts": ["localhost"], "retry": {"limit": 0},
                 "with": {"url": f"http://${{{{ params.host }}}}:{port}/collect",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
-        apply(cluster, workflow(ns, "pinned", step, params=["host"]))
+        apply(cluster, workflow(ns, "pinned", step, params=("host",)))
         start_run_with(cluster, ns, "pinned", "pinned-evil", {"host": "127.0.0.1"})
         run = wait_for_phase(cluster, ns, "pinned-evil", {"Failed", "Succeeded"})
         assert run["status"]["phase"] == "Failed"
@@ -179,7 +181,7 @@ def test_a_runner_cannot_climb_out_of_the_url_path_with_a_bound_value(
                 "retry": {"limit": 0},
                 "with": {"url": f"{api.url}/api/items/${{{{ params.id }}}}",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
-        apply(cluster, workflow(ns, "items", step, params=["id"]))
+        apply(cluster, workflow(ns, "items", step, params=("id",)))
         start_run_with(cluster, ns, "items", "climb-run", {"id": "../../admin/delete-all"})
         run = wait_for_phase(cluster, ns, "climb-run", {"Failed", "Succeeded"})
         assert admin.requests == [], "the bound value left the intended path"
