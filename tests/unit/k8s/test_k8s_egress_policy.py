@@ -5,6 +5,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+import pytest
+
+from towline.handlers.app import cluster_cidrs
 from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy
 from towline_connectors.netguard import blocked_cidrs, refusal_reason
 
@@ -96,3 +99,10 @@ def test_default_deny_selects_every_step_pod_and_allows_nothing() -> None:
     spec = build_default_deny_policy("team")["spec"]
     assert spec == {"podSelector": {"matchLabels": {"towline.dev/step-pod": "true"}},
                     "policyTypes": ["Ingress", "Egress"]}
+
+
+def test_cluster_cidrs_come_from_the_operator_environment_and_a_bad_one_stops_startup() -> None:
+    assert cluster_cidrs("10.244.0.0/16,10.96.0.0/12") == ("10.244.0.0/16", "10.96.0.0/12")
+    assert cluster_cidrs("") == ()
+    with pytest.raises(ValueError, match=r"TOWLINE_CLUSTER_CIDRS: 'pods' is not a CIDR; set egress\.podCIDRs"):
+        cluster_cidrs("pods")
