@@ -26,4 +26,3 @@ def allowed_hosts(step: Step, catalog: ActionCatalog) -> tuple[str, ...]:
     if any(host is None for host in hosts):
         raise ExpressionError(f"allowHosts: {templated_host_message(sorted(step.credentials))}")
     return tuple(dict.fromkeys(host for host in hosts if host is not None))
-

@@ -79,7 +79,7 @@ def test_an_author_cannot_name_a_secret_they_cannot_read(
             "with": {"url": "https://api.example.com/", "auth": {"bearer": {"credential": "api", "key": "token"}}}}
     refused = apply(cluster, workflow(ns, "steal", step), user="alice", check=False)
     assert refused.returncode != 0
-    assert "alice may not get every Secret this Workflow's steps name under credentials (prod-api)" in refused.stderr
+    assert "alice may not get Secret prod-api in namespace" in refused.stderr
     assert "trustedWorkflowAuthors" in refused.stderr
     assert get(cluster, "workflows.towline.dev", "steal", ns) is None
 
@@ -88,7 +88,7 @@ def test_an_author_cannot_name_a_secret_they_cannot_read(
                     "spec": {"steps": [{"id": "noop", "action": "data.transform", "with": {"data": {}}}],
                              "finally": [{"id": "leak", **step}]}}
     refused = apply(cluster, finally_step, user="alice", check=False)
-    assert refused.returncode != 0 and "(prod-api)" in refused.stderr
+    assert refused.returncode != 0 and "may not get Secret prod-api" in refused.stderr
 
     # Once alice may read the Secret, the same Workflow is accepted.
     apply(cluster, {
@@ -116,7 +116,7 @@ def test_an_author_cannot_name_a_webhook_signing_secret_they_cannot_read(
         "verify": {"scheme": "github", "secretRef": {"name": "github-signing", "key": "secret"}}}}]
     refused = apply(cluster, manifest, user="alice", check=False)
     assert refused.returncode != 0
-    assert "may not get every Secret this Workflow's webhook triggers verify with (github-signing)" in refused.stderr
+    assert "alice may not get Secret github-signing" in refused.stderr
 
 
 def test_a_runner_cannot_send_a_credential_to_a_host_of_their_choosing(
@@ -213,3 +213,36 @@ def test_a_secret_straddling_the_error_snippet_cut_leaves_no_prefix_behind(
     prefix = TOKEN[:8]
     events = cluster.kubectl("get", "events", "-n", ns, "-o", "json").stdout
     assert prefix not in json.dumps(run) and prefix not in events
+
+
+def test_each_named_secret_is_checked_up_to_the_chart_limit(
+    towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    author_role(cluster, ns, "alice")
+    names = [f"api-{index}" for index in range(21)]
+    apply(cluster, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "read-some", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": names[:20], "verbs": ["get"]}],
+    })
+    apply(cluster, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "read-some-alice", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-some"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+    })
+
+    def many(count: int, last: str | None = None) -> dict[str, Any]:
+        secrets = names[:count] if last is None else [*names[: count - 1], last]
+        steps = [{"id": f"call_{i}", "action": "http.request", "credentials": {"api": name},
+                  "with": {"url": "https://api.example.com/"}} for i, name in enumerate(secrets)]
+        return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                "metadata": {"name": f"many-{count}", "namespace": ns}, "spec": {"steps": steps}}
+
+    accepted = apply(cluster, many(20), user="alice", check=False)
+    assert accepted.returncode == 0, accepted.stderr
+    sneaky = apply(cluster, many(20, last="prod-db"), user="alice", check=False)
+    assert sneaky.returncode != 0 and "alice may not get Secret prod-db" in sneaky.stderr
+    too_many = apply(cluster, many(21), user="alice", check=False)
+    assert too_many.returncode != 0 and "names 21 distinct Secrets" in too_many.stderr
