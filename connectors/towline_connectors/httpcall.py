@@ -22,6 +22,7 @@ from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import CredentialRef
 from towline_connectors.netguard import DestinationRefusedError, NetGuard, ResolutionError
+from towline_connectors.redact import Redactor
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -56,10 +57,17 @@ class HttpReply:
     body: bytes
     url: httpx.URL
     what: str
+    redactor: Redactor | None = None
+    """The step's redactor: the body is redacted before it is cut short for a message."""
+
+    def head(self, limit: int) -> str:
+        """The start of the body, redacted first, so a secret straddling the cut leaves no prefix behind."""
+        text = self.body.decode("utf-8", "replace").strip()
+        return (self.redactor or Redactor()).clip(text, limit, marker="…").strip()
 
     def snippet(self) -> str:
-        """The start of the body, for error messages (the runner redacts it)."""
-        text = self.body[:_SNIPPET_CHARS].decode("utf-8", "replace").strip()
+        """The start of the body, for error messages."""
+        text = self.head(_SNIPPET_CHARS)
         return f": {text}" if text else ""
 
 
@@ -148,7 +156,7 @@ async def _exchange(
     try:
         async with client.stream(method, url, headers=headers, content=content, timeout=timeout) as response:
             body = await _read_capped(response, call.max_response_bytes, what)
-            return HttpReply(response.status_code, response.headers, body, url, what)
+            return HttpReply(response.status_code, response.headers, body, url, what, ctx.redactor)
     except DestinationRefusedError as exc:
         raise ActionError(ErrorClass.PERMANENT, f"{what}: {exc}") from None
     except ResolutionError as exc:

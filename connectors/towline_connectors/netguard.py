@@ -58,6 +58,7 @@ METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
         "169.254.169.123",  # AWS time sync
         "100.100.100.200",  # Alibaba Cloud
         "192.0.0.192",  # Oracle Cloud
+        "168.63.129.16",  # Azure WireServer (host agent; public space, so no range below covers it)
         "fd00:ec2::254",  # AWS IMDS over IPv6
         "fd00:ec2::23",  # AWS VPC DNS over IPv6
     )
@@ -90,10 +91,14 @@ BLOCKED_NETWORKS: tuple[tuple[IPNetwork, str], ...] = (
     *((net, "multicast address") for net in _nets("224.0.0.0/4", "ff00::/8")),
     *((net, "benchmarking address") for net in _nets("198.18.0.0/15")),
     *((net, "IETF protocol assignment") for net in _nets("192.0.0.0/24", "2001::/23")),
+    # RFC 8215 local-use NAT64: translated by a gateway inside this network, so the IPv4 address it
+    # embeds says nothing about where the packet really goes.
+    *((net, "NAT64 local-use address (64:ff9b:1::/48)") for net in _nets("64:ff9b:1::/48")),
     *((net, "reserved address") for net in _nets("240.0.0.0/4", "::/8", "100::/64", "192.88.99.0/24")),
 )
 _DOCUMENTATION = _nets("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
-_NAT64 = _nets("64:ff9b::/96", "64:ff9b:1::/48")
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64 = (NAT64_WELL_KNOWN,)
 
 # WHATWG URL: a host whose last label is a number is an IPv4 address in some
 # notation, never a name.
@@ -207,6 +212,13 @@ class NetworkRules:
     def with_default_hosts(self, hosts: Sequence[str]) -> NetworkRules:
         """These rules, with `hosts` as the allowlist when the step named none."""
         return self if self.allow_hosts else NetworkRules(tuple(hosts), self.allow_private)
+
+
+def blocked_cidrs() -> list[str]:
+    """Every range and address the guard refuses, as CIDRs: what a step's NetworkPolicy must carve out too."""
+    cidrs = [str(net) for net, _ in BLOCKED_NETWORKS]
+    cidrs += [f"{address}/{address.max_prefixlen}" for address in sorted(METADATA_ADDRESSES, key=str)]
+    return list(dict.fromkeys(cidrs))
 
 
 def system_resolver(host: str, port: int) -> list[str]:

@@ -50,7 +50,7 @@ class SlackOutput(OutputModel):
 
 
 def _slack_error(reply: HttpReply, now: float) -> ActionError | None:
-    code = reply.body[:100].decode("utf-8", "replace").strip()
+    code = reply.head(100)
     if reply.status in (403, 404) and code in _REVOKED_CODES:
         return ActionError(
             ErrorClass.AUTH, f"{_LABEL} was revoked or is wrong ({code}); put a current webhook URL in the Secret"

@@ -71,6 +71,11 @@ class Redactor:
             return text
         return self._pattern.sub(PLACEHOLDER, text)
 
+    def clip(self, text: str, limit: int, marker: str = "…") -> str:
+        """Redact, then cut to `limit` characters: a secret straddling the cut never leaves a prefix behind."""
+        clean = self.redact(text)
+        return clean if len(clean) <= limit else clean[:limit] + marker
+
     def contains_secret(self, text: str) -> bool:
         return self._pattern is not None and self._pattern.search(text) is not None
 

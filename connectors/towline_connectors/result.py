@@ -70,8 +70,9 @@ def _dumps(document: dict[str, Any]) -> str:
 
 def render_result(result: StepResult, redactor: Redactor, shrink_hint: str) -> tuple[StepResult, str]:
     """Redact the result and make it fit RESULT_LIMIT_BYTES; returns what was actually rendered."""
-    if result.message is not None and len(result.message) > _MAX_MESSAGE_CHARS:
-        result = dataclasses.replace(result, message=result.message[:_MAX_MESSAGE_CHARS] + "…")
+    if result.message is not None:
+        # Redact before cutting: a secret straddling the cut would otherwise leave its prefix behind.
+        result = dataclasses.replace(result, message=redactor.clip(result.message, _MAX_MESSAGE_CHARS))
     text = _dumps(redactor.redact_value(result.document()))
     size = len(text.encode())
     if size > RESULT_LIMIT_BYTES and result.ok:

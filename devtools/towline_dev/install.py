@@ -34,6 +34,7 @@ CHART_TEMPLATES = (
     "templates/rbac.yaml",
     "templates/user-roles.yaml",
     "templates/admission-policies.yaml",
+    "templates/admission-policy-credentials.yaml",
 )
 
 

@@ -158,8 +158,9 @@ class Namespace:
 
     def read_only_root(self, writable: set[str]) -> None:
         """readOnlyRootFilesystem: every mount but the pod's writable volumes, /proc, /sys and /dev turns read-only."""
-        for mount_point, flags in _mounts():
-            if mount_point in writable or any(
+        for mount_point, flags, fstype in _mounts():
+            # A namespace handle (ip netns, a CNI's pod network) holds no files; it cannot be remounted.
+            if fstype == "nsfs" or mount_point in writable or any(
                 mount_point == top or mount_point.startswith(top + "/") for top in ("/proc", "/sys", "/dev")
             ):
                 continue
@@ -187,8 +188,8 @@ _KEPT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noa
                "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 
 
-def _mounts() -> list[tuple[str, int]]:
-    """Mount points of this namespace with the per-mount flags a read-only remount must keep."""
+def _mounts() -> list[tuple[str, int, str]]:
+    """Mount points of this namespace with the per-mount flags a read-only remount must keep, and their type."""
     found = []
     with open("/proc/self/mountinfo") as handle:
         for line in handle:
@@ -197,7 +198,8 @@ def _mounts() -> list[tuple[str, int]]:
             flags = 0
             for option in fields[5].split(","):
                 flags |= _KEPT_FLAGS.get(option, 0)
-            found.append((point, flags))
+            fstype = fields[fields.index("-") + 1] if "-" in fields else ""
+            found.append((point, flags, fstype))
     return found
 
 

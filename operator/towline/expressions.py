@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 import cel
 
+from towline.expression_cost import STRING_LITERAL, runtime_cost_problem, static_cost_problem
 from towline_connectors.wire import to_json_value
 
 TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 """A `${{ expression }}` binding inside a string."""
 
-_STRING_LITERAL = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*\"""", re.S)
 _STEP_REFERENCE = re.compile(r"\bsteps\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|\bsteps\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
 
 ROOT_VARIABLES = frozenset({"params", "steps", "trigger", "run"})
@@ -37,6 +38,9 @@ class ExpressionError(ValueError):
 @lru_cache(maxsize=4096)
 def compile_expression(source: str) -> Any:
     """Compile once per distinct source; raises ExpressionError with CEL's positioned message."""
+    problem = static_cost_problem(source)
+    if problem is not None:
+        raise ExpressionError(problem)
     try:
         return cel.compile(source)
     except ValueError as error:
@@ -70,7 +74,7 @@ def referenced_steps(source: str) -> set[str]:
     CEL's static analysis reports only the root variable, so the step ids are
     read from the source text with string literals blanked out first.
     """
-    code = _STRING_LITERAL.sub("''", source)
+    code = STRING_LITERAL.sub("''", source)
     found = set()
     for dotted, indexed in _STEP_REFERENCE.findall(code):
         found.add(dotted or indexed)
@@ -103,6 +107,9 @@ def template_expressions(value: Any, path: str = "") -> Iterator[tuple[str, str]
 def evaluate(source: str, context: Mapping[str, Any]) -> Any:
     """Evaluate one CEL expression over `context`; missing fields are a clear error."""
     program = compile_expression(source)
+    problem = runtime_cost_problem(source, context)
+    if problem is not None:
+        raise ExpressionError(f"{source[:200]!r}: {problem}")
     try:
         return to_json_value(program.execute(dict(context)))
     except KeyError as error:
@@ -131,12 +138,45 @@ def render(value: Any, context: Mapping[str, Any]) -> Any:
         whole = TEMPLATE.match(value.strip())
         if whole is not None and whole.end() == len(value.strip()):
             return evaluate(whole.group(1).strip(), context)
-        return TEMPLATE.sub(lambda m: _as_text(evaluate(m.group(1).strip(), context)), value)
+        return _interpolate(value, context)
     if isinstance(value, Mapping):
         return {key: render(item, context) for key, item in value.items()}
     if isinstance(value, list):
         return [render(item, context) for item in value]
     return value
+
+
+def _interpolate(template: str, context: Mapping[str, Any]) -> str:
+    """Bindings inside a longer string, as text; inside a URL's path or query, percent-encoded."""
+    parts: list[str] = []
+    last = 0
+    for match in TEMPLATE.finditer(template):
+        text = _as_text(evaluate(match.group(1).strip(), context))
+        shape = TEMPLATE.sub("x", template[: match.start()])
+        if _URL_AFTER_AUTHORITY.match(shape):
+            text = url_component(text, in_path=not any(mark in shape for mark in "?#"), url=template)
+        parts += [template[last:match.start()], text]
+        last = match.end()
+    parts.append(template[last:])
+    return "".join(parts)
+
+
+# A URL whose authority has ended: what follows is path, query or fragment.
+_URL_AFTER_AUTHORITY = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#]*[/?#]\S*$")
+
+
+def url_component(value: str, *, in_path: bool, url: str) -> str:
+    """A bound value as one percent-encoded URL component: it can never add a path segment or a parameter.
+
+    `..` and `.` alone would still be a dot segment that climbs out of the
+    intended path once a client or server normalises the URL, so they are refused.
+    """
+    if in_path and value in (".", ".."):
+        raise ExpressionError(
+            f"{url!r}: a value bound into the URL path is {value!r}, which would leave the intended path; "
+            "check the input that supplies it"
+        )
+    return urllib.parse.quote(value, safe="")
 
 
 def _as_text(value: Any) -> str:

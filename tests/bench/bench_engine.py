@@ -30,6 +30,9 @@ class _Catalog:
     def default_retry(self, action: str) -> RetryPolicy | None:
         return RetryPolicy(limit=3)
 
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        return ["x.test"]
+
 
 def dag_workflow(size: int, *, seed: int = 7) -> WorkflowSpec:
     """A layered DAG: each step needs 1-3 of the 20 steps before it; some have `when` and bindings."""

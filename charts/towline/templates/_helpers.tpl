@@ -59,7 +59,8 @@ learns of a missing one from the pod's status.
   verbs: [get, list, watch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, list, create, delete]
+  # update: a default-deny policy somebody opened up is put back before the next step starts
+  verbs: [get, list, create, update, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -64,6 +64,14 @@ Cidr = Annotated[
     ),
 ]
 Port = Annotated[int, Field(ge=1, le=65535)]
+HostPattern = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=253,
+        pattern=r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$",
+        description="A lower-case host name or IPv4 address; `*.example.org` matches its subdomains.",
+    ),
+]
 
 
 class Param(TowlineModel):
@@ -174,6 +182,11 @@ class Step(TowlineModel):
         description="Credential alias -> name of a Secret in this namespace; mounted for this step only.",
     )
     egress: list[EgressRule] = Field(default_factory=list, max_length=32)
+    allow_hosts: list[HostPattern] = Field(
+        default_factory=list, max_length=32,
+        description="The only hosts this step's pod may connect to (e.g. api.example.com, *.example.org); "
+        "required when a step with credentials has a templated host.",
+    )
     allow_private_networks: list[Cidr] = Field(
         default_factory=list, max_length=16,
         description="CIDRs of private ranges this step may reach (SSRF guard opt-in).",

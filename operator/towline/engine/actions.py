@@ -29,6 +29,8 @@ class CreateStepJob:
     egress: tuple[Mapping[str, Any], ...]
     """The step's `egress` entries in wire form: {"cidr": ..., "ports": [...]}."""
     allow_private_networks: tuple[str, ...]
+    allow_hosts: tuple[str, ...]
+    """The only hosts the pod may connect to, fixed in the Workflow; empty means any public host."""
     timeout_seconds: int | None
     idempotency_key: str
     mutating: bool

@@ -23,6 +23,7 @@ from datetime import datetime
 from towline.api.run import StepStatus
 from towline.engine.actions import Decision, DeleteJob
 from towline.engine.bindings import Bindings
+from towline.engine.egress import allowed_hosts
 from towline.engine.gates import Gates
 from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
@@ -220,17 +221,23 @@ class _Pass:
         except ExpressionError as error:
             self.driver.fail_before_start(step_id, error)
             return
+        try:
+            hosts = allowed_hosts(step, self.catalog)
+        except ExpressionError as error:
+            self.driver.fail_before_start(step_id, error)
+            return
         mutating = self.catalog.is_mutating(step.action, inputs)
         if self.state.phase(step_id) == "Pending" and mutating and not self._gate_passed(step_id):
             return
         slots.free -= 1
-        self.driver.start_attempt(step_id, inputs, mutating)
+        self.driver.start_attempt(step_id, inputs, mutating, hosts)
 
     def _gate_passed(self, step_id: str) -> bool:
         """The policy's approval gate before a mutating step: open it, wait for it, or pass."""
         gate = self.state.get(gate_id(step_id))
         if gate is None:
-            if not self.policy.approval.require_for_mutating_actions or self.graph.has_gate_upstream(step_id):
+            policy = self.policy.approval
+            if not policy.require_for_mutating_actions or self.gates.approved_upstream(step_id, policy):
                 return True
             self.state.add(StepStatus(id=gate_id(step_id), gate_for=step_id), before=step_id)
             self.gates.open_gate(gate_id(step_id), self.graph.gate_step(step_id), [step_id])

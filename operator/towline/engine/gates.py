@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from towline.api.common import parse_duration
-from towline.api.workflow import Step
+from towline.api.common import Approvers, parse_duration
+from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
 from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
 from towline.engine.phases import transition_step
@@ -115,6 +115,25 @@ class Gates:
             self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
             self.driver.after_failure(entry_id)
 
+    # --- the policy's gate ----------------------------------------------------------------
+
+    def approved_upstream(self, step_id: str, policy: ApprovalPolicy) -> bool:
+        """An author-written gate directly upstream stands in for the policy's gate before `step_id`.
+
+        Only a gate that actually passed (approved: not skipped by its `when`,
+        not rejected) and is at least as strict as the policy: its approvers
+        within the policy's, four eyes whenever the policy asks for them.
+        """
+        graph = self.driver.state.graph
+        for need in graph.steps[step_id].needs:
+            gate = graph.steps.get(need)
+            entry = self.driver.state.get(need)
+            if gate is None or gate.approval is None or entry is None:
+                continue
+            if entry.phase == "Succeeded" and entry.reason == "Approved" and at_least_as_strict(gate.approval, policy):
+                return True
+        return False
+
     # --- waits -----------------------------------------------------------------------
 
     def start_wait(self, step_id: str, step: Step) -> None:
@@ -138,3 +157,14 @@ class Gates:
         if self.driver.now >= entry.wake_at:
             edited = self.driver.state.edit(step_id)
             transition_step(edited, "Succeeded", at=self.driver.now, reason="WaitOver")
+
+
+def at_least_as_strict(gate: ApprovalGate, policy: ApprovalPolicy) -> bool:
+    """Everyone who may decide `gate` may also decide the policy's gate, and four eyes hold if asked for."""
+    return (gate.four_eyes or not policy.four_eyes) and _within(gate.approvers, policy.approvers)
+
+
+def _within(inner: Approvers, outer: Approvers) -> bool:
+    # Group membership is known only to the API server, so a listed user counts only if the policy
+    # lists that user too, and a group only if the policy lists that group.
+    return set(inner.users) <= set(outer.users) and set(inner.groups) <= set(outer.groups)

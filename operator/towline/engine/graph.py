@@ -63,12 +63,6 @@ class Graph:
         )
         return Step(id=gate_id(gated), approval=gate)
 
-    def has_gate_upstream(self, step_id: str) -> bool:
-        """An author-written approval step directly upstream already gates this step."""
-        return any(
-            need in self.steps and self.steps[need].approval is not None for need in self.steps[step_id].needs
-        )
-
     def dependants(self, step_id: str) -> list[str]:
         """Steps of the same stage that need `step_id` (a scan: only used when opening a gate)."""
         stage = self.stage[step_id]

@@ -75,7 +75,9 @@ class StepDriver:
 
     # --- actions ---------------------------------------------------------------------
 
-    def start_attempt(self, step_id: str, inputs: dict[str, Any], mutating: bool) -> None:
+    def start_attempt(
+        self, step_id: str, inputs: dict[str, Any], mutating: bool, allow_hosts: tuple[str, ...] = ()
+    ) -> None:
         """Start the next attempt, or adopt its Job when a crash lost the status that recorded it."""
         step = self.state.graph.steps[step_id]
         entry = self.state.edit(step_id)
@@ -96,7 +98,7 @@ class StepDriver:
             step_id=step_id, attempt=attempt, job_name=entry.job_name, action=step.action, inputs=inputs,
             credentials=dict(step.credentials),
             egress=tuple(rule.to_wire() for rule in step.egress),
-            allow_private_networks=tuple(step.allow_private_networks),
+            allow_private_networks=tuple(step.allow_private_networks), allow_hosts=allow_hosts,
             timeout_seconds=step.timeout_seconds, idempotency_key=entry.idempotency_key, mutating=mutating,
         ))
         self.event("Normal", "StepStarted", f"step {step_id} attempt {attempt} started as Job {entry.job_name}")

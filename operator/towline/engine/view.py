@@ -37,3 +37,7 @@ class ActionCatalog(Protocol):
     def default_retry(self, action: str) -> RetryPolicy | None:
         """The retry policy of an action whose step sets none; None means no retries."""
         ...
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """Hosts the action connects to as its inputs are written; None for one known only at run time."""
+        ...

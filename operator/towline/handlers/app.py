@@ -13,6 +13,7 @@ watches; only the Lease holder reconciles and fires schedules.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import socket
@@ -56,6 +57,7 @@ class OperatorConfig:
             else defaults.command,
             run_as_user=int(env.get("TOWLINE_RUNNER_UID", defaults.run_as_user)),
             ttl_seconds_after_finished=int(env.get("TOWLINE_JOB_TTL_SECONDS", defaults.ttl_seconds_after_finished)),
+            cluster_cidrs=cluster_cidrs(env.get("TOWLINE_CLUSTER_CIDRS", "")),
         )
         return cls(
             namespace=env.get("TOWLINE_NAMESPACE", "towline-system"),
@@ -63,6 +65,20 @@ class OperatorConfig:
             service_account=env.get("TOWLINE_SERVICE_ACCOUNT", "towline-operator"),
             pod_settings=pod_settings,
         )
+
+
+def cluster_cidrs(text: str) -> tuple[str, ...]:
+    """TOWLINE_CLUSTER_CIDRS (comma or space separated, from the chart's egress values); a bad one stops startup."""
+    cidrs = tuple(part for part in text.replace(",", " ").split() if part)
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"TOWLINE_CLUSTER_CIDRS: {cidr!r} is not a CIDR; set egress.podCIDRs and egress.serviceCIDRs "
+                "in the chart values to networks such as 10.244.0.0/16"
+            ) from None
+    return cidrs
 
 
 @dataclass

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from towline.engine import actions as engine_actions
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
 from towline.k8s.objects import (
+    DEFAULT_DENY_POLICY,
     RunRef,
     StepPodSettings,
     build_approval,
@@ -37,7 +38,6 @@ class ActionContext:
     connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
     """TCP ports an action's declared destinations use; the step's egress policy opens them."""
     reporter: str = "towline-operator"
-    namespaces_with_default_deny: set[str] = field(default_factory=set)
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -60,11 +60,21 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
 
 
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
-    """Once per namespace and operator lifetime: no step pod talks to anything by default."""
-    if namespace in context.namespaces_with_default_deny:
+    """Before every step Job: the namespace's default-deny policy exists and says what it must.
+
+    Read each time rather than remembered, so a policy somebody deleted is
+    created again and one somebody edited (say, to allow all egress) is put back.
+    """
+    desired = build_default_deny_policy(namespace)
+    path = NETWORK_POLICIES.path(namespace, desired["metadata"]["name"])
+    existing = await context.api.get(path)
+    if existing is None:
+        await context.api.create(NETWORK_POLICIES.path(namespace), desired)
         return
-    await context.api.create(NETWORK_POLICIES.path(namespace), build_default_deny_policy(namespace))
-    context.namespaces_with_default_deny.add(namespace)
+    if existing.get("spec") != desired["spec"]:
+        log.warning("NetworkPolicy %s/%s was changed; restoring its default-deny spec", namespace, DEFAULT_DENY_POLICY)
+        desired["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+        await context.api.replace(path, desired)
 
 
 async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:
@@ -75,6 +85,9 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         step_id=action.step_id,
         egress=list(action.egress),
         connector_ports=context.connector_ports(action.action, action.inputs),
+        allow_hosts=action.allow_hosts,
+        allow_private_networks=action.allow_private_networks,
+        cluster_cidrs=context.pod_settings.cluster_cidrs,
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
     job = build_step_job(
@@ -87,6 +100,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         credentials=action.credentials,
         idempotency_key=action.idempotency_key,
         timeout_seconds=action.timeout_seconds,
+        allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         settings=context.pod_settings,
     )

@@ -9,12 +9,14 @@ of exactly the Secrets the step names; their values never enter a manifest.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -23,13 +25,12 @@ LABEL_ATTEMPT = "towline.dev/attempt"
 LABEL_STEP_POD = "towline.dev/step-pod"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 ANNOTATION_STEP_ID = "towline.dev/step-id"
+ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
 MANAGER = "towline"
 
 CREDENTIALS_DIR = "/var/run/towline/credentials"
 RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
-
-PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
 
 JSON = dict[str, Any]
 
@@ -64,6 +65,8 @@ class StepPodSettings:
     ttl_seconds_after_finished: int = 86400
     default_timeout_seconds: int = 600
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    cluster_cidrs: tuple[str, ...] = ()
+    """The cluster's pod and service CIDRs: carved out of every step's egress like private ranges."""
 
 
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
@@ -195,13 +198,20 @@ def build_step_egress_policy(
     step_id: str,
     egress: Sequence[Mapping[str, Any]],
     connector_ports: Sequence[int],
+    allow_hosts: Sequence[str] = (),
+    allow_private_networks: Sequence[str] = (),
+    cluster_cidrs: Sequence[str] = (),
 ) -> JSON:
-    """DNS, the step's declared CIDRs, and the connector's ports on public addresses.
+    """DNS, the step's declared CIDRs, and the connector's ports: never what the in-pod guard refuses.
 
-    NetworkPolicy cannot name hosts, so a connector destination known only by
-    name opens its port to public address space with the private ranges carved
-    out; the runner's SSRF guard then enforces the host allowlist inside the pod.
+    Every peer carves out the ranges the runner's SSRF guard blocks (private,
+    loopback, link-local, CGNAT, metadata, NAT64 local-use ...) plus the
+    cluster's pod and service CIDRs, except where the step opted into a private
+    range. NetworkPolicy cannot name hosts: when `allow_hosts` are all IP
+    addresses the connector's ports open to exactly those, otherwise to public
+    address space, and the guard enforces the names inside the pod.
     """
+    forbidden = forbidden_networks(allow_private_networks, cluster_cidrs)
     rules: list[JSON] = [
         {
             "to": [{
@@ -212,33 +222,105 @@ def build_step_egress_policy(
         }
     ]
     for rule in egress:
-        entry: JSON = {"to": [{"ipBlock": {"cidr": rule["cidr"]}}]}
+        peers = ip_block_peers(ipaddress.ip_network(rule["cidr"], strict=False), forbidden)
+        if not peers:
+            continue  # wholly inside a range the guard refuses: the pod could never use it
+        entry: JSON = {"to": peers}
         if rule.get("ports"):
             entry["ports"] = [{"protocol": "TCP", "port": p} for p in rule["ports"]]
         rules.append(entry)
     if connector_ports:
-        rules.append({
-            "to": [
-                {"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES)}},
-                {"ipBlock": {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10", "::1/128"]}},
-            ],
-            "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(connector_ports))],
-        })
+        peers = _connector_peers(allow_hosts, forbidden)
+        if peers:
+            rules.append({"to": peers, "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(connector_ports))]})
+    metadata: JSON = {
+        "name": name,
+        "namespace": run.namespace,
+        "labels": step_labels(run, step_id),
+        "ownerReferences": [run.owner_reference()],
+    }
+    if allow_hosts:
+        metadata["annotations"] = {ANNOTATION_ALLOW_HOSTS: ",".join(allow_hosts)}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {
-            "name": name,
-            "namespace": run.namespace,
-            "labels": step_labels(run, step_id),
-            "ownerReferences": [run.owner_reference()],
-        },
+        "metadata": metadata,
         "spec": {
             "podSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")}},
             "policyTypes": ["Egress"],
             "egress": rules,
         },
     }
+
+
+def forbidden_networks(allow_private: Sequence[str], cluster_cidrs: Sequence[str]) -> list[IPNetwork]:
+    """What no step pod may reach: the guard's blocked ranges and the cluster's, minus the step's opt-ins.
+
+    Metadata addresses stay forbidden whatever the step opted into, as in the guard.
+    """
+    blocked = [ipaddress.ip_network(c) for c in (*blocked_cidrs(), *cluster_cidrs)]
+    allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
+    metadata = [ipaddress.ip_network(f"{a}/{a.max_prefixlen}") for a in METADATA_ADDRESSES]
+    return _collapse([*_subtract(blocked, allowed), *metadata])
+
+
+def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[JSON]:
+    """`network` as NetworkPolicy peers with every forbidden range inside it carved out."""
+    same = [f for f in forbidden if f.version == network.version]
+    if any(network.subnet_of(f) for f in same):  # type: ignore[arg-type]
+        return []
+    carved = sorted(str(f) for f in same if f != network and f.subnet_of(network))  # type: ignore[arg-type]
+    block: JSON = {"cidr": str(network)}
+    if carved:
+        block["except"] = carved
+    return [{"ipBlock": block}]
+
+
+def _connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork]) -> list[JSON]:
+    literals = [_ip_literal(host) for host in allow_hosts]
+    if allow_hosts and all(address is not None for address in literals):
+        return [peer for address in literals if address is not None
+                for peer in ip_block_peers(ipaddress.ip_network(f"{address}/{address.max_prefixlen}"), forbidden)]
+    peers = ip_block_peers(ipaddress.ip_network("0.0.0.0/0"), forbidden)
+    peers += ip_block_peers(ipaddress.ip_network("::/0"), forbidden)
+    # The well-known NAT64 prefix reaches public IPv4 through a translator: open it with the
+    # translated forms of the forbidden IPv4 ranges carved out, as the guard does.
+    nat64 = [
+        ipaddress.ip_network(f"{NAT64_WELL_KNOWN.network_address + int(f.network_address)}/{96 + f.prefixlen}")
+        for f in forbidden if f.version == 4
+    ]
+    inside = [f for f in forbidden if isinstance(f, ipaddress.IPv6Network) and not NAT64_WELL_KNOWN.subnet_of(f)]
+    peers += ip_block_peers(NAT64_WELL_KNOWN, [*nat64, *inside])
+    return peers
+
+
+def _ip_literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _subtract(networks: Sequence[IPNetwork], removed: Sequence[IPNetwork]) -> list[IPNetwork]:
+    """`networks` without the parts inside any of `removed` (CIDRs either nest or are disjoint)."""
+    result = list(networks)
+    for cut in removed:
+        next_round: list[IPNetwork] = []
+        for net in result:
+            if net.version != cut.version or not net.overlaps(cut):
+                next_round.append(net)
+            elif net.subnet_of(cut):  # type: ignore[arg-type]
+                continue
+            else:
+                next_round.extend(net.address_exclude(cut))  # type: ignore[arg-type]
+        result = next_round
+    return result
+
+
+def _collapse(networks: Sequence[IPNetwork]) -> list[IPNetwork]:
+    v4 = ipaddress.collapse_addresses(n for n in networks if isinstance(n, ipaddress.IPv4Network))
+    v6 = ipaddress.collapse_addresses(n for n in networks if isinstance(n, ipaddress.IPv6Network))
+    return [*v4, *v6]
 
 
 def build_approval(

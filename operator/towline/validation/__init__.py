@@ -5,7 +5,8 @@ Pure and synchronous: never imports a Kubernetes client, never reads a clock
 the Workflow's status (`Ready` with `observedGeneration`, validation errors).
 """
 
-from towline.validation.catalog import ActionCatalog, ConnectorCatalog, connector_catalog
+from towline.validation.actions import ActionCatalog
+from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.conditions import ready_condition, summary, workflow_conditions
 from towline.validation.parsing import parse_workflow_spec
 from towline.validation.workflow import MAX_ERRORS, validate_workflow, validate_workflow_manifest

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
+from towline.expression_cost import static_cost_problem
 from towline.expressions import (
     ROOT_VARIABLES,
     TEMPLATE,
@@ -86,6 +87,9 @@ def check_expression(
     """Problems with one expression at `field`; empty when it compiles and reads only what exists."""
     if not source.strip():
         return [ValidationError(field=field, message="empty expression; write CEL between ${{ and }}")]
+    cost = static_cost_problem(source)
+    if cost is not None:
+        return [ValidationError(field=field, message=cost)]
     error = syntax_error(source)
     if error is not None:
         return [ValidationError(field=field, message=f"CEL does not compile: {error}")]

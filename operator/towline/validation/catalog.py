@@ -9,33 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from towline.api.workflow import RetryPolicy
 from towline_connectors import registry
-
-
-class ActionCatalog(Protocol):
-    """The actions a workflow may use, as far as validation is concerned."""
-
-    def known_actions(self) -> list[str]:
-        """Every action name, e.g. `http.request`, sorted."""
-        ...
-
-    def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
-        """Messages naming the input field and the fix; empty when the inputs fit.
-
-        `${{ }}` template strings count as valid for any field: they resolve at run time.
-        """
-        ...
-
-    def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool:
-        """Whether running the action with these inputs changes something outside the pod."""
-        ...
-
-    def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(alias, key) of every credential the action reads with these inputs, defaults included."""
-        ...
 
 
 class ConnectorCatalog:
@@ -60,6 +37,13 @@ class ConnectorCatalog:
         if spec is None:
             return []
         return list(spec.credential_refs(inputs))
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
+        spec = registry.get_action(action)
+        if spec is None:
+            return []
+        return [None if found.host is None else str(found.host) for found in spec.destinations(inputs)]
 
     def default_retry(self, action: str) -> RetryPolicy | None:
         """The retry policy a step of `action` gets when it sets none; None for unknown actions."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.expressions import string_leaves
-from towline.validation.catalog import ActionCatalog
+from towline.validation.actions import ActionCatalog
 from towline.validation.graph import LocatedStep, locate_steps, suggestion
 from towline_connectors.wire import is_template, parse_rfc3339
 
@@ -39,6 +39,7 @@ def step_errors(spec: WorkflowSpec, catalog: ActionCatalog) -> list[ValidationEr
         errors += _action_errors(item, catalog)
         errors += _credential_errors(item, catalog)
         errors += _network_errors(item)
+        errors += _host_errors(item, catalog)
         errors += _timing_errors(item)
         errors += _on_failure_errors(item, compensations, main_ids)
     return errors
@@ -56,7 +57,7 @@ def _kind_errors(item: LocatedStep) -> list[ValidationError]:
         ))
     if step.action is None:
         for name, present in (("with", bool(step.with_)), ("credentials", bool(step.credentials)),
-                              ("egress", bool(step.egress))):
+                              ("egress", bool(step.egress)), ("allowHosts", bool(step.allow_hosts))):
             if present:
                 errors.append(ValidationError(
                     field=f"{item.path}.{name}",
@@ -154,6 +155,26 @@ def _network_errors(item: LocatedStep) -> list[ValidationError]:
         if problem is not None:
             errors.append(ValidationError(field=field, message=problem))
     return errors
+
+
+def _host_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
+    """A step with credentials talks only to hosts fixed in the Workflow: its URL's literal host or allowHosts."""
+    step = item.step
+    if not step.credentials or step.allow_hosts or step.action not in catalog.known_actions():
+        return []
+    assert step.action is not None
+    if all(host is not None for host in catalog.destination_hosts(step.action, step.with_)):
+        return []
+    return [ValidationError(field=f"{item.path}.allowHosts", message=templated_host_message(sorted(step.credentials)))]
+
+
+def templated_host_message(aliases: list[str]) -> str:
+    """Why a step with credentials and a host known only at run time cannot run, and the fix."""
+    return (
+        f"this step mounts credentials ({', '.join(aliases)}) but the host it connects to is only known at run "
+        "time (a ${{ }} binding), so whoever supplies the run's inputs could send the credentials anywhere; list "
+        "the hosts it may reach under allowHosts, e.g. allowHosts: [api.example.com], or write the host literally"
+    )
 
 
 def cidr_problem(text: str) -> str | None:

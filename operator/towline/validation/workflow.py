@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
+from towline.validation.actions import ActionCatalog
 from towline.validation.bindings import expression_errors
-from towline.validation.catalog import ActionCatalog
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
 from towline.validation.parsing import parse_workflow_spec
 from towline.validation.steps import step_errors

@@ -6,7 +6,12 @@ import io
 import json
 import urllib.parse
 
+import httpx
+
+from towline_connectors.errors import ActionError, ErrorClass
+from towline_connectors.httpcall import HttpReply
 from towline_connectors.redact import PLACEHOLDER, RedactingStream, Redactor
+from towline_connectors.result import StepResult, render_result
 
 SECRET = 'p@ss\\w0rd"é/+'
 
@@ -68,3 +73,28 @@ def test_secret_registered_later_is_redacted_from_then_on() -> None:
     redactor = Redactor()
     redactor.add("derived-basic-header")
     assert redactor.contains_secret("x derived-basic-header")
+
+
+STRADDLING = "tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+
+
+def test_clip_redacts_before_cutting_so_a_straddling_secret_leaves_no_prefix() -> None:
+    redactor = Redactor([STRADDLING])
+    text = "x" * 290 + STRADDLING + " tail"
+    clipped = redactor.clip(text, 300)
+    assert STRADDLING[:6] not in clipped and clipped.startswith("x" * 290 + "[REDA")
+
+
+def test_an_error_snippet_of_a_response_body_never_keeps_a_prefix_of_a_secret() -> None:
+    body = ("e" * 280 + STRADDLING + "e" * 100).encode()
+    reply = HttpReply(500, httpx.Headers(), body, httpx.URL("https://api.example.com/"), "GET api.example.com",
+                      Redactor([STRADDLING]))
+    snippet = reply.snippet()
+    assert len(snippet) < 320 and STRADDLING[:4] not in snippet and PLACEHOLDER[:5] in snippet
+
+
+def test_a_step_message_cut_to_its_limit_keeps_no_prefix_of_a_secret() -> None:
+    message = "m" * 1490 + STRADDLING
+    result, text = render_result(StepResult.failure(ActionError(ErrorClass.PERMANENT, message)),
+                                 Redactor([STRADDLING]), "shrink")
+    assert STRADDLING[:4] not in text and result.message is not None and STRADDLING[:4] not in result.message

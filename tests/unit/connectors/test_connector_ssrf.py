@@ -258,3 +258,31 @@ def test_refusal_message_names_host_and_address() -> None:
     guard = NetGuard(NetworkRules(), lambda host, port: ["192.168.0.9"])
     with pytest.raises(DestinationRefusedError, match=r"printer\.example\.com \(192\.168\.0\.9\): private address"):
         guard.resolve("printer.example.com", 443)
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("168.63.129.16", "cloud metadata address"),  # Azure WireServer
+    ("64:ff9b:1::cb00:710a", "NAT64 local-use address"),  # local-use NAT64 of a public address
+    ("64:ff9b:1::7f00:1", "NAT64 local-use address"),
+])
+def test_azure_wireserver_and_local_use_nat64_are_refused_even_when_opted_in(
+    http_server: LoopbackHTTPServer, answer: str, reason: str
+) -> None:
+    # If the guard let the address through, the connector would reach the live loopback server.
+    http_server.routes["/machine"] = Reply(200, "reached")
+    seen: list[tuple[str, int]] = []
+    rules = NetworkRules(allow_private=(ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("168.63.0.0/16")))
+    ctx = make_ctx(rules=rules, hosts={"wire.example.com": [answer]},
+                   connector=redirecting_connector(http_server.port, seen))
+    with pytest.raises(ActionError, match=reason):
+        run_action("http.request", {"url": "http://wire.example.com/machine"}, ctx)
+    assert seen == [] and http_server.requests == []
+
+
+def test_well_known_nat64_of_a_public_address_stays_reachable(http_server: LoopbackHTTPServer) -> None:
+    http_server.routes["/"] = Reply(200, "ok")
+    seen: list[tuple[str, int]] = []
+    ctx = make_ctx(rules=NetworkRules(), hosts={"v6.example.com": ["64:ff9b::cb00:710a"]},
+                   connector=redirecting_connector(http_server.port, seen))
+    run_action("http.request", {"url": "http://v6.example.com/"}, ctx)
+    assert seen == [("64:ff9b::cb00:710a", 80)]

@@ -6,12 +6,13 @@ import ast
 import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import cel
 import pytest
 
-from towline_connectors import wire
+from towline_connectors import netguard, wire
 from towline_connectors.wire import duration_text, is_template, parse_rfc3339, rfc3339, to_json_value
 
 
@@ -85,10 +86,12 @@ def test_a_binding_is_a_string_holding_the_marker(value: object, expected: bool)
     assert is_template(value) is expected
 
 
-def test_the_module_the_operator_imports_needs_only_the_standard_library() -> None:
-    # The import contracts allow every operator module to import `wire`, so whatever `wire`
-    # imported would reach the operator unseen: it must stay standard library only.
-    tree = ast.parse(Path(wire.__file__).read_text())
+@pytest.mark.parametrize("module", [wire, netguard], ids=lambda m: m.__name__)
+def test_the_modules_the_operator_imports_need_only_the_standard_library(module: ModuleType) -> None:
+    # The import contracts allow operator modules to import `wire` and `netguard` (the
+    # NetworkPolicy except-list is the guard's own block list), so whatever they imported
+    # would reach the operator unseen: they must stay standard library only.
+    tree = ast.parse(Path(str(module.__file__)).read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported and {name.split(".")[0] for name in imported} <= sys.stdlib_module_names | {"__future__"}

@@ -31,6 +31,7 @@ from towline.engine import (
     decide,
     start_run,
 )
+from towline_connectors.spec import url_destination
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 MUTATING_ACTIONS = frozenset({"crm.update", "tasks.create"})
@@ -49,6 +50,12 @@ class FakeCatalog:
 
     def default_retry(self, action: str) -> RetryPolicy | None:
         return self.retries.get(action)
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """The host of `with.url` as written (None when templated); notify.slack always posts to Slack."""
+        if action == "notify.slack":
+            return ["hooks.slack.com"]
+        return [d.host for d in url_destination(inputs["url"])] if "url" in inputs else []
 
 
 def workflow(steps: list[dict[str, Any]], **extra: Any) -> WorkflowSpec:

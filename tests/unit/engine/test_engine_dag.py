@@ -248,6 +248,35 @@ def test_step_credentials_and_egress_reach_the_job_as_references() -> None:
     assert sim.step("a").credentials_used == ["crm-api"]
 
 
+def test_a_step_with_credentials_may_reach_only_the_literal_host_of_its_url() -> None:
+    sim = Sim(workflow([action("a", credentials={"crm": "crm-api"},
+                               **{"with": {"url": "https://crm.example.com/a/${{ run.name }}"}})]))
+    sim.reconcile()
+    assert sim.created[0].allow_hosts == ("crm.example.com",)
+
+
+def test_allow_hosts_reach_the_job_whether_or_not_the_step_has_credentials() -> None:
+    sim = Sim(workflow([action("a", allowHosts=["api.example.com"], **{"with": {"url": "https://x.example.com/"}})]))
+    sim.reconcile()
+    assert sim.created[0].allow_hosts == ("api.example.com",)
+
+
+def test_a_step_without_credentials_or_allow_hosts_is_not_pinned() -> None:
+    sim = Sim(workflow([action("a", **{"with": {"url": "https://${{ run.name }}.example.com/"}})]))
+    sim.reconcile()
+    assert sim.created[0].allow_hosts == ()
+
+
+def test_a_step_with_credentials_and_a_templated_host_fails_before_its_job_exists() -> None:
+    sim = Sim(workflow([action("a", credentials={"crm": "crm-api"},
+                               **{"with": {"url": "https://${{ params.host }}/"}})], params=[{"name": "host"}]),
+              params={"host": "evil.test"})
+    sim.reconcile()
+    step = sim.step("a")
+    assert sim.created == [] and step.phase == "Failed" and step.error_class == "validation"
+    assert step.message is not None and step.message.startswith("allowHosts: this step mounts credentials (crm)")
+
+
 def test_terminal_run_is_left_as_it_is() -> None:
     sim = Sim(workflow([action("a")]))
     sim.succeed_all()

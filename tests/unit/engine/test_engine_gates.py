@@ -161,12 +161,42 @@ def test_policy_gate_follows_the_rendered_inputs() -> None:
     assert sim.started() == [] and sim.requested[0].step_id == "call__approval"
 
 
-def test_policy_gate_is_not_inserted_when_an_approval_step_is_directly_upstream() -> None:
-    sim = policy_run({"id": "ok", "approval": {}}, {"id": "update", "action": "crm.update", "needs": ["ok"]})
+def test_policy_gate_is_not_inserted_when_an_approved_gate_as_strict_is_directly_upstream() -> None:
+    sim = policy_run({"id": "ok", "approval": {"approvers": {"users": ["dana"]}}},
+                     {"id": "update", "action": "crm.update", "needs": ["ok"]})
     sim.reconcile()
     sim.decide_approval("ok", "Approved")
     sim.reconcile()
     assert [r.step_id for r in sim.requested] == ["ok"] and sim.started() == ["update"]
+
+
+def test_a_skipped_upstream_gate_does_not_stand_in_for_the_policy_gate() -> None:
+    sim = policy_run({"id": "ok", "when": "false", "approval": {"approvers": {"users": ["dana"]}}},
+                     {"id": "update", "action": "crm.update", "needs": ["ok"], "runIfSkipped": True})
+    sim.reconcile()
+    assert sim.phase_of("ok") == "Skipped"
+    assert sim.started() == [] and [r.step_id for r in sim.requested] == ["update__approval"]
+    assert sim.phase == "AwaitingApproval"
+
+
+def test_an_upstream_gate_with_other_approvers_does_not_stand_in_for_the_policy_gate() -> None:
+    sim = policy_run({"id": "ok", "approval": {"approvers": {"users": ["dana", "mallory"]}}},
+                     {"id": "update", "action": "crm.update", "needs": ["ok"]})
+    sim.reconcile()
+    sim.decide_approval("ok", "Approved", by="mallory")
+    sim.reconcile()
+    assert sim.started() == [] and [r.step_id for r in sim.requested] == ["ok", "update__approval"]
+    assert sim.requested[1].approvers.users == ["dana"]
+
+
+def test_an_upstream_gate_without_four_eyes_does_not_stand_in_for_a_four_eyes_policy() -> None:
+    policy = {"approval": {"requireForMutatingActions": True, "fourEyes": True, "approvers": {"groups": ["ops"]}}}
+    sim = Sim(workflow([{"id": "ok", "approval": {"approvers": {"groups": ["ops"]}}},
+                        {"id": "update", "action": "crm.update", "needs": ["ok"]}], policy=policy))
+    sim.reconcile()
+    sim.decide_approval("ok", "Approved", by="alice")
+    sim.reconcile()
+    assert sim.started() == [] and sim.requested[-1].step_id == "update__approval" and sim.requested[-1].four_eyes
 
 
 def test_rejected_policy_gate_skips_the_step_and_fails_the_run() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from towline.api.workflow import ValidationError
 from towline.validation import validate_workflow_manifest
+from towline_connectors.spec import url_destination
 
 
 class FakeCatalog:
@@ -31,6 +32,12 @@ class FakeCatalog:
         if action == "notify.slack" and "webhook" not in inputs:
             return [("slack", "url")]
         return []
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """The host of `with.url` as written (None when templated); notify.slack always posts to Slack."""
+        if action == "notify.slack":
+            return ["hooks.slack.com"]
+        return [d.host for d in url_destination(inputs["url"])] if "url" in inputs else []
 
 
 Check = Callable[[dict[str, Any]], list[ValidationError]]

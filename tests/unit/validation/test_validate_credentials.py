@@ -133,3 +133,36 @@ def test_schema_errors_use_the_users_spelling_of_the_path() -> None:
 def test_schema_errors_never_repeat_input_values() -> None:
     _, errors = parse_workflow_spec({"steps": [{"id": "a", "action": "x.y", "timeoutSeconds": TOKEN}]})
     assert errors and TOKEN not in str(errors)
+
+
+def test_a_step_with_credentials_and_a_templated_host_needs_allow_hosts(check: Check) -> None:
+    step = http(credentials={"crm": "crm-api"}, **{"with": {"url": "https://${{ params.host }}/accounts"}})
+    errors = check({"params": [{"name": "host"}], "steps": [step]})
+    assert [e.field for e in errors] == ["spec.steps[0].allowHosts"]
+    assert "mounts credentials (crm)" in errors[0].message and "allowHosts: [api.example.com]" in errors[0].message
+
+
+def test_allow_hosts_fixes_a_templated_host_with_credentials(check: Check) -> None:
+    step = http(credentials={"crm": "crm-api"}, allowHosts=["api.example.com", "*.crm.example.org"],
+                **{"with": {"url": "https://${{ params.host }}/accounts"}})
+    assert check({"params": [{"name": "host"}], "steps": [step]}) == []
+
+
+def test_a_templated_path_with_credentials_is_fine_because_the_host_is_fixed(check: Check) -> None:
+    step = http(credentials={"crm": "crm-api"}, **{"with": {"url": "https://api.example.com/${{ params.id }}"}})
+    assert check({"params": [{"name": "id"}], "steps": [step]}) == []
+
+
+def test_a_templated_host_without_credentials_needs_no_allow_hosts(check: Check) -> None:
+    step = http(**{"with": {"url": "https://${{ params.host }}/"}})
+    assert check({"params": [{"name": "host"}], "steps": [step]}) == []
+
+
+def test_allow_hosts_must_be_host_names(check: Check) -> None:
+    errors = check({"steps": [http(allowHosts=["https://api.example.com/x"])]})
+    assert errors and errors[0].field.startswith("spec.steps[0].allowHosts")
+
+
+def test_allow_hosts_on_an_approval_step_is_refused(check: Check) -> None:
+    errors = check({"steps": [{"id": "ok", "approval": {}, "allowHosts": ["api.example.com"]}]})
+    assert [e.field for e in errors] == ["spec.steps[0].allowHosts"]

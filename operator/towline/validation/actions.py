@@ -1,0 +1,38 @@
+"""The questions validation asks about actions, as a protocol.
+
+Kept apart from the adapter onto the connectors' registry (`catalog.py`) so the
+rules that only need the questions (and the engine, which reuses their
+messages) do not import every connector module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class ActionCatalog(Protocol):
+    """The actions a workflow may use, as far as validation is concerned."""
+
+    def known_actions(self) -> list[str]:
+        """Every action name, e.g. `http.request`, sorted."""
+        ...
+
+    def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
+        """Messages naming the input field and the fix; empty when the inputs fit.
+
+        `${{ }}` template strings count as valid for any field: they resolve at run time.
+        """
+        ...
+
+    def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool:
+        """Whether running the action with these inputs changes something outside the pod."""
+        ...
+
+    def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(alias, key) of every credential the action reads with these inputs, defaults included."""
+        ...
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
+        ...
