@@ -54,6 +54,7 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"egress.podCIDRs": '["10.244.0.0"]'}, "podCIDRs"),
     ({"ingress.replicas": "0"}, "replicas"),
     ({"networkPolicy.enabled": "yes"}, "enabled"),
+    ({"workflowSecretChecks": "0"}, "workflowSecretChecks"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)
