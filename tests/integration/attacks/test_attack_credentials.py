@@ -22,8 +22,9 @@ from tests.integration.support import (
     step_status,
     wait_for_phase,
 )
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

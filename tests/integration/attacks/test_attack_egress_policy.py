@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from tests.integration.support import LoopbackServer, apply, get, step_status, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import CHART, OperatorProcess
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import CHART, OperatorProcess
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from tests.integration.support import apply, create, get, list_objects, step_status, wait_for, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

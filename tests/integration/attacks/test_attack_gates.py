@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from tests.integration.support import LoopbackServer, apply, get, list_objects, start_run, step_status, wait_for
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 
