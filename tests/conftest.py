@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from towline_dev.binaries import find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
+from towline_dev.node.realnode import NodeCluster
 from towline_dev.stepexecutor import StepExecutor
 
 
@@ -43,6 +44,8 @@ class LocalCluster:
 
 _CLUSTER: LocalCluster | None = None
 """The session's cluster, for the failure hook (hooks cannot request fixtures)."""
+_NODE_CLUSTER: NodeCluster | None = None
+"""The session's control plane with a real node, for the same hook."""
 
 
 def kept_logs_root() -> Path:
@@ -77,6 +80,29 @@ def local_cluster() -> Iterator[LocalCluster]:
         handler.close()
         plane.stop()
         plane.remove_state()
+
+
+@pytest.fixture(scope="session")
+def real_node() -> Iterator[NodeCluster]:
+    """A control plane of its own with a real node (kubelet, containerd, CNI, kube-proxy,
+    kube-scheduler, kube-router for NetworkPolicy, CoreDNS), for the whole session.
+
+    Needs root; the first use on a machine installs the node's Debian packages and builds
+    its binaries (printed as it goes). `.plane` is the ControlPlane, `.node` the RealNode.
+    """
+    global _NODE_CLUSTER  # noqa: PLW0603 - the failure hook needs it
+    if os.geteuid() != 0:
+        pytest.skip("the real node needs root")
+    cluster = NodeCluster(progress=_progress).start()
+    assert cluster.node is not None
+    _progress(f"real node Ready in {cluster.node.startup_seconds:.1f} s ({cluster.startup_seconds:.1f} s "
+              f"with the control plane; state: {cluster.state_dir})")
+    _NODE_CLUSTER = cluster
+    try:
+        yield cluster
+    finally:
+        _NODE_CLUSTER = None
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -152,6 +178,9 @@ def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iter
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    node_cluster = _NODE_CLUSTER
+    if report.failed and node_cluster is not None and "real_node" in getattr(item, "fixturenames", ()):
+        _keep_node_logs(item, report, node_cluster)
     cluster = _CLUSTER
     if not report.failed or cluster is None or "local_cluster" not in getattr(item, "fixturenames", ()):
         return
@@ -164,3 +193,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if pod_logs.exists():
         shutil.copytree(pod_logs, destination / "pods", dirs_exist_ok=True)
     report.sections.append(("towline logs", f"component, executor and pod logs kept in {destination}"))
+
+
+def _keep_node_logs(item: pytest.Item, report: pytest.TestReport, cluster: NodeCluster) -> None:
+    destination = kept_logs_root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    shutil.rmtree(destination, ignore_errors=True)
+    if cluster.plane is not None:
+        cluster.plane.copy_logs(destination / "control-plane")
+        snapshot = cluster.plane.kubectl("get", "nodes,pods,jobs,networkpolicies,events", "-A", "-o", "yaml",
+                                         check=False, timeout=30)
+        (destination / "objects.yaml").write_text(snapshot.stdout or snapshot.stderr)
+    if cluster.node is not None:
+        cluster.node.copy_logs(destination / "node")
+    report.sections.append(("towline logs", f"control plane, node and pod logs kept in {destination}"))

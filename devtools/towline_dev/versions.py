@@ -14,3 +14,21 @@ ETCD_VERSION = "v3.6.5"
 
 HELM_VERSION = "v3.20.2"
 """helm.sh/helm/v3: the release built against client-go 0.35."""
+
+COREDNS_VERSION = "v1.14.7"
+"""github.com/coredns/coredns: the local node's cluster DNS, run as a pod."""
+
+KUBE_ROUTER_VERSION = "v2.1.0"
+"""github.com/cloudnativelabs/kube-router/v2: only its NetworkPolicy controller runs."""
+
+DEBIAN_PACKAGES = {
+    "containerd": "1.6.20~ds1-1+deb12u3",
+    "runc": "1.1.5+ds1-1+deb12u1",
+    "containernetworking-plugins": "1.1.1+ds1-3+b5",
+    "iptables": "1.8.9-2",
+    "ipset": "7.17-1",
+    "conntrack": "1:1.4.7-1+b2",
+    "busybox-static": "1:1.35.0-4+deb12u1+b1",
+}
+"""Debian 12 packages the local node runs (CRI runtime, CNI plugins, netfilter tools) and
+the static busybox its test images are made from; installed by `towline_dev.node.packages`."""
