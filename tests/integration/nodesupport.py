@@ -6,6 +6,7 @@ measure is the network (and its NetworkPolicy enforcer), never an in-pod guard.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from typing import Any, Literal
@@ -38,7 +39,7 @@ def sleeper_pod(name: str, namespace: str, labels: dict[str, str] | None = None)
             "containers": [{
                 "name": "probe", "image": TEST_IMAGE, "imagePullPolicy": "Never",
                 "command": ["/bin/busybox", "sleep", "3600"],
-                "securityContext": RESTRICTED_CONTAINER_SECURITY,
+                "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
             }],
         },
     }

@@ -24,8 +24,8 @@ from tests.integration.nodesupport import create, exec_in, sleeper_pod, tcp_prob
 
 from towline.k8s.objects import LABEL_STEP_POD, RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
+from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.node.testhosts import METADATA_ADDRESS, TestHosts
 
 ALLOWED = "203.0.113.10:8080"
 OTHER_HOST = "203.0.113.20:8080"
@@ -36,7 +36,7 @@ METADATA = f"{METADATA_ADDRESS}:80"
 @dataclass
 class EgressSetup:
     cluster: NodeCluster
-    hosts: TestHosts
+    hosts: ProbeHosts
     step_ns: str
     control_ns: str
     lag_seconds: float
@@ -56,7 +56,7 @@ class EgressSetup:
 def egress(real_node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EgressSetup]:
     plane = real_node.plane
     assert plane is not None
-    hosts = TestHosts([ALLOWED, OTHER_HOST, OTHER_DNS, METADATA], tmp_path_factory.mktemp("testhosts")).start()
+    hosts = ProbeHosts([ALLOWED, OTHER_HOST, OTHER_DNS, METADATA], tmp_path_factory.mktemp("testhosts")).start()
     step_ns, control_ns = "egress-step", "egress-control"
     try:
         run = RunRef(name="run-1", namespace=step_ns, uid="00000000-0000-0000-0000-000000000001", workflow="wf")
@@ -76,7 +76,11 @@ def egress(real_node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         wait_running(plane, step_ns, "probe")
         started = time.monotonic()
         host, port = OTHER_HOST.split(":")
-        while tcp_probe(plane, step_ns, "probe", host, int(port), wait=1) == "connected":
+        while True:  # in effect once a probe of the other host fails without its SYN arriving
+            arrived = hosts.arrived(OTHER_HOST)
+            outcome = tcp_probe(plane, step_ns, "probe", host, int(port), wait=1)
+            if outcome != "connected" and hosts.arrived(OTHER_HOST) == arrived:
+                break
             assert time.monotonic() - started < 120, "the egress policy was not in effect 120 s after pod start"
             time.sleep(0.2)
         lag = time.monotonic() - started

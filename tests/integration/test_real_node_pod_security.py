@@ -47,18 +47,22 @@ def _with(pod: dict[str, Any], **container_security: Any) -> dict[str, Any]:
     return pod
 
 
-@pytest.mark.parametrize("attack", ["root", "privileged", "host-network", "writable-root-escalation"])
+@pytest.mark.parametrize(
+    "attack", ["root", "host-network", "privilege-escalation", "added-capability", "unconfined-seccomp"]
+)
 def test_restricted_namespace_refuses_alice_a_weaker_pod(plane: ControlPlane, attack: str) -> None:
     pod = sleeper_pod(f"attack-{attack}", NAMESPACE)
     if attack == "root":
         pod["spec"]["securityContext"].update(runAsNonRoot=False, runAsUser=0)
         _with(pod, runAsNonRoot=False)
-    elif attack == "privileged":
-        _with(pod, privileged=True)
     elif attack == "host-network":
         pod["spec"]["hostNetwork"] = True
+    elif attack == "privilege-escalation":
+        _with(pod, allowPrivilegeEscalation=True)
+    elif attack == "added-capability":
+        _with(pod, capabilities={"drop": ["ALL"], "add": ["NET_RAW"]})
     else:
-        _with(pod, allowPrivilegeEscalation=True, capabilities={"add": ["NET_RAW"]})
+        _with(pod, seccompProfile={"type": "Unconfined"})
     result = create(plane, pod, user="alice", check=False)
     assert result.returncode != 0
     assert 'violates PodSecurity "restricted:latest"' in result.stderr

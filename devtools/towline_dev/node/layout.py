@@ -6,7 +6,7 @@ private range never appears:
 
 - 198.51.100.0/25   pods (the CNI bridge is its gateway, .1)
 - 198.51.100.128/26 Services (the API server's Service is .129, cluster DNS is .138)
-- 198.51.100.250    the node itself: kubelet and API server listen here (a dummy interface)
+- 198.51.100.250    the node itself: kubelet and API server listen here (an interface of its own)
 - 203.0.113.0/24    test hosts the integration tests put in network namespaces
 """
 
@@ -22,7 +22,7 @@ import yaml
 NODE_NAME = "towline-node"
 NODE_ADDRESS = "198.51.100.250"
 NODE_INTERFACE = "towline-node0"
-"""A dummy interface holding NODE_ADDRESS, so the address exists before any pod does."""
+"""A port-less bridge holding NODE_ADDRESS, so the address exists before any pod does."""
 POD_CIDR = "198.51.100.0/25"
 POD_GATEWAY = "198.51.100.1"
 SERVICE_CIDR = "198.51.100.128/26"

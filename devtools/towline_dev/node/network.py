@@ -39,9 +39,9 @@ def set_sysctl(key: str, value: str) -> str:
 
 
 def add_node_address() -> None:
-    """A dummy interface holding the node's address (idempotent)."""
+    """A port-less bridge holding the node address (idempotent; this kernel has no dummy links)."""
     if not link_exists(NODE_INTERFACE):
-        run(["ip", "link", "add", NODE_INTERFACE, "type", "dummy"])
+        run(["ip", "link", "add", NODE_INTERFACE, "type", "bridge"])
     run(["ip", "address", "replace", f"{NODE_ADDRESS}/32", "dev", NODE_INTERFACE])
     run(["ip", "link", "set", NODE_INTERFACE, "up"])
 

@@ -144,9 +144,11 @@ class RealNode:
             if self._processes.get("kubelet") is not None and self.plane.is_running():
                 self.plane.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=0", "--force",
                                    "--wait=false", check=False, timeout=60)
-                with contextlib.suppress(TimeoutError):  # if not, removed below without the kubelet
-                    wait_for(lambda: not cleanup.ctr(self.paths, "containers", "ls", "-q").stdout.strip(),
-                             timeout=45, interval=0.5, what="the kubelet to remove every pod sandbox")
+                # Stopped sandboxes have had their network torn down by CNI; the kubelet would
+                # remove them only at its next garbage collection, so `remove_containers` does.
+                with contextlib.suppress(TimeoutError):  # if not, killed below without the kubelet
+                    wait_for(lambda: not cleanup.running_tasks(self.paths),
+                             timeout=30, interval=0.25, what="the kubelet to stop every pod")
             for component in ("kubelet", "kube-proxy", "kube-router"):
                 self._stop_component(component)
             if self.plane.is_running():

@@ -26,20 +26,20 @@ METADATA_ADDRESS = "169.254.169.254"
 
 
 @dataclass
-class TestHosts:
+class ProbeHosts:
     """Listeners at `endpoints` ("address:port") inside the namespace, while started."""
 
     endpoints: Sequence[str]
     log_dir: Path
     _servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def __enter__(self) -> TestHosts:
+    def __enter__(self) -> ProbeHosts:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def start(self) -> TestHosts:
+    def start(self) -> ProbeHosts:
         self.stop()
         addresses = sorted({endpoint.rsplit(":", 1)[0] for endpoint in self.endpoints} - {METADATA_ADDRESS})
         run(["ip", "netns", "add", NAMESPACE])
