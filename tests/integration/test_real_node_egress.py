@@ -119,6 +119,21 @@ def test_step_cannot_reach_the_api_server_or_the_node(egress: EgressSetup, targe
     assert egress.probe(egress.step_ns, endpoint) != "connected"
 
 
+def test_step_dns_queries_to_another_server_never_arrive(egress: EgressSetup) -> None:
+    """DNS is the classic way out: a query to any server but cluster DNS must not leave the pod."""
+    plane = egress.cluster.plane
+    assert plane is not None
+    server = OTHER_DNS.split(":", maxsplit=1)[0]
+    before = egress.hosts.arrived(OTHER_DNS, "udp")
+    exec_in(plane, egress.control_ns, "probe", "/bin/busybox", "timeout", "3",
+            "/bin/busybox", "nslookup", "exfil.example", server)
+    after_control = egress.hosts.arrived(OTHER_DNS, "udp")
+    assert after_control > before, "the control pod's query never arrived"
+    exec_in(plane, egress.step_ns, "probe", "/bin/busybox", "timeout", "3",
+            "/bin/busybox", "nslookup", "exfil.example", server)
+    assert egress.hosts.arrived(OTHER_DNS, "udp") == after_control, "the step's DNS query reached another server"
+
+
 def test_step_resolves_names_through_cluster_dns(egress: EgressSetup) -> None:
     plane = egress.cluster.plane
     assert plane is not None

@@ -55,9 +55,10 @@ class ProbeHosts:
         run([*inside, "ip", "route", "add", "default", "via", GATEWAY])
         run(["ip", "route", "replace", f"{METADATA_ADDRESS}/32", "via", NAMESPACE_ADDRESS, "dev", HOST_LINK])
         for endpoint in self.endpoints:
-            # A counting rule (no target) per endpoint: how many connection attempts arrived.
+            # Counting rules (no target) per endpoint: how many TCP SYNs and UDP datagrams arrived.
             address, port = endpoint.rsplit(":", 1)
             run([*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--syn", "-d", address, "--dport", port])
+            run([*inside, "iptables", "-A", "INPUT", "-p", "udp", "-d", address, "--dport", port])
         for endpoint in self.endpoints:
             if endpoint.startswith(METADATA_ADDRESS):
                 continue
@@ -68,13 +69,13 @@ class ProbeHosts:
         wait_for(self._listening, timeout=30, what="the test hosts to listen")
         return self
 
-    def arrived(self, endpoint: str) -> int:
-        """Connection attempts (TCP SYNs) that reached `endpoint` so far."""
+    def arrived(self, endpoint: str, protocol: str = "tcp") -> int:
+        """TCP connection attempts (SYNs), or UDP datagrams, that reached `endpoint` so far."""
         address, port = endpoint.rsplit(":", 1)
         listing = run(["ip", "netns", "exec", NAMESPACE, "iptables", "-L", "INPUT", "-v", "-n", "-x"]).stdout
         for line in listing.splitlines():
             fields = line.split()
-            if f"dpt:{port}" in fields and address in fields:
+            if f"dpt:{port}" in fields and address in fields and protocol in fields:
                 return int(fields[0])
         raise KeyError(f"no counting rule for {endpoint}")
 

@@ -218,6 +218,7 @@ class RealNode:
             metrics_port=free_loopback_port())))
         write_node_credentials(paths, control_plane_pki=self.plane.pki_dir, server=self.plane.server)
         network.add_node_address()
+        network.ensure_shared_netns_dir()
         if not Path("/proc/sys/net/bridge").exists():
             subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
         for key, value in _SYSCTLS.items():
@@ -297,5 +298,6 @@ class NodeCluster:
             self.node.remove_state()
         if self.plane is not None:
             self.plane.remove_state()
+        self.node = self.plane = None
         network.remove_links(bridge_only=False)
         shutil.rmtree(self.state_dir, ignore_errors=True)
