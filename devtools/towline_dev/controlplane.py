@@ -5,7 +5,8 @@ data, one log file per component) and three child processes on free loopback
 ports. It serves HTTPS with a CA of its own, authenticates people and components
 with static tokens generated per start, authorises with RBAC (and the Node
 authorizer), and signs ServiceAccount tokens. There is no kubelet and no
-scheduler: `towline_dev.stepexecutor` plays both.
+scheduler: `towline_dev.stepexecutor` plays both, or `towline_dev.node` runs a real
+node, for which the API server serves on the node's address instead of loopback.
 
 It never touches anything outside its state directory and never leaves a child
 running: see `towline_dev.processes` for how orphans are prevented.
