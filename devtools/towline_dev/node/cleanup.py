@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from towline_dev.node.layout import NodePaths
@@ -92,3 +94,75 @@ def kill_shims(paths: NodePaths) -> list[int]:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed.append(int(entry.name))
     return killed
+
+
+RUNC_ROOT = "/run/containerd/runc/k8s.io"
+"""Where containerd's runc shim keeps container state for the CRI namespace."""
+STATE_MARKER = "towline-node-state"
+"""A file in every node state directory: marks containers and shims as this tooling's own."""
+
+
+def _argv_of(pid: str) -> list[bytes]:
+    try:
+        return (Path("/proc") / pid / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def remove_stale(progress: Callable[[str], None]) -> None:
+    """Remove what a node killed without its `stop()` (SIGKILL, a crash) left behind.
+
+    Only called while holding the machine's node lock, so no other node runs. Only
+    containers whose bundle lies in a marked node state directory, and shims started
+    for a socket in one, are touched; a containerd of anyone else is left alone.
+    """
+    listed = subprocess.run(["runc", "--root", RUNC_ROOT, "list", "--format", "json"],
+                            capture_output=True, text=True, check=False)
+    stale: list[str] = []
+    netns: list[str] = []
+    state_dirs: set[Path] = set()
+    with contextlib.suppress(ValueError, TypeError):
+        for container in json.loads(listed.stdout or "null") or []:
+            bundle = Path(container.get("bundle", ""))
+            state_dir = _node_state_dir(bundle)
+            if state_dir is not None:
+                stale.append(container["id"])
+                netns += _bundle_netns(bundle)
+                state_dirs.add(state_dir)
+    for pid in (entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()):
+        argv = _argv_of(pid)
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and b"-address" in argv:
+            address = argv[argv.index(b"-address") + 1].decode(errors="replace")
+            state_dir = _node_state_dir(Path(address))
+            if state_dir is not None:
+                state_dirs.add(state_dir)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+    if stale:
+        progress(f"removing {len(stale)} containers a previous node left running")
+    for container_id in stale:
+        subprocess.run(["runc", "--root", RUNC_ROOT, "kill", container_id, "KILL"], capture_output=True, check=False)
+        subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", container_id],
+                       capture_output=True, check=False)
+    for path in netns:
+        remove_netns(path)
+    for state_dir in state_dirs:
+        progress(f"removing the state of a node that was not stopped: {state_dir}")
+        unmount_all(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _bundle_netns(bundle: Path) -> list[str]:
+    """The named network namespace a container's OCI spec joins (a pod sandbox's), if any."""
+    try:
+        namespaces = json.loads((bundle / "config.json").read_text())["linux"]["namespaces"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [n["path"] for n in namespaces if n.get("type") == "network" and n.get("path")]
+
+
+def _node_state_dir(path: Path) -> Path | None:
+    for parent in path.parents:
+        if (parent / STATE_MARKER).is_file():
+            return parent
+    return None

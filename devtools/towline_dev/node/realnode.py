@@ -11,6 +11,7 @@ by `stop()`, so a session can start and stop a node repeatedly. It needs root.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from towline_dev.binaries import find_binaries
 from towline_dev.controlplane import SERVICE_CLUSTER_IP_RANGE, ControlPlane
@@ -209,6 +210,7 @@ class RealNode:
                           paths.containerd_config.parent):
             directory.mkdir(parents=True, exist_ok=True)
         paths.root.chmod(0o711)
+        (paths.root / cleanup.STATE_MARKER).write_text("a towline_dev.node state directory\n")
         paths.containerd_config.write_text(containerd_config(paths))
         (paths.cni_conf_dir / "10-towline.conflist").write_text(json.dumps(cni_config(paths), indent=2))
         (paths.root / "kubelet.yaml").write_text(dump_yaml(kubelet_config(
@@ -266,8 +268,15 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+NODE_LOCK = Path("/run/towline-node.lock")
+"""One node per machine: its names, addresses and netfilter chains are fixed."""
+
+
 class NodeCluster:
-    """A control plane serving on the node address, and its node: what tests and `make dev` start."""
+    """A control plane serving on the node address, and its node: what tests and `make dev` start.
+
+    Holds the machine's node lock from `start()` to `stop()`; a second one waits for it.
+    """
 
     def __init__(self, state_dir: Path | None = None, *, progress: Progress = _quiet) -> None:
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="towline-cluster-"))
@@ -275,6 +284,7 @@ class NodeCluster:
         self.plane: ControlPlane | None = None
         self.node: RealNode | None = None
         self.startup_seconds: float | None = None
+        self._lock_file: IO[str] | None = None
 
     def start(self, images: Sequence[Path] = ()) -> NodeCluster:
         started = time.monotonic()
@@ -282,6 +292,7 @@ class NodeCluster:
             raise NodeUnavailable("the local node needs root (containers, network namespaces, iptables)")
         ensure_packages(self._progress)
         binaries = find_binaries(progress=self._progress)
+        self._take_machine()
         network.add_node_address()
         try:
             self.plane = ControlPlane(binaries, self.state_dir / "control-plane", node_address=NODE_ADDRESS).start()
@@ -301,3 +312,22 @@ class NodeCluster:
         self.node = self.plane = None
         network.remove_links(bridge_only=False)
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _take_machine(self) -> None:
+        """Wait for the node lock, then clear what a node that died without stopping left."""
+        if self._lock_file is not None:
+            return
+        handle = NODE_LOCK.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._progress(f"another local node runs on this machine; waiting for it to stop ({NODE_LOCK})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        self._lock_file = handle
+        cleanup.remove_stale(self._progress)
+        network.clean_netfilter()
+        network.remove_links(bridge_only=True)
