@@ -2,7 +2,7 @@
 kube-proxy, kube-scheduler, kube-router (NetworkPolicy only) and CoreDNS.
 
 `RealNode` joins a running `ControlPlane` that serves on the node address (see
-`start_node_cluster`). Its processes are children of this process (see
+`NodeCluster`). Its processes are children of this process (see
 `towline_dev.processes`); what they leave outside the state directory — network
 namespaces, mounts, netfilter chains, ipsets, the CNI bridge, shims — is removed
 by `stop()`, so a session can start and stop a node repeatedly. It needs root.
@@ -60,8 +60,8 @@ def _quiet(message: str) -> None:
 
 
 class RealNode:
-    """One node. Use `start_node_cluster` for a control plane with a node, or call
-    `start()`/`stop()` on a node of a control plane started with ``node_address=NODE_ADDRESS``."""
+    """One node. Use `NodeCluster` for a control plane with a node, or call `start()`/`stop()`
+    on a node of a control plane started with ``node_address=NODE_ADDRESS`` (one per machine)."""
 
     def __init__(
         self, plane: ControlPlane, state_dir: Path | None = None, *, progress: Progress = _quiet,
@@ -97,7 +97,7 @@ class RealNode:
         ensure_packages(self._progress)
         binaries = find_binaries(progress=self._progress)
         try:
-            self._prepare(binaries.path("kubelet").parent)
+            self._prepare()
             self._start("containerd", ["containerd", "--config", str(self.paths.containerd_config)])
             self._wait("containerd to serve", lambda: cleanup.ctr(self.paths, "version").returncode == 0, 30)
             for archive in [*node_images(binaries).values(), *images]:
@@ -203,8 +203,7 @@ class RealNode:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _prepare(self, kube_bin_dir: Path) -> None:
-        del kube_bin_dir
+    def _prepare(self) -> None:
         paths = self.paths
         for directory in (paths.root, paths.logs_dir, paths.cni_conf_dir, paths.kubelet_dir, paths.pod_logs_dir,
                           paths.containerd_config.parent):
