@@ -24,7 +24,7 @@ from towline_dev.controlplane import ControlPlane
 from towline_dev.processes import spawn
 from towline_dev.versions import KUBERNETES_VERSION
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "towline"
 CRDS = REPO_ROOT / "crds"
 OPERATOR_NAMESPACE = "towline-system"
