@@ -37,6 +37,7 @@ from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
+from towline_dev.node.realnode import NodeCluster
 from towline_dev.stepexecutor import StepExecutor
 
 
@@ -48,6 +49,8 @@ class LocalCluster:
 
 _CLUSTER: LocalCluster | None = None
 """The session's cluster, for the failure hook (hooks cannot request fixtures)."""
+_NODE_CLUSTER: NodeCluster | None = None
+"""The session's control plane with a real node, for the same hook."""
 
 
 def kept_logs_root() -> Path:
@@ -102,6 +105,28 @@ def local_cluster(existing_cluster: ExistingCluster | None) -> Iterator[LocalClu
 
 
 @pytest.fixture(scope="session")
+def real_node() -> Iterator[NodeCluster]:
+    """A control plane of its own with a real node (kubelet, containerd, CNI, kube-proxy,
+    kube-scheduler, kube-router for NetworkPolicy, CoreDNS), for the whole session.
+
+    Needs root; the first use on a machine installs the node's Debian packages and builds
+    its binaries (printed as it goes). `.plane` is the ControlPlane, `.node` the RealNode.
+    """
+    global _NODE_CLUSTER  # noqa: PLW0603 - the failure hook needs it
+    if os.geteuid() != 0:
+        pytest.skip("the real node needs root")
+    cluster = NodeCluster(progress=_progress).start()
+    assert cluster.node is not None
+    _progress(f"real node Ready in {cluster.node.startup_seconds:.1f} s ({cluster.startup_seconds:.1f} s "
+              f"with the control plane; state: {cluster.state_dir})")
+    _NODE_CLUSTER = cluster
+    try:
+        yield cluster
+    finally:
+        _NODE_CLUSTER = None
+        cluster.stop()
+
+
 def control_plane(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> ControlPlane:
     """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`.
 
@@ -190,6 +215,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    node_cluster = _NODE_CLUSTER
+    if report.failed and node_cluster is not None and "real_node" in getattr(item, "fixturenames", ()):
+        _keep_node_logs(item, report, node_cluster)
     cluster = _CLUSTER
     if not report.failed or cluster is None or "local_cluster" not in getattr(item, "fixturenames", ()):
         return
@@ -202,3 +230,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if pod_logs.exists():
         shutil.copytree(pod_logs, destination / "pods", dirs_exist_ok=True)
     report.sections.append(("towline logs", f"component, executor and pod logs kept in {destination}"))
+
+
+def _keep_node_logs(item: pytest.Item, report: pytest.TestReport, cluster: NodeCluster) -> None:
+    destination = kept_logs_root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    shutil.rmtree(destination, ignore_errors=True)
+    if cluster.plane is not None:
+        cluster.plane.copy_logs(destination / "control-plane")
+        snapshot = cluster.plane.kubectl("get", "nodes,pods,jobs,networkpolicies,events", "-A", "-o", "yaml",
+                                         check=False, timeout=30)
+        (destination / "objects.yaml").write_text(snapshot.stdout or snapshot.stderr)
+    if cluster.node is not None:
+        cluster.node.copy_logs(destination / "node")
+    report.sections.append(("towline logs", f"control plane, node and pod logs kept in {destination}"))

@@ -29,10 +29,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from towline_dev.versions import ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION
+from towline_dev.versions import (
+    COREDNS_VERSION,
+    ETCD_VERSION,
+    HELM_VERSION,
+    KUBE_ROUTER_VERSION,
+    KUBERNETES_VERSION,
+)
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
-KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kubectl")
+KUBERNETES_COMMANDS = (
+    "kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler", "kubelet", "kube-proxy",
+)
+NODE_ADDONS = ("coredns", "kube-router")
+"""Built into a directory of their own (keyed by their versions) next to the Kubernetes set."""
+COMPONENTS = ("etcd", *KUBERNETES_COMMANDS, "helm", *NODE_ADDONS)
 
 Progress = Callable[[str], None]
 
@@ -68,6 +78,19 @@ def cached_bin_dir() -> Path:
     return cache_root() / key / "bin"
 
 
+def cached_addons_dir() -> Path:
+    """Where CoreDNS and kube-router of the pinned versions live once built."""
+    return cache_root() / f"coredns-{COREDNS_VERSION}_kube-router-{KUBE_ROUTER_VERSION}" / "bin"
+
+
+def _cache_dir_for(component: str) -> Path:
+    return cached_addons_dir() if component in NODE_ADDONS else cached_bin_dir()
+
+
+def _missing_from_cache() -> list[str]:
+    return [c for c in COMPONENTS if not (_cache_dir_for(c) / c).is_file()]
+
+
 def _stderr_progress(message: str) -> None:
     print(f"[towline dev] {message}", file=sys.stderr, flush=True)
 
@@ -90,12 +113,16 @@ def find_binaries(*, build: bool = True, progress: Progress = _stderr_progress) 
         return on_path
 
     cached = cached_bin_dir()
-    if all((cached / c).is_file() for c in COMPONENTS):
-        return BinarySet({c: cached for c in COMPONENTS}, origin=f"cache {cached}")
+    directories = {c: _cache_dir_for(c) for c in COMPONENTS}
+    if not _missing_from_cache():
+        return BinarySet(directories, origin=f"cache {cached}")
     if not build:
-        raise BinariesUnavailable(f"the Kubernetes binaries are not built yet ({cached} is incomplete)")
+        raise BinariesUnavailable(
+            f"the Kubernetes binaries are not built yet ({', '.join(_missing_from_cache())} missing "
+            f"from {cached})"
+        )
     build_binaries(progress=progress)
-    return BinarySet({c: cached for c in COMPONENTS}, origin=f"cache {cached} (just built)")
+    return BinarySet(directories, origin=f"cache {cached} (just built)")
 
 
 def _complete_set_on_path() -> BinarySet | None:
@@ -128,39 +155,66 @@ def _exclusive_lock(path: Path) -> Iterator[None]:
 
 
 def build_binaries(*, progress: Progress = _stderr_progress) -> Path:
-    """Compile the pinned releases into the cache. Idempotent; safe to run concurrently."""
+    """Compile whatever the cache lacks of the pinned releases. Idempotent; safe to run concurrently.
+
+    Only missing components are built (a cache from before the node existed gains
+    kubelet, kube-proxy, CoreDNS and kube-router without relinking the rest).
+    """
     target = cached_bin_dir()
     with _exclusive_lock(target.parent / "build.lock"):
-        if all((target / c).is_file() for c in COMPONENTS):
+        missing = _missing_from_cache()
+        if not missing:
             return target
-        go = shutil.which("go")
-        if go is None:
+        found_go = shutil.which("go")
+        if found_go is None:
             raise BinariesUnavailable(
-                "the local control plane needs kube-apiserver, kube-controller-manager, etcd, "
-                "kubectl and helm; none were found and Go is not installed to build them. "
+                "the local cluster needs " + ", ".join(COMPONENTS) + "; "
+                f"{', '.join(missing)} were not found and Go is not installed to build them. "
                 "Install Go 1.25 or newer, or set TOWLINE_K8S_BIN_DIR to a directory holding them."
             )
         progress(
-            f"First start: building Kubernetes {KUBERNETES_VERSION} (kube-apiserver, "
-            f"kube-controller-manager, kubectl), etcd {ETCD_VERSION} and helm {HELM_VERSION} "
-            f"from the Go module proxy into {target}. This happens once per machine and takes "
-            "roughly 10-40 minutes depending on the machine (8-12 minutes measured on 2 cores); "
-            "later starts reuse the cache."
+            f"First start: building {', '.join(missing)} (Kubernetes {KUBERNETES_VERSION}, etcd "
+            f"{ETCD_VERSION}, helm {HELM_VERSION}, CoreDNS {COREDNS_VERSION}, kube-router "
+            f"{KUBE_ROUTER_VERSION}) from the Go module proxy into {target.parent.parent}. This "
+            "happens once per machine and takes roughly 10-40 minutes depending on the machine "
+            "(8-12 minutes measured on 2 cores for the control plane alone); later starts reuse the cache."
         )
+        go: str = found_go
         started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent))
         work = target.parent / "src"
+        kubernetes = [c for c in KUBERNETES_COMMANDS if c in missing]
+        steps: list[tuple[str, Callable[[str], None]]] = []
+        if kubernetes:
+            steps.append((
+                f"Kubernetes {KUBERNETES_VERSION} ({', '.join(kubernetes)})",
+                lambda label: _build_kubernetes(go, work / "kubernetes", staging, progress, label, kubernetes),
+            ))
+        if "etcd" in missing:
+            steps.append((
+                f"etcd {ETCD_VERSION}", lambda label: _build_etcd(go, work / "etcd", staging, progress, label)
+            ))
+        if "helm" in missing:
+            steps.append((f"helm {HELM_VERSION}", lambda label: _build_helm(go, staging, progress, label)))
+
+        def addon_step(addon: str) -> Callable[[str], None]:
+            return lambda label: _build_addon(go, addon, staging, progress, label)
+
+        steps += [(f"{a} {_ADDON_MODULES[a][1]}", addon_step(a)) for a in NODE_ADDONS if a in missing]
         try:
-            _build_kubernetes(go, work / "kubernetes", staging, progress)
-            _build_etcd(go, work / "etcd", staging, progress)
-            _build_helm(go, staging, progress)
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
+            for number, (what, build) in enumerate(steps, start=1):
+                label = f"[{number}/{len(steps)}] {what}"
+                step_started = time.monotonic()
+                progress(label)
+                build(label)
+                progress(f"{label}: done in {time.monotonic() - step_started:.0f} s")
+            for built in staging.iterdir():
+                destination = _cache_dir_for(built.name)
+                destination.mkdir(parents=True, exist_ok=True)
+                built.replace(destination / built.name)
         finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-        progress(f"Built all binaries in {time.monotonic() - started:.0f} s into {target}")
+            shutil.rmtree(staging, ignore_errors=True)
+        progress(f"Built {', '.join(missing)} in {time.monotonic() - started:.0f} s")
         return target
 
 
@@ -238,8 +292,10 @@ def _kubernetes_ldflags() -> str:
     return "-s -w " + " ".join(flags)
 
 
-def _build_kubernetes(go: str, work: Path, out: Path, progress: Progress) -> None:
-    progress(f"[1/3] Kubernetes {KUBERNETES_VERSION}: resolving modules")
+def _build_kubernetes(  # noqa: PLR0917 - private, called from one place
+    go: str, work: Path, out: Path, progress: Progress, label: str, commands: list[str]
+) -> None:
+    progress(f"{label}: resolving modules")
     gomod = _module_gomod(go, "k8s.io/kubernetes", KUBERNETES_VERSION, work)
     staging_version = "v0." + KUBERNETES_VERSION.lstrip("v").split(".", 1)[1]
     replaces = {name: f"{name} {staging_version}" for name in staging_replaces(gomod)}
@@ -247,37 +303,51 @@ def _build_kubernetes(go: str, work: Path, out: Path, progress: Progress) -> Non
         _wrapper_gomod("towline.local/k8s-binaries", f"k8s.io/kubernetes {KUBERNETES_VERSION}", replaces)
     )
     (work / "go.sum").touch()
-    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS]
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in commands]
     # An explicit @version on every package: a bare `go get` would upgrade to the newest release.
     pinned = [f"{package}@{KUBERNETES_VERSION}" for package in packages]
-    _run_go([go, "get", *pinned], work, progress, "resolving Kubernetes dependencies")
-    progress("[1/3] compiling kube-apiserver, kube-controller-manager and kubectl (the long part)")
+    _run_go([go, "get", *pinned], work, progress, f"{label}: resolving dependencies")
+    progress(f"{label}: compiling {', '.join(commands)} (the long part)")
     _run_go(
         [go, "build", "-v", "-trimpath", "-ldflags", _kubernetes_ldflags(), "-o", str(out) + "/", *packages],
-        work, progress, "compiling Kubernetes",
+        work, progress, f"{label}: compiling",
     )
 
 
-def _build_etcd(go: str, work: Path, out: Path, progress: Progress) -> None:
-    progress(f"[2/3] etcd {ETCD_VERSION}")
+def _build_etcd(go: str, work: Path, out: Path, progress: Progress, label: str) -> None:
     work.mkdir(parents=True, exist_ok=True)
     (work / "go.mod").write_text(
         _wrapper_gomod("towline.local/etcd-binary", f"go.etcd.io/etcd/server/v3 {ETCD_VERSION}", {})
     )
     (work / "go.sum").touch()
-    _run_go([go, "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], work, progress, "resolving etcd dependencies")
+    _run_go(
+        [go, "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], work, progress, f"{label}: resolving dependencies"
+    )
     ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=release-{ETCD_VERSION}"
     _run_go(
         [go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
-        work, progress, "compiling etcd",
+        work, progress, f"{label}: compiling",
     )
 
 
-def _build_helm(go: str, out: Path, progress: Progress) -> None:
-    progress(f"[3/3] helm {HELM_VERSION}")
+def _build_helm(go: str, out: Path, progress: Progress, label: str) -> None:
     ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
     # `go install module@version` builds outside any module, so no -mod flag.
     _run_go(
         [go, "install", "-v", "-trimpath", "-ldflags", ldflags, f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
-        out, progress, "compiling helm", env=_go_env(GOBIN=str(out), GOFLAGS="-buildvcs=false"),
+        out, progress, f"{label}: compiling", env=_go_env(GOBIN=str(out), GOFLAGS="-buildvcs=false"),
+    )
+
+
+_ADDON_MODULES = {
+    "coredns": ("github.com/coredns/coredns", COREDNS_VERSION),
+    "kube-router": ("github.com/cloudnativelabs/kube-router/v2/cmd/kube-router", KUBE_ROUTER_VERSION),
+}
+
+
+def _build_addon(go: str, name: str, out: Path, progress: Progress, label: str) -> None:
+    package, version = _ADDON_MODULES[name]
+    _run_go(
+        [go, "install", "-v", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"],
+        out, progress, f"{label}: compiling", env=_go_env(GOBIN=str(out), GOFLAGS="-buildvcs=false"),
     )

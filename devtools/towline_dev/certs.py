@@ -30,6 +30,8 @@ class ControlPlaneCerts:
     serving_key: Path
     service_account_key: Path
     service_account_public_key: Path
+    kubelet_client_cert: Path
+    kubelet_client_key: Path
 
 
 def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -69,46 +71,90 @@ def _ca(now: datetime.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certif
     return key, cert
 
 
-def _serving(
-    now: datetime.datetime, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate
+def issue_leaf(
+    now: datetime.datetime,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    *,
+    common_name: str,
+    organizations: tuple[str, ...] = (),
+    server_names: tuple[str, ...] = (),
+    server_ips: tuple[str, ...] = (),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A certificate signed by the CA: a client one, or a serving one when names/IPs are given."""
     key = ec.generate_private_key(ec.SECP256R1())
-    # The in-cluster names are there so a client that follows the `kubernetes`
-    # Service's DNS name still verifies; only 127.0.0.1 is ever dialled here.
-    names: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.DNSName("kubernetes"),
-        x509.DNSName("kubernetes.default"),
-        x509.DNSName("kubernetes.default.svc"),
-        x509.DNSName("kubernetes.default.svc.cluster.local"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
-    ]
-    cert = (
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    serving = bool(server_names or server_ips)
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if serving else ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + _VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
-        .sign(ca_key, hashes.SHA256())
     )
-    return key, cert
+    if serving:
+        names: list[x509.GeneralName] = [x509.DNSName(n) for n in server_names]
+        names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in server_ips]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def generate_certs(directory: Path, *, now: datetime.datetime | None = None) -> ControlPlaneCerts:
-    """Write a fresh CA, serving cert/key and service-account key pair into `directory`."""
+def _serving(
+    now: datetime.datetime,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    extra_ips: tuple[str, ...],
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    # The in-cluster names are there so a client that follows the `kubernetes`
+    # Service's DNS name still verifies (pods on the local node do).
+    return issue_leaf(
+        now, ca_key, ca_cert, common_name="kube-apiserver",
+        server_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                      "kubernetes.default.svc.cluster.local"),
+        server_ips=("127.0.0.1", *extra_ips),
+    )
+
+
+def write_key_pair(
+    cert_path: Path, key_path: Path, key: ec.EllipticCurvePrivateKey, cert: x509.Certificate
+) -> None:
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    _write(key_path, _private_pem(key), 0o600)
+
+
+def load_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """The CA `generate_certs` wrote, to sign more certificates with (the node's)."""
+    key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{directory / 'ca.key'} is not an EC key")
+    return key, x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes())
+
+
+def generate_certs(
+    directory: Path, *, now: datetime.datetime | None = None, extra_ips: tuple[str, ...] = ()
+) -> ControlPlaneCerts:
+    """Write a fresh CA, serving cert/key, kubelet client cert/key and service-account key pair.
+
+    `extra_ips` are further addresses the API server's certificate is valid for
+    (the address it serves a node on, the `kubernetes` Service's IP).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     moment = now or datetime.datetime.now(datetime.UTC)
     ca_key, ca_cert = _ca(moment)
-    serving_key, serving_cert = _serving(moment, ca_key, ca_cert)
+    serving_key, serving_cert = _serving(moment, ca_key, ca_cert, extra_ips)
+    # How the API server proves itself to a kubelet (logs, exec); the kubelet asks RBAC.
+    kubelet_client_key, kubelet_client_cert = issue_leaf(
+        moment, ca_key, ca_cert, common_name="kube-apiserver-kubelet-client", organizations=("system:masters",)
+    )
     sa_key = ec.generate_private_key(ec.SECP256R1())
     paths = ControlPlaneCerts(
         ca_cert=directory / "ca.crt",
@@ -117,7 +163,10 @@ def generate_certs(directory: Path, *, now: datetime.datetime | None = None) -> 
         serving_key=directory / "apiserver.key",
         service_account_key=directory / "sa.key",
         service_account_public_key=directory / "sa.pub",
+        kubelet_client_cert=directory / "apiserver-kubelet-client.crt",
+        kubelet_client_key=directory / "apiserver-kubelet-client.key",
     )
+    write_key_pair(paths.kubelet_client_cert, paths.kubelet_client_key, kubelet_client_key, kubelet_client_cert)
     _write(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     _write(paths.ca_key, _private_pem(ca_key), 0o600)
     _write(paths.serving_cert, serving_cert.public_bytes(serialization.Encoding.PEM), 0o644)

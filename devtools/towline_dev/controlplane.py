@@ -5,7 +5,8 @@ data, one log file per component) and three child processes on free loopback
 ports. It serves HTTPS with a CA of its own, authenticates people and components
 with static tokens generated per start, authorises with RBAC (and the Node
 authorizer), and signs ServiceAccount tokens. There is no kubelet and no
-scheduler: `towline_dev.stepexecutor` plays both.
+scheduler: `towline_dev.stepexecutor` plays both, or `towline_dev.node` runs a real
+node, for which the API server serves on the node's address instead of loopback.
 
 It never touches anything outside its state directory and never leaves a child
 running: see `towline_dev.processes` for how orphans are prevented.
@@ -45,8 +46,11 @@ from towline_dev.kubeconfig import (
 )
 from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
 
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-"""Only a configuration value: nothing ever routes to it, there is no kube-proxy."""
+SERVICE_CLUSTER_IP_RANGE = "198.51.100.128/26"
+"""A documentation range (RFC 5737): the local node's kube-proxy routes it, and a Service
+address can never be mistaken for a real host. `towline_dev.node.layout` lays out the rest."""
+KUBERNETES_SERVICE_IP = "198.51.100.129"
+"""The first address of the range: the `kubernetes` Service."""
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -66,8 +70,12 @@ class ControlPlane:
         *,
         install_signal_handlers: bool = True,
         ready_timeout: float = 90.0,
+        node_address: str | None = None,
     ) -> None:
+        """`node_address`: serve on this local address instead of 127.0.0.1 (it must exist),
+        so pods on a local node reach the API server through the `kubernetes` Service."""
         self.binaries = binaries
+        self.address = node_address or "127.0.0.1"
         self._owns_state_dir = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="towline-controlplane-"))
         self._install_signal_handlers = install_signal_handlers
@@ -106,7 +114,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.address}:{self.apiserver_port}"
 
     def log_path(self, component: str) -> Path:
         return self.logs_dir / f"{component}.log"
@@ -139,7 +147,7 @@ class ControlPlane:
     def _start_once(self) -> None:
         atexit.register(self.stop)
         self._prepare_state_dir()
-        certs = generate_certs(self.pki_dir)
+        certs = generate_certs(self.pki_dir, extra_ips=(self.address, KUBERNETES_SERVICE_IP))
         self._write_credentials(certs)
         try:
             self._start_etcd()
@@ -220,7 +228,7 @@ class ControlPlane:
 
     def _write_credentials(self, certs: ControlPlaneCerts) -> None:
         self.etcd_port = free_loopback_port()
-        self.apiserver_port = free_loopback_port()
+        self.apiserver_port = free_loopback_port()  # a port free on loopback is free on the node address
         self._tokens = new_tokens()
         write_private_file(self.state_dir / "tokens.csv", token_file_text(self._tokens))
         ca_pem = certs.ca_cert.read_bytes()
@@ -259,8 +267,8 @@ class ControlPlane:
         self._start("kube-apiserver", [
             str(self.binaries.path("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={self.apiserver_port}",
             f"--cert-dir={self.state_dir / 'apiserver-certs'}",
             f"--tls-cert-file={certs.serving_cert}",
@@ -273,6 +281,10 @@ class ControlPlane:
             f"--service-account-signing-key-file={certs.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=false",
+            f"--kubelet-client-certificate={certs.kubelet_client_cert}",
+            f"--kubelet-client-key={certs.kubelet_client_key}",
+            f"--kubelet-certificate-authority={certs.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
         ])
 

@@ -15,6 +15,24 @@ ETCD_VERSION = "v3.6.5"
 HELM_VERSION = "v3.20.2"
 """helm.sh/helm/v3: the release built against client-go 0.35."""
 
+COREDNS_VERSION = "v1.14.7"
+"""github.com/coredns/coredns: the local node's cluster DNS, run as a pod."""
+
+KUBE_ROUTER_VERSION = "v2.1.0"
+"""github.com/cloudnativelabs/kube-router/v2: only its NetworkPolicy controller runs."""
+
+DEBIAN_PACKAGES = {
+    "containerd": "1.6.20~ds1-1+deb12u3",
+    "runc": "1.1.5+ds1-1+deb12u1",
+    "containernetworking-plugins": "1.1.1+ds1-3+b5",
+    "iptables": "1.8.9-2",
+    "ipset": "7.17-1",
+    "conntrack": "1:1.4.7-1+b2",
+    "busybox-static": "1:1.35.0-4+deb12u1+b1",
+}
+"""Debian 12 packages the local node runs (CRI runtime, CNI plugins, netfilter tools) and
+the static busybox its test images are made from; installed by `towline_dev.node.packages`."""
+
 # Container images (towline_dev.images). Debian package versions are those of
 # bookworm and its updates; a pin the mirror no longer offers fails the
 # install with the candidate version named, so it is updated here on purpose.
@@ -31,7 +49,7 @@ IMAGE_TOOL_PACKAGES = {
 }
 """Debian packages that build the images without a daemon."""
 
-IMAGE_TEST_PACKAGES = {"runc": "1.1.5+ds1-1+deb12u1", "containerd": "1.6.20~ds1-1+deb12u3"}
+IMAGE_TEST_PACKAGES = {name: DEBIAN_PACKAGES[name] for name in ("runc", "containerd")}
 """Debian packages the image tests run containers and import archives with."""
 
 IMAGE_BUILD_TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1"}

@@ -1,0 +1,42 @@
+"""What a stopped node must not leave behind: checked by the tests after every stop."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from towline_dev.node import cleanup
+from towline_dev.node.layout import BRIDGE, NODE_INTERFACE
+from towline_dev.node.network import link_exists, run
+
+
+def leftovers(state_dir: Path, pod_netns: set[str]) -> list[str]:
+    """Descriptions of anything the node (state under `state_dir`, pods in network namespaces
+    `pod_netns`) left on the machine."""
+    found: list[str] = []
+    saved = run(["iptables-save"], check=False).stdout
+    found += [f"iptables: {line}" for line in saved.splitlines() if re.search(r"\b(KUBE|CNI)-", line)]
+    sets = run(["ipset", "list", "-n"], check=False).stdout.split()
+    found += [f"ipset: {name}" for name in sets if name.upper().startswith("KUBE-")]
+    found += [f"link: {name}" for name in (BRIDGE, NODE_INTERFACE) if link_exists(name)]
+    found += [f"netns: {name}" for name in set(netns_names()) & pod_netns]
+    found += [f"mount: {point}" for point in cleanup.mounts_under(state_dir)] if state_dir.exists() else []
+    marker = str(state_dir).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline:
+                argv = cmdline.replace(b"\0", b" ")[:200]
+                found.append(f"process {entry.name}: {argv!r}")
+    return found
+
+
+def netns_names() -> list[str]:
+    """Live network namespaces containerd created for pod sandboxes (``cni-<uuid>``): those
+    still bind-mounted here (an unmounted file left in /run/netns holds no namespace)."""
+    with open("/proc/self/mountinfo") as mountinfo:
+        points = [line.split()[4] for line in mountinfo]
+    return sorted(Path(p).name for p in points if p.startswith(("/run/netns/cni-", "/var/run/netns/cni-")))

@@ -1,0 +1,95 @@
+"""Test hosts for egress tests: TCP listeners in a network namespace on 198.51.100.192/27 (see layout.py).
+
+One namespace holds every test host address on its end of a veth pair; the host
+end (198.51.100.193) is its gateway and routes pod traffic to it. The cloud-metadata
+address 169.254.169.254 is routed into the namespace too and held there with
+nothing listening, so a probe of it never leaves the machine: unprotected, it is
+answered by a reset ("connection refused"); only a NetworkPolicy makes it time out.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from towline_dev.node.network import link_exists, run
+from towline_dev.processes import spawn, stop_process, wait_for
+
+NAMESPACE = "towline-testhosts"
+HOST_LINK = "towline-th0"
+GATEWAY = "198.51.100.193"
+NAMESPACE_ADDRESS = "198.51.100.194"
+METADATA_ADDRESS = "169.254.169.254"
+
+
+@dataclass
+class ProbeHosts:
+    """Listeners at `endpoints` ("address:port") inside the namespace, while started."""
+
+    endpoints: Sequence[str]
+    log_dir: Path
+    _servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def __enter__(self) -> ProbeHosts:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> ProbeHosts:
+        self.stop()
+        addresses = sorted({endpoint.rsplit(":", 1)[0] for endpoint in self.endpoints} - {METADATA_ADDRESS})
+        run(["ip", "netns", "add", NAMESPACE])
+        run(["ip", "link", "add", HOST_LINK, "type", "veth", "peer", "name", "eth0", "netns", NAMESPACE])
+        run(["ip", "address", "add", f"{GATEWAY}/27", "dev", HOST_LINK])
+        run(["ip", "link", "set", HOST_LINK, "up"])
+        inside = ["ip", "netns", "exec", NAMESPACE]
+        run([*inside, "ip", "link", "set", "lo", "up"])
+        for address in [NAMESPACE_ADDRESS, *addresses]:
+            run([*inside, "ip", "address", "add", f"{address}/27", "dev", "eth0"])
+        run([*inside, "ip", "address", "add", f"{METADATA_ADDRESS}/32", "dev", "lo"])
+        run([*inside, "ip", "link", "set", "eth0", "up"])
+        run([*inside, "ip", "route", "add", "default", "via", GATEWAY])
+        run(["ip", "route", "replace", f"{METADATA_ADDRESS}/32", "via", NAMESPACE_ADDRESS, "dev", HOST_LINK])
+        for endpoint in self.endpoints:
+            # Counting rules (no target) per endpoint: how many TCP SYNs and UDP datagrams arrived.
+            address, port = endpoint.rsplit(":", 1)
+            run([*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--syn", "-d", address, "--dport", port])
+            run([*inside, "iptables", "-A", "INPUT", "-p", "udp", "-d", address, "--dport", port])
+        for endpoint in self.endpoints:
+            if endpoint.startswith(METADATA_ADDRESS):
+                continue
+            log = self.log_dir / f"testhost-{endpoint.replace(':', '_')}.log"
+            self._servers.append(spawn(
+                [*inside, sys.executable, "-m", "towline_dev.node.probeserver", endpoint], log_path=log
+            ))
+        wait_for(self._listening, timeout=30, what="the test hosts to listen")
+        return self
+
+    def arrived(self, endpoint: str, protocol: str = "tcp") -> int:
+        """TCP connection attempts (SYNs), or UDP datagrams, that reached `endpoint` so far."""
+        address, port = endpoint.rsplit(":", 1)
+        listing = run(["ip", "netns", "exec", NAMESPACE, "iptables", "-L", "INPUT", "-v", "-n", "-x"]).stdout
+        for line in listing.splitlines():
+            fields = line.split()
+            if f"dpt:{port}" in fields and address in fields and protocol in fields:
+                return int(fields[0])
+        raise KeyError(f"no counting rule for {endpoint}")
+
+    def _listening(self) -> bool:
+        inside = ["ip", "netns", "exec", NAMESPACE, "ss", "-Hltn"]
+        listening = run(inside, check=False).stdout
+        wanted = [e for e in self.endpoints if not e.startswith(METADATA_ADDRESS)]
+        return all(f" {endpoint} " in listening.replace("\t", " ") + " " for endpoint in wanted)
+
+    def stop(self) -> None:
+        for server in self._servers:
+            stop_process(server, grace_seconds=5)
+        self._servers = []
+        run(["ip", "route", "delete", f"{METADATA_ADDRESS}/32", "dev", HOST_LINK], check=False)
+        if link_exists(HOST_LINK):
+            run(["ip", "link", "delete", HOST_LINK], check=False)
+        run(["ip", "netns", "delete", NAMESPACE], check=False)

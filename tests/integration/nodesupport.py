@@ -1,0 +1,79 @@
+"""Helpers for tests on the real node: pods from the busybox test image, probes from inside them.
+
+Probes are raw TCP connects by the container itself (`busybox nc`), so what they
+measure is the network (and its NetworkPolicy enforcer), never an in-pod guard.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from typing import Any, Literal
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.node.nodeimages import TEST_IMAGE
+
+Outcome = Literal["connected", "refused", "timeout"]
+
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def sleeper_pod(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod that sleeps (to be probed with `kubectl exec`), shaped to pass Pod Security `restricted`."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "probe", "image": TEST_IMAGE, "imagePullPolicy": "Never",
+                "command": ["/bin/busybox", "sleep", "3600"],
+                "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+            }],
+        },
+    }
+
+
+def create(plane: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
+    return plane.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
+
+
+def wait_running(plane: ControlPlane, namespace: str, name: str, timeout: float = 120) -> dict[str, Any]:
+    """Wait until every container of the pod runs; return the pod."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = plane.kubectl("get", "pod", name, "-n", namespace, "-o", "json", check=False)
+        if result.returncode == 0:
+            pod: dict[str, Any] = json.loads(result.stdout)
+            statuses = pod.get("status", {}).get("containerStatuses") or []
+            if statuses and all("running" in s.get("state", {}) for s in statuses):
+                return pod
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pod {namespace}/{name} not running after {timeout:.0f} s: {result.stdout[-2000:]}")
+        time.sleep(0.2)
+
+
+def exec_in(plane: ControlPlane, namespace: str, pod: str, *argv: str, timeout: float = 30) -> Any:
+    return plane.kubectl("exec", "-n", namespace, pod, "--", *argv, check=False, timeout=timeout)
+
+
+def tcp_probe(plane: ControlPlane, namespace: str, pod: str, host: str, port: int, wait: int = 3) -> Outcome:
+    """Connect from inside the pod; 'connected' only if the far end answered with data or accepted."""
+    result = exec_in(plane, namespace, pod, "/bin/busybox", "nc", "-w", str(wait), host, str(port))
+    text = (result.stdout + result.stderr).lower()
+    if result.returncode == 0:
+        return "connected"
+    if "refused" in text:
+        return "refused"
+    return "timeout"
