@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from towline_dev.node import layout
+from towline_dev.node import layout, probehosts
 from towline_dev.node.network import strip_owned_rules
 from towline_dev.node.ociarchive import ImageFile, ImageSpec, write_oci_archive
 
@@ -106,8 +106,6 @@ def test_netfilter_cleanup_removes_only_the_node_chains() -> None:
 def test_test_hosts_stay_clear_of_the_node_and_of_203_0_113() -> None:
     # The package mirrors this kind of machine uses answer on an address in 203.0.113.0/24:
     # a route for test hosts there would cut every apt/pip/go download off while tests run.
-    from towline_dev.node import probehosts
-
     hosts = ipaddress.ip_network(f"{probehosts.GATEWAY}/27", strict=False)
     assert ipaddress.ip_address(probehosts.NAMESPACE_ADDRESS) in hosts
     assert not hosts.overlaps(ipaddress.ip_network("203.0.113.0/24"))
