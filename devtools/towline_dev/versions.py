@@ -31,7 +31,7 @@ DEBIAN_PACKAGES = {
     "busybox-static": "1:1.35.0-4+deb12u1+b1",
 }
 """Debian 12 packages the local node runs (CRI runtime, CNI plugins, netfilter tools) and
-the static busybox its test images are made from; installed by `towline_dev.node.packages`."""
+the static busybox its test images are made from; installed through `towline_dev.debpackages`."""
 
 # Container images (towline_dev.images). Debian package versions are those of
 # bookworm and its updates; a pin the mirror no longer offers fails the
