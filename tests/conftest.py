@@ -127,6 +127,7 @@ def real_node() -> Iterator[NodeCluster]:
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
 def control_plane(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> ControlPlane:
     """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`.
 
