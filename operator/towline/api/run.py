@@ -36,6 +36,11 @@ TERMINAL_STEP_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skippe
 
 TriggerType = Literal["manual", "schedule", "webhook"]
 
+MAX_INPUT_BYTES = 64 * 1024
+"""Largest `spec.params` or `spec.trigger.data`, as compact JSON: inputs, not payloads to carry around."""
+MAX_INPUT_DEPTH = 32
+"""Deepest nesting of objects and lists in `spec.params` or `spec.trigger.data` (a value at the top is depth 1)."""
+
 
 class WorkflowRef(TowlineModel):
     name: ObjectName

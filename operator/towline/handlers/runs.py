@@ -55,7 +55,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     if problems:
         decision = reject_run(view, problems, now)
     else:
-        observed = await observe_run(operator.api, namespace, name)
+        observed = await observe_run(operator.api, namespace, name, meta["uid"])
         decision = decide(view, observed, now, operator.catalog)
         decision = decision_with_stuck_jobs_deleted(decision, observed)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
