@@ -40,6 +40,24 @@ MAX_INPUT_BYTES = 64 * 1024
 """Largest `spec.params` or `spec.trigger.data`, as compact JSON: inputs, not payloads to carry around."""
 MAX_INPUT_DEPTH = 32
 """Deepest nesting of objects and lists in `spec.params` or `spec.trigger.data` (a value at the top is depth 1)."""
+MAX_SPEC_DEPTH = 64
+"""Deepest nesting of any Towline object's spec; far below where a JSON parser gives up (about 1,000)."""
+
+
+def nesting_depth_rule(value: str, depth: int) -> str:
+    """CEL that holds when `value` nests objects and lists at most `depth` levels deep.
+
+    CEL has no recursion, so the check is unrolled one comprehension per level; each
+    level names its element once, so the expression grows linearly with `depth`. The
+    chart's admission policy carries it for MAX_INPUT_DEPTH (a unit test keeps the two equal).
+    """
+    def children(name: str) -> str:
+        return f"(type({name}) == map ? {name}.map(k, {name}[k]) : (type({name}) == list ? {name} : []))"
+
+    expression = f"type(v{depth}) != map && type(v{depth}) != list"
+    for level in range(depth, 0, -1):
+        expression = f"{children(f'v{level - 1}')}.all(v{level}, {expression})"
+    return f"cel.bind(v0, {value}, {expression})"
 
 
 class WorkflowRef(TowlineModel):
