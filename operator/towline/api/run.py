@@ -56,8 +56,8 @@ def nesting_depth_rule(value: str, depth: int) -> str:
 
     expression = f"type(v{depth}) != map && type(v{depth}) != list"
     for level in range(depth, 0, -1):
-        expression = f"{children(f'v{level - 1}')}.all(v{level}, {expression})"
-    return f"cel.bind(v0, {value}, {expression})"
+        expression = f"{children(value if level == 1 else f'v{level - 1}')}.all(v{level}, {expression})"
+    return expression
 
 
 class WorkflowRef(TowlineModel):

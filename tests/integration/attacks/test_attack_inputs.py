@@ -105,3 +105,11 @@ def test_a_run_name_too_long_for_a_label_is_refused(
     refused(create_as(cluster, "carol", run_manifest(ns, "echo", name, "carol")),
             "metadata.name", "may not be more than 63")
     assert get(cluster, RUNS, name, ns) is None
+
+
+def test_a_workflow_name_too_long_for_a_label_is_refused(
+    towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    result = create_raw(cluster, "admin", json.dumps(echo_workflow(ns, "w" * 64)))
+    refused(result, "metadata.name", "may not be more than 63")
