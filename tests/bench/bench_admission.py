@@ -1,8 +1,9 @@
 """What the chart's admission policies cost the API server: the time to create a WorkflowRun whose
-params are as wide as MAX_INPUT_BYTES allows, and to refuse one nested 1,500 levels deep.
+params are as large as MAX_INPUT_BYTES and MAX_INPUT_ITEMS allow, and to refuse hostile ones.
 
 The depth rule walks every element of params and trigger.data, so its cost grows with their size;
-the API server's CEL cost budget bounds it. Prints figures; asserts nothing about time.
+lists longer than MAX_INPUT_ITEMS are refused by count, and the API server's CEL cost budget bounds
+the rest. Prints figures; asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import statistics
 import time
 
-from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
+from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_ITEMS
 from towline.devcluster.binaries import find_binaries
 from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import install_chart, install_crds
@@ -29,19 +30,35 @@ def _create_seconds(plane: ControlPlane, name: str, params_text: str) -> tuple[f
     return time.monotonic() - started, result.returncode == 0
 
 
+def _wait_until_enforced(plane: ControlPlane) -> None:
+    """A new policy is enforced a moment after it is type-checked; time only what it really does."""
+    deep = '{"a":' * 40 + "1" + "}" * 40
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        _, created = _create_seconds(plane, "probe", deep)
+        if not created:
+            return
+        plane.kubectl("delete", "workflowrun", "probe", "-n", "default", "--wait=false")
+        time.sleep(0.5)
+    raise SystemExit("the admission policies were never enforced")
+
+
 def main() -> None:
     plane = ControlPlane(find_binaries()).start()
     try:
         install_crds(plane)
         install_chart(plane)
+        _wait_until_enforced(plane)
         cases = {
             "empty params": "{}",
             f"{MAX_INPUT_DEPTH} levels deep": '{"a":' * MAX_INPUT_DEPTH + "1" + "}" * MAX_INPUT_DEPTH,
             "1,500 levels deep (refused)": '{"a":' * 1500 + "1" + "}" * 1500,
         }
-        for count in (1_000, 8_000, (MAX_INPUT_BYTES - 8) // 2):
-            params = json.dumps({"a": [1] * count}, separators=(",", ":"))
-            cases[f"flat list of {count} numbers ({len(params)} bytes)"] = params
+        for lists in (1, 16, (MAX_INPUT_BYTES - 8) // (2 * MAX_INPUT_ITEMS + 2)):
+            params = json.dumps({"a": [[1] * MAX_INPUT_ITEMS] * lists}, separators=(",", ":"))
+            cases[f"{lists} lists of {MAX_INPUT_ITEMS} numbers ({len(params)} bytes)"] = params
+        params = json.dumps({"a": [[1] * 1000] * 1000}, separators=(",", ":"))
+        cases[f"1000 lists of 1000 numbers ({len(params)} bytes, refused)"] = params
         print(f"admission cost of creating a WorkflowRun (median of {REPEATS}, kubectl round trip included):")
         serial = 0
         for label, params in cases.items():
@@ -51,7 +68,7 @@ def main() -> None:
                 seconds, created = _create_seconds(plane, f"bench-{serial}", params)
                 samples.append(seconds)
                 outcomes.add("created" if created else "refused")
-            print(f"  {label:<48} {statistics.median(samples) * 1000:8.0f} ms  {'/'.join(sorted(outcomes))}")
+            print(f"  {label:<52} {statistics.median(samples) * 1000:8.0f} ms  {'/'.join(sorted(outcomes))}")
     finally:
         plane.stop()
         plane.remove_state()

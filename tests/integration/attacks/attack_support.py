@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tests.integration.support import apply, get, list_objects, step_status, wait_for, wait_for_phase
@@ -104,3 +105,20 @@ def refused(result: Any, *reasons: str) -> str:
     for reason in reasons:
         assert reason in result.stderr, result.stderr
     return str(result.stderr)
+
+
+def wait_until_policies_enforced(cluster: ControlPlane) -> None:
+    """The API server enforces a new admission policy a moment after it reports it type-checked.
+
+    Probe with a run every policy here refuses (nested too deep, a reserved name) until it is refused,
+    so the first test of a session does not race the policies' installation.
+    """
+    probe = run_manifest("default", "probe", "probe-202601010000", "admin", params={"deep": "__DEEP__"})
+    text = json.dumps(probe).replace('"__DEEP__"', '{"a":' * 40 + "1" + "}" * 40)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if cluster.kubectl("create", "-f", "-", stdin=text, check=False).returncode != 0:
+            return
+        cluster.kubectl("delete", "workflowrun", "probe-202601010000", "-n", "default", "--wait=false")
+        time.sleep(0.5)
+    raise AssertionError("the chart's admission policies were never enforced")

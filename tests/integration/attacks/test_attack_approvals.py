@@ -18,6 +18,7 @@ from tests.integration.attacks.attack_support import (
     patch_as,
     refused,
     run_manifest,
+    wait_until_policies_enforced,
 )
 from tests.integration.support import get, step_status, wait_for_phase
 
@@ -25,6 +26,11 @@ from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def policies_enforced(towline_installed: ControlPlane) -> None:
+    wait_until_policies_enforced(towline_installed)
 
 OWNERSHIP = "Only the Towline operator may change an Approval's labels, ownerReferences or finalizers"
 

@@ -17,14 +17,20 @@ from tests.integration.attacks.attack_support import (
     jobs_of,
     refused,
     run_manifest,
+    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, step_status, wait_for_phase
 
-from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
+from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_ITEMS
 from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def policies_enforced(towline_installed: ControlPlane) -> None:
+    wait_until_policies_enforced(towline_installed)
 
 
 def nested_json(depth: int) -> str:
@@ -54,6 +60,21 @@ def test_deeply_nested_params_are_refused_by_the_api_server(
     refused(result, f"spec.params nests objects and lists more than {MAX_INPUT_DEPTH} levels deep")
     assert get(cluster, RUNS, "deep", ns) is None
     assert_others_still_run(cluster, ns, "after-deep")
+
+
+def test_a_list_longer_than_the_limit_is_refused_by_the_api_server(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """The API server's CEL needs time quadratic in a list's length to walk it: long lists are refused by count."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    long = run_manifest(ns, "echo", "long", "carol", params={"who": "x", "ids": list(range(MAX_INPUT_ITEMS + 1))})
+    refused(create_as(cluster, "carol", long), f"holds one with more than {MAX_INPUT_ITEMS} entries")
+    assert get(cluster, RUNS, "long", ns) is None
+    fits = run_manifest(ns, "echo", "fits", "carol", params={"who": "fits"})
+    fits["spec"]["params"]["ids"] = list(range(MAX_INPUT_ITEMS))
+    created = create_as(cluster, "carol", fits)
+    assert created.returncode == 0, created.stderr
 
 
 def test_deeply_nested_webhook_data_is_refused_even_from_the_ingress(

@@ -15,6 +15,7 @@ from tests.integration.attacks.attack_support import (
     patch_as,
     refused,
     run_manifest,
+    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, wait_for_phase
 
@@ -22,6 +23,11 @@ from towline.devcluster.controlplane import ControlPlane
 from towline.devcluster.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def policies_enforced(towline_installed: ControlPlane) -> None:
+    wait_until_policies_enforced(towline_installed)
 
 
 def started(cluster: ControlPlane, ns: str, name: str = "alices-run", user: str = "alice") -> dict[str, Any]:

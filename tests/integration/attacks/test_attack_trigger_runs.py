@@ -13,6 +13,7 @@ from tests.integration.attacks.attack_support import (
     jobs_of,
     refused,
     run_manifest,
+    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, list_objects, step_status, wait_for_phase
 
@@ -21,6 +22,11 @@ from towline.devcluster.install import OperatorProcess
 from towline.engine import job_name
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def policies_enforced(towline_installed: ControlPlane) -> None:
+    wait_until_policies_enforced(towline_installed)
 
 @pytest.mark.parametrize("trigger", [
     {"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1", "data": {"ref": "main"}},
