@@ -34,6 +34,42 @@ StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Ret
 
 TriggerType = Literal["manual", "schedule", "webhook"]
 
+MAX_INPUT_BYTES = 64 * 1024
+"""Largest `spec.params` or `spec.trigger.data`, as compact JSON: inputs, not payloads to carry around."""
+MAX_INPUT_DEPTH = 32
+"""Deepest nesting of objects and lists in `spec.params` or `spec.trigger.data` (a value at the top is depth 1)."""
+MAX_SPEC_DEPTH = 64
+"""Deepest nesting of any Towline object's spec; far below where a JSON parser gives up (about 1,000)."""
+MAX_INPUT_ITEMS = 256
+"""Most entries of any one object or list inside `spec.params` or `spec.trigger.data`.
+
+The API server's CEL walks a list in time that grows with the square of its length (measured: a
+flat list of 32,768 numbers took 4.7 s to admit, 128 lists of 256 took 0.23 s), so long lists are
+refused where they are cheap to count."""
+MAX_SPEC_ITEMS = 1000
+"""Most entries of any one object or list in a spec (a Workflow holds up to 1,000 steps)."""
+
+
+def bounded_nesting_rule(value: str, depth: int, items: int) -> str:
+    """CEL that holds when `value` nests objects and lists at most `depth` levels deep, none longer than `items`.
+
+    CEL has no recursion, so the check is unrolled one comprehension per level; each
+    level names its element once, so the expression grows linearly with `depth`. The
+    chart's admission policy carries it (a unit test keeps the two equal).
+    """
+    def container(name: str) -> str:
+        return f"(type({name}) == map || type({name}) == list)"
+
+    def children(name: str) -> str:
+        return f"(type({name}) == map ? {name}.map(k, {name}[k]) : (type({name}) == list ? {name} : []))"
+
+    expression = f"!{container(f'v{depth}')}"
+    for level in range(depth, 0, -1):
+        name = value if level == 1 else f"v{level - 1}"
+        expression = (f"(!{container(name)} || size({name}) <= {items}) && "
+                      f"{children(name)}.all(v{level}, {expression})")
+    return expression
+
 
 class WorkflowRef(TowlineModel):
     name: ObjectName

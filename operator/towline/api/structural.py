@@ -53,7 +53,10 @@ def structural_schema(model: type[BaseModel]) -> Schema:
     properties = schema["properties"]
     properties["apiVersion"] = {"description": "towline.dev/v1alpha1", "type": "string"}
     properties["kind"] = {"description": model.__name__, "type": "string"}
-    properties["metadata"] = {"type": "object"}
+    # A resource's name is the value of a label on everything made for it (towline.dev/workflow,
+    # towline.dev/run), and a label value holds at most 63 characters: a longer name is refused here,
+    # where the user sees why, instead of failing every Job the operator would create.
+    properties["metadata"] = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}
     schema["required"] = [name for name in schema.get("required", []) if name not in envelope]
     if "status" in properties:
         # Only the operator writes status, from specs the rules already checked: rules

@@ -82,15 +82,14 @@ class Gates:
         assert entry is not None and entry.phase == "Running"
         observation = self.driver.observed.approvals.get(entry_id)
         decision = observation.decision if observation is not None else None
-        if (
-            observation is not None and observation.decided_at is not None
-            and entry.expires_at is not None and observation.decided_at > entry.expires_at
-        ):
-            decision = None  # decided after it expired: too late to count
+        # When a decision was made is what the operator recorded, or now, when it first sees it:
+        # never a time the decider could write.
+        decided_at = (observation.decided_at if observation is not None else None) or self.driver.now
+        if decision is not None and entry.expires_at is not None and decided_at >= entry.expires_at:
+            decision = None  # seen only after it expired: too late to count
         if observation is not None and decision is not None:
             edited = self.driver.state.edit(entry_id)
             edited.decided_by = observation.decided_by
-            decided_at = observation.decided_at or self.driver.now
             who = observation.decided_by or "an unnamed approver"
             why = f": {observation.reason}" if observation.reason else ""
             message = f"{decision.lower()} by {who}{why}"

@@ -5,6 +5,14 @@ what it created before (and a second create is a harmless 409). Names are
 valid DNS labels: at most 63 lowercase letters, digits and '-', starting and
 ending alphanumeric; a long name keeps a readable prefix and gets a hash of the
 full name, so two long names never collide by truncation.
+
+Names of a run's children never collide across runs either: `<run>-<step>`
+spells each '_' of the step id as '--', so the step is what follows the last
+run of an odd number of '-' (a step id starts with a letter, a run name ends
+with one or a digit). A run name with a '.' (which a DNS label cannot hold),
+a step id ending in '_' (a label cannot end in '-') or a pair too long for
+the limit gets a readable prefix and a hash of the exact pair, made of digits
+only and after a single '-': a form the readable names never take.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ GATE_SUFFIX = "__approval"
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _HASH_LENGTH = 8
+_DIGEST_DIGITS = 10
 
 
 def dns_label(text: str, *, limit: int = MAX_NAME_LENGTH) -> str:
@@ -36,12 +45,24 @@ def short_hash(text: str) -> str:
 def job_name(run_name: str, step_id: str, attempt: int) -> str:
     """`<run>-<step>-<attempt>`; the attempt number always survives shortening."""
     suffix = f"-{attempt}"
-    return dns_label(f"{run_name}-{step_id}", limit=MAX_NAME_LENGTH - len(suffix)) + suffix
+    return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH - len(suffix)) + suffix
 
 
 def approval_name(run_name: str, step_id: str) -> str:
     """`<run>-<step>`: one Approval per gate per run."""
-    return dns_label(f"{run_name}-{step_id}")
+    return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH)
+
+
+def run_step_label(run_name: str, step_id: str, *, limit: int) -> str:
+    """`<run>-<step>` (each '_' as '--') when it fits, else a readable prefix and a digits-only hash."""
+    text = f"{run_name}-{step_id.replace('_', '--')}"
+    if "." not in run_name and not step_id.endswith("_") and len(text) <= limit:
+        return text
+    # Digits only, so the last segment of a hashed name can never be a step id (those start with a letter).
+    digest = str(int(hashlib.sha256(f"{run_name}/{step_id}".encode()).hexdigest()[:15], 16) % 10**_DIGEST_DIGITS)
+    digest = digest.zfill(_DIGEST_DIGITS)
+    prefix = dns_label(f"{run_name}-{step_id}")[: limit - _DIGEST_DIGITS - 1].rstrip("-")
+    return f"{prefix}-{digest}"
 
 
 def gate_id(step_id: str) -> str:

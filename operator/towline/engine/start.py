@@ -8,10 +8,11 @@ run in flight).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
-from towline.api.run import WorkflowRunSpec, WorkflowSnapshot
+from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, WorkflowRunSpec, WorkflowSnapshot
 from towline.api.workflow import Param, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
@@ -25,6 +26,9 @@ def start_run(
     workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec
 ) -> tuple[WorkflowSnapshot, dict[str, Any]] | list[str]:
     """The run's snapshot and resolved params, or the list of problems (each names the field and the fix)."""
+    errors = input_limit_errors(run_spec)
+    if errors:
+        return errors
     errors = structure_errors(workflow_spec.steps, workflow_spec.finally_, workflow_spec.compensations)
     params, param_errors = resolve_params(workflow_spec.params, run_spec.params)
     errors.extend(param_errors)
@@ -38,6 +42,35 @@ def start_run(
         policy=workflow_spec.policy.model_copy(deep=True),
     )
     return snapshot, params
+
+
+def input_limit_errors(run_spec: WorkflowRunSpec) -> list[str]:
+    """spec.params and spec.trigger.data within MAX_INPUT_BYTES and MAX_INPUT_DEPTH (the API server checks too)."""
+    errors = []
+    for field, value in (("spec.params", run_spec.params), ("spec.trigger.data", run_spec.trigger.data)):
+        depth = nesting_depth(value, limit=MAX_INPUT_DEPTH + 1)
+        if depth > MAX_INPUT_DEPTH:
+            errors.append(f"{field}: nested more than {MAX_INPUT_DEPTH} levels deep; flatten it")
+            continue
+        size = len(json.dumps(value, separators=(",", ":")))
+        if size > MAX_INPUT_BYTES:
+            errors.append(
+                f"{field}: {size} bytes as JSON, more than {MAX_INPUT_BYTES}; pass a reference "
+                "(a URL or an object name) instead of the data"
+            )
+    return errors
+
+
+def nesting_depth(value: Any, *, limit: int) -> int:
+    """Levels of objects and lists in `value` (a scalar is 0), counted without recursion up to `limit`."""
+    deepest, level = 0, [value]
+    while deepest < limit:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            break
+        deepest += 1
+        level = [child for item in containers for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
 
 
 def resolve_params(declared: list[Param], supplied: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

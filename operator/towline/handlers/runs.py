@@ -61,7 +61,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     if problems:
         decision = reject_run(view, problems, now)
     else:
-        observed = await observe_run(operator.api, namespace, name)
+        observed = await observe_run(operator.api, namespace, name, meta["uid"])
         decision = decide(view, observed, now, operator.catalog)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)

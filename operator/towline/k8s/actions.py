@@ -24,6 +24,7 @@ from towline.k8s.objects import (
     build_step_egress_policy,
     build_step_job,
 )
+from towline.k8s.observe import controller_uid
 from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,11 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_private_networks=action.allow_private_networks,
         settings=context.pod_settings,
     )
-    _, created = await context.api.create(JOBS.path(run.namespace), job)
+    existing, created = await context.api.create(JOBS.path(run.namespace), job)
     if not created:
+        if controller_uid(existing) != run.uid:
+            # Adopting it would let whoever made it supply this step's result.
+            raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
 
 
@@ -122,8 +126,7 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         expires_at=rfc3339(action.expires_at, timespec="seconds"),
     )
     existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
-    owners = existing.get("metadata", {}).get("ownerReferences", [])
-    if not created and not any(owner.get("uid") == run.uid for owner in owners):
+    if not created and controller_uid(existing) != run.uid:
         # Only the operator may create Approvals (admission policy); anything else is tampering.
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
     if not (existing.get("status") or {}).get("phase"):

@@ -1,6 +1,10 @@
 """Read what is true in the world for one run: its Jobs, their pods' results, its Approvals.
 
-Children are found by label, never from memory. A step's result is the JSON
+Children are found by label, never from memory, and count only when the run
+controls them: a Job whose controller ownerReference is the run's UID, a pod
+controlled by such a Job, an Approval whose name is the gate's deterministic
+name and whose spec.runName, spec.step and controller ownerReference all name
+this run. Anything else wearing the run's label is ignored. A step's result is the JSON
 document the runner wrote to its termination message; a pod that never ran
 (a missing Secret, a deadline) gets a result synthesised here with an error
 class and a message that names the cause. Never reads Secret values.
@@ -14,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from towline.engine.naming import approval_name
 from towline.engine.observed import (
     REASON_UNMOUNTABLE,
     ApprovalObservation,
@@ -31,33 +36,59 @@ JSON = dict[str, Any]
 _MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
 
 
-async def observe_run(api: KubeApi, namespace: str, run_name: str) -> Observed:
-    """One list per kind, filtered by the run's label."""
+async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
+    """One list per kind, filtered by the run's label; only what the run controls counts."""
     selector = f"{LABEL_RUN}={run_name}"
     jobs = await api.list(JOBS.path(namespace), label_selector=selector)
     pods = await api.list(PODS.path(namespace), label_selector=selector)
     approvals = await api.list(APPROVALS.path(namespace), label_selector=selector)
-    return build_observed(jobs, pods, approvals)
+    return build_observed(jobs, pods, approvals, run_name=run_name, run_uid=run_uid)
 
 
-def build_observed(jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON]) -> Observed:
+def build_observed(
+    jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON], *, run_name: str, run_uid: str
+) -> Observed:
+    owned_jobs = [job for job in jobs if controller_uid(job) == run_uid]
+    job_names_by_uid = {job["metadata"].get("uid"): job["metadata"]["name"] for job in owned_jobs}
     pods_by_job: dict[str, JSON] = {}
     for pod in pods:
-        job_name = pod["metadata"].get("labels", {}).get("job-name") or pod["metadata"].get("labels", {}).get(
-            "batch.kubernetes.io/job-name"
-        )
+        job_name = job_names_by_uid.get(controller_uid(pod))
         if job_name:
             pods_by_job[job_name] = pod
     observed_jobs: dict[tuple[str, int], JobObservation] = {}
-    for job in jobs:
+    for job in owned_jobs:
         observation = observe_job(job, pods_by_job.get(job["metadata"]["name"]))
         if observation is not None:
             observed_jobs[(observation.step_id, observation.attempt)] = observation
     observed_approvals: dict[str, ApprovalObservation] = {}
     for approval in approvals:
-        observation_a = observe_approval(approval)
-        observed_approvals[observation_a.step_id] = observation_a
+        if belongs_to_gate(approval, run_name, run_uid):
+            observation_a = observe_approval(approval)
+            observed_approvals[observation_a.step_id] = observation_a
     return Observed(jobs=observed_jobs, approvals=observed_approvals)
+
+
+def controller_uid(obj: JSON) -> str | None:
+    """The UID of the object's controller (the ownerReference with controller: true), if any."""
+    for owner in obj["metadata"].get("ownerReferences") or []:
+        if owner.get("controller"):
+            return str(owner.get("uid"))
+    return None
+
+
+def belongs_to_gate(approval: JSON, run_name: str, run_uid: str) -> bool:
+    """The run's own Approval for the gate it names: by name, run, step and controller, all at once.
+
+    Labels alone prove nothing: whoever can write them could point another run's decision here.
+    """
+    spec = approval.get("spec") or {}
+    step = spec.get("step")
+    return (
+        isinstance(step, str)
+        and spec.get("runName") == run_name
+        and approval["metadata"]["name"] == approval_name(run_name, step)
+        and controller_uid(approval) == run_uid
+    )
 
 
 def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
@@ -185,19 +216,13 @@ def observe_approval(approval: JSON) -> ApprovalObservation:
 
 
 def decision_time(approval: JSON) -> datetime | None:
-    """When the decision was written, as the API server recorded it in managedFields.
+    """When the operator first saw the decision, as it recorded it in status.
 
-    The server stamps each manager's entry with the time of its last change, so the
-    entry that owns `spec.decision` says when a person decided (to the second).
+    Only the operator writes an Approval's status; everything else on the object
+    (spec, managedFields) is the decider's to write, so it never says when. None
+    until recorded: the engine then takes the time of this observation.
     """
-    recorded = _time((approval.get("status") or {}).get("decidedAt"))
-    if recorded is not None:
-        return recorded
-    for entry in approval["metadata"].get("managedFields") or []:
-        spec_fields = (entry.get("fieldsV1") or {}).get("f:spec") or {}
-        if "f:decision" in spec_fields:
-            return _time(entry.get("time"))
-    return None
+    return _time((approval.get("status") or {}).get("decidedAt"))
 
 
 def _time(text: str | None) -> datetime | None:

@@ -66,25 +66,48 @@ async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datet
     meta = workflow["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     run_name = scheduled_run_name(name, trigger.name, slot)
+    # Second deterministic name of the slot's run, for when the first is held by an impostor.
+    alternate = scheduled_run_name(name, f"{trigger.name}-{meta['uid'][:8]}", slot)
     policy = trigger.schedule.concurrency_policy
     if policy != "Allow":
         active = [
             run for run in await list_runs(api, namespace)
             if run["spec"]["workflowRef"]["name"] == name
             and (run.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES
-            and run["metadata"]["name"] != run_name
+            and run["metadata"]["name"] not in (run_name, alternate)
         ]
         if active and policy == "Forbid":
             log.info("%s/%s: skipping slot %s, %d run(s) still active (Forbid)", namespace, name, slot, len(active))
             return False
         for run in active:
             await cancel_run(api, namespace, run["metadata"]["name"])
-    body = {
+    body = slot_run(workflow, trigger, slot, creator, run_name)
+    existing, created = await create_run(api, namespace, body)
+    if created or is_slot_run(existing, body):
+        return created
+    # The slot's name is held by a run this schedule did not create (only trusted identities can:
+    # the admission policy reserves these names). It must not pass for the slot having fired, so the
+    # slot's run gets its second deterministic name; a restart finds it there.
+    log.warning("%s/%s: run %s exists but did not come from this schedule; firing slot %s as %s",
+                namespace, name, run_name, slot, alternate)
+    existing, created = await create_run(api, namespace, slot_run(workflow, trigger, slot, creator, alternate))
+    if not created and not is_slot_run(existing, body):
+        log.error("%s/%s: run names %s and %s are both taken by runs this schedule did not create; slot %s "
+                  "not fired", namespace, name, run_name, alternate, slot)
+        return False
+    return created
+
+
+def slot_run(workflow: JSON, trigger: Trigger, slot: datetime, creator: str, run_name: str) -> JSON:
+    assert trigger.schedule is not None
+    meta = workflow["metadata"]
+    name = meta["name"]
+    return {
         "apiVersion": API_VERSION,
         "kind": "WorkflowRun",
         "metadata": {
             "name": run_name,
-            "namespace": namespace,
+            "namespace": meta["namespace"],
             "labels": {LABEL_WORKFLOW: name, LABEL_TRIGGER: trigger.name.replace("_", "-"), LABEL_MANAGED_BY: MANAGER},
             "ownerReferences": [{
                 "apiVersion": API_VERSION, "kind": "Workflow", "name": name, "uid": meta["uid"],
@@ -97,5 +120,14 @@ async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datet
             "requestedBy": creator,
         },
     }
-    _, created = await create_run(api, namespace, body)
-    return created
+
+
+def is_slot_run(existing: JSON, wanted: JSON) -> bool:
+    """Whether an existing run is the one this schedule creates for the slot: same trigger, workflow and owner."""
+    trigger, wanted_trigger = (existing.get("spec") or {}).get("trigger") or {}, wanted["spec"]["trigger"]
+    owners = {owner.get("uid") for owner in (existing.get("metadata") or {}).get("ownerReferences") or []}
+    return (
+        all(trigger.get(key) == wanted_trigger[key] for key in ("type", "name", "scheduledTime"))
+        and (existing.get("spec") or {}).get("workflowRef") == wanted["spec"]["workflowRef"]
+        and wanted["metadata"]["ownerReferences"][0]["uid"] in owners
+    )

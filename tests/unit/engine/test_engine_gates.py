@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from engine_harness import T0, CloseApproval, Sim, action, workflow
@@ -109,6 +110,27 @@ def test_decision_made_after_expiry_does_not_count() -> None:
     sim.decide_approval("review", "Approved")
     sim.reconcile()
     assert sim.phase_of("review") == "Failed" and sim.step("review").reason == "Expired"
+
+
+def test_an_unrecorded_decision_counts_from_when_the_operator_first_sees_it() -> None:
+    sim = gated_run()
+    sim.advance(hours=2)
+    sim.decide_approval("review", "Approved")
+    sim.approvals["review"] = replace(sim.approvals["review"], decided_at=None)  # nothing the decider wrote
+    decision = sim.reconcile()
+    assert sim.phase_of("review") == "Succeeded" and sim.step("review").finished_at == sim.now
+    recorded = [a for a in decision.actions if isinstance(a, RecordApprovalDecision)]
+    assert [r.decided_at for r in recorded] == [sim.now]
+
+
+def test_an_unrecorded_decision_first_seen_after_expiry_never_counts() -> None:
+    sim = gated_run()
+    sim.advance(hours=24)
+    sim.decide_approval("review", "Approved")
+    sim.approvals["review"] = replace(sim.approvals["review"], decided_at=None)
+    sim.reconcile()
+    assert (sim.phase_of("review"), sim.step("review").reason) == ("Failed", "Expired")
+    assert "create_tasks" not in sim.started()
 
 
 def test_approval_request_survives_a_crash_with_its_original_expiry() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +19,33 @@ step_ids = st.from_regex(IDENTIFIER_PATTERN, fullmatch=True)
 
 
 def test_job_name_joins_run_step_and_attempt() -> None:
-    assert job_name("renewal-watch-20261130-0800", "load_accounts", 2) == "renewal-watch-20261130-0800-load-accounts-2"
+    assert job_name("renewal-watch-20261130-0800", "load_accounts", 2) == "renewal-watch-20261130-0800-load--accounts-2"
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (("a.b", "c"), ("a-b", "c")),                     # '.' is not a DNS label character
+    (("x", "a_b"), ("x-a", "b")),                     # '_' must not read as the separator
+    (("x", "a__b"), ("x-a", "b")),
+    (("r", "a_1234567890"), ("r-a", "x")),
+], ids=["dot-in-run", "underscore-in-step", "double-underscore", "digits-after-underscore"])
+def test_names_of_different_runs_and_steps_never_collide(first: tuple[str, str], second: tuple[str, str]) -> None:
+    assert job_name(*first, 1) != job_name(*second, 1)
+    assert approval_name(*first) != approval_name(*second)
+
+
+@given(run_names, step_ids, run_names, step_ids)
+def test_children_names_are_unique_per_run_and_step(run: str, step: str, other_run: str, other_step: str) -> None:
+    if (run, step) != (other_run, other_step):
+        assert approval_name(run, step) != approval_name(other_run, other_step)
+        assert job_name(run, step, 1) != job_name(other_run, other_step, 1)
+
+
+def test_a_hashed_name_never_takes_a_readable_names_form() -> None:
+    hashed = approval_name("a.b", "c")
+    prefix, digits = hashed.rsplit("-", 1)
+    assert digits.isdigit() and not prefix.endswith("-")
+    # The only readable names ending in digits spell a '_' before them, i.e. '--'.
+    assert approval_name("r", "a_1") == "r-a--1"
 
 
 @given(run_names, step_ids, st.integers(min_value=1, max_value=10_000))

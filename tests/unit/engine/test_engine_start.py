@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from engine_harness import T0, action, workflow
 
-from towline.api.run import WorkflowRunSpec, WorkflowRunStatus
+from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, WorkflowRunSpec, WorkflowRunStatus
 from towline.engine import RunView, reject_run, start_run
+from towline.engine.start import nesting_depth
 
 
 def run_spec(**params: object) -> WorkflowRunSpec:
@@ -88,3 +89,31 @@ def test_reject_run_fails_the_run_with_every_problem() -> None:
     succeeded = decision.status.conditions[0]
     assert (succeeded.type, succeeded.status, succeeded.reason) == ("Succeeded", "False", "InvalidRun")
     assert view.status.phase == "Pending"
+
+
+def nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+def test_params_nested_deeper_than_the_limit_are_refused_naming_the_field() -> None:
+    spec = workflow([action("a")], params=[{"name": "blob", "type": "object"}])
+    result = start_run(spec, 1, run_spec(blob=nested(MAX_INPUT_DEPTH)))
+    assert result == [f"spec.params: nested more than {MAX_INPUT_DEPTH} levels deep; flatten it"]
+    assert not isinstance(start_run(spec, 1, run_spec(blob=nested(MAX_INPUT_DEPTH - 1))), list)
+
+
+def test_trigger_data_larger_than_the_limit_is_refused_with_the_fix() -> None:
+    spec = workflow([action("a")])
+    big = WorkflowRunSpec.model_validate({"workflowRef": {"name": "wf"},
+                                          "trigger": {"type": "webhook", "data": {"blob": "x" * MAX_INPUT_BYTES}}})
+    [problem] = start_run(spec, 1, big)  # type: ignore[misc]
+    assert problem.startswith("spec.trigger.data: ") and "pass a reference" in problem
+
+
+def test_nesting_depth_counts_lists_and_objects_without_recursion() -> None:
+    assert nesting_depth("x", limit=10) == 0
+    assert nesting_depth({"a": [1, {"b": []}]}, limit=10) == 4
+    assert nesting_depth(nested(5000), limit=33) == 33

@@ -1,0 +1,123 @@
+"""What the attack tests share: a gated workflow, deciding as a person, and the Jobs a run has."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.integration.support import apply, get, list_objects, step_status, wait_for, wait_for_phase
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.install import OPERATOR_NAMESPACE
+
+INGRESS = f"system:serviceaccount:{OPERATOR_NAMESPACE}:towline-ingress"
+"""The webhook ingress's identity: the chart's default `ingress.serviceAccount.name` in the release namespace."""
+AS_INGRESS = (f"--as={INGRESS}", "--as-group=system:serviceaccounts")
+"""kubectl arguments (for admin, who may impersonate) that act as the ingress."""
+
+RUNS = "workflowruns.towline.dev"
+APPROVALS = "approvals.towline.dev"
+
+
+def gated_workflow(namespace: str, name: str = "gated", *, expires_after: str = "10m") -> dict[str, Any]:
+    """A four-eyes gate only bob may decide, then `deploy`, whose output names the run's `who` param."""
+    workflow = {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "params": [{"name": "who", "type": "string", "default": "nobody"}],
+            "steps": [
+                {"id": "review", "approval": {"message": "deploy?", "approvers": {"users": ["bob"]},
+                                              "fourEyes": True, "expiresAfter": expires_after}},
+                {"id": "deploy", "needs": ["review"], "action": "data.transform",
+                 "with": {"data": {"who": "${{ params.who }}"}, "fields": {"who": "data.who"}}},
+            ],
+        },
+    }
+    return workflow
+
+
+def echo_workflow(namespace: str, name: str = "echo") -> dict[str, Any]:
+    """One step, `deploy`, whose output names the run's `who` param."""
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "params": [{"name": "who", "type": "string", "default": "nobody"}],
+            "steps": [{"id": "deploy", "action": "data.transform",
+                       "with": {"data": {"who": "${{ params.who }}"}, "fields": {"who": "data.who"}}}],
+        },
+    }
+
+
+def install(cluster: ControlPlane, workflow: dict[str, Any]) -> None:
+    apply(cluster, workflow)
+    namespace, name = workflow["metadata"]["namespace"], workflow["metadata"]["name"]
+
+    def ready() -> bool:
+        found = get(cluster, "workflows.towline.dev", name, namespace) or {}
+        return any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in (found.get("status") or {}).get("conditions", []))
+
+    wait_for(f"Workflow {name} to be Ready", ready)
+
+
+def run_manifest(namespace: str, workflow: str, name: str, user: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"workflowRef": {"name": workflow}, "requestedBy": user, **spec}}
+
+
+def create_as(cluster: ControlPlane, user: str, manifest: dict[str, Any], *extra: str) -> Any:
+    """`kubectl create` as `user`, not raising: the caller asserts on the outcome."""
+    return cluster.kubectl("create", "-f", "-", *extra, stdin=json.dumps(manifest), user=user, check=False)
+
+
+def patch_as(cluster: ControlPlane, user: str, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> Any:
+    return cluster.kubectl("patch", kind, name, "-n", namespace, "--type", "merge", "-p", json.dumps(patch),
+                           user=user, check=False)
+
+
+def decide(cluster: ControlPlane, namespace: str, approval: str, user: str, **extra: Any) -> Any:
+    patch = {"spec": {"decision": "Approved", "decidedBy": user}, **extra}
+    return patch_as(cluster, user, "approval", approval, namespace, patch)
+
+
+def gate_approval(cluster: ControlPlane, namespace: str, run: str, step: str = "review") -> str:
+    """The name of the Approval the run's gate waits on, once it exists."""
+    found = wait_for_phase(cluster, namespace, run, {"AwaitingApproval"})
+    name = step_status(found, step).get("approvalName")
+    assert name, f"the gate of {run} records its Approval's name"
+    wait_for(f"Approval {name}", lambda: get(cluster, APPROVALS, name, namespace))
+    return str(name)
+
+
+def jobs_of(cluster: ControlPlane, namespace: str, run: str, step: str | None = None) -> list[dict[str, Any]]:
+    """Every Job labelled for the run (and step), whoever made it."""
+    selector = f"towline.dev/run={run}" + (f",towline.dev/step={step.replace('_', '-')}" if step else "")
+    return list_objects(cluster, "jobs", namespace, selector)
+
+
+def refused(result: Any, *reasons: str) -> str:
+    """Assert the API server refused the request, saying each of `reasons`; returns its message."""
+    assert result.returncode != 0, f"the API server accepted it: {result.stdout}"
+    for reason in reasons:
+        assert reason in result.stderr, result.stderr
+    return str(result.stderr)
+
+
+def wait_until_policies_enforced(cluster: ControlPlane) -> None:
+    """The API server enforces a new admission policy a moment after it reports it type-checked.
+
+    Probe with a run every policy here refuses (nested too deep, a reserved name) until it is refused,
+    so the first test of a session does not race the policies' installation.
+    """
+    probe = run_manifest("default", "probe", "probe-202601010000", "admin", params={"deep": "__DEEP__"})
+    text = json.dumps(probe).replace('"__DEEP__"', '{"a":' * 40 + "1" + "}" * 40)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if cluster.kubectl("create", "-f", "-", stdin=text, check=False).returncode != 0:
+            return
+        cluster.kubectl("delete", "workflowrun", "probe-202601010000", "-n", "default", "--wait=false")
+        time.sleep(0.5)
+    raise AssertionError("the chart's admission policies were never enforced")

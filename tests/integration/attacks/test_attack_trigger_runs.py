@@ -1,0 +1,105 @@
+"""Attacks on triggers and names: only triggers create trigger runs, and no run takes another's objects."""
+
+from __future__ import annotations
+
+import pytest
+from tests.integration.attacks.attack_support import (
+    AS_INGRESS,
+    INGRESS,
+    RUNS,
+    create_as,
+    echo_workflow,
+    install,
+    jobs_of,
+    refused,
+    run_manifest,
+    wait_until_policies_enforced,
+)
+from tests.integration.support import bind_role, get, list_objects, step_status, wait_for_phase
+from towline.devcluster.controlplane import ControlPlane
+from towline.devcluster.install import OperatorProcess
+
+from towline.engine import job_name
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def policies_enforced(towline_installed: ControlPlane) -> None:
+    wait_until_policies_enforced(towline_installed)
+
+@pytest.mark.parametrize("trigger", [
+    {"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1", "data": {"ref": "main"}},
+    {"type": "schedule", "name": "nightly", "scheduledTime": "2026-11-30T02:00:00Z"},
+], ids=["webhook", "schedule"])
+def test_carol_cannot_create_a_trigger_run(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+    trigger: dict[str, object],
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    forged = run_manifest(ns, "echo", "forged", "carol", trigger=trigger)
+    refused(create_as(cluster, "carol", forged),
+            f"spec.trigger.type {trigger['type']} runs are started by Towline's {trigger['type']} trigger",
+            "leave spec.trigger out")
+    assert get(cluster, RUNS, "forged", ns) is None
+    assert jobs_of(cluster, ns, "forged") == []
+
+
+def test_a_manual_run_cannot_carry_trigger_data(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    forged = run_manifest(ns, "echo", "forged", "carol", trigger={"type": "manual", "data": {"ref": "main"}})
+    refused(create_as(cluster, "carol", forged), "a manual run carries none of them")
+    assert get(cluster, RUNS, "forged", ns) is None
+
+
+def test_schedule_run_names_are_reserved(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """Squatting the next slot's name would otherwise make the schedule adopt carol's run as fired."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    squat = run_manifest(ns, "echo", "echo-nightly-202612010200", "carol")
+    refused(create_as(cluster, "carol", squat), "reserved for scheduled runs")
+    assert get(cluster, RUNS, "echo-nightly-202612010200", ns) is None
+
+
+def test_the_ingress_identity_may_create_webhook_runs(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """What carol may not do, the webhook ingress's ServiceAccount may (RBAC aside, which the chart grants it)."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    bind_role(cluster, ns, "towline-runner", users=(INGRESS,))
+    delivered = run_manifest(ns, "echo", "echo-hook-d1", INGRESS, params={"who": "hook"},
+                             trigger={"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1",
+                                      "data": {"ref": "main"}})
+    created = create_as(cluster, "admin", delivered, *AS_INGRESS)
+    assert created.returncode == 0, created.stderr
+    done = wait_for_phase(cluster, ns, "echo-hook-d1", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["spec"]["trigger"]["type"] == "webhook"
+
+
+def test_runs_whose_names_differ_only_in_dots_get_their_own_jobs(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """`a.b` and `a-b` once mapped to the same Job name, and the second run adopted the first's Job."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    for name, who in (("team.deploy", "dotted"), ("team-deploy", "dashed")):
+        assert create_as(cluster, "carol", run_manifest(ns, "echo", name, "carol", params={"who": who})).returncode == 0
+    outputs = {}
+    for name in ("team.deploy", "team-deploy"):
+        done = wait_for_phase(cluster, ns, name, {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        outputs[name] = step_status(done, "deploy")["output"]["who"]
+        [job] = jobs_of(cluster, ns, name, "deploy")
+        owners = [o["uid"] for o in job["metadata"]["ownerReferences"] if o.get("controller")]
+        assert owners == [done["metadata"]["uid"]], f"{name}'s Job is controlled by {name}"
+    assert outputs == {"team.deploy": "dotted", "team-deploy": "dashed"}
+    assert job_name("team.deploy", "deploy", 1) != job_name("team-deploy", "deploy", 1)
+    assert len(list_objects(cluster, "jobs", ns)) == 2
