@@ -19,6 +19,7 @@ from towline.engine import (
     RunView,
     decide,
     reject_run,
+    start_retry,
     start_run,
 )
 from towline.k8s.actions import apply_actions
@@ -77,6 +78,8 @@ async def snapshot_workflow(
     """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
     namespace = run.metadata["namespace"]
     workflow_name = run.spec.workflow_ref.name
+    if run.spec.retry_of is not None:
+        return await snapshot_retry(operator, run, status)
     raw = await read_workflow(operator.api, namespace, workflow_name)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
@@ -91,6 +94,28 @@ async def snapshot_workflow(
     updated = status.model_copy(deep=True)
     updated.workflow_spec = snapshot
     updated.params = params
+    return updated, []
+
+
+async def snapshot_retry(
+    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+) -> tuple[WorkflowRunStatus, list[str]]:
+    """A retry executes the finished run's snapshot; reused outputs come from that run's status only."""
+    assert run.spec.retry_of is not None
+    previous_name = run.spec.retry_of.run
+    raw = await read_run(operator.api, run.metadata["namespace"], previous_name)
+    if raw is None:
+        return status, [f"spec.retryOf.run: run {previous_name!r} does not exist in this namespace"]
+    previous = WorkflowRun.model_validate(raw)
+    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus())
+    if isinstance(started, list):
+        return status, started
+    snapshot, params, reused, output_bytes = started
+    updated = status.model_copy(deep=True)
+    updated.workflow_spec = snapshot
+    updated.params = params
+    updated.steps = reused
+    updated.output_bytes = output_bytes
     return updated, []
 
 
