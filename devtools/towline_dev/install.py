@@ -113,6 +113,7 @@ class OperatorProcess:
             # No image runtime here: the step executor runs the runner with this machine's Python.
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
             TOWLINE_METRICS_PORT=str(self.metrics_port),
+            TOWLINE_METRICS_ADDRESS="127.0.0.1",
         )
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

@@ -44,7 +44,8 @@ def run_operator(kubeconfig: str | None, log_level: str) -> int:
     if metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 
-        start_http_server(metrics_port)
+        # In a pod every address (the Service scrapes it); tests bind loopback only.
+        start_http_server(metrics_port, addr=os.environ.get("TOWLINE_METRICS_ADDRESS", "0.0.0.0"))  # noqa: S104
     config = OperatorConfig.from_environment()
     registry = build_registry(config, kubeconfig)
     if kubeconfig:

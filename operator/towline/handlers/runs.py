@@ -27,6 +27,7 @@ from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
 from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     if raw is None:
         return None
     run = WorkflowRun.model_validate(raw)
-    status = run.status or WorkflowRunStatus()
+    status = previous = run.status or WorkflowRunStatus()
     if status.phase in TERMINAL_RUN_PHASES:
         # The pass that finished it already trimmed the history; a restart's re-list must not
         # repeat that for every finished run.
@@ -66,7 +67,9 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
         decision = decide(view, observed, now, operator.catalog)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
-    await _write(operator, raw, decision.status)
+    if await _write(operator, raw, decision.status):
+        # Metrics: derived from the written status transition (never inside the engine).
+        record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, decision.status)
     if decision.status.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
     return decision.wake_at
@@ -119,10 +122,13 @@ async def snapshot_retry(
     return updated, []
 
 
-async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> None:
+async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
+    """Write the status once; False when somebody wrote first (the run is requeued)."""
     try:
         await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
         operator.runs.add((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
+        return False
+    return True
