@@ -114,6 +114,7 @@ class OperatorProcess:
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
             TOWLINE_METRICS_PORT=str(self.metrics_port),
             TOWLINE_METRICS_ADDRESS="127.0.0.1",
+            TOWLINE_LOG_FORMAT="json",
         )
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

@@ -16,27 +16,28 @@ def main(argv: list[str] | None = None) -> int:
     operator = commands.add_parser("operator", help="run the operator (kopf) against the current cluster")
     operator.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     operator.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    operator.add_argument("--log-format", choices=("text", "json"),
+                          default=os.environ.get("TOWLINE_LOG_FORMAT", "text"),
+                          help="json: one object per line with namespace/workflow/run/step/attempt context")
 
     connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
     connectors.add_argument("rest", nargs=argparse.REMAINDER)
 
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
-        return run_operator(parsed.kubeconfig, parsed.log_level)
+        return run_operator(parsed.kubeconfig, parsed.log_level, parsed.log_format)
     from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
     return int(catalog_main(parsed.rest))
 
 
-def run_operator(kubeconfig: str | None, log_level: str) -> int:
+def run_operator(kubeconfig: str | None, log_level: str, log_format: str = "text") -> int:
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
     from towline.handlers.app import OperatorConfig, build_registry  # noqa: PLC0415
+    from towline.logs import configure_logging  # noqa: PLC0415
 
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level, log_format)
     if log_level.lower() != "debug":
         # kopf logs every watch event it hands over ("Handler ... succeeded"); ours say what happened.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

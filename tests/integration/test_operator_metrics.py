@@ -25,10 +25,18 @@ ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "erro
                   "verb", "resource", "code", "le"}
 
 
+def _metrics_text(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
 def scrape(operator: OperatorProcess) -> Samples:
     url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
+    # The operator's endpoint comes up a moment after the process starts.
+    text: str = wait_for(f"{url} to answer", lambda: _metrics_text(url), timeout=30)
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -27,6 +27,7 @@ from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
 from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.logs import log_context
 from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
 
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 
 async def reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
+    with log_context(namespace=namespace, run=name):
+        return await _reconcile_run(operator, namespace, name)
+
+
+async def _reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
     raw = await read_run(operator.api, namespace, name)
     if raw is None:
         return None

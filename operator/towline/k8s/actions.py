@@ -23,6 +23,7 @@ from towline.k8s.objects import (
     build_step_egress_policy,
     build_step_job,
 )
+from towline.logs import log_context
 from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
@@ -42,21 +43,27 @@ class ActionContext:
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
     for action in actions:
-        if isinstance(action, engine_actions.CreateStepJob):
-            await create_step_job(context, run, action)
-        elif isinstance(action, engine_actions.CreateApproval):
-            await create_approval(context, run, action)
-        elif isinstance(action, engine_actions.CloseApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, action.phase)
-        elif isinstance(action, engine_actions.RecordApprovalDecision):
-            decided_at = rfc3339(action.decided_at, timespec="seconds")
-            await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
-        elif isinstance(action, engine_actions.DeleteJob):
-            await context.api.delete(JOBS.path(run.namespace, action.job_name))
-        elif isinstance(action, engine_actions.EmitEvent):
-            await emit_event(context, run, action.type, action.reason, action.message)
-        else:  # a new action kind without a branch here fails the type check
-            assert_never(action)
+        step = getattr(action, "step_id", None)
+        with log_context(step=step, attempt=getattr(action, "attempt", None) if step else None):
+            await _apply(context, run, action)
+
+
+async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:
+    if isinstance(action, engine_actions.CreateStepJob):
+        await create_step_job(context, run, action)
+    elif isinstance(action, engine_actions.CreateApproval):
+        await create_approval(context, run, action)
+    elif isinstance(action, engine_actions.CloseApproval):
+        await set_approval_phase(context.api, run.namespace, action.name, action.phase)
+    elif isinstance(action, engine_actions.RecordApprovalDecision):
+        decided_at = rfc3339(action.decided_at, timespec="seconds")
+        await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
+    elif isinstance(action, engine_actions.DeleteJob):
+        await context.api.delete(JOBS.path(run.namespace, action.job_name))
+    elif isinstance(action, engine_actions.EmitEvent):
+        await emit_event(context, run, action.type, action.reason, action.message)
+    else:  # a new action kind without a branch here fails the type check
+        assert_never(action)
 
 
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
@@ -91,7 +98,9 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
     )
     _, created = await context.api.create(JOBS.path(run.namespace), job)
-    if not created:
+    if created:
+        log.info("created Job %s for %s", action.job_name, action.action)
+    else:
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
 
 
