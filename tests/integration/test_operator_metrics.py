@@ -7,6 +7,7 @@ bob) and checks the differences, since other tests share the operator.
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from typing import Any
 
@@ -115,3 +116,19 @@ def test_metrics_after_an_end_to_end_run(
     for name, _ in towline_samples:
         series_per_family[name] = series_per_family.get(name, 0) + 1
     assert max(series_per_family.values()) < 500, series_per_family
+
+
+def test_operator_json_log_lines_carry_the_run_step_and_attempt(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    with LoopbackServer() as api:
+        api.script("/check", (503, {"error": "warming up"}, {}), (200, {"ok": True}, {}))
+        apply(cluster, {**workflow(ns, api.url), "spec": {"steps": workflow(ns, api.url)["spec"]["steps"][:1]}})
+        run = start_run(cluster, ns, "metered", name="logged")
+        assert wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+    lines = [json.loads(line) for line in towline_operator.log_text().splitlines() if line.startswith("{")]
+    mine = [line for line in lines if line.get("run") == run]
+    created = {(line.get("step"), line.get("attempt")) for line in mine if line["message"].startswith("created Job")}
+    assert created == {("check", "1"), ("check", "2")}, mine
+    assert all(line["namespace"] == ns for line in mine)

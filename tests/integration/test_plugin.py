@@ -103,8 +103,8 @@ def test_run_status_approve_as_allowed_and_forbidden_user_graph_export_logs(
         assert "page_oncall" in tree and "Skipped" in tree
 
         drawn = ok(towline(cluster, ns, "graph", run, "-o", "dot"))
-        assert 'check [label="check\\nhttp.request", fillcolor="#a5d6a7"' in drawn
-        assert 'page_oncall [label="page_oncall\\ndata.transform", fillcolor="#f5f5f5"' in drawn
+        assert 'check [label="check\\nhttp.request\\nSucceeded", fillcolor="#a5d6a7"' in drawn
+        assert 'page_oncall [label="page_oncall\\ndata.transform\\nSkipped", fillcolor="#f5f5f5"' in drawn
         assert "check -> review;" in drawn
         workflow_graph = ok(towline(cluster, ns, "graph", "release"))
         assert workflow_graph.startswith("flowchart TD") and "review --> release" in workflow_graph

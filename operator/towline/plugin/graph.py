@@ -75,10 +75,15 @@ def graph_of(spec: JSON, step_states: JSON | None = None) -> StepGraph:
     return StepGraph(nodes, edges)
 
 
+def _label(node: Node) -> str:
+    """Id, action and (in a run) phase, one per line; the colour repeats the phase for the eye."""
+    return f"{node.label}\\n{node.phase}" if node.phase else node.label
+
+
 def mermaid(graph: StepGraph) -> str:
     lines = ["flowchart TD"]
     for node in graph.nodes:
-        label = node.label.replace("\\n", "<br/>").replace('"', "'")
+        label = _label(node).replace("\\n", "<br/>").replace('"', "'")
         lines.append(f'  {node.id}{{{{"{label}"}}}}' if node.approval else f'  {node.id}["{label}"]')
     lines.extend(f"  {source} --> {target}" for source, target in graph.edges)
     finally_ids = [node.id for node in graph.nodes if node.section == "finally"]
@@ -98,7 +103,7 @@ def dot(graph: StepGraph, title: str) -> str:
     lines = [f'digraph "{title}" {{', "  rankdir=TB;",
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];']
     for node in graph.nodes:
-        attributes = [f'label="{node.label}"']
+        attributes = [f'label="{_label(node)}"']
         if node.approval:
             attributes.append("shape=hexagon")
         if node.phase:
@@ -110,7 +115,6 @@ def dot(graph: StepGraph, title: str) -> str:
     if finally_ids:
         lines.append('  subgraph cluster_finally { label="finally"; style=dashed; ' + "; ".join(finally_ids) + "; }")
     if any(node.phase for node in graph.nodes):
-        legend = "  ".join(f"{phase}" for phase in PHASE_COLOURS)
-        lines.append(f'  labelloc=b; label="{title}  ({legend})";')
+        lines.append(f'  labelloc=t; label="{title}";')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -70,7 +70,7 @@ def ordered_step_ids(run: JSON) -> list[tuple[str, str]]:
 def step_line(entry: JSON, now: datetime) -> str:
     parts = [entry.get("phase", "Pending")]
     attempts = int(entry.get("attempt") or 0)
-    if attempts > 1 or entry.get("history"):
+    if attempts:
         parts.append(f"attempts {attempts}")
     took = duration(entry.get("startedAt"), entry.get("finishedAt"), now)
     if took:
@@ -82,7 +82,7 @@ def step_line(entry: JSON, now: datetime) -> str:
         parts.append(f"{verb} by {entry['decidedBy']}")
     elif entry.get("approvalName") and entry.get("phase") == "Running":
         parts.append(f"waiting for approval {entry['approvalName']}")
-    if entry.get("reason") and not entry.get("decidedBy"):
+    if entry.get("reason") and not entry.get("decidedBy") and entry.get("reason") != entry.get("phase"):
         parts.append(f"({entry['reason']})")
     if entry.get("message") and entry.get("phase") not in ("Succeeded",):
         parts.append(f"- {entry['message']}")

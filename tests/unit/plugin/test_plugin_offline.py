@@ -118,7 +118,7 @@ def test_status_tree_shows_states_attempts_durations_errors_and_approvers() -> N
     tree = render.status_tree(finished_run(), NOW)  # type: ignore[arg-type]
     lines = tree.splitlines()
     assert lines[0] == "Run sync-abc  workflow sync  Failed"
-    assert any("fetch" in line and "Succeeded  1.5s" in line for line in lines)
+    assert any("fetch" in line and "Succeeded  attempts 1  1.5s" in line for line in lines)
     assert any("review" in line and "approved by bob" in line for line in lines)
     assert any("shape" in line and "attempts 2" in line for line in lines)
     assert any("push" in line and "error permanent" in line and "- quota" in line for line in lines)
@@ -131,7 +131,7 @@ def test_run_graph_colours_steps_by_state() -> None:
     assert isinstance(status, dict)
     drawn = graph.graph_of(status["workflowSpec"], {e["id"]: e for e in status["steps"]})
     text = graph.dot(drawn, "sync-abc")
-    assert f'push [label="push\\nhttp.request", fillcolor="{graph.PHASE_COLOURS["Failed"]}"' in text
+    assert f'push [label="push\\nhttp.request\\nFailed", fillcolor="{graph.PHASE_COLOURS["Failed"]}"' in text
     assert "review [label=" in text and "shape=hexagon" in text
     assert "shape -> push;" in text and "review -> push;" in text
     chart = graph.mermaid(drawn)
