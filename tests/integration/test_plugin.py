@@ -155,6 +155,23 @@ def test_suspend_resume_and_cancel_through_kubectl_plugin_discovery(
         done = wait_for_phase(cluster, ns, run, {"Cancelled"})
         assert done["spec"]["cancel"] is True
 
+        second = created_name(kubectl_towline("run", "release"))
+        approval = step_status(wait_for_phase(cluster, ns, second, {"AwaitingApproval"}), "review")["approvalName"]
+        wait_for("the Approval", lambda: get(cluster, "approvals.towline.dev", approval, ns))
+        rejected = towline(cluster, ns, "reject", approval, "--reason", "not during the freeze", user="bob")
+        assert "rejected by bob" in ok(rejected)
+        failed = wait_for_phase(cluster, ns, second, {"Failed", "Succeeded"})
+        assert failed["status"]["phase"] == "Failed"
+        assert "freeze" in (step_status(failed, "review").get("message") or "")
+        decided = get(cluster, "approvals.towline.dev", approval, ns)["spec"]
+        assert (decided["decision"], decided["decidedBy"], decided["reason"]) == (
+            "Rejected", "bob", "not during the freeze")
+
+    missing = towline(cluster, ns, "run", "no-such-workflow")
+    assert missing.returncode == 1 and "no Workflow 'no-such-workflow'" in missing.stderr
+    examples = sorted(str(p) for p in (Path(__file__).parents[2] / "examples").glob("*.yaml"))
+    assert "valid" in kubectl_towline("validate", *examples)
+
 
 def test_retry_of_a_run_that_failed_at_its_third_step_reruns_from_that_step(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
