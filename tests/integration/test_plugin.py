@@ -253,3 +253,14 @@ def test_a_runner_cannot_hand_a_retry_outputs_of_their_own(
         assert other.returncode == 0, other.stderr
         crossed = wait_for_phase(cluster, ns, "cross", {"Failed", "Succeeded"})
         assert crossed["status"]["phase"] == "Failed" and "same workflow" in crossed["status"]["message"]
+
+        # Once the author changes the workflow, a retry cannot bring back what the old run ran.
+        changed = three_steps(ns, api.url)
+        changed["spec"]["steps"][2]["with"]["url"] = f"{api.url}/push-v2"
+        apply(cluster, changed)
+        stale = towline(cluster, ns, "retry", first)
+        assert stale.returncode == 0, stale.stderr
+        refused_stale = wait_for_phase(cluster, ns, created_name(stale.stdout), {"Failed", "Succeeded"})
+        assert refused_stale["status"]["phase"] == "Failed"
+        assert "changed since run" in refused_stale["status"]["message"]
+        assert len(push.requests) == 2, "nothing ran for the refused retries"

@@ -6,6 +6,10 @@ steps' outputs are copied from there, so a runner cannot hand a retry outputs
 of their own. The retry executes the finished run's snapshot with its params,
 so the reused outputs mean what they meant.
 
+A retry runs the old snapshot only while the Workflow is still what that run
+executed (same generation): otherwise a runner could bring back steps,
+credentials or hosts the author has since removed.
+
 Which steps may be reused: main-DAG steps that Succeeded, whose needs are all
 reused too (a reused step never sits downstream of one that runs again). Never
 an approval: an Approval counts only for the run and step that own it, so a
@@ -24,11 +28,12 @@ REUSED_REASON = "Reused"
 
 
 def start_retry(
-    spec: WorkflowRunSpec, previous_workflow: str, previous: WorkflowRunStatus
+    spec: WorkflowRunSpec, previous_workflow: str, previous: WorkflowRunStatus, workflow_generation: int,
 ) -> tuple[WorkflowSnapshot, dict[str, Any], list[StepStatus], int] | list[str]:
     """The snapshot, params, reused step entries and their output bytes; or why it cannot retry.
 
-    `previous_workflow` and `previous` are the finished run's `spec.workflowRef.name` and status.
+    `previous_workflow` and `previous` are the finished run's `spec.workflowRef.name` and status;
+    `workflow_generation` is the Workflow's `metadata.generation` now.
     """
     retry = spec.retry_of
     assert retry is not None, "start_retry is for runs with spec.retryOf"
@@ -44,6 +49,10 @@ def start_retry(
         errors.append("spec.params: a retry runs with the params of the run it retries; remove spec.params")
     if errors or previous.workflow_spec is None:
         return errors
+    if previous.workflow_spec.generation != workflow_generation:
+        return [f"spec.retryOf.run: workflow {spec.workflow_ref.name!r} changed since run {retry.run!r} "
+                f"(generation {previous.workflow_spec.generation}, now {workflow_generation}); "
+                "a retry runs only what that run ran: start a new run instead"]
     snapshot = previous.workflow_spec
     main = {step.id: step for step in snapshot.steps}
     before = {entry.id: entry for entry in previous.steps}

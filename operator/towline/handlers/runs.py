@@ -116,7 +116,11 @@ async def snapshot_retry(
     if raw is None:
         return status, [f"spec.retryOf.run: run {previous_name!r} does not exist in this namespace"]
     previous = WorkflowRun.model_validate(raw)
-    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus())
+    workflow = await read_workflow(operator.api, run.metadata["namespace"], run.spec.workflow_ref.name)
+    if workflow is None:
+        return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
+    generation = int(workflow["metadata"].get("generation", 0))
+    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation)
     if isinstance(started, list):
         return status, started
     snapshot, params, reused, output_bytes = started
