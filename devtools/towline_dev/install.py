@@ -122,6 +122,8 @@ class OperatorProcess:
             TOWLINE_METRICS_PORT=str(self.metrics_port),
             TOWLINE_HEALTH_PORT=str(self.health_port),
             TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
+            TOWLINE_METRICS_ADDRESS="127.0.0.1",
+            TOWLINE_LOG_FORMAT="json",
         )
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

@@ -18,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     operator = commands.add_parser("operator", help="run the operator (kopf) against the current cluster")
     operator.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     operator.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    operator.add_argument("--log-format", choices=("text", "json"),
+                          default=os.environ.get("TOWLINE_LOG_FORMAT", "text"),
+                          help="json: one object per line with namespace/workflow/run/step/attempt context")
     operator.add_argument(
         "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
         help="watch only this namespace (repeatable); default: $TOWLINE_WATCH_NAMESPACES "
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
         namespaces = parsed.namespaces or watch_namespaces_from(os.environ.get("TOWLINE_WATCH_NAMESPACES", ""))
-        return run_operator(parsed.kubeconfig, parsed.log_level, namespaces)
+        return run_operator(parsed.kubeconfig, parsed.log_level, namespaces, parsed.log_format)
     if parsed.command == "ingress":
         return run_ingress(parsed)
     if parsed.command == "webhook":
@@ -80,15 +83,15 @@ def watch_namespaces_from(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
-def run_operator(kubeconfig: str | None, log_level: str, namespaces: list[str] | None = None) -> int:
+def run_operator(
+    kubeconfig: str | None, log_level: str, namespaces: list[str] | None = None, log_format: str = "text"
+) -> int:
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
     from towline.handlers.app import OperatorConfig, build_registry  # noqa: PLC0415
+    from towline.logs import configure_logging  # noqa: PLC0415
 
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level, log_format)
     if log_level.lower() != "debug":
         # kopf logs every watch event it hands over ("Handler ... succeeded"); ours say what happened.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
@@ -96,7 +99,8 @@ def run_operator(kubeconfig: str | None, log_level: str, namespaces: list[str] |
     if metrics_port:
         from prometheus_client import start_http_server  # noqa: PLC0415
 
-        start_http_server(metrics_port)
+        # In a pod every address (the Service scrapes it); tests bind loopback only.
+        start_http_server(metrics_port, addr=os.environ.get("TOWLINE_METRICS_ADDRESS", "0.0.0.0"))  # noqa: S104
     config = OperatorConfig.from_environment()
     registry = build_registry(config, kubeconfig)
     if kubeconfig:

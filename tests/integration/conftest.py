@@ -7,6 +7,7 @@ would both believe they hold the Lease.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,14 @@ from tests.integration.support import bind_role
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the operator's /metrics; tests scrape it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +47,7 @@ def towline_operator(
     """One operator for the session, authenticated only as the chart's ServiceAccount."""
     work = tmp_path_factory.mktemp("operator")
     kubeconfig = operator_kubeconfig(towline_installed, work / "kubeconfig")
-    process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log").start()
+    process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log", metrics_port=free_port()).start()
     yield process
     process.stop()
     log = Path(process.log_path)

@@ -91,6 +91,19 @@ class TriggerInfo(TowlineModel):
 _NEW_RUN = "create a new WorkflowRun instead"
 
 
+class RetryOf(TowlineModel):
+    """Start again from a finished run's failed steps, reusing the outputs of the ones listed.
+
+    The operator copies those outputs from the finished run's status; nothing here carries one.
+    """
+
+    run: ObjectName = Field(description="A finished run of the same workflow in this namespace.")
+    reuse: list[Identifier] = Field(
+        default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Ids of that run's Succeeded steps whose outputs this run reuses instead of running them.",
+    )
+
+
 class WorkflowRunSpec(TowlineModel):
     """What to run. Immutable after creation, except the `cancel` and `suspend` switches."""
 
@@ -100,6 +113,7 @@ class WorkflowRunSpec(TowlineModel):
             immutable("params", _NEW_RUN),
             immutable("trigger", _NEW_RUN),
             immutable("requestedBy", _NEW_RUN),
+            immutable("retryOf", _NEW_RUN),
             cel_rule(
                 "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
                 "a cancelled run stays cancelled; create a new WorkflowRun to run again",
@@ -117,6 +131,9 @@ class WorkflowRunSpec(TowlineModel):
     requested_by: str | None = Field(
         default=None, max_length=253,
         description="Who asked for the run; checked against the request's user by admission policy.",
+    )
+    retry_of: RetryOf | None = Field(
+        default=None, description="Makes this run a retry of a finished run (`kubectl towline retry`).",
     )
     cancel: bool = Field(default=False, description="Set true to cancel the run; it cannot be undone.")
     suspend: bool = Field(default=False, description="While true, no new step starts; running steps finish.")

@@ -37,6 +37,7 @@ from towline.engine.phases import (
     transition_run,
     transition_step,
 )
+from towline.engine.rerun import REUSED_REASON, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_RUN_OUTPUT_BYTES",
     "MAX_STEP_OUTPUT_BYTES",
     "RESUME_ANNOTATION",
+    "REUSED_REASON",
     "TERMINAL_RUN_PHASES",
     "TERMINAL_STEP_PHASES",
     "Action",
@@ -70,6 +72,7 @@ __all__ = [
     "job_name",
     "reject_run",
     "resolve_params",
+    "start_retry",
     "start_run",
     "transition_run",
     "transition_step",

@@ -33,6 +33,7 @@ from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.k8s.leader import LeaderElector
 from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD, StepPodSettings
+from towline.metrics import count_pending_approvals
 from towline.validation import connector_catalog
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         settings.watching.server_timeout = 300
         operator = Operator(config=config, api=await KubeApi.connect(kubeconfig))
         holder["operator"] = operator
+        count_pending_approvals(lambda: list(operator.run_bodies.values()))  # metrics
         await operator.start()
 
     @kopf.on.cleanup(registry=registry)

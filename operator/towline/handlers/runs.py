@@ -19,6 +19,7 @@ from towline.engine import (
     RunView,
     decide,
     reject_run,
+    start_retry,
     start_run,
 )
 from towline.k8s.actions import apply_actions
@@ -26,6 +27,8 @@ from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
 from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.logs import log_context
+from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
 
 if TYPE_CHECKING:
@@ -35,11 +38,16 @@ log = logging.getLogger(__name__)
 
 async def reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
+    with log_context(namespace=namespace, run=name):
+        return await _reconcile_run(operator, namespace, name)
+
+
+async def _reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
     raw = await read_run(operator.api, namespace, name)
     if raw is None:
         return None
     run = WorkflowRun.model_validate(raw)
-    status = run.status or WorkflowRunStatus()
+    status = previous = run.status or WorkflowRunStatus()
     if status.phase in TERMINAL_RUN_PHASES:
         # The pass that finished it already trimmed the history; a restart's re-list must not
         # repeat that for every finished run.
@@ -65,7 +73,9 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
         decision = decide(view, observed, now, operator.catalog)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
-    await _write(operator, raw, decision.status)
+    if await _write(operator, raw, decision.status):
+        # Metrics: derived from the written status transition (never inside the engine).
+        record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, decision.status)
     if decision.status.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
     return decision.wake_at
@@ -77,6 +87,8 @@ async def snapshot_workflow(
     """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
     namespace = run.metadata["namespace"]
     workflow_name = run.spec.workflow_ref.name
+    if run.spec.retry_of is not None:
+        return await snapshot_retry(operator, run, status)
     raw = await read_workflow(operator.api, namespace, workflow_name)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
@@ -94,10 +106,39 @@ async def snapshot_workflow(
     return updated, []
 
 
-async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> None:
+async def snapshot_retry(
+    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+) -> tuple[WorkflowRunStatus, list[str]]:
+    """A retry executes the finished run's snapshot; reused outputs come from that run's status only."""
+    assert run.spec.retry_of is not None
+    previous_name = run.spec.retry_of.run
+    raw = await read_run(operator.api, run.metadata["namespace"], previous_name)
+    if raw is None:
+        return status, [f"spec.retryOf.run: run {previous_name!r} does not exist in this namespace"]
+    previous = WorkflowRun.model_validate(raw)
+    workflow = await read_workflow(operator.api, run.metadata["namespace"], run.spec.workflow_ref.name)
+    if workflow is None:
+        return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
+    generation = int(workflow["metadata"].get("generation", 0))
+    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation)
+    if isinstance(started, list):
+        return status, started
+    snapshot, params, reused, output_bytes = started
+    updated = status.model_copy(deep=True)
+    updated.workflow_spec = snapshot
+    updated.params = params
+    updated.steps = reused
+    updated.output_bytes = output_bytes
+    return updated, []
+
+
+async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
+    """Write the status once; False when somebody wrote first (the run is requeued)."""
     try:
         await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
         operator.runs.add((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
+        return False
+    return True

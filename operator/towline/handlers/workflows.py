@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from towline.api.workflow import WorkflowStatus
 from towline.k8s.client import Conflict
 from towline.k8s.runs import read_workflow, write_workflow_status
+from towline.logs import log_context
 from towline.triggers.cron import fire_due_schedules
 from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_conditions
 
@@ -24,6 +25,11 @@ log = logging.getLogger(__name__)
 
 
 async def reconcile_workflow(operator: Operator, namespace: str, name: str) -> datetime | None:
+    with log_context(namespace=namespace, workflow=name):
+        return await _reconcile_workflow(operator, namespace, name)
+
+
+async def _reconcile_workflow(operator: Operator, namespace: str, name: str) -> datetime | None:
     raw = await read_workflow(operator.api, namespace, name)
     if raw is None:
         return None

@@ -25,6 +25,7 @@ from towline.k8s.objects import (
     build_step_job,
 )
 from towline.k8s.observe import controller_uid
+from towline.logs import log_context
 from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
@@ -43,21 +44,27 @@ class ActionContext:
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
     for action in actions:
-        if isinstance(action, engine_actions.CreateStepJob):
-            await create_step_job(context, run, action)
-        elif isinstance(action, engine_actions.CreateApproval):
-            await create_approval(context, run, action)
-        elif isinstance(action, engine_actions.CloseApproval):
-            await set_approval_phase(context.api, run.namespace, action.name, action.phase)
-        elif isinstance(action, engine_actions.RecordApprovalDecision):
-            decided_at = rfc3339(action.decided_at, timespec="seconds")
-            await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
-        elif isinstance(action, engine_actions.DeleteJob):
-            await context.api.delete(JOBS.path(run.namespace, action.job_name))
-        elif isinstance(action, engine_actions.EmitEvent):
-            await emit_event(context, run, action.type, action.reason, action.message)
-        else:  # a new action kind without a branch here fails the type check
-            assert_never(action)
+        step = getattr(action, "step_id", None)
+        with log_context(step=step, attempt=getattr(action, "attempt", None) if step else None):
+            await _apply(context, run, action)
+
+
+async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:
+    if isinstance(action, engine_actions.CreateStepJob):
+        await create_step_job(context, run, action)
+    elif isinstance(action, engine_actions.CreateApproval):
+        await create_approval(context, run, action)
+    elif isinstance(action, engine_actions.CloseApproval):
+        await set_approval_phase(context.api, run.namespace, action.name, action.phase)
+    elif isinstance(action, engine_actions.RecordApprovalDecision):
+        decided_at = rfc3339(action.decided_at, timespec="seconds")
+        await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
+    elif isinstance(action, engine_actions.DeleteJob):
+        await context.api.delete(JOBS.path(run.namespace, action.job_name))
+    elif isinstance(action, engine_actions.EmitEvent):
+        await emit_event(context, run, action.type, action.reason, action.message)
+    else:  # a new action kind without a branch here fails the type check
+        assert_never(action)
 
 
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
@@ -106,7 +113,9 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
     )
     existing, created = await context.api.create(JOBS.path(run.namespace), job)
-    if not created:
+    if created:
+        log.info("created Job %s for %s", action.job_name, action.action)
+    else:
         if controller_uid(existing) != run.uid:
             # Adopting it would let whoever made it supply this step's result.
             raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")

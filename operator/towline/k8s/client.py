@@ -83,14 +83,14 @@ class KubeApi:
         self._client = api_client
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None) -> KubeApi:
-        """In a pod: the mounted service account. Elsewhere: `kubeconfig` or $KUBECONFIG."""
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+        """In a pod: the mounted service account. Elsewhere: `kubeconfig` or $KUBECONFIG (and `context`)."""
         configuration = client.Configuration()
         path = kubeconfig or os.environ.get("KUBECONFIG")
-        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if path is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            await config.load_kube_config(config_file=path, client_configuration=configuration)
+            await config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
         return cls(client.ApiClient(configuration=configuration))
 
     @property
@@ -140,6 +140,26 @@ class KubeApi:
                 raise Conflict(status, message, payload)
             raise ApiError(status, message, payload)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def read_text(self, path: str, *, query: Mapping[str, str] | None = None) -> str:
+        """A GET whose answer is plain text (a pod's log); raises ApiError like `request`."""
+        response = await self._client.call_api(
+            path, "GET",
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=30,
+        )
+        raw: bytes = await response.read()
+        API_REQUESTS.labels("GET", _resource_label(path), str(response.status)).inc()
+        if response.status >= 400:
+            try:
+                message = str(json.loads(raw).get("message") or "")
+            except ValueError:
+                message = raw[:500].decode(errors="replace")
+            raise ApiError(response.status, message)
+        return raw.decode(errors="replace")
 
     async def get(self, path: str) -> JSON | None:
         try:

@@ -18,6 +18,7 @@ from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import cancel_run, create_run, list_runs
+from towline.metrics import record_schedule_fired
 from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
@@ -48,6 +49,7 @@ async def fire_due_schedules(
                 entry.last_schedule_time = due.slot
             elif due is not None:
                 if await _start_run(api, workflow, trigger, due.slot, creator):
+                    record_schedule_fired(meta["namespace"], meta["name"], (now - due.slot).total_seconds())
                     log.info("%s/%s: fired %s for %s", meta["namespace"], meta["name"], trigger.name, due.slot)
                 entry.last_schedule_time = due.slot
         entry.next_schedule_time = None if spec.suspend else next_fire_time(trigger.schedule, now)

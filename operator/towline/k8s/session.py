@@ -1,0 +1,95 @@
+"""What a person's command line (`kubectl towline`) asks of the API server.
+
+Every call is made as the person whose kubeconfig context is in use; the API
+server's RBAC and admission policies decide what they may do, so nothing here
+checks permissions itself. Names that must be truthful (`requestedBy`,
+`decidedBy`) come from the API server's own answer to "who am I"
+(SelfSubjectReview), never from a flag. Never reads Secret values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from towline.k8s.client import APPROVALS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
+from towline.k8s.objects import LABEL_RUN, LABEL_STEP
+
+JSON = dict[str, Any]
+
+SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)
+
+
+async def who_am_i(api: KubeApi) -> str:
+    """The user name the API server authenticates this client as."""
+    review = await api.request("POST", SELF_SUBJECT_REVIEWS.path(), body={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+    })
+    name = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+    if not name:
+        raise ApiError(500, "the API server's SelfSubjectReview carried no user name")
+    return str(name)
+
+
+async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    return await api.get(WORKFLOWS.path(namespace, name))
+
+
+async def get_run(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    return await api.get(WORKFLOW_RUNS.path(namespace, name))
+
+
+async def list_runs(api: KubeApi, namespace: str, workflow: str | None = None) -> list[JSON]:
+    runs = await api.list(WORKFLOW_RUNS.path(namespace))
+    if workflow is not None:
+        runs = [r for r in runs if (r.get("spec") or {}).get("workflowRef", {}).get("name") == workflow]
+    return runs
+
+
+async def create_run(api: KubeApi, namespace: str, body: JSON) -> JSON:
+    """Create a run (usually with `generateName`); the server's copy comes back."""
+    return await api.request("POST", WORKFLOW_RUNS.path(namespace), body=body)
+
+
+async def patch_run(api: KubeApi, namespace: str, name: str, patch: JSON) -> JSON:
+    """A merge patch of the user's switches (spec.cancel, spec.suspend) or the resume annotation."""
+    return await api.merge_patch(WORKFLOW_RUNS.path(namespace, name), patch)
+
+
+async def get_approval(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    return await api.get(APPROVALS.path(namespace, name))
+
+
+async def decide_approval(api: KubeApi, namespace: str, name: str, spec: JSON) -> JSON:
+    return await api.merge_patch(APPROVALS.path(namespace, name), {"spec": spec})
+
+
+async def step_pods(api: KubeApi, namespace: str, run: str, step: str | None = None) -> list[JSON]:
+    """The run's step pods (optionally one step's), oldest first."""
+    selector = f"{LABEL_RUN}={run}"
+    if step is not None:
+        selector += f",{LABEL_STEP}={step.replace('_', '-')}"
+    pods = await api.list(PODS.path(namespace), label_selector=selector)
+    return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+
+async def pod_log(api: KubeApi, namespace: str, pod: str) -> str:
+    """The pod's log as the kubelet serves it; raises ApiError when it cannot."""
+    return await api.read_text(PODS.path(namespace, pod, "log"))
+
+
+def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context in use (as kubectl picks it), else `default`."""
+    path = Path(kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube/config")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "default"
+    wanted = context or document.get("current-context")
+    for entry in document.get("contexts") or []:
+        if entry.get("name") == wanted:
+            return str((entry.get("context") or {}).get("namespace") or "default")
+    return "default"

@@ -1,0 +1,174 @@
+"""What each `kubectl towline` command does against the API server, as the current user.
+
+API calls go through towline.k8s.session; text comes from render/graph. Every
+command returns its exit code and writes through `out` / `err`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
+from towline.k8s import session
+from towline.k8s.client import ApiError, KubeApi
+from towline.plugin import graph, manifests, render
+
+JSON = dict[str, Any]
+TERMINAL = TERMINAL_RUN_PHASES
+_DONE = {"cancel": "cancelled", "suspend": "suspended", "resume": "resumed"}
+
+
+@dataclass
+class Io:
+    out: Callable[[str], None]
+    err: Callable[[str], None]
+    poll_seconds: float = 1.0
+
+
+class NotFound(Exception):  # noqa: N818 - says what the user sees
+    pass
+
+
+async def _run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
+    run = await session.get_run(api, namespace, name)
+    if run is None:
+        raise NotFound(f"no WorkflowRun {name!r} in namespace {namespace}; list them with `kubectl towline runs`")
+    return run
+
+
+async def start(api: KubeApi, namespace: str, io: Io, *, workflow: str, params: JSON, follow: bool) -> int:
+    if await session.get_workflow(api, namespace, workflow) is None:
+        raise NotFound(f"no Workflow {workflow!r} in namespace {namespace}")
+    user = await session.who_am_i(api)
+    run = await session.create_run(api, namespace, manifests.run_manifest(workflow, params, user))
+    name = run["metadata"]["name"]
+    io.out(f"workflowrun/{name} created (requested by {user})")
+    return await follow_run(api, namespace, io, name) if follow else 0
+
+
+async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:
+    """Print every change of phase or current step until the run ends; exit 0 only if it succeeded."""
+    seen: tuple[str, str] | None = None
+    while True:
+        status = (await _run_or_fail(api, namespace, name)).get("status") or {}
+        now = (status.get("phase", "Pending"), status.get("currentStep") or "")
+        if now != seen:
+            io.out(f"{name}: {now[0]}" + (f" ({now[1]})" if now[1] else ""))
+            seen = now
+        if now[0] in TERMINAL:
+            if status.get("message") and now[0] != "Succeeded":
+                io.out(status["message"])
+            return 0 if now[0] == "Succeeded" else 1
+        await asyncio.sleep(io.poll_seconds)
+
+
+async def list_runs(api: KubeApi, namespace: str, io: Io, workflow: str | None) -> int:
+    io.out(render.runs_table(await session.list_runs(api, namespace, workflow), datetime.now(UTC)))
+    return 0
+
+
+async def status(api: KubeApi, namespace: str, io: Io, name: str) -> int:
+    io.out(render.status_tree(await _run_or_fail(api, namespace, name), datetime.now(UTC)))
+    return 0
+
+
+async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decision: str, reason: str | None) -> int:
+    if await session.get_approval(api, namespace, approval) is None:
+        raise NotFound(f"no Approval {approval!r} in namespace {namespace}; `kubectl towline status RUN` names it")
+    user = await session.who_am_i(api)
+    spec: JSON = {"decision": decision, "decidedBy": user}
+    if reason:
+        spec["reason"] = reason
+    await session.decide_approval(api, namespace, approval, spec)
+    io.out(f"approval/{approval} {decision.lower()} by {user}")
+    return 0
+
+
+async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -> int:
+    """cancel, suspend or resume: the user's switches on a run."""
+    run = await _run_or_fail(api, namespace, name)
+    if action == "cancel":
+        patch: JSON = {"spec": {"cancel": True}}
+    elif action == "suspend":
+        patch = {"spec": {"suspend": True}}
+    else:
+        # Resume lifts a suspension and, for a step paused for credential repair, asks for a retry.
+        token = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        patch = {"metadata": {"annotations": {RESUME_ANNOTATION: token}}}
+        if (run.get("spec") or {}).get("suspend"):
+            patch["spec"] = {"suspend": False}
+    await session.patch_run(api, namespace, name, patch)
+    io.out(f"workflowrun/{name} {_DONE[action]}")
+    return 0
+
+
+async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -> int:
+    old = await _run_or_fail(api, namespace, name)
+    phase = (old.get("status") or {}).get("phase", "Pending")
+    if phase not in TERMINAL:
+        raise manifests.UsageError(f"run {name} is {phase}; retry it once it has finished (or cancel it first)")
+    user = await session.who_am_i(api)
+    body = manifests.retry_manifest(old, user)
+    run = await session.create_run(api, namespace, body)
+    new = run["metadata"]["name"]
+    reused = body["spec"]["retryOf"]["reuse"]
+    io.out(f"workflowrun/{new} created: retry of {name}, reusing {', '.join(reused) or 'no steps'}")
+    return await follow_run(api, namespace, io, new) if follow else 0
+
+
+async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:
+    await _run_or_fail(api, namespace, name)
+    pods = await session.step_pods(api, namespace, name, step)
+    if not pods:
+        what = f"step {step} of run {name}" if step else f"run {name}"
+        io.err(f"no step pods for {what} (yet); `kubectl towline status {name}` shows where it stands")
+        return 1
+    missing = 0
+    for pod in pods:
+        pod_name = pod["metadata"]["name"]
+        labels = pod["metadata"].get("labels") or {}
+        io.out(f"==> step {labels.get('towline.dev/step', '?')} attempt {labels.get('towline.dev/attempt', '?')} "
+               f"(pod {pod_name}) <==")
+        try:
+            io.out((await session.pod_log(api, namespace, pod_name)).rstrip("\n"))
+        except ApiError as error:
+            missing += 1
+            io.err(f"logs of pod {pod_name} are not available from the API server ({error.status}: "
+                   f"{error.message}). The node that ran it does not serve logs (the local step executor "
+                   f"never does), or the pod is gone. The step's result is in `kubectl towline status {name}`.")
+    return 1 if missing == len(pods) else 0
+
+
+async def draw(api: KubeApi, namespace: str, io: Io, *, name: str, kind: str, form: str) -> int:
+    """`graph WORKFLOW|RUN`: a run if one has that name, else the workflow."""
+    run = None if kind == "workflow" else await session.get_run(api, namespace, name)
+    if run is not None:
+        status = run.get("status") or {}
+        steps = {entry["id"]: entry for entry in status.get("steps") or []}
+        spec = status.get("workflowSpec")
+        if spec is None:
+            raise NotFound(f"run {name} has not started yet (no status.workflowSpec); try again in a moment")
+        drawn = graph.graph_of(spec, steps)
+    else:
+        workflow = None if kind == "run" else await session.get_workflow(api, namespace, name)
+        if workflow is None:
+            raise NotFound(f"no WorkflowRun or Workflow {name!r} in namespace {namespace}")
+        drawn = graph.graph_of(workflow.get("spec") or {})
+    io.out(graph.mermaid(drawn) if form == "mermaid" else graph.dot(drawn, name))
+    return 0
+
+
+async def export(api: KubeApi, namespace: str, io: Io, name: str, form: str) -> int:
+    workflow = await session.get_workflow(api, namespace, name)
+    if workflow is None:
+        raise NotFound(f"no Workflow {name!r} in namespace {namespace}")
+    clean = manifests.clean_workflow(workflow)
+    io.out(json.dumps(clean, indent=2) if form == "json" else yaml.safe_dump(clean, sort_keys=False).rstrip("\n"))
+    return 0

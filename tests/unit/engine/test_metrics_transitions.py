@@ -1,0 +1,87 @@
+"""Operator metrics derived from a run's status transitions (towline.metrics), driven by the real engine."""
+
+from __future__ import annotations
+
+from engine_harness import Sim, action, workflow
+from prometheus_client import REGISTRY
+
+from towline.api.run import WorkflowRunStatus
+from towline.metrics import count_pending_approvals, record_run_transition
+
+
+def value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def drive(sim: Sim, namespace: str, steps: list[str]) -> None:
+    """Reconcile, finishing the listed steps in order, recording every written transition."""
+    for _ in range(20):
+        before = sim.status
+        sim.reconcile()
+        record_run_transition(namespace, "renewal-watch", "manual", before, sim.status)
+        if sim.phase in ("Succeeded", "Failed", "Cancelled"):
+            return
+        active = {step_id for (step_id, _), job in sim.jobs.items() if job.state == "active"}
+        if steps and steps[0].lstrip("!") in active:
+            sim.advance(2)
+            step = steps.pop(0)
+            if step.startswith("!"):
+                sim.fail(step[1:], "transient")
+            else:
+                sim.finish(step)
+        else:
+            sim.advance(1)
+
+
+def test_runs_steps_retries_and_durations_are_counted_once() -> None:
+    ns = "metrics-a"
+    sim = Sim(workflow([action("fetch", retry={"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1}),
+                        action("push", "fetch")]))
+    drive(sim, ns, ["!fetch", "fetch", "push"])
+    assert sim.phase == "Succeeded"
+    assert value("towline_runs_started_total", namespace=ns, workflow="renewal-watch", trigger="manual") == 1
+    assert value("towline_runs_finished_total", namespace=ns, workflow="renewal-watch", outcome="Succeeded") == 1
+    # Recording the same (final) transition again counts nothing: nothing changed.
+    record_run_transition(ns, "renewal-watch", "manual", sim.status, sim.status)
+    assert value("towline_runs_finished_total", namespace=ns, workflow="renewal-watch", outcome="Succeeded") == 1
+
+
+def test_step_histogram_buckets_hold_each_attempt() -> None:
+    before_le_2 = value("towline_step_duration_seconds_bucket", action="http.request", outcome="Succeeded", le="2.5")
+    before_count = value("towline_step_duration_seconds_count", action="http.request", outcome="Succeeded")
+    before_failed = value("towline_step_duration_seconds_count", action="http.request", outcome="Failed")
+    before_retries = value("towline_step_retries_total", error_class="transient")
+    sim = Sim(workflow([action("fetch", retry={"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1}),
+                        action("push", "fetch")]))
+    drive(sim, "metrics-b", ["!fetch", "fetch", "push"])
+    assert value("towline_step_retries_total", error_class="transient") == before_retries + 1
+    assert value("towline_step_duration_seconds_count", action="http.request", outcome="Failed") == before_failed + 1
+    assert value("towline_step_duration_seconds_count", action="http.request", outcome="Succeeded") == before_count + 2
+    # Each attempt took 2 s of simulated time: inside the 2.5 s bucket.
+    assert value("towline_step_duration_seconds_bucket", action="http.request", outcome="Succeeded",
+                 le="2.5") == before_le_2 + 2
+
+
+def test_approval_decision_latency_and_pending_gauge() -> None:
+    sim = Sim(workflow([{"id": "review", "approval": {"approvers": {"users": ["bob"]}}}, action("a", "review")]))
+    sim.reconcile()
+    running = {"metadata": {"namespace": "metrics-c", "name": "r"}, "status": sim.status.to_wire()}
+    count_pending_approvals(lambda: [running])
+    assert value("towline_approvals_pending", namespace="metrics-c") == 1
+    before = value("towline_approval_decision_seconds_count", decision="Approved")
+    status = sim.status
+    sim.advance(120)
+    sim.decide_approval("review", "Approved")
+    sim.reconcile()
+    record_run_transition("metrics-c", "renewal-watch", "manual", status, sim.status)
+    assert value("towline_approval_decision_seconds_count", decision="Approved") == before + 1
+    count_pending_approvals(lambda: [{"metadata": {"namespace": "metrics-c"}, "status": sim.status.to_wire()}])
+    assert value("towline_approvals_pending", namespace="metrics-c") == 0
+
+
+def test_a_rejected_run_is_finished_but_never_started() -> None:
+    ns = "metrics-d"
+    failed = WorkflowRunStatus(phase="Failed")
+    record_run_transition(ns, "w", "manual", WorkflowRunStatus(), failed)
+    assert value("towline_runs_started_total", namespace=ns, workflow="w", trigger="manual") == 0
+    assert value("towline_runs_finished_total", namespace=ns, workflow="w", outcome="Failed") == 1
