@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import yaml
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import CHART, OPERATOR_NAMESPACE, operator_kubeconfig
-from towline_dev.processes import free_loopback_port, spawn, wait_for
+from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
 from towline_dev.versions import KUBERNETES_VERSION
 
 INGRESS_SERVICE_ACCOUNT = "towline-ingress"
@@ -104,13 +103,8 @@ class IngressProcess:
             return False
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        if self.process is not None:
+            stop_process(self.process, grace_seconds=15)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -22,7 +22,7 @@ import yaml
 
 from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
-from towline_dev.processes import spawn
+from towline_dev.processes import spawn, stop_process
 from towline_dev.versions import KUBERNETES_VERSION
 
 CHART = REPO_ROOT / "charts" / "towline"
@@ -139,12 +139,8 @@ class OperatorProcess:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.process is not None:
+            stop_process(self.process, grace_seconds=15)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

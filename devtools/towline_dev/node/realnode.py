@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from towline_dev.binaries import find_binaries
+from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.controlplane import SERVICE_CLUSTER_IP_RANGE, ControlPlane
 from towline_dev.node import cleanup, network
 from towline_dev.node.addons import coredns_manifests, kube_router_rbac
@@ -92,10 +92,7 @@ class RealNode:
     def start(self, images: Sequence[Path] = ()) -> RealNode:
         """Start every component, load `images` (OCI archives), return once Ready with DNS."""
         started = time.monotonic()
-        if os.geteuid() != 0:
-            raise NodeUnavailable("the local node needs root (containers, network namespaces, iptables)")
-        ensure_packages(self._progress)
-        binaries = find_binaries(progress=self._progress)
+        binaries = _node_prerequisites(self._progress)
         try:
             self._prepare()
             self._start("containerd", ["containerd", "--config", str(self.paths.containerd_config)])
@@ -287,10 +284,7 @@ class NodeCluster:
 
     def start(self, images: Sequence[Path] = ()) -> NodeCluster:
         started = time.monotonic()
-        if os.geteuid() != 0:
-            raise NodeUnavailable("the local node needs root (containers, network namespaces, iptables)")
-        ensure_packages(self._progress)
-        binaries = find_binaries(progress=self._progress)
+        binaries = _node_prerequisites(self._progress)
         self._take_machine()
         network.add_node_address()
         try:
@@ -330,3 +324,11 @@ class NodeCluster:
         cleanup.remove_stale(self._progress)
         network.clean_netfilter()
         network.remove_links(bridge_only=True)
+
+
+def _node_prerequisites(progress: Callable[[str], None]) -> BinarySet:
+    """Root, the node's Debian packages and the binaries: what every start needs first."""
+    if os.geteuid() != 0:
+        raise NodeUnavailable("the local node needs root (containers, network namespaces, iptables)")
+    ensure_packages(progress)
+    return find_binaries(progress=progress)
