@@ -12,11 +12,10 @@ import json
 import statistics
 import time
 
-from towline.devcluster.binaries import find_binaries
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import install_chart, install_crds
-
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_ITEMS
+from towline_dev.binaries import find_binaries
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import install_chart, install_crds
 
 REPEATS = 3
 

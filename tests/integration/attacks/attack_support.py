@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from tests.integration.support import apply, get, list_objects, step_status, wait_for, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OPERATOR_NAMESPACE
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OPERATOR_NAMESPACE
 
 INGRESS = f"system:serviceaccount:{OPERATOR_NAMESPACE}:towline-ingress"
 """The webhook ingress's identity: the chart's default `ingress.serviceAccount.name` in the release namespace."""

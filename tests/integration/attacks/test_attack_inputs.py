@@ -20,10 +20,10 @@ from tests.integration.attacks.attack_support import (
     wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, step_status, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
 
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_ITEMS
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

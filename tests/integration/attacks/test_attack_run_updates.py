@@ -18,8 +18,9 @@ from tests.integration.attacks.attack_support import (
     wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from tests.integration.attacks.attack_support import (
     wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, list_objects, step_status, wait_for_phase
-from towline.devcluster.controlplane import ControlPlane
-from towline.devcluster.install import OperatorProcess
 
 from towline.engine import job_name
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 
