@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -102,6 +102,8 @@ class OperatorProcess:
     metrics_port: int = 0
     """0: no metrics endpoint (tests run several operators on one machine)."""
     process: subprocess.Popen[bytes] | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """Extra TOWLINE_* settings, e.g. shorter Lease timings or a smaller retry budget."""
 
     def start(self) -> OperatorProcess:
         env = dict(os.environ)
@@ -114,6 +116,7 @@ class OperatorProcess:
             TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
             TOWLINE_METRICS_PORT=str(self.metrics_port),
         )
+        env.update(self.settings)
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "operator", "--kubeconfig", str(self.kubeconfig)],
@@ -127,9 +130,19 @@ class OperatorProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stays alive but does nothing, as a long GC pause or a frozen VM would."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, signal.SIGCONT)  # a paused process handles SIGTERM only once continued
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:

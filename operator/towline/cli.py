@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 def run_operator(kubeconfig: str | None, log_level: str) -> int:
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
-    from towline.handlers.app import OperatorConfig, build_registry  # noqa: PLC0415
+    from towline.runtime.config import OperatorConfig  # noqa: PLC0415
+    from towline.runtime.wiring import build_registry  # noqa: PLC0415
 
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.engine import (
@@ -21,6 +21,8 @@ from towline.engine import (
     reject_run,
     start_run,
 )
+from towline.handlers.context import ReconcileContext
+from towline.handlers.failures import clear_reconcile_failure
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
@@ -28,12 +30,9 @@ from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
 from towline.validation import validate_workflow_manifest
 
-if TYPE_CHECKING:
-    from towline.handlers.app import Operator
-
 log = logging.getLogger(__name__)
 
-async def reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
+async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
     raw = await read_run(operator.api, namespace, name)
     if raw is None:
@@ -63,6 +62,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
     else:
         observed = await observe_run(operator.api, namespace, name)
         decision = decide(view, observed, now, operator.catalog)
+    clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
     await _write(operator, raw, decision.status)
@@ -72,7 +72,7 @@ async def reconcile_run(operator: Operator, namespace: str, name: str) -> dateti
 
 
 async def snapshot_workflow(
-    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
     namespace = run.metadata["namespace"]
@@ -94,10 +94,10 @@ async def snapshot_workflow(
     return updated, []
 
 
-async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> None:
+async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> None:
     try:
         await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
-        operator.runs.add((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        operator.requeue_run((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
