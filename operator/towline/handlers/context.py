@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from towline.api.run import WorkflowRunStatus
 from towline.api.workflow import LastRun
+from towline.engine.observed import Observed
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
@@ -32,6 +34,9 @@ class ReconcileContext(Protocol):
     @property
     def identity_user(self) -> str:
         """The operator's own user name, recorded as the creator of runs it starts."""
+
+    async def observe(self, namespace: str, run: str, status: WorkflowRunStatus) -> Observed:
+        """The run's Jobs, pods and Approvals as they are (from the watches where they suffice)."""
 
     def requeue_run(self, key: Key) -> None:
         """Look at this run again soon (e.g. after a write conflict)."""

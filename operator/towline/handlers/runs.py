@@ -26,7 +26,6 @@ from towline.handlers.failures import clear_reconcile_failure
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
-from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
 from towline.validation import validate_workflow_manifest
 
@@ -60,7 +59,7 @@ async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -
     if problems:
         decision = reject_run(view, problems, now)
     else:
-        observed = await observe_run(operator.api, namespace, name)
+        observed = await operator.observe(namespace, name, status)
         decision = decide(view, observed, now, operator.catalog)
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)

@@ -25,6 +25,8 @@ from towline.k8s.objects import (
 )
 from towline_connectors.wire import rfc3339
 
+JSON = dict[str, Any]
+
 log = logging.getLogger(__name__)
 
 
@@ -37,6 +39,8 @@ class ActionContext:
     connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
     """TCP ports an action's declared destinations use; the step's egress policy opens them."""
     reporter: str = "towline-operator"
+    remember: Callable[[JSON], None] | None = None
+    """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
     namespaces_with_default_deny: set[str] = field(default_factory=set)
 
 
@@ -90,7 +94,9 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_private_networks=action.allow_private_networks,
         settings=context.pod_settings,
     )
-    _, created = await context.api.create(JOBS.path(run.namespace), job)
+    existing, created = await context.api.create(JOBS.path(run.namespace), job)
+    if context.remember is not None:
+        context.remember(existing)
     if not created:
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
 
@@ -112,6 +118,8 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
     if not created and not any(owner.get("uid") == run.uid for owner in owners):
         # Only the operator may create Approvals (admission policy); anything else is tampering.
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
+    if context.remember is not None:
+        context.remember(existing)
     if not (existing.get("status") or {}).get("phase"):
         await set_approval_phase(context.api, run.namespace, action.name, "Pending")
 

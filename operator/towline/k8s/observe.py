@@ -32,12 +32,16 @@ _MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str) -> Observed:
-    """One list per kind, filtered by the run's label."""
+    return build_observed(*await list_children(api, namespace, run_name))
+
+
+async def list_children(api: KubeApi, namespace: str, run_name: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
+    """One list per kind, filtered by the run's label: the run's Jobs, pods and Approvals."""
     selector = f"{LABEL_RUN}={run_name}"
     jobs = await api.list(JOBS.path(namespace), label_selector=selector)
     pods = await api.list(PODS.path(namespace), label_selector=selector)
     approvals = await api.list(APPROVALS.path(namespace), label_selector=selector)
-    return build_observed(jobs, pods, approvals)
+    return jobs, pods, approvals
 
 
 def build_observed(jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON]) -> Observed:

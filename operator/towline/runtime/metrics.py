@@ -19,3 +19,8 @@ QUEUE_DURATION = Histogram(
 WORK_DURATION = Histogram(
     "towline_workqueue_work_duration_seconds", "Time one pass over a key took.", ["name"], buckets=_BUCKETS
 )
+
+CACHE_READS = Counter(
+    "towline_runtime_observations_total",
+    "How reconciles saw a run's children: from the watch-fed cache (hit) or by listing (listed).", ["source"],
+)

@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from towline.api.run import WorkflowRunStatus
 from towline.api.workflow import LastRun
+from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
 from towline.handlers.history import enforce_history_limits
@@ -26,6 +28,9 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
+from towline.k8s.observe import build_observed, list_children
+from towline.runtime import metrics
+from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig
 from towline.runtime.workqueue import WorkQueue
 from towline.validation import connector_catalog
@@ -63,6 +68,7 @@ class Operator:
     workflows: WorkQueue = field(default_factory=lambda: WorkQueue("workflows"))
     run_summaries: dict[Key, RunSummary] = field(default_factory=dict)
     workflow_keys: set[Key] = field(default_factory=set)
+    children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -74,7 +80,8 @@ class Operator:
         )
         self._api = self.connection.fenced(lambda: self.leader.is_leader)
         self._action_context = ActionContext(
-            api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports
+            api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
+            remember=lambda body: self.children.saw(str(body.get("kind")), body),
         )
 
     # ReconcileContext
@@ -93,6 +100,18 @@ class Operator:
     @property
     def identity_user(self) -> str:
         return f"system:serviceaccount:{self.config.namespace}:{self.config.service_account}"
+
+    async def observe(self, namespace: str, run: str, status: WorkflowRunStatus) -> Observed:
+        key = (namespace, run)
+        if self.children.covers(key, status):
+            metrics.CACHE_READS.labels("hit").inc()
+            return build_observed(*self.children.children(key))
+        metrics.CACHE_READS.labels("listed").inc()
+        jobs, pods, approvals = await list_children(self.api, namespace, run)
+        for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
+            for body in bodies:
+                self.children.saw(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
+        return build_observed(jobs, pods, approvals)
 
     def requeue_run(self, key: Key) -> None:
         self.runs.add(key)
@@ -126,6 +145,7 @@ class Operator:
     def forgot_run(self, key: Key) -> None:
         self.run_summaries.pop(key, None)
         self.runs.forget(key)
+        self.children.forget_run(key)
 
     # Lifecycle
     async def start(self) -> None:

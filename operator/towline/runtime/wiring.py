@@ -73,20 +73,36 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
     async def job_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator_of(memo).runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+        operator = operator_of(memo)
+        _cache(operator, "Job", kwargs["event"], kwargs["body"])
+        operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
     @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
     async def pod_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator = operator_of(memo)
+        _cache(operator, "Pod", kwargs["event"], kwargs["body"])
         # A step's progress arrives through its Job; a pod matters on its own only when it
         # cannot start (e.g. a missing Secret), which only the pod's waiting state tells.
         statuses = (kwargs["status"] or {}).get("containerStatuses") or []
         if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
-            operator_of(memo).runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator = operator_of(memo)
+        _cache(operator, "Approval", kwargs["event"], kwargs["body"])
         run_name = (kwargs["spec"] or {}).get("runName")
         if run_name:
-            operator_of(memo).runs.add((kwargs["namespace"], run_name))
+            operator.runs.add((kwargs["namespace"], run_name))
 
     return registry
+
+
+def _cache(operator: Operator, kind: str, event: Any, body: Any) -> None:
+    # kopf's body is a read-only view; the cache keeps a trimmed plain copy.
+    plain = {"metadata": dict(body.get("metadata") or {}), "spec": dict(body.get("spec") or {}),
+             "status": dict(body.get("status") or {})}
+    if (event or {}).get("type") == "DELETED":
+        operator.children.gone(kind, plain)
+    else:
+        operator.children.saw(kind, plain)
