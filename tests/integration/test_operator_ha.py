@@ -63,7 +63,9 @@ SHORT_LEASE = {"TOWLINE_LEASE_DURATION_SECONDS": "6", "TOWLINE_LEASE_RENEW_DEADL
 
 
 @pytest.fixture
-def short_lease_pair(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[tuple[OperatorProcess, ...]]:
+def short_lease_pair(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, tmp_path: Path,
+) -> Iterator[tuple[OperatorProcess, ...]]:
     """Two replicas with a 6 s Lease (renew deadline 4 s) in place of the session's operator."""
     towline_operator.stop()
     pair = tuple(OperatorProcess(kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / f"replica-{i}.log",
@@ -74,6 +76,9 @@ def short_lease_pair(towline_operator: OperatorProcess, tmp_path: Path) -> Itera
         replica.resume()
         replica.stop()
     towline_operator.start()
+    # The next test expects the session's operator to lead; the pair's Lease lapses within 6 s.
+    wait_for("the session's operator to take the Lease back",
+             lambda: lease_holder(towline_installed) == towline_operator.identity, timeout=60)
 
 
 def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(

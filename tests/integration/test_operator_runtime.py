@@ -22,7 +22,8 @@ def small_budget_operator(towline_operator: OperatorProcess, tmp_path: Path) -> 
     """The session's operator, replaced for one test by one that gives up after four retries."""
     towline_operator.stop()
     replacement = OperatorProcess(
-        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "operator.log", identity="towline-operator-budget",
+        # The session operator's identity: the Lease passes straight back to it afterwards.
+        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "operator.log", identity=towline_operator.identity,
         settings={"TOWLINE_RECONCILE_MAX_RETRIES": str(MAX_RETRIES)},
     ).start()
     yield replacement

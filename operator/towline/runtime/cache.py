@@ -74,19 +74,27 @@ class ChildCache:
     def __init__(self) -> None:
         self._runs: dict[Key, RunChildren] = {}
 
-    def saw(self, kind: str, body: JSON) -> None:
-        """A watch event or a create's answer: keep the newer of what is cached and `body`."""
+    def saw(self, kind: str, body: JSON) -> bool:
+        """A watch event or a create's answer: keep the newer of what is cached and `body`.
+
+        True when what a reconcile would observe changed: a Job that is new or whose state
+        (active, succeeded, failed) changed; any change of a pod or an Approval. A Job's
+        other updates (a pod became ready) are no reason for a pass.
+        """
         meta = body.get("metadata") or {}
         run = (meta.get("labels") or {}).get(LABEL_RUN)
         if not run:
-            return
+            return False
         objects = self._runs.setdefault((meta["namespace"], run), RunChildren()).of_kind(kind)
         cached = objects.get(meta["name"])
         if cached is not None and cached["metadata"].get("uid") == meta.get("uid"):
             old, new = _version(cached), _version(body)
             if old is not None and new is not None and new < old:
-                return  # a late answer to our own create must not undo a newer watch event
-        objects[meta["name"]] = trim(kind, body)
+                return False  # a late answer to our own create must not undo a newer watch event
+        kept = objects[meta["name"]] = trim(kind, body)
+        if kind != "Job" or cached is None or cached["metadata"].get("uid") != meta.get("uid"):
+            return True
+        return job_state(cached.get("status") or {}) != job_state(kept.get("status") or {})
 
     def gone(self, kind: str, body: JSON) -> None:
         meta = body.get("metadata") or {}

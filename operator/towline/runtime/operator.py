@@ -81,7 +81,7 @@ class Operator:
         self._api = self.connection.fenced(lambda: self.leader.is_leader)
         self._action_context = ActionContext(
             api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
-            remember=lambda body: self.children.saw(str(body.get("kind")), body),
+            remember=self._remember_created,
         )
 
     # ReconcileContext
@@ -118,6 +118,10 @@ class Operator:
 
     def requeue_workflow(self, key: Key) -> None:
         self.workflows.add(key)
+
+    def _remember_created(self, body: dict[str, Any]) -> None:
+        self.children.saw(str(body.get("kind")), body)
+
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
         mine = [(name, summary) for (ns, name), summary in self.run_summaries.items()

@@ -74,8 +74,8 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
     async def job_event(memo: kopf.Memo, **kwargs: Any) -> None:
         operator = operator_of(memo)
-        _cache(operator, "Job", kwargs["event"], kwargs["body"])
-        operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+        if _cache(operator, "Job", kwargs["event"], kwargs["body"]):
+            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
     @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
     async def pod_event(memo: kopf.Memo, **kwargs: Any) -> None:
@@ -98,11 +98,12 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
     return registry
 
 
-def _cache(operator: Operator, kind: str, event: Any, body: Any) -> None:
+def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
+    """Record the event in the cache; True when a reconcile would observe something new."""
     # kopf's body is a read-only view; the cache keeps a trimmed plain copy.
     plain = {"metadata": dict(body.get("metadata") or {}), "spec": dict(body.get("spec") or {}),
              "status": dict(body.get("status") or {})}
     if (event or {}).get("type") == "DELETED":
         operator.children.gone(kind, plain)
-    else:
-        operator.children.saw(kind, plain)
+        return True
+    return operator.children.saw(kind, plain)

@@ -119,3 +119,13 @@ def test_objects_without_the_run_label_are_not_the_runs() -> None:
     del stray["metadata"]["labels"][LABEL_RUN]
     cache.saw("Job", stray)
     assert len(cache) == 0
+
+
+def test_only_a_change_of_a_jobs_state_calls_for_a_pass() -> None:
+    cache = ChildCache()
+    assert cache.saw("Job", job("release-build-1", version="10")) is True, "a new Job"
+    ready = job("release-build-1", version="11")
+    ready["status"]["ready"] = 1
+    assert cache.saw("Job", ready) is False, "still active: nothing a reconcile would decide on"
+    assert cache.saw("Job", job("release-build-1", version="12", complete=True)) is True
+    assert cache.saw("Job", job("release-build-1", version="13", uid="recreated")) is True
