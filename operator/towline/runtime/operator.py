@@ -19,6 +19,7 @@ from typing import Any
 
 from towline.api.run import WorkflowRunStatus
 from towline.api.workflow import LastRun
+from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
@@ -138,13 +139,21 @@ class Operator:
         key = (namespace, run["metadata"]["name"])
         if key in self.run_summaries:
             # The watch event with the final status may not have arrived yet; lastRun must not lag.
-            self.run_summaries[key] = RunSummary.of(run)
+            self.saw_run(key, run)
         await enforce_history_limits(self.api, namespace, workflow)
         self.workflows.add((namespace, workflow))
 
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
-        self.run_summaries[key] = RunSummary.of(body)
+        summary = self.run_summaries[key] = RunSummary.of(body)
+        if summary.phase in TERMINAL_RUN_PHASES:
+            # A finished run is never observed again: its children's copies would only cost memory.
+            self.children.forget_run(key)
+
+    def wants_children(self, key: Key) -> bool:
+        """Whether to cache this run's children: unless the run is known to have finished."""
+        summary = self.run_summaries.get(key)
+        return summary is None or summary.phase not in TERMINAL_RUN_PHASES
 
     def forgot_run(self, key: Key) -> None:
         self.run_summaries.pop(key, None)

@@ -106,4 +106,7 @@ def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
     if (event or {}).get("type") == "DELETED":
         operator.children.gone(kind, plain)
         return True
+    run = (plain["metadata"].get("labels") or {}).get(LABEL_RUN)
+    if run and not operator.wants_children((plain["metadata"].get("namespace", ""), run)):
+        return False
     return operator.children.saw(kind, plain)

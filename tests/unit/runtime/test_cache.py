@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from towline.api.run import StepStatus, WorkflowRunStatus
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.client import KubeApi
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, StepPodSettings
 from towline.k8s.observe import build_observed
 from towline.runtime.cache import ChildCache
+from towline.runtime.config import OperatorConfig
+from towline.runtime.operator import Operator
 
 NS, RUN = "team", "release"
 KEY = (NS, RUN)
@@ -129,3 +132,21 @@ def test_only_a_change_of_a_jobs_state_calls_for_a_pass() -> None:
     assert cache.saw("Job", ready) is False, "still active: nothing a reconcile would decide on"
     assert cache.saw("Job", job("release-build-1", version="12", complete=True)) is True
     assert cache.saw("Job", job("release-build-1", version="13", uid="recreated")) is True
+
+
+def test_a_finished_runs_children_are_not_kept() -> None:
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings())
+    operator = Operator(config=config, connection=KubeApi(object()))
+    body = {"metadata": {"name": RUN, "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"workflowRef": {"name": "release"}}, "status": {"phase": "Running"}}
+    operator.saw_run(KEY, body)
+    operator.children.saw("Job", job("release-build-1", complete=True))
+    assert operator.wants_children(KEY)
+    assert len(operator.children) == 1
+    operator.saw_run(KEY, {**body, "status": {"phase": "Succeeded"}})
+    assert len(operator.children) == 0
+    assert not operator.wants_children(KEY)
+    last = operator.last_run_of(NS, "release")
+    assert last is not None
+    assert (last.name, last.phase) == (RUN, "Succeeded")
