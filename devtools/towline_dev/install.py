@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -109,6 +109,8 @@ class OperatorProcess:
     watch_namespaces: tuple[str, ...] = ()
     """Empty: every namespace (the chart's default); else only these, as `watchNamespaces` does."""
     process: subprocess.Popen[bytes] | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """Extra TOWLINE_* settings, e.g. shorter Lease timings or a smaller retry budget."""
 
     def start(self) -> OperatorProcess:
         env = dict(os.environ)
@@ -125,6 +127,7 @@ class OperatorProcess:
             TOWLINE_METRICS_ADDRESS="127.0.0.1",
             TOWLINE_LOG_FORMAT="json",
         )
+        env.update(self.settings)
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "operator", "--kubeconfig", str(self.kubeconfig)],
@@ -137,6 +140,15 @@ class OperatorProcess:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays alive but does nothing, as a long GC pause or a frozen VM would."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None:

@@ -89,6 +89,7 @@ def stop_process(process: subprocess.Popen[bytes], *, grace_seconds: float = 10.
     """SIGTERM the group, wait up to `grace_seconds`, then SIGKILL it; return the exit status."""
     if process.poll() is None:
         signal_group(process, signal.SIGTERM)
+        signal_group(process, signal.SIGCONT)  # a stopped (SIGSTOP) process handles SIGTERM only once continued
         try:
             process.wait(timeout=grace_seconds)
         except subprocess.TimeoutExpired:

@@ -88,8 +88,9 @@ def run_operator(
 ) -> int:
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
-    from towline.handlers.app import OperatorConfig, build_registry  # noqa: PLC0415
     from towline.logs import configure_logging  # noqa: PLC0415
+    from towline.runtime.config import OperatorConfig  # noqa: PLC0415
+    from towline.runtime.wiring import build_registry  # noqa: PLC0415
 
     configure_logging(log_level, log_format)
     if log_level.lower() != "debug":

@@ -21,8 +21,7 @@ from prometheus_client.registry import Collector
 
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.api.workflow import Step
-
-TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+from towline.engine.phases import TERMINAL_RUN_PHASES
 
 # Steps take from a second to an hour; approvals from minutes to days; schedules fire within seconds.
 STEP_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
@@ -60,7 +59,7 @@ def record_run_transition(
     """Count what changed between two statuses of one run that the operator wrote."""
     if before.phase == "Pending" and after.phase != "Pending" and after.started_at is not None:
         RUNS_STARTED.labels(namespace, workflow, trigger).inc()
-    if after.phase in TERMINAL and before.phase not in TERMINAL:
+    if after.phase in TERMINAL_RUN_PHASES and before.phase not in TERMINAL_RUN_PHASES:
         RUNS_FINISHED.labels(namespace, workflow, after.phase).inc()
     definitions = _definitions(after)
     old = {entry.id: entry for entry in before.steps}
@@ -105,28 +104,31 @@ def record_schedule_fired(namespace: str, workflow: str, lag_seconds: float) -> 
     SCHEDULE_LAG.labels(namespace, workflow).observe(max(0.0, lag_seconds))
 
 
+def open_approval_gates(run: Mapping[str, object]) -> int:
+    """Approval gates of `run` (a WorkflowRun body) waiting for a decision; none once it finished."""
+    status = run.get("status") or {}
+    assert isinstance(status, dict)
+    if status.get("phase") in TERMINAL_RUN_PHASES:
+        return 0
+    return sum(1 for step in status.get("steps") or [] if step.get("approvalName") and step.get("phase") == "Running")
+
+
 class PendingApprovals(Collector):
     """`towline_approvals_pending{namespace}`: open approval gates of unfinished runs, from the watch cache.
 
     Computed at scrape time from what the operator's watches last saw, so it is right after a restart.
+    `gates` yields (namespace, open gates) per run the process knows.
     """
 
-    def __init__(self, runs: Callable[[], Iterable[Mapping[str, object]]]) -> None:
-        self._runs = runs
+    def __init__(self, gates: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        self._gates = gates
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "towline_approvals_pending", "Approval gates waiting for a decision.", labels=["namespace"]
         )
         counts: dict[str, int] = {}
-        for run in self._runs():
-            metadata, status = run.get("metadata") or {}, run.get("status") or {}
-            assert isinstance(metadata, dict) and isinstance(status, dict)
-            if status.get("phase") in TERMINAL:
-                continue
-            open_gates = sum(1 for step in status.get("steps") or []
-                             if step.get("approvalName") and step.get("phase") == "Running")
-            namespace = str(metadata.get("namespace", ""))
+        for namespace, open_gates in self._gates():
             counts[namespace] = counts.get(namespace, 0) + open_gates
         for namespace, count in sorted(counts.items()):
             family.add_metric([namespace], count)
@@ -136,10 +138,10 @@ class PendingApprovals(Collector):
 _PENDING: list[PendingApprovals] = []
 
 
-def count_pending_approvals(runs: Callable[[], Iterable[Mapping[str, object]]]) -> None:
-    """Export `towline_approvals_pending` from `runs` (registered once per process; a later call re-points it)."""
+def count_pending_approvals(gates: Callable[[], Iterable[tuple[str, int]]]) -> None:
+    """Export `towline_approvals_pending` from `gates` (registered once per process; a later call re-points it)."""
     if _PENDING:
-        _PENDING[0]._runs = runs
+        _PENDING[0]._gates = gates
         return
-    _PENDING.append(PendingApprovals(runs))
+    _PENDING.append(PendingApprovals(gates))
     REGISTRY.register(_PENDING[0])

@@ -55,6 +55,9 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"ingress.replicas": "0"}, "replicas"),
     ({"networkPolicy.enabled": "yes"}, "enabled"),
     ({"workflowSecretChecks": "0"}, "workflowSecretChecks"),
+    ({"operator.leaderElection.renewDeadlineSeconds": "soon"}, "renewDeadlineSeconds"),
+    ({"operator.reconcileMaxRetries": "0"}, "reconcileMaxRetries"),
+    ({"trustedTriggerRunCreators": '[{"serviceAccount": "no-namespace"}]'}, "trustedTriggerRunCreators"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)

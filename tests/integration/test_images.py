@@ -246,6 +246,6 @@ def test_operator_image_runs_its_command_with_a_read_only_root(
     assert "data.transform" in completed.stdout
     # What `towline operator` loads before it reaches for a cluster.
     imports = run_container(towline_rootfs, tmp_path, env=env,
-                            argv=["python3", "-c", "import kopf, kubernetes, towline.handlers.app; print('ok')"])
+                            argv=["python3", "-c", "import kopf, kubernetes, towline.runtime.wiring; print('ok')"])
     assert (imports.returncode, imports.stdout.strip()) == (0, "ok"), imports.stderr
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.support import apply, list_objects, start_run, wait_for, wait_for_phase
+from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
@@ -56,3 +56,64 @@ def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
     start_run(cluster, ns, "chain", "ha-2")
     wait_for("the other replica to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
     assert wait_for_phase(cluster, ns, "ha-2", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+
+
+SHORT_LEASE = {"TOWLINE_LEASE_DURATION_SECONDS": "6", "TOWLINE_LEASE_RENEW_DEADLINE_SECONDS": "4",
+               "TOWLINE_LEASE_RETRY_PERIOD_SECONDS": "1"}
+
+
+@pytest.fixture
+def short_lease_pair(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, tmp_path: Path,
+) -> Iterator[tuple[OperatorProcess, ...]]:
+    """Two replicas with a 6 s Lease (renew deadline 4 s) in place of the session's operator."""
+    towline_operator.stop()
+    pair = tuple(OperatorProcess(kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / f"replica-{i}.log",
+                                 identity=f"towline-operator-short-{i}", settings=SHORT_LEASE).start()
+                 for i in range(2))
+    yield pair
+    for replica in pair:
+        replica.resume()
+        replica.stop()
+    towline_operator.start()
+    # The next test expects the session's operator to lead; the pair's Lease lapses within 6 s.
+    wait_for("the session's operator to take the Lease back",
+             lambda: lease_holder(towline_installed) == towline_operator.identity, timeout=60)
+
+
+def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
+    short_lease_pair: tuple[OperatorProcess, ...], towline_installed: ControlPlane, team_namespace: str,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    steps = [{"id": f"s{i}", "action": "data.transform", "with": {"data": {}, "fields": {"i": str(i)}},
+              **({"needs": [f"s{i - 1}"]} if i else {})} for i in range(3)]
+    apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
+    identities = {replica.identity for replica in short_lease_pair}
+    holder = wait_for("a Lease holder", lambda: lease_holder(cluster) in identities and lease_holder(cluster))
+    leader = next(r for r in short_lease_pair if r.identity == holder)
+    follower = next(r for r in short_lease_pair if r is not leader)
+
+    # Paused just as a run arrives: the leader may be in the middle of its first pass.
+    start_run(cluster, ns, "chain", "paused")
+    leader.pause()
+    wait_for("the follower to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
+    assert wait_for_phase(cluster, ns, "paused", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+    finished = get(cluster, "workflowrun", "paused", ns)
+    assert finished is not None
+
+    leader.resume()
+    wait_for("the continued replica to step down",
+             lambda: f"lost leadership as {leader.identity}" in leader.log_text(), timeout=30)
+    start_run(cluster, ns, "chain", "after")
+    assert wait_for_phase(cluster, ns, "after", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+
+    for run in ("paused", "after"):
+        jobs = list_objects(cluster, "jobs", ns, f"towline.dev/run={run}")
+        assert sorted(j["metadata"]["name"] for j in jobs) == [f"{run}-s0-1", f"{run}-s1-1", f"{run}-s2-1"]
+    again = get(cluster, "workflowrun", "paused", ns)
+    assert again is not None
+    assert again["metadata"]["resourceVersion"] == finished["metadata"]["resourceVersion"], "no later status write"
+    assert lease_holder(cluster) == follower.identity
+    resumed_log = leader.log_text().split(f"lost leadership as {leader.identity}", 1)[1]
+    assert "acquired leadership" not in resumed_log

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.engine import (
@@ -22,27 +22,25 @@ from towline.engine import (
     start_retry,
     start_run,
 )
+from towline.handlers.context import ReconcileContext
+from towline.handlers.failures import clear_reconcile_failure
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
-from towline.k8s.observe import observe_run
 from towline.k8s.runs import read_run, read_workflow, write_run_status
 from towline.logs import log_context
 from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
 
-if TYPE_CHECKING:
-    from towline.handlers.app import Operator
-
 log = logging.getLogger(__name__)
 
-async def reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
+async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
     with log_context(namespace=namespace, run=name):
         return await _reconcile_run(operator, namespace, name)
 
 
-async def _reconcile_run(operator: Operator, namespace: str, name: str) -> datetime | None:
+async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     raw = await read_run(operator.api, namespace, name)
     if raw is None:
         return None
@@ -69,8 +67,9 @@ async def _reconcile_run(operator: Operator, namespace: str, name: str) -> datet
     if problems:
         decision = reject_run(view, problems, now)
     else:
-        observed = await observe_run(operator.api, namespace, name, meta["uid"])
+        observed = await operator.observe(namespace, name, meta["uid"], status)
         decision = decide(view, observed, now, operator.catalog)
+    clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
     if await _write(operator, raw, decision.status):
@@ -82,7 +81,7 @@ async def _reconcile_run(operator: Operator, namespace: str, name: str) -> datet
 
 
 async def snapshot_workflow(
-    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
     namespace = run.metadata["namespace"]
@@ -107,7 +106,7 @@ async def snapshot_workflow(
 
 
 async def snapshot_retry(
-    operator: Operator, run: WorkflowRun, status: WorkflowRunStatus
+    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """A retry executes the finished run's snapshot; reused outputs come from that run's status only."""
     assert run.spec.retry_of is not None
@@ -132,13 +131,13 @@ async def snapshot_retry(
     return updated, []
 
 
-async def _write(operator: Operator, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
+async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
     """Write the status once; False when somebody wrote first (the run is requeued)."""
     try:
         await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
-        operator.runs.add((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        operator.requeue_run((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
         return False
     return True

@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from towline.api.workflow import WorkflowStatus
+from towline.handlers.context import ReconcileContext
 from towline.k8s.client import Conflict
 from towline.k8s.runs import read_workflow, write_workflow_status
 from towline.logs import log_context
 from towline.triggers.cron import fire_due_schedules
 from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_conditions
 
-if TYPE_CHECKING:
-    from towline.handlers.app import Operator
-
 log = logging.getLogger(__name__)
 
 
-async def reconcile_workflow(operator: Operator, namespace: str, name: str) -> datetime | None:
+async def reconcile_workflow(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     with log_context(namespace=namespace, workflow=name):
         return await _reconcile_workflow(operator, namespace, name)
 
 
-async def _reconcile_workflow(operator: Operator, namespace: str, name: str) -> datetime | None:
+async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     raw = await read_workflow(operator.api, namespace, name)
     if raw is None:
         return None
@@ -52,5 +49,5 @@ async def _reconcile_workflow(operator: Operator, namespace: str, name: str) -> 
     try:
         await write_workflow_status(operator.api, raw, status.to_wire())
     except Conflict:
-        operator.workflows.add((namespace, name))
+        operator.requeue_workflow((namespace, name))
     return wake_at

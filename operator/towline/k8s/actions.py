@@ -28,6 +28,8 @@ from towline.k8s.observe import controller_uid
 from towline.logs import log_context
 from towline_connectors.wire import rfc3339
 
+JSON = dict[str, Any]
+
 log = logging.getLogger(__name__)
 
 
@@ -40,6 +42,8 @@ class ActionContext:
     connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
     """TCP ports an action's declared destinations use; the step's egress policy opens them."""
     reporter: str = "towline-operator"
+    remember: Callable[[JSON], None] | None = None
+    """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -113,12 +117,14 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
     )
     existing, created = await context.api.create(JOBS.path(run.namespace), job)
+    if not created and controller_uid(existing) != run.uid:
+        # Adopting it would let whoever made it supply this step's result.
+        raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
+    if context.remember is not None:
+        context.remember(existing)
     if created:
         log.info("created Job %s for %s", action.job_name, action.action)
     else:
-        if controller_uid(existing) != run.uid:
-            # Adopting it would let whoever made it supply this step's result.
-            raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
 
 
@@ -138,6 +144,8 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
     if not created and controller_uid(existing) != run.uid:
         # Only the operator may create Approvals (admission policy); anything else is tampering.
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
+    if context.remember is not None:
+        context.remember(existing)
     if not (existing.get("status") or {}).get("phase"):
         await set_approval_phase(context.api, run.namespace, action.name, "Pending")
 

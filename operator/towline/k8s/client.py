@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,10 @@ class ApiError(Exception):
 
 class Conflict(ApiError):  # noqa: N818 - named for the HTTP status it represents
     """409 on update: somebody else wrote first; re-read and try again."""
+
+
+class WriteFenced(Exception):  # noqa: N818 - it is a refusal, not a failure of the call
+    """A write refused before it left the process: this replica no longer holds the Lease."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,17 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases")
 class KubeApi:
     """A thin JSON client over kubernetes-asyncio's transport and authentication."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, may_write: Callable[[], bool] | None = None) -> None:
         self._client = api_client
+        self._may_write = may_write
+
+    def fenced(self, may_write: Callable[[], bool]) -> KubeApi:
+        """The same connection, refusing every write while `may_write()` is false.
+
+        Reconciles get this view: a replica that was paused past its Lease and
+        resumes mid-pass cannot write, even before its elector notices.
+        """
+        return KubeApi(self._client, may_write)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
@@ -114,6 +127,8 @@ class KubeApi:
         resource = _resource_label(path)
         delay = 0.2
         for attempt in range(1, MAX_ATTEMPTS + 1):
+            if method != "GET" and self._may_write is not None and not self._may_write():
+                raise WriteFenced(f"{method} {path}: this replica does not hold the Lease")
             with API_LATENCY.labels(method, resource).time():
                 response = await self._client.call_api(
                     path, method,

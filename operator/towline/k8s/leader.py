@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from towline.k8s.client import LEASES, ApiError, KubeApi
@@ -30,6 +31,26 @@ def _parse(text: str | None) -> datetime | None:
     return parse_rfc3339(text) if text else None
 
 
+@dataclass(frozen=True)
+class LeaderTimings:
+    """client-go's defaults: a 15 s Lease, renewed within 10 s, tried every 2 s."""
+
+    lease_seconds: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def problems(self) -> list[str]:
+        """Why these timings would let two replicas act at once, or flap; empty when they are sound."""
+        found = []
+        if not 0 < self.retry_period < self.renew_deadline:
+            found.append(f"the retry period ({self.retry_period} s) must be above 0 and below the renew deadline "
+                         f"({self.renew_deadline} s), or the Lease is never renewed in time")
+        if not self.renew_deadline < self.lease_seconds:
+            found.append(f"the renew deadline ({self.renew_deadline} s) must be below the Lease duration "
+                         f"({self.lease_seconds} s), or a paused leader may act after another took over")
+        return found
+
+
 class LeaderElector:
     """Acquires and renews one Lease; `is_leader` is what workers check before acting."""
 
@@ -40,51 +61,78 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_seconds: int = 15,
-        renew_every: float = 3.0,
+        timings: LeaderTimings = LeaderTimings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        problems = timings.problems()
+        if problems:
+            raise ValueError("leader election: " + "; ".join(problems))
         self._api = api
         self._namespace = namespace
         self._name = name
         self.identity = identity
-        self._lease_seconds = lease_seconds
-        self._renew_every = renew_every
+        self.timings = timings
         self._clock = clock
         self._renewed_at: datetime | None = None
         self.became_leader = asyncio.Event()
+        self.lost_leadership = asyncio.Event()
 
     @property
     def is_leader(self) -> bool:
         if self._renewed_at is None:
             return False
-        # Stop acting well before others may take over.
-        return self._clock() - self._renewed_at < timedelta(seconds=self._lease_seconds * 2 / 3)
+        return self._clock() - self._renewed_at < timedelta(seconds=self.timings.renew_deadline)
+
+    def seconds_left(self) -> float:
+        """How long this replica may still act without another renewal (0 when it may not)."""
+        if self._renewed_at is None:
+            return 0.0
+        left = timedelta(seconds=self.timings.renew_deadline) - (self._clock() - self._renewed_at)
+        return max(0.0, left.total_seconds())
 
     async def run(self) -> None:
         while True:
-            was_leader = self.is_leader
-            try:
-                if await self._try_acquire_or_renew():
-                    self._renewed_at = self._clock()
-                    if not was_leader:
-                        log.info("acquired leadership as %s", self.identity)
-                        self.became_leader.set()
-                elif was_leader:
-                    log.warning("lost leadership; stopping all actions")
-                    self._renewed_at = None
-                    self.became_leader.clear()
-            except ApiError as error:
-                log.warning("leader election: %s", error)
-            await asyncio.sleep(self._renew_every)
+            await self.try_once()
+            await asyncio.sleep(self.timings.retry_period)
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def try_once(self) -> bool:
+        """One acquire-or-renew attempt; True while this replica leads afterwards."""
+        if self.became_leader.is_set() and not self.is_leader:
+            self.step_down()  # the deadline passed (a pause, a slow API server): act no more
+        was_leader = self.is_leader
+        # The deadline counts from when the renewal was sent, not from when the answer came:
+        # a slow answer must not stretch this replica's claim past what the Lease says.
+        sent_at = self._clock()
+        try:
+            renewed = await self._try_acquire_or_renew(sent_at)
+        except ApiError as error:
+            # Unknown whether the Lease is still ours: lead on until the deadline, no longer.
+            log.warning("leader election: %s", error)
+            if self.became_leader.is_set() and not self.is_leader:
+                self.step_down()
+            return self.is_leader
+        if renewed:
+            self._renewed_at = sent_at
+            if not was_leader:
+                log.info("acquired leadership as %s", self.identity)
+                self.lost_leadership.clear()
+                self.became_leader.set()
+        elif self.became_leader.is_set():
+            self.step_down()  # somebody else holds it now
+        return self.is_leader
+
+    def step_down(self) -> None:
+        log.warning("lost leadership as %s; stopping all actions", self.identity)
+        self._renewed_at = None
+        self.became_leader.clear()
+        self.lost_leadership.set()
+
+    async def _try_acquire_or_renew(self, now: datetime) -> bool:
         path = LEASES.path(self._namespace)
-        now = self._clock()
         current = await self._api.get(f"{path}/{self._name}")
         spec = {
             "holderIdentity": self.identity,
-            "leaseDurationSeconds": self._lease_seconds,
+            "leaseDurationSeconds": max(1, round(self.timings.lease_seconds)),
             "renewTime": _format(now),
         }
         if current is None:
@@ -99,7 +147,7 @@ class LeaderElector:
         held = current.get("spec", {})
         holder = held.get("holderIdentity")
         renewed = _parse(held.get("renewTime"))
-        duration = int(held.get("leaseDurationSeconds") or self._lease_seconds)
+        duration = int(held.get("leaseDurationSeconds") or self.timings.lease_seconds)
         expired = renewed is None or now - renewed > timedelta(seconds=duration)
         if holder != self.identity and not expired:
             return False

@@ -37,12 +37,18 @@ _MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
-    """One list per kind, filtered by the run's label; only what the run controls counts."""
+    """What the run controls among its labelled children (one list per kind)."""
+    jobs, pods, approvals = await list_children(api, namespace, run_name)
+    return build_observed(jobs, pods, approvals, run_name=run_name, run_uid=run_uid)
+
+
+async def list_children(api: KubeApi, namespace: str, run_name: str) -> tuple[list[JSON], list[JSON], list[JSON]]:
+    """One list per kind, filtered by the run's label: the run's Jobs, pods and Approvals (owners unchecked)."""
     selector = f"{LABEL_RUN}={run_name}"
     jobs = await api.list(JOBS.path(namespace), label_selector=selector)
     pods = await api.list(PODS.path(namespace), label_selector=selector)
     approvals = await api.list(APPROVALS.path(namespace), label_selector=selector)
-    return build_observed(jobs, pods, approvals, run_name=run_name, run_uid=run_uid)
+    return jobs, pods, approvals
 
 
 def build_observed(

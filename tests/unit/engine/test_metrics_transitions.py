@@ -6,7 +6,7 @@ from engine_harness import Sim, action, workflow
 from prometheus_client import REGISTRY
 
 from towline.api.run import WorkflowRunStatus
-from towline.metrics import count_pending_approvals, record_run_transition
+from towline.metrics import count_pending_approvals, open_approval_gates, record_run_transition
 
 
 def value(name: str, **labels: str) -> float:
@@ -66,7 +66,7 @@ def test_approval_decision_latency_and_pending_gauge() -> None:
     sim = Sim(workflow([{"id": "review", "approval": {"approvers": {"users": ["bob"]}}}, action("a", "review")]))
     sim.reconcile()
     running = {"metadata": {"namespace": "metrics-c", "name": "r"}, "status": sim.status.to_wire()}
-    count_pending_approvals(lambda: [running])
+    count_pending_approvals(lambda: [("metrics-c", open_approval_gates(running))])
     assert value("towline_approvals_pending", namespace="metrics-c") == 1
     before = value("towline_approval_decision_seconds_count", decision="Approved")
     status = sim.status
@@ -75,7 +75,8 @@ def test_approval_decision_latency_and_pending_gauge() -> None:
     sim.reconcile()
     record_run_transition("metrics-c", "renewal-watch", "manual", status, sim.status)
     assert value("towline_approval_decision_seconds_count", decision="Approved") == before + 1
-    count_pending_approvals(lambda: [{"metadata": {"namespace": "metrics-c"}, "status": sim.status.to_wire()}])
+    finished = {"metadata": {"namespace": "metrics-c"}, "status": sim.status.to_wire()}
+    count_pending_approvals(lambda: [("metrics-c", open_approval_gates(finished))])
     assert value("towline_approvals_pending", namespace="metrics-c") == 0
 
 

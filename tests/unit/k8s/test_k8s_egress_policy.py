@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from towline.handlers.app import cluster_cidrs
 from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy
+from towline.runtime.config import cluster_cidrs
 from towline_connectors.netguard import blocked_cidrs, refusal_reason
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")

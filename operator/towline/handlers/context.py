@@ -1,0 +1,50 @@
+"""What a reconcile needs from the process that runs it, and nothing more.
+
+Handlers depend on this protocol, never on the runtime that implements it:
+the runtime (queues, leadership, caches) sits above the handlers and hands
+itself in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from towline.api.run import WorkflowRunStatus
+from towline.api.workflow import LastRun
+from towline.engine.observed import Observed
+from towline.k8s.actions import ActionContext
+from towline.k8s.client import KubeApi
+from towline.validation.catalog import ConnectorCatalog
+
+Key = tuple[str, str]
+"""(namespace, name)"""
+
+
+class ReconcileContext(Protocol):
+    @property
+    def api(self) -> KubeApi:
+        """The API connection reconciles write through (refuses writes once the Lease is lost)."""
+
+    @property
+    def catalog(self) -> ConnectorCatalog: ...
+
+    @property
+    def action_context(self) -> ActionContext: ...
+
+    @property
+    def identity_user(self) -> str:
+        """The operator's own user name, recorded as the creator of runs it starts."""
+
+    async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
+        """The run's Jobs, pods and Approvals as they are (from the watches where they suffice); only what the
+        run (UID `run_uid`) controls counts."""
+
+    def requeue_run(self, key: Key) -> None:
+        """Look at this run again soon (e.g. after a write conflict)."""
+
+    def requeue_workflow(self, key: Key) -> None: ...
+
+    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None: ...
+
+    async def on_run_finished(self, run: dict[str, Any]) -> None:
+        """The pass that finished `run` wrote its final status."""

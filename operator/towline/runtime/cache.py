@@ -1,0 +1,147 @@
+"""What the watches showed of each run's Jobs, step pods and Approvals, so a reconcile lists nothing.
+
+Fed by the watch events kopf hands the runtime and by the answers to the
+operator's own creates (client-go's mutation cache: a Job this process just
+created is in the cache before its watch event arrives, so it is never taken
+for a vanished one). Indexed by the run label, exactly as the live list in
+`towline.k8s.observe` selects, and handed to the same `build_observed`.
+
+Trust only where it is safe (client-go's expectations, in the other
+direction): when the run's status expects something the cache lacks — a
+running step's Job or Approval, or the pod of a finished Job whose result has
+not been recorded — `covers` says no and the reconcile lists live instead.
+A cache that is merely behind shows an older world; the late watch event
+enqueues the run again.
+
+Keeps a trimmed copy of each object: names, labels, owners, and the status
+the observation reads; never a pod spec, never an environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.api.run import WorkflowRunStatus
+from towline.handlers.context import Key
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
+from towline.k8s.observe import controller_uid, job_state
+
+JSON = dict[str, Any]
+KINDS = ("Job", "Pod", "Approval")
+
+
+@dataclass
+class RunChildren:
+    jobs: dict[str, JSON] = field(default_factory=dict)
+    pods: dict[str, JSON] = field(default_factory=dict)
+    approvals: dict[str, JSON] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> dict[str, JSON]:
+        return {"Job": self.jobs, "Pod": self.pods, "Approval": self.approvals}[kind]
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs or self.pods or self.approvals)
+
+
+def trim(kind: str, body: JSON) -> JSON:
+    """The fields `build_observed` and `covers` read; nothing else is kept."""
+    meta = body.get("metadata") or {}
+    kept: JSON = {"metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "labels",
+                                                           "ownerReferences") if key in meta}}
+    if kind == "Job":
+        annotations = meta.get("annotations") or {}
+        if ANNOTATION_STEP_ID in annotations:
+            kept["metadata"]["annotations"] = {ANNOTATION_STEP_ID: annotations[ANNOTATION_STEP_ID]}
+        kept["status"] = body.get("status") or {}
+    elif kind == "Pod":
+        kept["status"] = {"containerStatuses": (body.get("status") or {}).get("containerStatuses") or []}
+    else:
+        kept["spec"] = body.get("spec") or {}
+        kept["status"] = body.get("status") or {}
+    return kept
+
+
+def _version(body: JSON) -> int | None:
+    text = (body.get("metadata") or {}).get("resourceVersion")
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+class ChildCache:
+    def __init__(self) -> None:
+        self._runs: dict[Key, RunChildren] = {}
+
+    def saw(self, kind: str, body: JSON) -> bool:
+        """A watch event or a create's answer: keep the newer of what is cached and `body`.
+
+        True when what a reconcile would observe changed: a Job that is new or whose state
+        (active, succeeded, failed) changed; any change of a pod or an Approval. A Job's
+        other updates (a pod became ready) are no reason for a pass.
+        """
+        meta = body.get("metadata") or {}
+        run = (meta.get("labels") or {}).get(LABEL_RUN)
+        if not run:
+            return False
+        objects = self._runs.setdefault((meta["namespace"], run), RunChildren()).of_kind(kind)
+        cached = objects.get(meta["name"])
+        if cached is not None and cached["metadata"].get("uid") == meta.get("uid"):
+            old, new = _version(cached), _version(body)
+            if old is not None and new is not None and new < old:
+                return False  # a late answer to our own create must not undo a newer watch event
+        kept = objects[meta["name"]] = trim(kind, body)
+        if kind != "Job" or cached is None or cached["metadata"].get("uid") != meta.get("uid"):
+            return True
+        return job_state(cached.get("status") or {}) != job_state(kept.get("status") or {})
+
+    def gone(self, kind: str, body: JSON) -> None:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
+        children = self._runs.get(key)
+        if children is None:
+            return
+        cached = children.of_kind(kind).get(meta.get("name", ""))
+        if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
+            del children.of_kind(kind)[meta["name"]]
+        if not children:
+            del self._runs[key]
+
+    def forget_run(self, key: Key) -> None:
+        self._runs.pop(key, None)
+
+    def children(self, key: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:
+        found = self._runs.get(key) or RunChildren()
+        return list(found.jobs.values()), list(found.pods.values()), list(found.approvals.values())
+
+    def covers(self, key: Key, status: WorkflowRunStatus) -> bool:
+        """Whether the cache holds everything the run's status says exists (else: list live)."""
+        found = self._runs.get(key) or RunChildren()
+        for step in status.steps:
+            if step.phase != "Running":
+                continue
+            if step.approval_name and step.approval_name not in found.approvals:
+                return False
+            if not step.job_name:
+                continue
+            job = found.jobs.get(step.job_name)
+            if job is None:
+                return False
+            state, _ = job_state(job.get("status") or {})
+            if state != "active" and not _has_finished_pod(found, job):
+                return False
+        return True
+
+    def __len__(self) -> int:
+        return sum(len(c.jobs) + len(c.pods) + len(c.approvals) for c in self._runs.values())
+
+
+def _has_finished_pod(found: RunChildren, job: JSON) -> bool:
+    # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not
+    # make the cache look complete while the real pod's result is missing.
+    for pod in found.pods.values():
+        if controller_uid(pod) != job["metadata"].get("uid"):
+            continue
+        with contextlib.suppress(AttributeError, TypeError):
+            if any((c.get("state") or {}).get("terminated") for c in pod["status"]["containerStatuses"]):
+                return True
+    return False

@@ -1,0 +1,93 @@
+"""The operator's settings, from its environment (the chart sets these variables)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from towline.k8s.leader import LeaderTimings
+from towline.k8s.objects import StepPodSettings
+from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a number of seconds; set it to e.g. {default:g}") from None
+    if value <= 0:
+        raise ValueError(f"{name}={text!r} must be above 0; set it to e.g. {default:g}")
+    return value
+
+
+def leader_timings_from(env: Mapping[str, str]) -> LeaderTimings:
+    defaults = LeaderTimings()
+    timings = LeaderTimings(
+        lease_seconds=_number(env, "TOWLINE_LEASE_DURATION_SECONDS", defaults.lease_seconds),
+        renew_deadline=_number(env, "TOWLINE_LEASE_RENEW_DEADLINE_SECONDS", defaults.renew_deadline),
+        retry_period=_number(env, "TOWLINE_LEASE_RETRY_PERIOD_SECONDS", defaults.retry_period),
+    )
+    problems = timings.problems()
+    if problems:
+        raise ValueError(
+            "TOWLINE_LEASE_DURATION_SECONDS, TOWLINE_LEASE_RENEW_DEADLINE_SECONDS, TOWLINE_LEASE_RETRY_PERIOD_SECONDS: "
+            + "; ".join(problems)
+        )
+    return timings
+
+
+def cluster_cidrs(text: str) -> tuple[str, ...]:
+    """TOWLINE_CLUSTER_CIDRS (comma or space separated, from the chart's egress values); a bad one stops startup."""
+    cidrs = tuple(part for part in text.replace(",", " ").split() if part)
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"TOWLINE_CLUSTER_CIDRS: {cidr!r} is not a CIDR; set egress.podCIDRs and egress.serviceCIDRs "
+                "in the chart values to networks such as 10.244.0.0/16"
+            ) from None
+    return cidrs
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    namespace: str
+    identity: str
+    service_account: str
+    pod_settings: StepPodSettings
+    workers: int = 4
+    lease_name: str = "towline-operator"
+    leader_timings: LeaderTimings = field(default_factory=LeaderTimings)
+    max_retries: int = DEFAULT_MAX_RETRIES
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+        env = os.environ if env is None else env
+        defaults = StepPodSettings()
+        pod_settings = StepPodSettings(
+            image=env.get("TOWLINE_RUNNER_IMAGE", defaults.image),
+            command=tuple(env["TOWLINE_RUNNER_COMMAND"].split()) if env.get("TOWLINE_RUNNER_COMMAND")
+            else defaults.command,
+            run_as_user=int(env.get("TOWLINE_RUNNER_UID", defaults.run_as_user)),
+            ttl_seconds_after_finished=int(env.get("TOWLINE_JOB_TTL_SECONDS", defaults.ttl_seconds_after_finished)),
+            cluster_cidrs=cluster_cidrs(env.get("TOWLINE_CLUSTER_CIDRS", "")),
+        )
+        retries_text = env.get("TOWLINE_RECONCILE_MAX_RETRIES", str(DEFAULT_MAX_RETRIES))
+        if not retries_text.isdigit():
+            raise ValueError(f"TOWLINE_RECONCILE_MAX_RETRIES={retries_text!r} must be a whole number, e.g. "
+                             f"{DEFAULT_MAX_RETRIES}")
+        return cls(
+            namespace=env.get("TOWLINE_NAMESPACE", "towline-system"),
+            identity=env.get("TOWLINE_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+            service_account=env.get("TOWLINE_SERVICE_ACCOUNT", "towline-operator"),
+            pod_settings=pod_settings,
+            leader_timings=leader_timings_from(env),
+            max_retries=int(retries_text),
+        )

@@ -1,0 +1,241 @@
+"""One operator process: its queues, its Lease, what it remembers of runs, and its workers.
+
+Implements the handlers' `ReconcileContext`. Every replica watches and keeps
+its queues filled; only the Lease holder reconciles and fires schedules. A
+reconcile runs only while this replica leads: it is cancelled when the renew
+deadline passes, and every write it makes goes through an API view that
+refuses writes once the deadline has passed, so a replica that was paused and
+resumes mid-pass cannot act after another replica took over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.api.run import WorkflowRunStatus
+from towline.api.workflow import LastRun
+from towline.engine import TERMINAL_RUN_PHASES
+from towline.engine.observed import Observed
+from towline.handlers.context import Key
+from towline.handlers.failures import report_reconcile_failure
+from towline.handlers.history import enforce_history_limits
+from towline.handlers.runs import reconcile_run
+from towline.handlers.workflows import reconcile_workflow
+from towline.k8s.actions import ActionContext
+from towline.k8s.client import KubeApi, WriteFenced
+from towline.k8s.leader import LeaderElector
+from towline.k8s.observe import build_observed, list_children
+from towline.metrics import open_approval_gates
+from towline.runtime import metrics
+from towline.runtime.cache import ChildCache
+from towline.runtime.config import OperatorConfig
+from towline.runtime.workqueue import WorkQueue
+from towline.validation import connector_catalog
+from towline.validation.catalog import ConnectorCatalog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the process keeps per run: enough for a Workflow's lastRun, never the body."""
+
+    workflow: str
+    created: str
+    phase: str
+    started_at: str | None
+    open_gates: int
+    """Approval gates waiting for a decision (the approvals-pending gauge)."""
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> RunSummary:
+        status = body.get("status") or {}
+        return cls(
+            workflow=str(((body.get("spec") or {}).get("workflowRef") or {}).get("name", "")),
+            created=str(body["metadata"].get("creationTimestamp") or ""),
+            phase=str(status.get("phase") or "Pending"),
+            started_at=status.get("startedAt"),
+            open_gates=open_approval_gates(body),
+        )
+
+
+@dataclass
+class Operator:
+    config: OperatorConfig
+    connection: KubeApi
+    """The unfenced connection: the Lease and closing use it; reconciles use `api`."""
+    runs: WorkQueue = field(default_factory=lambda: WorkQueue("runs"))
+    workflows: WorkQueue = field(default_factory=lambda: WorkQueue("workflows"))
+    run_summaries: dict[Key, RunSummary] = field(default_factory=dict)
+    workflow_keys: set[Key] = field(default_factory=set)
+    children: ChildCache = field(default_factory=ChildCache)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
+        self._catalog = connector_catalog()
+        self.leader = LeaderElector(
+            self.connection, namespace=self.config.namespace, name=self.config.lease_name,
+            identity=self.config.identity, timings=self.config.leader_timings,
+        )
+        self._api = self.connection.fenced(lambda: self.leader.is_leader)
+        self._action_context = ActionContext(
+            api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
+            remember=self._remember_created,
+        )
+
+    # ReconcileContext
+    @property
+    def api(self) -> KubeApi:
+        return self._api
+
+    @property
+    def catalog(self) -> ConnectorCatalog:
+        return self._catalog
+
+    @property
+    def action_context(self) -> ActionContext:
+        return self._action_context
+
+    @property
+    def identity_user(self) -> str:
+        return f"system:serviceaccount:{self.config.namespace}:{self.config.service_account}"
+
+    async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
+        key = (namespace, run)
+        if self.children.covers(key, status):
+            metrics.CACHE_READS.labels("hit").inc()
+            return build_observed(*self.children.children(key), run_name=run, run_uid=run_uid)
+        metrics.CACHE_READS.labels("listed").inc()
+        jobs, pods, approvals = await list_children(self.api, namespace, run)
+        for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
+            for body in bodies:
+                self.children.saw(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
+        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
+
+    def requeue_run(self, key: Key) -> None:
+        self.runs.add(key)
+
+    def requeue_workflow(self, key: Key) -> None:
+        self.workflows.add(key)
+
+    def _remember_created(self, body: dict[str, Any]) -> None:
+        self.children.saw(str(body.get("kind")), body)
+
+
+    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
+        mine = [(name, summary) for (ns, name), summary in self.run_summaries.items()
+                if ns == namespace and summary.workflow == workflow]
+        if not mine:
+            return None
+        name, latest = max(mine, key=lambda item: item[1].created)
+        return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
+
+    async def on_run_finished(self, run: dict[str, Any]) -> None:
+        """Trim the workflow's history and refresh its status (lastRun) with the run's final phase."""
+        namespace = run["metadata"]["namespace"]
+        workflow = run["spec"]["workflowRef"]["name"]
+        key = (namespace, run["metadata"]["name"])
+        if key in self.run_summaries:
+            # The watch event with the final status may not have arrived yet; lastRun must not lag.
+            self.saw_run(key, run)
+        await enforce_history_limits(self.api, namespace, workflow)
+        self.workflows.add((namespace, workflow))
+
+    # Watch events
+    def saw_run(self, key: Key, body: dict[str, Any]) -> None:
+        summary = self.run_summaries[key] = RunSummary.of(body)
+        if summary.phase in TERMINAL_RUN_PHASES:
+            # A finished run is never observed again: its children's copies would only cost memory.
+            self.children.forget_run(key)
+
+    def wants_children(self, key: Key) -> bool:
+        """Whether to cache this run's children: unless the run is known to have finished."""
+        summary = self.run_summaries.get(key)
+        return summary is None or summary.phase not in TERMINAL_RUN_PHASES
+
+    def forgot_run(self, key: Key) -> None:
+        self.run_summaries.pop(key, None)
+        self.runs.forget(key)
+        self.children.forget_run(key)
+
+    # Lifecycle
+    async def start(self) -> None:
+        self.tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
+        self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
+        for index in range(self.config.workers):
+            self.tasks.append(asyncio.create_task(
+                self.runs.run_worker(self._leading(self._reconcile_run), self._give_up_run),
+                name=f"run-worker-{index}"))
+        self.tasks.append(asyncio.create_task(
+            self.workflows.run_worker(self._leading(self._reconcile_workflow), self._give_up_workflow),
+            name="wf-worker"))
+        self.tasks.append(asyncio.create_task(self._requeue_on_leadership(), name="leadership-requeue"))
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.connection.close()
+
+    def _leading(self, process: Callable[[Key], Awaitable[None]]) -> Callable[[Key], Awaitable[None]]:
+        """Only the Lease holder acts; followers re-queue everything when they take over."""
+
+        async def guarded(key: Key) -> None:
+            if not self.leader.is_leader:
+                return
+            try:
+                await self._while_leading(process(key))
+            except WriteFenced as refused:
+                log.warning("%s/%s: %s; the new leader takes over", *key, refused)
+
+        return guarded
+
+    async def _while_leading(self, work: Awaitable[None]) -> None:
+        """Run `work`, cancelling it as soon as this replica's renew deadline passes."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=max(0.05, self.leader.seconds_left()))
+                if done:
+                    return task.result()
+                if not self.leader.is_leader:
+                    log.warning("lost the Lease during a pass; cancelling it")
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                    return None
+        finally:
+            task.cancel()
+
+    async def _requeue_on_leadership(self) -> None:
+        while True:
+            await self.leader.became_leader.wait()
+            for key in list(self.run_summaries):
+                self.runs.add(key)
+            for key in list(self.workflow_keys):
+                self.workflows.add(key)
+            await self.leader.lost_leadership.wait()
+
+    async def _reconcile_run(self, key: Key) -> None:
+        wake_at = await reconcile_run(self, *key)
+        if wake_at is not None:
+            self.runs.add_at(key, wake_at)
+
+    async def _reconcile_workflow(self, key: Key) -> None:
+        wake_at = await reconcile_workflow(self, *key)
+        if wake_at is not None:
+            self.workflows.add_at(key, wake_at)
+
+    async def _give_up_run(self, key: Key, attempts: int, error: BaseException) -> None:
+        if self.leader.is_leader:
+            await report_reconcile_failure(self, *key, attempts, error)
+
+    async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
+        log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)

@@ -1,0 +1,116 @@
+"""kopf wiring: every handler is a one-liner that enqueues a key.
+
+Where kopf keeps its bookkeeping: nowhere on our objects. Towline registers
+only `@kopf.on.event` handlers, which have no progress or diff-base state, and
+posting kopf's own events is off, so kopf never writes an annotation, a label
+or a finalizer to a Workflow. The `Operator` lives in kopf's `memo`, which
+kopf hands to every handler.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+
+from towline.engine import TERMINAL_RUN_PHASES
+from towline.k8s.client import KubeApi
+from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD
+from towline.metrics import count_pending_approvals
+from towline.runtime.config import OperatorConfig
+from towline.runtime.operator import Operator
+
+
+def operator_of(memo: kopf.Memo) -> Operator:
+    operator = memo.get("operator")
+    if not isinstance(operator, Operator):
+        raise RuntimeError("the operator has not started; kopf calls the startup handler before any watch")
+    return operator
+
+
+def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        settings.posting.enabled = False
+        settings.watching.server_timeout = 300
+        operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig))
+        memo["operator"] = operator
+        count_pending_approvals(  # metrics
+            lambda: [(namespace, summary.open_gates) for (namespace, _), summary in operator.run_summaries.items()]
+        )
+        await operator.start()
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        if "operator" in memo:
+            await operator_of(memo).stop()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return kopf.login_with_service_account(**kwargs)
+        return kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.event("towline.dev", "v1alpha1", "workflows", registry=registry)
+    async def workflow_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator, event, key = operator_of(memo), kwargs["event"], (kwargs["namespace"], kwargs["name"])
+        if event.get("type") == "DELETED":
+            operator.workflow_keys.discard(key)
+            operator.workflows.forget(key)
+            return
+        operator.workflow_keys.add(key)
+        operator.workflows.add(key)
+
+    @kopf.on.event("towline.dev", "v1alpha1", "workflowruns", registry=registry)
+    async def run_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator, event, body = operator_of(memo), kwargs["event"], kwargs["body"]
+        key = (kwargs["namespace"], kwargs["name"])
+        if event.get("type") == "DELETED":
+            operator.forgot_run(key)
+            return
+        operator.saw_run(key, body)
+        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES or event.get("type") is None:
+            operator.runs.add(key)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
+    async def job_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator = operator_of(memo)
+        if _cache(operator, "Job", kwargs["event"], kwargs["body"]):
+            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+
+    @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
+    async def pod_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator = operator_of(memo)
+        _cache(operator, "Pod", kwargs["event"], kwargs["body"])
+        # A step's progress arrives through its Job; a pod matters on its own only when it
+        # cannot start (e.g. a missing Secret), which only the pod's waiting state tells.
+        statuses = (kwargs["status"] or {}).get("containerStatuses") or []
+        if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
+            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+
+    @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
+    async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        operator = operator_of(memo)
+        _cache(operator, "Approval", kwargs["event"], kwargs["body"])
+        run_name = (kwargs["spec"] or {}).get("runName")
+        if run_name:
+            operator.runs.add((kwargs["namespace"], run_name))
+
+    return registry
+
+
+def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
+    """Record the event in the cache; True when a reconcile would observe something new."""
+    # kopf's body is a read-only view; the cache keeps a trimmed plain copy.
+    plain = {"metadata": dict(body.get("metadata") or {}), "spec": dict(body.get("spec") or {}),
+             "status": dict(body.get("status") or {})}
+    if (event or {}).get("type") == "DELETED":
+        operator.children.gone(kind, plain)
+        return True
+    run = (plain["metadata"].get("labels") or {}).get(LABEL_RUN)
+    if run and not operator.wants_children((plain["metadata"].get("namespace", ""), run)):
+        return False
+    return operator.children.saw(kind, plain)

@@ -1,0 +1,163 @@
+"""A rate-limited, de-duplicating work queue of object keys, like client-go's.
+
+Watch events only say "look at this key again"; the reconcile reads the world
+afresh. A key is processed by one worker at a time, and a key added while it
+is being processed is processed once more afterwards. A failed pass is retried
+with per-key exponential backoff (see `ratelimit`); a success forgets the
+failures. After `max_retries` retries in a row the queue stops retrying the
+key and reports it once through `on_give_up`; the next add (a watch event, a
+requeue) gives it one more pass. Delayed adds are hints kept in memory only:
+every wake-up time the engine needs is also persisted in the run's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from towline.handlers.context import Key
+from towline.runtime import metrics
+from towline.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 15
+"""5 ms doubling 15 times: about 5 minutes of retries before the run is marked."""
+
+GiveUp = Callable[[Key, int, BaseException], Awaitable[None]]
+
+
+class WorkQueue:
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        rate_limiter: RateLimiter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.name = name
+        self.max_retries = max_retries
+        self._limiter = rate_limiter or default_controller_rate_limiter(clock)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._ready: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: dict[Key, float] = {}
+        self._processing: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._exhausted: set[Key] = set()
+        self._delayed: list[tuple[float, int, Key]] = []
+        self._counter = itertools.count()
+        self._delayed_changed = asyncio.Event()
+
+    def add(self, key: Key) -> None:
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key not in self._queued:
+            self._queued[key] = self._clock()
+            self._ready.put_nowait(key)
+            metrics.ADDS.labels(self.name).inc()
+            metrics.DEPTH.labels(self.name).set(len(self._queued))
+
+    def add_after(self, key: Key, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        heapq.heappush(self._delayed, (self._clock() + delay, next(self._counter), key))
+        self._delayed_changed.set()
+
+    def add_at(self, key: Key, when: datetime) -> None:
+        """Look at `key` again at `when` (a hint; status holds the truth)."""
+        self.add_after(key, (when - self._wall_clock()).total_seconds())
+
+    def add_rate_limited(self, key: Key) -> None:
+        metrics.RETRIES.labels(self.name).inc()
+        self.add_after(key, self._limiter.when(key))
+
+    def forget(self, key: Key) -> None:
+        self._limiter.forget(key)
+        self._exhausted.discard(key)
+
+    def failures(self, key: Key) -> int:
+        return self._limiter.failures(key)
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+    def promote_due(self) -> float | None:
+        """Move due delayed keys to the ready queue; seconds until the next one is due, if any."""
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            self.add(key)
+        return (self._delayed[0][0] - now) if self._delayed else None
+
+    async def run_delayed(self) -> None:
+        """Promote delayed keys when they are due; runs for the life of the operator."""
+        while True:
+            self._delayed_changed.clear()
+            timeout = self.promote_due()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._delayed_changed.wait(), timeout=3600.0 if timeout is None else timeout)
+
+    async def get(self) -> Key:
+        key = await self._ready.get()
+        queued_at = self._queued.pop(key)
+        metrics.DEPTH.labels(self.name).set(len(self._queued))
+        metrics.QUEUE_DURATION.labels(self.name).observe(max(0.0, self._clock() - queued_at))
+        self._processing.add(key)
+        return key
+
+    def done(self, key: Key) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    async def process_one(self, process: Callable[[Key], Awaitable[None]], on_give_up: GiveUp) -> Key:
+        """Take one key, process it, and retry, forget or give up on it by the outcome."""
+        key = await self.get()
+        started = self._clock()
+        try:
+            await process(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # any failure of a pass is retried, then reported
+            await self._failed(key, error, on_give_up)
+        else:
+            self.forget(key)
+        finally:
+            metrics.WORK_DURATION.labels(self.name).observe(max(0.0, self._clock() - started))
+            self.done(key)
+        return key
+
+    async def run_worker(self, process: Callable[[Key], Awaitable[None]], on_give_up: GiveUp) -> None:
+        while True:
+            await self.process_one(process, on_give_up)
+
+    async def _failed(self, key: Key, error: Exception, on_give_up: GiveUp) -> None:
+        retries = self._limiter.failures(key)
+        if retries < self.max_retries:
+            log.warning("%s %s/%s: pass failed (%s: %s); retry %d of %d with backoff",
+                        self.name, *key, type(error).__name__, error, retries + 1, self.max_retries,
+                        exc_info=retries == 0)
+            self.add_rate_limited(key)
+            return
+        if key in self._exhausted:
+            log.info("%s %s/%s: failed again after its retries ran out (%s)", self.name, *key, error)
+            return
+        self._exhausted.add(key)
+        metrics.GAVE_UP.labels(self.name).inc()
+        log.error("%s %s/%s: %d passes failed; giving up until it changes", self.name, *key, retries + 1)
+        try:
+            await on_give_up(key, retries + 1, error)
+        except Exception:
+            log.exception("%s %s/%s: could not report the failure", self.name, *key)

@@ -1,0 +1,156 @@
+"""The watch-fed cache of a run's children and its expectations: it is trusted only when it holds
+everything the run's status says exists; otherwise the reconcile lists live."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from towline.api.run import StepStatus, WorkflowRunStatus
+from towline.k8s.client import KubeApi
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, StepPodSettings
+from towline.k8s.observe import build_observed
+from towline.runtime.cache import ChildCache
+from towline.runtime.config import OperatorConfig
+from towline.runtime.operator import Operator
+
+NS, RUN, RUN_UID = "team", "release", "run-uid"
+KEY = (NS, RUN)
+
+
+def job(name: str, *, version: str = "10", uid: str = "job-uid", complete: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"active": 1}
+    if complete:
+        status = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    return {
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": version,
+                     "labels": {LABEL_RUN: RUN, LABEL_ATTEMPT: "1"},
+                     "ownerReferences": [{"kind": "WorkflowRun", "name": RUN, "uid": RUN_UID, "controller": True}],
+                     "annotations": {ANNOTATION_STEP_ID: "build", "unrelated": "x" * 1000}},
+        "spec": {"template": {"spec": {"containers": [{"env": [{"name": "TOKEN", "value": "not kept"}]}]}}},
+        "status": status,
+    }
+
+
+def pod(job_name: str, *, terminated: bool, job_uid: str = "job-uid") -> dict[str, Any]:
+    state = {"terminated": {"exitCode": 0, "message": '{"ok": true, "output": {"v": 1}}'}} if terminated \
+        else {"running": {}}
+    return {"metadata": {"name": f"{job_name}-abcde", "namespace": NS, "uid": "pod-uid",
+                         "labels": {LABEL_RUN: RUN, "job-name": job_name},
+                         "ownerReferences": [{"kind": "Job", "name": job_name, "uid": job_uid, "controller": True}]},
+            "spec": {"containers": [{"env": [{"name": "TOKEN", "value": "not kept"}]}]},
+            "status": {"containerStatuses": [{"state": state}]}}
+
+
+def running(job_name: str | None = None, approval: str | None = None) -> WorkflowRunStatus:
+    return WorkflowRunStatus(phase="Running", steps=[
+        StepStatus(id="build", phase="Running", attempt=1, job_name=job_name, approval_name=approval)])
+
+
+def test_a_just_created_job_is_not_taken_for_a_vanished_one() -> None:
+    cache = ChildCache()
+    status = running("release-build-1")
+    assert not cache.covers(KEY, status), "the status names a Job the cache has not seen: list live"
+    cache.saw("Job", job("release-build-1"))  # the create's answer, before any watch event
+    assert cache.covers(KEY, status)
+    jobs, _, _ = cache.children(KEY)
+    assert [j["metadata"]["name"] for j in jobs] == ["release-build-1"]
+
+
+def test_a_late_create_answer_does_not_undo_a_newer_watch_event() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1", version="12", complete=True))
+    cache.saw("Job", job("release-build-1", version="10"))
+    jobs, _, _ = cache.children(KEY)
+    assert jobs[0]["status"]["succeeded"] == 1
+
+
+def test_a_recreated_job_of_the_same_name_replaces_the_old_one() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1", version="12", uid="old"))
+    cache.saw("Job", job("release-build-1", version="3", uid="new"))
+    assert cache.children(KEY)[0][0]["metadata"]["uid"] == "new"
+    cache.gone("Job", job("release-build-1", uid="old"))  # the old one's late DELETED event
+    assert cache.children(KEY)[0][0]["metadata"]["uid"] == "new"
+
+
+def test_a_finished_job_whose_pod_result_is_not_cached_is_listed_live() -> None:
+    cache = ChildCache()
+    status = running("release-build-1")
+    cache.saw("Job", job("release-build-1", complete=True))
+    cache.saw("Pod", pod("release-build-1", terminated=False))
+    assert not cache.covers(KEY, status), "the result lives in the pod's termination message"
+    cache.saw("Pod", pod("release-build-1", terminated=True, job_uid="someone-else"))
+    assert not cache.covers(KEY, status), "a look-alike pod the Job does not control holds no result of it"
+    cache.saw("Pod", pod("release-build-1", terminated=True))
+    assert cache.covers(KEY, status)
+    observed = build_observed(*cache.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    found = observed.jobs[("build", 1)]
+    assert found.state == "succeeded"
+    assert found.result is not None
+    assert found.result.output == {"v": 1}
+
+
+def test_an_open_approval_not_yet_seen_is_listed_live() -> None:
+    cache = ChildCache()
+    status = running(approval="release-build-approval")
+    assert not cache.covers(KEY, status)
+    cache.saw("Approval", {"kind": "Approval", "metadata": {"name": "release-build-approval", "namespace": NS,
+                                                             "labels": {LABEL_RUN: RUN}},
+                           "spec": {"runName": RUN, "step": "build"}})
+    assert cache.covers(KEY, status)
+
+
+def test_a_deleted_job_leaves_the_cache_and_the_run_is_listed_again() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1"))
+    cache.gone("Job", job("release-build-1"))
+    assert cache.children(KEY) == ([], [], [])
+    assert not cache.covers(KEY, running("release-build-1"))
+    assert len(cache) == 0
+
+
+def test_the_cache_keeps_no_pod_spec_environment_or_unrelated_annotation() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1"))
+    cache.saw("Pod", pod("release-build-1", terminated=True))
+    jobs, pods, _ = cache.children(KEY)
+    assert "not kept" not in repr(jobs) + repr(pods)
+    assert "spec" not in jobs[0]
+    assert jobs[0]["metadata"]["annotations"] == {ANNOTATION_STEP_ID: "build"}
+
+
+def test_objects_without_the_run_label_are_not_the_runs() -> None:
+    cache = ChildCache()
+    stray = job("release-build-1")
+    del stray["metadata"]["labels"][LABEL_RUN]
+    cache.saw("Job", stray)
+    assert len(cache) == 0
+
+
+def test_only_a_change_of_a_jobs_state_calls_for_a_pass() -> None:
+    cache = ChildCache()
+    assert cache.saw("Job", job("release-build-1", version="10")) is True, "a new Job"
+    ready = job("release-build-1", version="11")
+    ready["status"]["ready"] = 1
+    assert cache.saw("Job", ready) is False, "still active: nothing a reconcile would decide on"
+    assert cache.saw("Job", job("release-build-1", version="12", complete=True)) is True
+    assert cache.saw("Job", job("release-build-1", version="13", uid="recreated")) is True
+
+
+def test_a_finished_runs_children_are_not_kept() -> None:
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings())
+    operator = Operator(config=config, connection=KubeApi(object()))
+    body = {"metadata": {"name": RUN, "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"workflowRef": {"name": "release"}}, "status": {"phase": "Running"}}
+    operator.saw_run(KEY, body)
+    operator.children.saw("Job", job("release-build-1", complete=True))
+    assert operator.wants_children(KEY)
+    assert len(operator.children) == 1
+    operator.saw_run(KEY, {**body, "status": {"phase": "Succeeded"}})
+    assert len(operator.children) == 0
+    assert not operator.wants_children(KEY)
+    last = operator.last_run_of(NS, "release")
+    assert last is not None
+    assert (last.name, last.phase) == (RUN, "Succeeded")

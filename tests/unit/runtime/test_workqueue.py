@@ -1,0 +1,165 @@
+"""The work queue: de-duplication, per-key backoff, forget on success, a bounded retry budget."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pytest
+
+from towline.runtime.ratelimit import ItemExponentialRateLimiter
+from towline.runtime.workqueue import WorkQueue
+
+Key = tuple[str, str]
+T = TypeVar("T")
+RUN = ("team", "run-1")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(body: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(body())
+
+
+class Recorder:
+    def __init__(self, failing: set[Key] | None = None) -> None:
+        self.processed: list[Key] = []
+        self.failing = failing or set()
+        self.gave_up: list[tuple[Key, int, str]] = []
+
+    async def process(self, key: Key) -> None:
+        self.processed.append(key)
+        if key in self.failing:
+            raise RuntimeError(f"{key[1]} is poison")
+
+    async def give_up(self, key: Key, attempts: int, error: BaseException) -> None:
+        self.gave_up.append((key, attempts, str(error)))
+
+
+def queue_with(clock: FakeClock, max_retries: int = 3) -> WorkQueue:
+    return WorkQueue("test", max_retries=max_retries, rate_limiter=ItemExponentialRateLimiter(), clock=clock)
+
+
+def test_a_key_added_twice_while_waiting_is_processed_once() -> None:
+    async def body() -> None:
+        queue, recorder = queue_with(FakeClock()), Recorder()
+        queue.add(RUN)
+        queue.add(RUN)
+        assert len(queue) == 1
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed == [RUN]
+        assert len(queue) == 0
+
+    run(body)
+
+
+def test_a_key_added_while_it_is_processed_is_processed_once_more_afterwards() -> None:
+    async def body() -> None:
+        queue, recorder = queue_with(FakeClock()), Recorder()
+
+        async def process(key: Key) -> None:
+            await recorder.process(key)
+            queue.add(key)  # a watch event arrives mid-pass
+            assert len(queue) == 0, "not handed to a second worker while in flight"
+
+        queue.add(RUN)
+        await queue.process_one(process, recorder.give_up)
+        assert len(queue) == 1
+
+    run(body)
+
+
+def test_a_failed_pass_is_retried_after_an_exponentially_growing_delay() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        queue, recorder = queue_with(clock, max_retries=10), Recorder(failing={RUN})
+        queue.add(RUN)
+        waits = []
+        for _ in range(4):
+            await queue.process_one(recorder.process, recorder.give_up)
+            assert len(queue) == 0, "a failed key is not ready again at once"
+            wait = queue.promote_due()
+            assert wait is not None
+            waits.append(wait)
+            clock.now += wait
+            assert queue.promote_due() is None
+            assert len(queue) == 1
+        assert waits == pytest.approx([0.005, 0.01, 0.02, 0.04])
+
+    run(body)
+
+
+def test_success_forgets_the_failures() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        queue, recorder = queue_with(clock, max_retries=10), Recorder(failing={RUN})
+        queue.add(RUN)
+        for _ in range(3):
+            await queue.process_one(recorder.process, recorder.give_up)
+            clock.now += queue.promote_due() or 0
+            queue.promote_due()
+        assert queue.failures(RUN) == 3
+        recorder.failing.clear()
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert queue.failures(RUN) == 0
+        assert queue.promote_due() is None, "nothing is scheduled after a success"
+
+    run(body)
+
+
+def test_after_the_budget_the_key_is_reported_once_and_no_longer_retried() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        poison, healthy = ("team", "poison"), ("team", "healthy")
+        queue, recorder = queue_with(clock, max_retries=3), Recorder(failing={poison})
+        queue.add(poison)
+        while len(queue) or queue.promote_due() is not None:
+            if not len(queue):
+                clock.now += queue.promote_due() or 0
+                queue.promote_due()
+                continue
+            await queue.process_one(recorder.process, recorder.give_up)
+            queue.add(healthy)  # other keys keep flowing meanwhile
+            await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed.count(poison) == 4, "the first pass and three retries"
+        assert recorder.gave_up == [(poison, 4, "poison is poison")]
+        assert recorder.processed.count(healthy) == 4
+
+        # A later watch event gives it one more pass, which fails without a second report.
+        queue.add(poison)
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed.count(poison) == 5
+        assert len(recorder.gave_up) == 1
+        assert queue.promote_due() is None
+
+        # Once it succeeds, a later failure starts a fresh budget (and may be reported again).
+        recorder.failing.clear()
+        queue.add(poison)
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert queue.failures(poison) == 0
+
+    run(body)
+
+
+def test_add_at_waits_until_the_wall_clock_moment() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        wall = datetime(2026, 1, 1, tzinfo=UTC)
+        queue = WorkQueue("test", clock=clock, wall_clock=lambda: wall)
+        queue.add_at(RUN, wall + timedelta(seconds=30))
+        assert queue.promote_due() == pytest.approx(30.0)
+        clock.now += 30
+        queue.promote_due()
+        assert len(queue) == 1
+        queue.add_at(("team", "overdue"), wall - timedelta(seconds=5))
+        assert len(queue) == 2, "a moment in the past is due now"
+
+    run(body)
