@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "error_class", "decision",
-                  "verb", "resource", "code", "le"}
+                  "verb", "resource", "code", "le",
+                  "name",  # the work queue's own name: runs or workflows
+                  "source"}  # how a reconcile saw a run's children: hit or listed
 
 
 def _metrics_text(url: str) -> str | None:
@@ -111,6 +113,8 @@ def test_metrics_after_an_end_to_end_run(
     forbidden_values.update(s["jobName"] for s in done["status"]["steps"] if s.get("jobName"))
     for name, labels in towline_samples:
         assert set(labels) <= ALLOWED_LABELS, (name, labels)
+        assert labels.get("name", "runs") in {"runs", "workflows"}, (name, labels)
+        assert labels.get("source", "hit") in {"hit", "listed"}, (name, labels)
         assert not forbidden_values & set(labels.values()), (name, labels)
     series_per_family: dict[str, int] = {}
     for name, _ in towline_samples:

@@ -51,7 +51,9 @@ def test_an_expensive_expression_fails_its_own_step_and_other_runs_keep_progress
     run_with(cluster, ns, "nested", "small-run", {"items": [1, 2, 3]})
     assert wait_for_phase(cluster, ns, "small-run", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
 
-    run_with(cluster, ns, "nested", "stall-run", {"items": list(range(400))})
+    # 250 items: inside the API server's bound on one list in params (256), far beyond what three
+    # nested comprehensions may walk (about 7 items): the cost bound, not the size bound, must stop it.
+    run_with(cluster, ns, "nested", "stall-run", {"items": list(range(250))})
     run_with(cluster, ns, "plain", "bystander-run", {})
     stalled = wait_for_phase(cluster, ns, "stall-run", {"Succeeded", "Failed"}, timeout=60)
     assert stalled["status"]["phase"] == "Failed"
