@@ -122,6 +122,8 @@ class OperatorProcess:
             TOWLINE_METRICS_PORT=str(self.metrics_port),
             TOWLINE_HEALTH_PORT=str(self.health_port),
             TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
+            # The step executor stand-in enforces no NetworkPolicies: a cluster that knowingly does not.
+            TOWLINE_REQUIRE_ISOLATION="false",
         )
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

@@ -17,7 +17,7 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,7 @@ class OperatorConfig:
             run_as_user=int(env.get("TOWLINE_RUNNER_UID", defaults.run_as_user)),
             ttl_seconds_after_finished=int(env.get("TOWLINE_JOB_TTL_SECONDS", defaults.ttl_seconds_after_finished)),
             cluster_cidrs=cluster_cidrs(env.get("TOWLINE_CLUSTER_CIDRS", "")),
+            isolation_probe=isolation_probe(env),
         )
         return cls(
             namespace=env.get("TOWLINE_NAMESPACE", "towline-system"),
@@ -79,6 +80,41 @@ def cluster_cidrs(text: str) -> tuple[str, ...]:
                 "in the chart values to networks such as 10.244.0.0/16"
             ) from None
     return cidrs
+
+
+def isolation_probe(env: Mapping[str, str]) -> str | None:
+    """The step pods' isolation probe (docs/security.md, "Egress isolation check"); None when switched off.
+
+    TOWLINE_REQUIRE_ISOLATION (chart `egress.requireIsolation`, default true) turns the check on;
+    the target is TOWLINE_ISOLATION_PROBE, else the `kubernetes` Service this operator's own pod
+    was given, which accepts connections from any unprotected pod and which no step policy opens.
+    """
+    require = env.get("TOWLINE_REQUIRE_ISOLATION", "true").strip().lower()
+    if require not in ("true", "false"):
+        raise ValueError(f"TOWLINE_REQUIRE_ISOLATION must be true or false, not {require!r}; "
+                         "set egress.requireIsolation in the chart values to true or false")
+    if require == "false":
+        log.warning("egress isolation check is off (egress.requireIsolation: false): a step may make calls "
+                    "before its NetworkPolicies are enforced, or on a cluster that never enforces them")
+        return None
+    target = env.get("TOWLINE_ISOLATION_PROBE", "").strip()
+    if not target and env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT"):
+        host, port = env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not target:
+        raise ValueError("egress.requireIsolation is on but there is no isolation probe target: run the operator "
+                         "in the cluster (it probes the kubernetes Service) or set TOWLINE_ISOLATION_PROBE to "
+                         "an address:port every pod can reach unprotected, e.g. 10.96.0.1:443")
+    host, _, port = target.rpartition(":")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        valid = port.isdigit() and 0 < int(port) < 65536
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ValueError(f"TOWLINE_ISOLATION_PROBE must be an IP address and port such as 10.96.0.1:443, "
+                         f"not {target!r}")
+    return target
 
 
 @dataclass

@@ -23,6 +23,7 @@ from towline.k8s.objects import (
     build_default_deny_policy,
     build_step_egress_policy,
     build_step_job,
+    isolation_probe_network,
 )
 from towline_connectors.wire import rfc3339
 
@@ -88,6 +89,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,
+        never_open=isolation_probe_network(context.pod_settings.isolation_probe),
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
     job = build_step_job(
