@@ -1,4 +1,5 @@
-"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339.
+"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339,
+the isolation check's failure message.
 
 A `when` or `${{ }}` binding (evaluated by the operator) and a `data.transform`
 field (evaluated in the step's pod) must turn the same CEL value into the same
@@ -15,6 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 _MICROSECONDS = 1_000_000
+
+EGRESS_NOT_ISOLATED_MESSAGE = (
+    "egress isolation not in effect on this cluster; the NetworkPolicy enforcer is missing or slow"
+)
+"""The runner's transient failure when its pod's egress isolation never appeared; the operator recognises it."""
 
 TEMPLATE_MARKER = "${{"
 """What opens a `${{ expression }}` binding."""

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from towline.engine import actions as engine_actions
+from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
+from towline.k8s.isolationreports import IsolationFailureReports
 from towline.k8s.objects import (
     DEFAULT_DENY_POLICY,
     RunRef,
@@ -39,6 +41,7 @@ class ActionContext:
     connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
     """TCP ports an action's declared destinations use; the step's egress policy opens them."""
     reporter: str = "towline-operator"
+    isolation_reports: IsolationFailureReports = field(default_factory=IsolationFailureReports)
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -54,6 +57,10 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
             await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
         elif isinstance(action, engine_actions.DeleteJob):
             await context.api.delete(JOBS.path(run.namespace, action.job_name))
+        elif isinstance(action, engine_actions.EmitEvent) and action.reason == EGRESS_ISOLATION_MISSING:
+            report = context.isolation_reports.record(run.namespace)
+            if report is not None:
+                await emit_event(context, run, action.type, action.reason, report)
         elif isinstance(action, engine_actions.EmitEvent):
             await emit_event(context, run, action.type, action.reason, action.message)
         else:  # a new action kind without a branch here fails the type check
