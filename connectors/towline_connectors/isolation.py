@@ -13,7 +13,7 @@ the API server) and that no step policy ever opens. The runner connects to it:
 Because the target is known to accept connections, a refusal can only come from
 something in the path, i.e. the enforcer. The probe sends a SYN and, if it is
 answered, closes at once: no byte of the step reaches the target. Residual risks
-are in docs/security.md ("Egress isolation check").
+are in docs/security-egress-isolation.md.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def cluster_cidrs(text: str) -> tuple[str, ...]:
 
 
 def isolation_probe(env: Mapping[str, str]) -> str | None:
-    """The step pods' isolation probe (docs/security.md, "Egress isolation check"); None when switched off.
+    """The step pods' isolation probe (docs/security-egress-isolation.md); None when switched off.
 
     TOWLINE_REQUIRE_ISOLATION (chart `egress.requireIsolation`, default true) turns the check on;
     the target is TOWLINE_ISOLATION_PROBE, else the `kubernetes` Service this operator's own pod

@@ -68,8 +68,8 @@ class StepPodSettings:
     cluster_cidrs: tuple[str, ...] = ()
     """The cluster's pod and service CIDRs: carved out of every step's egress like private ranges."""
     isolation_probe: str | None = None
-    """`address:port` the runner must find blocked before its action runs (docs/security.md,
-    "Egress isolation check"); never opened by any step policy. None: no check (unsafe)."""
+    """`address:port` the runner must find blocked before its action runs; never opened by any step
+    policy (docs/security-egress-isolation.md). None: no check (unsafe)."""
 
 
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
