@@ -34,8 +34,8 @@ NAMESPACE = "bench-isolation"
 
 def _figures(label: str, samples: list[float]) -> None:
     p95 = statistics.quantiles(samples, n=20, method="inclusive")[18]
-    print(f"  {label}: median {statistics.median(samples):.2f} s, p95 {p95:.2f} s, "
-          f"min {min(samples):.2f} s, max {max(samples):.2f} s over {len(samples)}")
+    print(f"  {label}: median {statistics.median(samples):.3f} s, p95 {p95:.3f} s, "
+          f"min {min(samples):.3f} s, max {max(samples):.3f} s over {len(samples)}")
 
 
 def main() -> None:
