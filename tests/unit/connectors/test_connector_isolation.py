@@ -128,6 +128,14 @@ def test_isolation_appearing_later_is_waited_for(listener: Listener) -> None:
     assert report.attempts >= 2
 
 
+def test_an_unreadable_socket_error_never_counts_as_isolated() -> None:
+    def broken(target: ProbeTarget, timeout: float) -> ProbeOutcome:
+        raise OSError(99, "Cannot assign requested address")
+
+    report = await_isolation(ProbeTarget("127.0.0.1", 9), 0.2, probe=broken)
+    assert not report.isolated and report.attempts >= 2
+
+
 @pytest.mark.parametrize("text", ["", "10.96.0.1", "10.96.0.1:0", "10.96.0.1:70000", "kubernetes.default:443",
                                   "10.96.0.1:https"])
 def test_a_bad_probe_target_names_the_variable(text: str) -> None:
