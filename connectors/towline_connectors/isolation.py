@@ -19,7 +19,6 @@ are in docs/security-egress-isolation.md.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import socket
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from towline_connectors.errors import ActionError, ErrorClass
-from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE
+from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, parse_address_port
 
 ISOLATION_PROBE_ENV = "TOWLINE_ISOLATION_PROBE"
 NOT_ISOLATED_MESSAGE = EGRESS_NOT_ISOLATED_MESSAGE
@@ -61,16 +60,11 @@ class ProbeTarget:
     @classmethod
     def parse(cls, text: str) -> ProbeTarget:
         """`address:port` (`[v6]:port`); a name is refused because resolving it could itself leak."""
-        host, sep, port_text = text.strip().rpartition(":")
-        host = host.strip("[]")
-        problem = f"{ISOLATION_PROBE_ENV} must be an IP address and port such as 10.96.0.1:443, not {text!r}"
-        if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ActionError(ErrorClass.VALIDATION, problem)
         try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            raise ActionError(ErrorClass.VALIDATION, problem) from None
-        return cls(str(address), int(port_text))
+            address, port = parse_address_port(text)
+        except ValueError as exc:
+            raise ActionError(ErrorClass.VALIDATION, f"{ISOLATION_PROBE_ENV} {exc}") from None
+        return cls(address, port)
 
 
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES, errno.EPERM}

@@ -34,6 +34,7 @@ from towline.k8s.client import KubeApi
 from towline.k8s.leader import LeaderElector
 from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD, StepPodSettings
 from towline.validation import connector_catalog
+from towline_connectors.wire import parse_address_port
 
 log = logging.getLogger(__name__)
 
@@ -105,15 +106,10 @@ def isolation_probe(env: Mapping[str, str]) -> str | None:
         raise ValueError("egress.requireIsolation is on but there is no isolation probe target: run the operator "
                          "in the cluster (it probes the kubernetes Service) or set TOWLINE_ISOLATION_PROBE to "
                          "an address:port every pod can reach unprotected, e.g. 10.96.0.1:443")
-    host, _, port = target.rpartition(":")
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        valid = port.isdigit() and 0 < int(port) < 65536
-    except ValueError:
-        valid = False
-    if not valid:
-        raise ValueError(f"TOWLINE_ISOLATION_PROBE must be an IP address and port such as 10.96.0.1:443, "
-                         f"not {target!r}")
+        parse_address_port(target)
+    except ValueError as exc:
+        raise ValueError(f"TOWLINE_ISOLATION_PROBE {exc}") from None
     return target
 
 

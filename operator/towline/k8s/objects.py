@@ -17,6 +17,7 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
+from towline_connectors.wire import parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -308,7 +309,7 @@ def isolation_probe_network(probe: str | None) -> tuple[str, ...]:
     """The isolation probe's address as a host network, for `never_open`; () without a probe."""
     if not probe:
         return ()
-    address = ipaddress.ip_address(probe.rpartition(":")[0].strip("[]"))
+    address = ipaddress.ip_address(parse_address_port(probe)[0])
     return (f"{address}/{address.max_prefixlen}",)
 
 
