@@ -9,6 +9,9 @@ Contract (read from the environment):
   TOWLINE_DEADLINE_SECONDS  time budget; the action gets it minus a safety margin
   TOWLINE_NETWORK           optional JSON {"allowHosts": [...], "allowPrivateCidrs": [...]}
   TOWLINE_RESULT_PATH       where the result goes (default /dev/termination-log)
+  TOWLINE_ISOLATION_PROBE   optional `address:port` the pod's NetworkPolicies must block;
+                            when set, the action runs only once a connect to it is
+                            refused or dropped (towline_connectors.isolation)
 
 It writes exactly one JSON document to the result path — `ok`, `output`,
 `errorClass`, `message`, `retryable`, `retryAfterSeconds`, `usage` — of at most
@@ -34,7 +37,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,14 @@ from pydantic import BaseModel, ValidationError
 
 from towline_connectors.context import ActionContext, default_ssl_context, load_credentials, read_secret_files
 from towline_connectors.errors import ActionError, ErrorClass
+from towline_connectors.isolation import (
+    ISOLATION_PROBE_ENV,
+    NOT_ISOLATED_MESSAGE,
+    IsolationReport,
+    ProbeTarget,
+    await_isolation,
+    isolation_budget,
+)
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
 from towline_connectors.redact import RedactingStream, Redactor, TextSink
 from towline_connectors.registry import ACTIONS, format_validation_errors
@@ -91,6 +102,7 @@ class RunnerSeams:
     actions: Mapping[str, ActionSpec] = field(default_factory=lambda: ACTIONS)
     clock: Callable[[], float] = time.time
     handle_sigterm: bool = False
+    await_isolation: Callable[[ProbeTarget, float], IsolationReport] = await_isolation
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,7 @@ class StepConfig:
     idempotency_key: str | None
     deadline_seconds: float
     network: NetworkRules
+    isolation_probe: ProbeTarget | None = None
 
 
 def _usage_error(message: str) -> ActionError:
@@ -132,7 +145,23 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -
     except ValueError as exc:
         raise _usage_error(f"TOWLINE_NETWORK: {exc}") from None
     key = environ.get("TOWLINE_IDEMPOTENCY_KEY") or None
-    return StepConfig(spec, inputs, key, deadline, network)
+    probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
+    probe = ProbeTarget.parse(probe_text) if probe_text else None
+    return StepConfig(spec, inputs, key, deadline, network, probe)
+
+
+def check_isolation(config: StepConfig, logger: logging.Logger, seams: RunnerSeams) -> StepConfig | StepResult:
+    """Wait until the pod's egress isolation is proven; the config comes back with the time spent taken off."""
+    if config.isolation_probe is None:
+        return config
+    report = seams.await_isolation(config.isolation_probe, isolation_budget(config.deadline_seconds))
+    if not report.isolated:
+        logger.error("egress isolation not in effect after %.2fs (%d probes of %s, last %s)",
+                     report.waited_seconds, report.attempts, config.isolation_probe, report.last.value)
+        return StepResult.failure(ActionError(ErrorClass.TRANSIENT, NOT_ISOLATED_MESSAGE))
+    logger.info("egress isolation in effect after %.3fs (%d probes, %s)",
+                report.waited_seconds, report.attempts, report.last.value)
+    return replace(config, deadline_seconds=max(0.1, config.deadline_seconds - report.waited_seconds))
 
 
 def action_budget(deadline_seconds: float) -> float:
@@ -286,7 +315,11 @@ def run_step(
             result = StepResult.failure(exc)
         else:
             shrink_hint = config.spec.shrink_hint
-            result = _prepare_and_execute(config, credentials_dir, redactor, logger, seams)
+            checked = check_isolation(config, logger, seams)
+            if isinstance(checked, StepResult):
+                result = checked
+            else:
+                result = _prepare_and_execute(checked, credentials_dir, redactor, logger, seams)
         result, text = render_result(result, redactor, shrink_hint)
         _write_result(result_path, text, logger)
         if result.ok:

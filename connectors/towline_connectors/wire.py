@@ -1,4 +1,5 @@
-"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339.
+"""Wire forms the operator and the connectors must agree on: bindings, CEL values as JSON, RFC 3339,
+the isolation check's failure message.
 
 A `when` or `${{ }}` binding (evaluated by the operator) and a `data.transform`
 field (evaluated in the step's pod) must turn the same CEL value into the same
@@ -10,11 +11,32 @@ library only: no pydantic, no CEL, no I/O.
 from __future__ import annotations
 
 import base64
+import ipaddress
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 _MICROSECONDS = 1_000_000
+
+EGRESS_NOT_ISOLATED_MESSAGE = (
+    "egress isolation not in effect on this cluster; the NetworkPolicy enforcer is missing or slow"
+)
+"""The runner's transient failure when its pod's egress isolation never appeared; the operator recognises it."""
+
+
+def parse_address_port(text: str) -> tuple[str, int]:
+    """`address:port` (`[v6]:port`) with an IP literal, as TOWLINE_ISOLATION_PROBE takes it; else ValueError.
+
+    A name is refused: resolving it could itself leak, and the operator knows the address.
+    """
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"must be an IP address and port such as 10.96.0.1:443, not {text!r}")
+    try:
+        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        raise ValueError(f"must be an IP address and port such as 10.96.0.1:443, not {text!r}") from None
+    return str(address), int(port_text)
 
 TEMPLATE_MARKER = "${{"
 """What opens a `${{ expression }}` binding."""

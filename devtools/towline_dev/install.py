@@ -126,6 +126,8 @@ class OperatorProcess:
             TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
             TOWLINE_METRICS_ADDRESS="127.0.0.1",
             TOWLINE_LOG_FORMAT="json",
+            # The step executor stand-in enforces no NetworkPolicies: a cluster that knowingly does not.
+            TOWLINE_REQUIRE_ISOLATION="false",
         )
         env.update(self.settings)
         # Its own process group (so a kill takes everything it started), and it dies with its parent.

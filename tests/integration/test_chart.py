@@ -52,6 +52,7 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"operator.replica": "2"}, "replica"),
     ({"serviceMonitor.interval": "often"}, "interval"),
     ({"egress.podCIDRs": '["10.244.0.0"]'}, "podCIDRs"),
+    ({"egress.requireIsolation": "maybe"}, "requireIsolation"),
     ({"ingress.replicas": "0"}, "replicas"),
     ({"networkPolicy.enabled": "yes"}, "enabled"),
     ({"workflowSecretChecks": "0"}, "workflowSecretChecks"),
@@ -116,6 +117,13 @@ def test_operator_deployment_is_hardened_with_probes(k8s_binaries: BinarySet) ->
     assert env["TOWLINE_HEALTH_PORT"] == str(ports["health"]) and env["TOWLINE_METRICS_PORT"] == str(ports["metrics"])
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+
+
+@pytest.mark.parametrize(("values", "expected"), [({}, "true"), ({"egress.requireIsolation": "false"}, "false")])
+def test_require_isolation_reaches_the_operator(k8s_binaries: BinarySet, values: dict[str, str], expected: str) -> None:
+    (container,) = _operator_pod(render(k8s_binaries, values))["spec"]["containers"]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    assert env["TOWLINE_REQUIRE_ISOLATION"] == expected
 
 
 def test_disruption_budgets_select_the_pods_they_protect(k8s_binaries: BinarySet) -> None:

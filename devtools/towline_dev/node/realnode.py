@@ -15,11 +15,12 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,7 +49,7 @@ from towline_dev.node.layout import (
 )
 from towline_dev.node.nodeimages import node_images
 from towline_dev.node.packages import NodeUnavailable, ensure_packages
-from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
+from towline_dev.processes import free_loopback_port, signal_group, spawn, stop_process, wait_for
 
 Progress = Callable[[str], None]
 COMPONENTS = ("containerd", "kubelet", "kube-proxy", "kube-router", "kube-scheduler")
@@ -190,6 +191,16 @@ class RealNode:
 
     def log_path(self, component: str) -> Path:
         return self.paths.log_path(component)
+
+    @contextlib.contextmanager
+    def paused(self, component: str) -> Iterator[None]:
+        """`component` (e.g. "kube-router") stopped with SIGSTOP inside the block, continued after it."""
+        process = self._processes[component]
+        signal_group(process, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            signal_group(process, signal.SIGCONT)
 
     def copy_logs(self, destination: Path) -> Path:
         destination.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,10 @@ from towline.engine.state import RunState
 from towline.engine.text import clip
 from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
-from towline_connectors.wire import rfc3339
+from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, rfc3339
 
+EGRESS_ISOLATION_MISSING = "EgressIsolationMissing"
+"""Event reason for an attempt whose pod never became isolated; towline.k8s posts it rate-limited per namespace."""
 MAX_STEP_OUTPUT_BYTES = 4096
 """A step's output kept in status, as compact JSON; larger fails the step with `output_too_large`."""
 MAX_RUN_OUTPUT_BYTES = 256 * 1024
@@ -177,6 +179,8 @@ class StepDriver:
         entry.usage = usage
         self._record_attempt(entry, error_class, message, finished_at=ended)
         attempt = f"step {step_id} attempt {entry.attempt} failed ({error_class}): {message}"
+        if message == EGRESS_NOT_ISOLATED_MESSAGE:
+            self.event("Warning", EGRESS_ISOLATION_MISSING, attempt)
         cancelling = self.run.spec.cancel
         if error_class == "auth" and not cancelling:
             transition_step(entry, "Failed", at=ended, reason="CredentialsNeedRepair")

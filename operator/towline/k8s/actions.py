@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
 from towline.engine import actions as engine_actions
+from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
+from towline.k8s.isolationreports import IsolationFailureReports
 from towline.k8s.objects import (
     DEFAULT_DENY_POLICY,
     RunRef,
@@ -23,6 +25,7 @@ from towline.k8s.objects import (
     build_default_deny_policy,
     build_step_egress_policy,
     build_step_job,
+    isolation_probe_network,
 )
 from towline.k8s.observe import controller_uid
 from towline.logs import log_context
@@ -44,6 +47,7 @@ class ActionContext:
     reporter: str = "towline-operator"
     remember: Callable[[JSON], None] | None = None
     """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
+    isolation_reports: IsolationFailureReports = field(default_factory=IsolationFailureReports)
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -65,6 +69,10 @@ async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Act
         await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
     elif isinstance(action, engine_actions.DeleteJob):
         await context.api.delete(JOBS.path(run.namespace, action.job_name))
+    elif isinstance(action, engine_actions.EmitEvent) and action.reason == EGRESS_ISOLATION_MISSING:
+        report = context.isolation_reports.record(run.namespace)
+        if report is not None:
+            await emit_event(context, run, action.type, action.reason, report)
     elif isinstance(action, engine_actions.EmitEvent):
         await emit_event(context, run, action.type, action.reason, action.message)
     else:  # a new action kind without a branch here fails the type check
@@ -100,6 +108,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,
+        never_open=isolation_probe_network(context.pod_settings.isolation_probe),
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
     job = build_step_job(

@@ -17,6 +17,7 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
+from towline_connectors.wire import parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -67,6 +68,9 @@ class StepPodSettings:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     cluster_cidrs: tuple[str, ...] = ()
     """The cluster's pod and service CIDRs: carved out of every step's egress like private ranges."""
+    isolation_probe: str | None = None
+    """`address:port` the runner must find blocked before its action runs; never opened by any step
+    policy (docs/security-egress-isolation.md). None: no check (unsafe)."""
 
 
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
@@ -113,6 +117,8 @@ def build_step_job(
         ),
         **settings.extra_env,
     }
+    if settings.isolation_probe:
+        env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
     volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
     mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 - the pod's own scratch space
     for alias, secret in sorted(credentials.items()):
@@ -201,17 +207,19 @@ def build_step_egress_policy(
     allow_hosts: Sequence[str] = (),
     allow_private_networks: Sequence[str] = (),
     cluster_cidrs: Sequence[str] = (),
+    never_open: Sequence[str] = (),
 ) -> JSON:
     """DNS, the step's declared CIDRs, and the connector's ports: never what the in-pod guard refuses.
 
     Every peer carves out the ranges the runner's SSRF guard blocks (private,
     loopback, link-local, CGNAT, metadata, NAT64 local-use ...) plus the
     cluster's pod and service CIDRs, except where the step opted into a private
-    range. NetworkPolicy cannot name hosts: when `allow_hosts` are all IP
+    range. `never_open` (the isolation probe's address) stays carved out whatever the
+    step opted into, like the metadata addresses. NetworkPolicy cannot name hosts: when `allow_hosts` are all IP
     addresses the connector's ports open to exactly those, otherwise to public
     address space, and the guard enforces the names inside the pod.
     """
-    forbidden = forbidden_networks(allow_private_networks, cluster_cidrs)
+    forbidden = forbidden_networks(allow_private_networks, cluster_cidrs, never_open)
     rules: list[JSON] = [
         {
             "to": [{
@@ -253,15 +261,18 @@ def build_step_egress_policy(
     }
 
 
-def forbidden_networks(allow_private: Sequence[str], cluster_cidrs: Sequence[str]) -> list[IPNetwork]:
+def forbidden_networks(
+    allow_private: Sequence[str], cluster_cidrs: Sequence[str], never_open: Sequence[str] = ()
+) -> list[IPNetwork]:
     """What no step pod may reach: the guard's blocked ranges and the cluster's, minus the step's opt-ins.
 
-    Metadata addresses stay forbidden whatever the step opted into, as in the guard.
+    Metadata addresses and `never_open` stay forbidden whatever the step opted into.
     """
     blocked = [ipaddress.ip_network(c) for c in (*blocked_cidrs(), *cluster_cidrs)]
     allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
     metadata = [ipaddress.ip_network(f"{a}/{a.max_prefixlen}") for a in METADATA_ADDRESSES]
-    return _collapse([*_subtract(blocked, allowed), *metadata])
+    pinned = [ipaddress.ip_network(c, strict=False) for c in never_open]
+    return _collapse([*_subtract(blocked, allowed), *metadata, *pinned])
 
 
 def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[JSON]:
@@ -292,6 +303,14 @@ def _connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork])
     inside = [f for f in forbidden if isinstance(f, ipaddress.IPv6Network) and not NAT64_WELL_KNOWN.subnet_of(f)]
     peers += ip_block_peers(NAT64_WELL_KNOWN, [*nat64, *inside])
     return peers
+
+
+def isolation_probe_network(probe: str | None) -> tuple[str, ...]:
+    """The isolation probe's address as a host network, for `never_open`; () without a probe."""
+    if not probe:
+        return ()
+    address = ipaddress.ip_address(parse_address_port(probe)[0])
+    return (f"{address}/{address.max_prefixlen}",)
 
 
 def _ip_literal(host: str) -> IPAddress | None:

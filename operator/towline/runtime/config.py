@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -11,6 +12,9 @@ from dataclasses import dataclass, field
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
+from towline_connectors.wire import parse_address_port
+
+log = logging.getLogger(__name__)
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -56,6 +60,36 @@ def cluster_cidrs(text: str) -> tuple[str, ...]:
     return cidrs
 
 
+def isolation_probe(env: Mapping[str, str]) -> str | None:
+    """The step pods' isolation probe (docs/security-egress-isolation.md); None when switched off.
+
+    TOWLINE_REQUIRE_ISOLATION (chart `egress.requireIsolation`, default true) turns the check on;
+    the target is TOWLINE_ISOLATION_PROBE, else the `kubernetes` Service this operator's own pod
+    was given, which accepts connections from any unprotected pod and which no step policy opens.
+    """
+    require = env.get("TOWLINE_REQUIRE_ISOLATION", "true").strip().lower()
+    if require not in ("true", "false"):
+        raise ValueError(f"TOWLINE_REQUIRE_ISOLATION must be true or false, not {require!r}; "
+                         "set egress.requireIsolation in the chart values to true or false")
+    if require == "false":
+        log.warning("egress isolation check is off (egress.requireIsolation: false): a step may make calls "
+                    "before its NetworkPolicies are enforced, or on a cluster that never enforces them")
+        return None
+    target = env.get("TOWLINE_ISOLATION_PROBE", "").strip()
+    if not target and env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT"):
+        host, port = env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not target:
+        raise ValueError("egress.requireIsolation is on but there is no isolation probe target: run the operator "
+                         "in the cluster (it probes the kubernetes Service) or set TOWLINE_ISOLATION_PROBE to "
+                         "an address:port every pod can reach unprotected, e.g. 10.96.0.1:443")
+    try:
+        parse_address_port(target)
+    except ValueError as exc:
+        raise ValueError(f"TOWLINE_ISOLATION_PROBE {exc}") from None
+    return target
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     namespace: str
@@ -78,6 +112,7 @@ class OperatorConfig:
             run_as_user=int(env.get("TOWLINE_RUNNER_UID", defaults.run_as_user)),
             ttl_seconds_after_finished=int(env.get("TOWLINE_JOB_TTL_SECONDS", defaults.ttl_seconds_after_finished)),
             cluster_cidrs=cluster_cidrs(env.get("TOWLINE_CLUSTER_CIDRS", "")),
+            isolation_probe=isolation_probe(env),
         )
         retries_text = env.get("TOWLINE_RECONCILE_MAX_RETRIES", str(DEFAULT_MAX_RETRIES))
         if not retries_text.isdigit():
