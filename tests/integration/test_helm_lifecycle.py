@@ -4,10 +4,10 @@ The release lives in a control plane of its own (started for this module), becau
 session's control plane holds the chart's cluster-scoped objects applied by kubectl,
 which Helm will not adopt. With `TOWLINE_TEST_KUBECONFIG` the module uses that cluster.
 
-Until the local control plane has a node, the operator's pods cannot run: installs
-do not `--wait`, and the tests that need running pods (`helm test`, the README's
-approval walkthrough against the Helm-installed operator) skip, saying so, on a
-cluster without a Ready node.
+The tests that need running pods (`helm test`, the README's approval walkthrough against
+the Helm-installed operator) install the release on the session's real node instead
+(`real_node_with_images`: the operator and runner images loaded into its containerd), where
+the operator, the ingress and the step Jobs run as real containers.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import pytest
 from tests.integration.helmsupport import find, helm, render, set_args
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
+from towline.k8s.objects import LABEL_STEP
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ExistingCluster
 from towline_dev.install import CHART, OperatorProcess, operator_kubeconfig
+from towline_dev.node.realnode import NodeCluster
 from towline_dev.processes import free_loopback_port
 
 pytestmark = pytest.mark.integration
@@ -288,22 +290,52 @@ def api_server_egress(cluster: Cluster) -> dict[str, str]:
     return {"networkPolicy.apiServer.cidrs": json.dumps(cidrs), "networkPolicy.apiServer.ports": json.dumps(ports)}
 
 
-@pytest.fixture
-def running_release(helm_cluster: Cluster) -> Iterator[Cluster]:
-    """The chart installed and its operator Deployment rolled out (pods running on a real node)."""
-    if not ready_nodes(helm_cluster):
-        pytest.skip("needs a Ready node to run the operator's pods, and this cluster has none (the local "
-                    "control plane has no kubelet yet); run it against a cluster with a node and the images: "
-                    "TOWLINE_TEST_KUBECONFIG=<kubeconfig> TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline "
-                    "TOWLINE_TEST_IMAGE_TAG=<tag> TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
+@pytest.fixture(scope="module")
+def node_cluster(request: pytest.FixtureRequest, helm_cluster: Cluster) -> Cluster:
+    """Where the operator's pods can run: `helm_cluster` if it has a Ready node (an existing cluster),
+    else the session's local real node with the images loaded into its containerd."""
+    if ready_nodes(helm_cluster):
+        return helm_cluster
+    if isinstance(helm_cluster, ExistingCluster):
+        pytest.skip("needs a Ready node to run the operator's pods, and TOWLINE_TEST_KUBECONFIG's cluster has none")
+    if os.geteuid() != 0:
+        pytest.skip("needs a Ready node to run the operator's pods: the local real node needs root; or run it "
+                    "against a cluster with a node and the images: TOWLINE_TEST_KUBECONFIG=<kubeconfig> "
+                    "TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline TOWLINE_TEST_IMAGE_TAG=<tag> "
+                    "TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
                     "python -m pytest tests/integration/test_helm_lifecycle.py")
-    cluster = helm_cluster
+    real: NodeCluster = request.getfixturevalue("real_node_with_images")
+    assert real.plane is not None
+    return real.plane
+
+
+def wait_rolled_out(cluster: Cluster, namespace: str = NAMESPACE) -> None:
+    """Every Deployment of the release rolled out: its new pods Ready as real containers."""
+    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", "app.kubernetes.io/instance=towline",
+                            "-o", "name").stdout.split()
+    assert "deployment.apps/towline-operator" in names, names
+    for name in names:
+        rollout = cluster.kubectl("rollout", "status", name, "-n", namespace, "--timeout=300s",
+                                  check=False, timeout=320)
+        assert rollout.returncode == 0, rollout.stdout + rollout.stderr + describe(cluster, namespace)
+
+
+def describe(cluster: Cluster, namespace: str) -> str:
+    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+    return f"\n{pods}\n{events[-4000:]}"
+
+
+@pytest.fixture
+def running_release(node_cluster: Cluster) -> Iterator[Cluster]:
+    """The chart installed and its Deployments rolled out (pods running on a real node)."""
+    cluster = node_cluster
     uninstall(cluster, RELEASE, NAMESPACE)
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")
     install(cluster, RELEASE, NAMESPACE, api_server_egress(cluster))
     try:
-        rollout = cluster.kubectl("rollout", "status", "deployment/towline-operator", "-n", NAMESPACE,
-                                  "--timeout=300s", check=False, timeout=320)
-        assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+        wait_rolled_out(cluster)
         yield cluster
     finally:
         uninstall(cluster, RELEASE, NAMESPACE)
@@ -323,8 +355,9 @@ def _walkthrough_workflow(namespace: str) -> dict[str, Any]:
                 {"id": "check", "action": "data.transform",
                  "with": {"data": {"version": "2.4.1"}, "fields": {"version": "data.version"}}},
                 {"id": "review", "needs": ["check"],
+                 # carol is an approver here too, so what refuses her is four-eyes alone.
                  "approval": {"message": "Deploy ${{ steps.check.output.version }}?",
-                              "approvers": {"users": ["bob"], "groups": ["approvers"]},
+                              "approvers": {"users": ["bob", "carol"], "groups": ["approvers"]},
                               "fourEyes": True, "expiresAfter": "1h"}},
                 {"id": "deploy", "needs": ["review"], "action": "data.transform",
                  "with": {"data": {"v": "${{ steps.check.output.version }}"}, "fields": {"deployed": "data.v"}}},
@@ -353,6 +386,14 @@ def test_readme_approval_walkthrough_against_the_helm_installed_operator(running
         done = wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"}, timeout=300)
         assert done["status"]["phase"] == "Succeeded", done["status"]
         assert step_status(done, "deploy")["output"] == {"deployed": "2.4.1"}
+        # The steps ran as real containers on the node: one Job each, its pod's container exited 0.
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        ran = {p["metadata"]["labels"].get(LABEL_STEP): p for p in pods}
+        assert set(ran) == {"check", "deploy"}, sorted(map(str, ran))
+        for pod in ran.values():
+            assert pod["spec"].get("nodeName") and pod["status"]["phase"] == "Succeeded", pod["status"]
+            (state,) = pod["status"]["containerStatuses"]
+            assert state["state"]["terminated"]["exitCode"] == 0 and state["containerID"], state
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
