@@ -407,3 +407,47 @@ def test_api_server_egress_can_be_narrowed_to_the_real_api_server(helm_cluster: 
     egress = find(documents, "NetworkPolicy", "towline-operator")["spec"]["egress"][0]
     assert [peer["ipBlock"]["cidr"] for peer in egress["to"]] == json.loads(values["networkPolicy.apiServer.cidrs"])
     assert "0.0.0.0/0" not in values["networkPolicy.apiServer.cidrs"]
+
+
+def test_helm_upgrade_rolls_new_ready_pods_and_uninstall_leaves_only_crds_on_a_node(
+    running_release: Cluster,
+) -> None:
+    cluster = running_release
+    before = {p["metadata"]["name"] for p in _chart_pods(cluster)}
+    result = on(cluster, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+                "--set", "operator.logLevel=debug")
+    assert result.returncode == 0, result.stdout + result.stderr
+    wait_rolled_out(cluster)
+
+    def rolled() -> list[dict[str, Any]] | None:
+        pods = _chart_pods(cluster, "app.kubernetes.io/component=operator")
+        # The old pods terminate after the new ones are Ready; wait until only new ones are left.
+        return pods if len(pods) == 2 and not {p["metadata"]["name"] for p in pods} & before else None
+
+    pods = wait_for("the operator's pods to be replaced", rolled, timeout=120)
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        assert {"name": "TOWLINE_LOG_LEVEL", "value": "debug"} in container["env"]
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), pod["status"]
+
+    uninstall(cluster, RELEASE, NAMESPACE)
+    remaining: list[tuple[str, str]] = []
+
+    def leftovers() -> list[tuple[str, str]] | None:
+        found = [o for label in CHART_LABELS for o in labelled_objects(cluster, label)]
+        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
+        return None if remaining or _chart_pods(cluster, terminating=True) else found
+
+    try:
+        found = wait_for("everything of the release but the CRDs to be gone, pods included", leftovers, timeout=180)
+    except AssertionError:
+        raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
+    assert {kind for kind, _ in found} == {"CustomResourceDefinition"}
+
+
+def _chart_pods(cluster: Cluster, selector: str = "app.kubernetes.io/name=towline", *,
+                terminating: bool = False) -> list[dict[str, Any]]:
+    listed = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json")
+    pods: list[dict[str, Any]] = [
+        p for p in json.loads(listed.stdout)["items"] if terminating or not p["metadata"].get("deletionTimestamp")]
+    return pods
