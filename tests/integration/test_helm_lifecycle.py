@@ -451,3 +451,41 @@ def _chart_pods(cluster: Cluster, selector: str = "app.kubernetes.io/name=towlin
     pods: list[dict[str, Any]] = [
         p for p in json.loads(listed.stdout)["items"] if terminating or not p["metadata"].get("deletionTimestamp")]
     return pods
+
+
+CANARY = "canary-4b1e8d-never-in-a-log"
+
+
+def test_canary_secret_value_is_in_no_container_log_of_the_helm_installed_run(running_release: Cluster) -> None:
+    """A step mounts a Secret holding a canary; its value appears in no container's `kubectl logs`
+    (operator, ingress, step), nor in the run's status or the events, and only in its Secret."""
+    cluster, namespace = running_release, "towline-canary"
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    try:
+        bind_role(cluster, namespace, "towline-runner", users=("carol",))
+        cluster.kubectl("create", "secret", "generic", "canary-api", "-n", namespace, f"--from-literal=token={CANARY}")
+        workflow = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "uses-secret", "namespace": namespace},
+                    "spec": {"steps": [{"id": "shape", "action": "data.transform", "credentials": {"api": "canary-api"},
+                                        "allowHosts": ["198.51.100.202"],
+                                        "with": {"data": {"n": 1}, "fields": {"n": "data.n + 1"}}}]}}
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
+        run = start_run(cluster, namespace, "uses-secret", user="carol")
+        done = wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"}, timeout=300)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        pods = [(ns, p["metadata"]["name"]) for ns in (NAMESPACE, namespace)
+                for p in json.loads(cluster.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]]
+        assert len([ns for ns, _ in pods if ns == namespace]) == 1 and len(pods) >= 5, pods
+        logs = {f"{ns}/{name}": cluster.kubectl("logs", name, "-n", ns, "--all-containers", "--prefix").stdout
+                for ns, name in pods}
+        # The scan reads real logs (kubectl fails the test if one cannot be read): each operator's is not empty.
+        assert all(text.strip() for key, text in logs.items() if "towline-operator" in key), logs
+        for key, text in logs.items():
+            assert CANARY not in text, f"the canary is in the logs of {key}"
+        everything = cluster.kubectl("get", "workflowruns,workflows,events,jobs,pods,configmaps", "-n", namespace,
+                                     "-o", "json").stdout
+        assert CANARY not in everything
+        secret = cluster.kubectl("get", "secret", "canary-api", "-n", namespace, "-o", "json").stdout
+        assert "token" in json.loads(secret)["data"]
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
