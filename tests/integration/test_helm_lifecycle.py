@@ -402,12 +402,12 @@ def test_readme_approval_walkthrough_against_the_helm_installed_operator(running
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_api_server_egress_can_be_narrowed_to_the_real_api_server(helm_cluster: Cluster) -> None:
-    values = api_server_egress(helm_cluster)
+def test_api_server_egress_can_be_narrowed_to_the_real_api_server(node_cluster: Cluster) -> None:
+    values = api_server_egress(node_cluster)
     if not values:
         pytest.skip("this cluster's API server publishes no address behind the kubernetes Service (the local "
                     "control plane advertises it on loopback, which EndpointSlices cannot hold)")
-    documents = render(helm_cluster.binaries, values)
+    documents = render(node_cluster.binaries, values)
     egress = find(documents, "NetworkPolicy", "towline-operator")["spec"]["egress"][0]
     assert [peer["ipBlock"]["cidr"] for peer in egress["to"]] == json.loads(values["networkPolicy.apiServer.cidrs"])
     assert "0.0.0.0/0" not in values["networkPolicy.apiServer.cidrs"]
