@@ -37,6 +37,7 @@ from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
+from towline_dev.images import ensure_images
 from towline_dev.node.realnode import NodeCluster
 from towline_dev.stepexecutor import StepExecutor
 
@@ -125,6 +126,18 @@ def real_node() -> Iterator[NodeCluster]:
     finally:
         _NODE_CLUSTER = None
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node_with_images(real_node: NodeCluster) -> NodeCluster:
+    """`real_node` with the operator and runner images of the current sources loaded into its
+    containerd (built first if the cache lacks them, printed as it goes)."""
+    assert real_node.node is not None
+    loaded = set(real_node.node.images())
+    for reference, archive in ensure_images(_progress).items():
+        if reference not in loaded:
+            real_node.node.load_image(archive)
+    return real_node
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,6 @@ from tests.integration.isolationsupport import (
     PROBE,
     finished,
     isolation_wait_seconds,
-    load_runner_image,
     prepare_namespace,
     start_step,
     wait_state,
@@ -54,10 +53,9 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup(real_node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    plane, node = real_node.plane, real_node.node
+def setup(real_node_with_images: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    plane, node = real_node_with_images.plane, real_node_with_images.node
     assert plane is not None and node is not None
-    load_runner_image(real_node)
     hosts = ProbeHosts([DESTINATION], tmp_path_factory.mktemp("testhosts")).start()
     try:
         yield Setup(plane, node, hosts, prepare_namespace(plane, NAMESPACE))

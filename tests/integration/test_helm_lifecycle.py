@@ -4,16 +4,17 @@ The release lives in a control plane of its own (started for this module), becau
 session's control plane holds the chart's cluster-scoped objects applied by kubectl,
 which Helm will not adopt. With `TOWLINE_TEST_KUBECONFIG` the module uses that cluster.
 
-Until the local control plane has a node, the operator's pods cannot run: installs
-do not `--wait`, and the tests that need running pods (`helm test`, the README's
-approval walkthrough against the Helm-installed operator) skip, saying so, on a
-cluster without a Ready node.
+The tests that need running pods (`helm test`, the README's approval walkthrough against
+the Helm-installed operator) install the release on the session's real node instead
+(`real_node_with_images`: the operator and runner images loaded into its containerd), where
+the operator, the ingress and the step Jobs run as real containers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -24,10 +25,12 @@ import pytest
 from tests.integration.helmsupport import find, helm, render, set_args
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
+from towline.k8s.objects import LABEL_STEP
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ExistingCluster
 from towline_dev.install import CHART, OperatorProcess, operator_kubeconfig
+from towline_dev.node.realnode import NodeCluster
 from towline_dev.processes import free_loopback_port
 
 pytestmark = pytest.mark.integration
@@ -288,31 +291,64 @@ def api_server_egress(cluster: Cluster) -> dict[str, str]:
     return {"networkPolicy.apiServer.cidrs": json.dumps(cidrs), "networkPolicy.apiServer.ports": json.dumps(ports)}
 
 
-@pytest.fixture
-def running_release(helm_cluster: Cluster) -> Iterator[Cluster]:
-    """The chart installed and its operator Deployment rolled out (pods running on a real node)."""
-    if not ready_nodes(helm_cluster):
-        pytest.skip("needs a Ready node to run the operator's pods, and this cluster has none (the local "
-                    "control plane has no kubelet yet); run it against a cluster with a node and the images: "
-                    "TOWLINE_TEST_KUBECONFIG=<kubeconfig> TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline "
-                    "TOWLINE_TEST_IMAGE_TAG=<tag> TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
+@pytest.fixture(scope="module")
+def node_cluster(request: pytest.FixtureRequest, helm_cluster: Cluster) -> Cluster:
+    """Where the operator's pods can run: `helm_cluster` if it has a Ready node (an existing cluster),
+    else the session's local real node with the images loaded into its containerd."""
+    if ready_nodes(helm_cluster):
+        return helm_cluster
+    if isinstance(helm_cluster, ExistingCluster):
+        pytest.skip("needs a Ready node to run the operator's pods, and TOWLINE_TEST_KUBECONFIG's cluster has none")
+    if os.geteuid() != 0:
+        pytest.skip("needs a Ready node to run the operator's pods: the local real node needs root; or run it "
+                    "against a cluster with a node and the images: TOWLINE_TEST_KUBECONFIG=<kubeconfig> "
+                    "TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline TOWLINE_TEST_IMAGE_TAG=<tag> "
+                    "TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
                     "python -m pytest tests/integration/test_helm_lifecycle.py")
-    cluster = helm_cluster
+    real: NodeCluster = request.getfixturevalue("real_node_with_images")
+    assert real.plane is not None
+    return real.plane
+
+
+def wait_rolled_out(cluster: Cluster, namespace: str = NAMESPACE) -> None:
+    """Every Deployment of the release rolled out: its new pods Ready as real containers."""
+    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", "app.kubernetes.io/instance=towline",
+                            "-o", "name").stdout.split()
+    assert "deployment.apps/towline-operator" in names, names
+    for name in names:
+        rollout = cluster.kubectl("rollout", "status", name, "-n", namespace, "--timeout=300s",
+                                  check=False, timeout=320)
+        assert rollout.returncode == 0, rollout.stdout + rollout.stderr + describe(cluster, namespace)
+
+
+def describe(cluster: Cluster, namespace: str) -> str:
+    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+    return f"\n{pods}\n{events[-4000:]}"
+
+
+@pytest.fixture
+def running_release(node_cluster: Cluster) -> Iterator[Cluster]:
+    """The chart installed and its Deployments rolled out (pods running on a real node)."""
+    cluster = node_cluster
     uninstall(cluster, RELEASE, NAMESPACE)
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")
     install(cluster, RELEASE, NAMESPACE, api_server_egress(cluster))
     try:
-        rollout = cluster.kubectl("rollout", "status", "deployment/towline-operator", "-n", NAMESPACE,
-                                  "--timeout=300s", check=False, timeout=320)
-        assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+        wait_rolled_out(cluster)
         yield cluster
     finally:
         uninstall(cluster, RELEASE, NAMESPACE)
 
 
 def test_helm_test_passes_against_the_running_operator(running_release: Cluster) -> None:
-    result = on(running_release, "test", RELEASE, "-n", NAMESPACE, "--logs", "--timeout", "5m")
+    result = on(running_release, "test", RELEASE, "-n", NAMESPACE, "--timeout", "5m")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "ok: http://towline-operator" in result.stdout
+    assert re.search(r"TEST SUITE:\s+towline-test-operator\s.*Phase:\s+Succeeded", result.stdout, re.S), result.stdout
+    # The passed test pod is deleted (hook-succeeded), so `helm uninstall` will leave nothing behind.
+    left = running_release.kubectl("get", "pod", "towline-test-operator", "-n", NAMESPACE, check=False)
+    assert "NotFound" in left.stderr, left.stdout
 
 
 def _walkthrough_workflow(namespace: str) -> dict[str, Any]:
@@ -323,8 +359,9 @@ def _walkthrough_workflow(namespace: str) -> dict[str, Any]:
                 {"id": "check", "action": "data.transform",
                  "with": {"data": {"version": "2.4.1"}, "fields": {"version": "data.version"}}},
                 {"id": "review", "needs": ["check"],
+                 # carol is an approver here too, so what refuses her is four-eyes alone.
                  "approval": {"message": "Deploy ${{ steps.check.output.version }}?",
-                              "approvers": {"users": ["bob"], "groups": ["approvers"]},
+                              "approvers": {"users": ["bob", "carol"], "groups": ["approvers"]},
                               "fourEyes": True, "expiresAfter": "1h"}},
                 {"id": "deploy", "needs": ["review"], "action": "data.transform",
                  "with": {"data": {"v": "${{ steps.check.output.version }}"}, "fields": {"deployed": "data.v"}}},
@@ -353,16 +390,106 @@ def test_readme_approval_walkthrough_against_the_helm_installed_operator(running
         done = wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"}, timeout=300)
         assert done["status"]["phase"] == "Succeeded", done["status"]
         assert step_status(done, "deploy")["output"] == {"deployed": "2.4.1"}
+        # The steps ran as real containers on the node: one Job each, its pod's container exited 0.
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        ran = {p["metadata"]["labels"].get(LABEL_STEP): p for p in pods}
+        assert set(ran) == {"check", "deploy"}, sorted(map(str, ran))
+        for pod in ran.values():
+            assert pod["spec"].get("nodeName") and pod["status"]["phase"] == "Succeeded", pod["status"]
+            (state,) = pod["status"]["containerStatuses"]
+            assert state["state"]["terminated"]["exitCode"] == 0 and state["containerID"], state
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_api_server_egress_can_be_narrowed_to_the_real_api_server(helm_cluster: Cluster) -> None:
-    values = api_server_egress(helm_cluster)
+def test_api_server_egress_can_be_narrowed_to_the_real_api_server(node_cluster: Cluster) -> None:
+    values = api_server_egress(node_cluster)
     if not values:
         pytest.skip("this cluster's API server publishes no address behind the kubernetes Service (the local "
                     "control plane advertises it on loopback, which EndpointSlices cannot hold)")
-    documents = render(helm_cluster.binaries, values)
+    documents = render(node_cluster.binaries, values)
     egress = find(documents, "NetworkPolicy", "towline-operator")["spec"]["egress"][0]
     assert [peer["ipBlock"]["cidr"] for peer in egress["to"]] == json.loads(values["networkPolicy.apiServer.cidrs"])
     assert "0.0.0.0/0" not in values["networkPolicy.apiServer.cidrs"]
+
+
+def test_helm_upgrade_rolls_new_ready_pods_and_uninstall_leaves_only_crds_on_a_node(
+    running_release: Cluster,
+) -> None:
+    cluster = running_release
+    before = {p["metadata"]["name"] for p in _chart_pods(cluster)}
+    result = on(cluster, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+                "--set", "operator.logLevel=debug")
+    assert result.returncode == 0, result.stdout + result.stderr
+    wait_rolled_out(cluster)
+
+    def rolled() -> list[dict[str, Any]] | None:
+        pods = _chart_pods(cluster, "app.kubernetes.io/component=operator")
+        # The old pods terminate after the new ones are Ready; wait until only new ones are left.
+        return pods if len(pods) == 2 and not {p["metadata"]["name"] for p in pods} & before else None
+
+    pods = wait_for("the operator's pods to be replaced", rolled, timeout=120)
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        assert {"name": "TOWLINE_LOG_LEVEL", "value": "debug"} in container["env"]
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), pod["status"]
+
+    uninstall(cluster, RELEASE, NAMESPACE)
+    remaining: list[tuple[str, str]] = []
+
+    def leftovers() -> list[tuple[str, str]] | None:
+        found = [o for label in CHART_LABELS for o in labelled_objects(cluster, label)]
+        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
+        return None if remaining or _chart_pods(cluster, terminating=True) else found
+
+    try:
+        found = wait_for("everything of the release but the CRDs to be gone, pods included", leftovers, timeout=180)
+    except AssertionError:
+        raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
+    assert {kind for kind, _ in found} == {"CustomResourceDefinition"}
+
+
+def _chart_pods(cluster: Cluster, selector: str = "app.kubernetes.io/name=towline", *,
+                terminating: bool = False) -> list[dict[str, Any]]:
+    listed = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json")
+    pods: list[dict[str, Any]] = [
+        p for p in json.loads(listed.stdout)["items"] if terminating or not p["metadata"].get("deletionTimestamp")]
+    return pods
+
+
+CANARY = "canary-4b1e8d-never-in-a-log"
+
+
+def test_canary_secret_value_is_in_no_container_log_of_the_helm_installed_run(running_release: Cluster) -> None:
+    """A step mounts a Secret holding a canary; its value appears in no container's `kubectl logs`
+    (operator, ingress, step), nor in the run's status or the events, and only in its Secret."""
+    cluster, namespace = running_release, "towline-canary"
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    try:
+        bind_role(cluster, namespace, "towline-runner", users=("carol",))
+        cluster.kubectl("create", "secret", "generic", "canary-api", "-n", namespace, f"--from-literal=token={CANARY}")
+        workflow = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "uses-secret", "namespace": namespace},
+                    "spec": {"steps": [{"id": "shape", "action": "data.transform", "credentials": {"api": "canary-api"},
+                                        "allowHosts": ["198.51.100.202"],
+                                        "with": {"data": {"n": 1}, "fields": {"n": "data.n + 1"}}}]}}
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
+        run = start_run(cluster, namespace, "uses-secret", user="carol")
+        done = wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"}, timeout=300)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        pods = [(ns, p["metadata"]["name"]) for ns in (NAMESPACE, namespace)
+                for p in json.loads(cluster.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]]
+        assert len([ns for ns, _ in pods if ns == namespace]) == 1 and len(pods) >= 5, pods
+        logs = {f"{ns}/{name}": cluster.kubectl("logs", name, "-n", ns, "--all-containers", "--prefix").stdout
+                for ns, name in pods}
+        # The scan reads real logs (kubectl fails the test if one cannot be read): each operator's is not empty.
+        assert all(text.strip() for key, text in logs.items() if "towline-operator" in key), logs
+        for key, text in logs.items():
+            assert CANARY not in text, f"the canary is in the logs of {key}"
+        everything = cluster.kubectl("get", "workflowruns,workflows,events,jobs,pods,configmaps", "-n", namespace,
+                                     "-o", "json").stdout
+        assert CANARY not in everything
+        secret = cluster.kubectl("get", "secret", "canary-api", "-n", namespace, "-o", "json").stdout
+        assert "token" in json.loads(secret)["data"]
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
