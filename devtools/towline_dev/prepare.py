@@ -1,4 +1,5 @@
-"""`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly.
+"""`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly:
+the Kubernetes and node binaries and, as root (the real node's tests need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -7,10 +8,14 @@ already built it says so in one line and returns at once.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from towline_dev.binaries import BinariesUnavailable, find_binaries
+from towline_dev.debpackages import PackagesUnavailable
+from towline_dev.imagebuild import ImageBuildFailed
+from towline_dev.images import ensure_images
 
 
 def _say(message: str) -> None:
@@ -26,6 +31,16 @@ def main() -> int:
         return 1
     how = "built" if "just built" in binaries.origin else "cached"
     _say(f"Kubernetes binaries {how}: {binaries.origin} ({time.monotonic() - started:.1f} s)")
+    if os.geteuid() != 0:
+        _say("not root: the images are not built here (the real-node tests that run them skip without root)")
+        return 0
+    started = time.monotonic()
+    try:
+        archives = ensure_images(_say)
+    except (ImageBuildFailed, PackagesUnavailable) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    _say(f"images ready: {', '.join(sorted(archives))} ({time.monotonic() - started:.1f} s)")
     return 0
 
 
