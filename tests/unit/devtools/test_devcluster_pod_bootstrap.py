@@ -71,7 +71,10 @@ def test_sources_stay_reachable_when_a_pod_mount_hides_their_host_path(tmp_path:
     ])
 
     assert (code, error, output) == (0, "", "")
-    assert message.read_text() == "[]"
+    # The volume is empty but for the way to the exposed code, when that code (a venv, a checkout)
+    # itself lives under /tmp: it plays the image's role and stays reachable.
+    under_tmp = {Path(p).relative_to("/tmp").parts[0] for p in [sys.prefix] if Path(p).is_relative_to("/tmp")}
+    assert message.read_text() == str(sorted(under_tmp))
 
 
 def test_the_process_runs_as_the_pods_user(tmp_path: Path) -> None:
