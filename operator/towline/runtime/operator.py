@@ -179,9 +179,11 @@ class Operator:
         self.tasks.append(asyncio.create_task(self._requeue_on_leadership(), name="leadership-requeue"))
 
     async def stop(self) -> None:
+        """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.leader.release()
         await self.connection.close()
 
     def _leading(self, process: Callable[[Key], Awaitable[None]]) -> Callable[[Key], Awaitable[None]]:
