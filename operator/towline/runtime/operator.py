@@ -131,7 +131,6 @@ class Operator:
     def _remember_created(self, body: dict[str, Any]) -> None:
         self.children.saw(str(body.get("kind")), body)
 
-
     async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
         """The API server moved: the leader carves its new addresses out of running steps' policies."""
         if not self.leader.is_leader:
