@@ -24,12 +24,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from towline_dev.aptsources import host_debian_mirrors
 from towline_dev.versions import IMAGE_BASE_PACKAGES, IMAGE_DEBIAN_SUITE, IMAGE_TOOL_PACKAGES
 
 Progress = Callable[[str], None]
 
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 BASE_REPOSITORY = "localhost/towline-base"
 PIP_CA_SECRET = "pip-ca"  # noqa: S105 - the build secret's id, not a value
 BASE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -85,13 +84,18 @@ def base_reference(key: str) -> str:
     return f"{BASE_REPOSITORY}:{key}"
 
 
-def debian_sources() -> list[str]:
-    """The suite plus its updates and security fixes: the base should not lag behind them."""
+def debian_sources(etc: Path = Path("/etc")) -> list[str]:
+    """The suite plus its updates and security fixes: the base should not lag behind them.
+
+    From the mirrors the host's apt uses (a machine that reaches only its local mirror
+    builds from that), else Debian's public ones.
+    """
     suite = IMAGE_DEBIAN_SUITE
+    mirrors = host_debian_mirrors(suite, etc)
     return [
-        f"deb {DEBIAN_MIRROR} {suite} main",
-        f"deb {DEBIAN_MIRROR} {suite}-updates main",
-        f"deb {DEBIAN_SECURITY_MIRROR} {suite}-security main",
+        f"deb {mirrors.archive} {suite} main",
+        f"deb {mirrors.archive} {suite}-updates main",
+        f"deb {mirrors.security} {suite}-security main",
     ]
 
 

@@ -40,39 +40,46 @@ def main(argv: list[str] | None = None) -> int:
                          default=float(os.environ.get("TOWLINE_INGRESS_HEADER_TIMEOUT", "15")),
                          help="seconds a connection may take to send a complete request head (then closed)")
     ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    ingress.add_argument("--log-format", choices=("text", "json"),
+                         default=os.environ.get("TOWLINE_LOG_FORMAT", "text"),
+                         help="json: one object per line; either way, signing keys are redacted")
 
-    webhook = commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
-    webhook.add_argument("rest", nargs=argparse.REMAINDER)
+    # Listed for `towline --help`; their arguments never reach this parser (see run_passthrough).
+    commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
+    commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
 
-    connectors = commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
-    connectors.add_argument("rest", nargs=argparse.REMAINDER)
-
+    if args[:1] in (["webhook"], ["connectors"]):
+        # These own their options: argparse's REMAINDER would take `connectors --json` for an
+        # option of `towline` itself and refuse it, so their arguments are handed over untouched.
+        return run_passthrough(args[0], args[1:])
     parsed = parser.parse_args(args)
     if parsed.command == "operator":
         namespaces = parsed.namespaces or watch_namespaces_from(os.environ.get("TOWLINE_WATCH_NAMESPACES", ""))
         return run_operator(parsed.kubeconfig, parsed.log_level, namespaces, parsed.log_format)
-    if parsed.command == "ingress":
-        return run_ingress(parsed)
-    if parsed.command == "webhook":
-        if parsed.rest[:1] != ["send"]:
+    return run_ingress(parsed)
+
+
+def run_passthrough(command: str, rest: list[str]) -> int:
+    """`towline webhook send ...` and `towline connectors [--json]`: their own parsers read `rest`."""
+    if command == "webhook":
+        if rest[:1] != ["send"]:
             print("usage: towline webhook send URL [--scheme ...] [--secret-file FILE] [--data JSON]", file=sys.stderr)
             return 2
         from towline.triggers.ingress.send import send_main  # noqa: PLC0415 - subcommand-only import
 
-        return send_main(parsed.rest[1:])
+        return send_main(rest[1:])
     from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
 
-    return int(catalog_main(parsed.rest))
+    return int(catalog_main(rest))
 
 
 def run_ingress(parsed: argparse.Namespace) -> int:
+    from towline.logs import configure_logging  # noqa: PLC0415
     from towline.triggers.ingress.app import IngressSettings  # noqa: PLC0415 - keep other subcommands fast
     from towline.triggers.ingress.server import run_ingress as serve  # noqa: PLC0415
 
-    logging.basicConfig(
-        level=getattr(logging, parsed.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # The redacting formatter: every signing key the ingress reads is scrubbed from every line.
+    configure_logging(parsed.log_level, parsed.log_format)
     return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(
         max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout,
         header_timeout_seconds=parsed.header_timeout))

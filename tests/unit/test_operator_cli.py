@@ -1,8 +1,15 @@
-"""The `towline operator` options that the chart sets through the environment."""
+"""The `towline` command: the options the chart sets through the environment, and its subcommands."""
 
 from __future__ import annotations
 
-from towline.cli import watch_namespaces_from
+import base64
+import json
+import logging
+
+import pytest
+
+from towline.cli import main, watch_namespaces_from
+from towline.k8s.secrets import remember_key_material
 
 
 def test_watch_namespaces_are_read_from_the_comma_separated_value() -> None:
@@ -12,3 +19,43 @@ def test_watch_namespaces_are_read_from_the_comma_separated_value() -> None:
 def test_no_watch_namespaces_means_every_namespace() -> None:
     assert watch_namespaces_from("") == []
     assert watch_namespaces_from(" , ") == []
+
+
+def test_connectors_json_prints_the_schemas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["connectors", "--json"]) == 0
+    schemas = json.loads(capsys.readouterr().out)
+    assert "http.request" in json.dumps(schemas)
+
+
+def test_connectors_without_options_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["connectors"]) == 0
+    assert capsys.readouterr().out.startswith("ACTION")
+
+
+def test_webhook_without_send_says_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["webhook", "--scheme", "github"]) == 2
+    assert "usage: towline webhook send URL" in capsys.readouterr().err
+
+
+def test_the_ingress_logs_through_the_redacting_formatter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`towline ingress` configures logging as the operator does: a key it read never reaches a line."""
+    served: list[object] = []
+
+    def serve(*args: object) -> int:
+        served.append(args)
+        return 0
+
+    monkeypatch.setattr("towline.triggers.ingress.server.run_ingress", serve)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert main(["ingress", "--log-format", "json"]) == 0
+        assert served
+        remember_key_material(base64.b64encode(b"whsec_c2VjcmV0LWtleS1ieXRlcw==").decode())
+        handler = root.handlers[-1]
+        for shown in ("whsec_c2VjcmV0LWtleS1ieXRlcw==", "c2VjcmV0LWtleS1ieXRlcw==", "secret-key-bytes"):
+            record = logging.LogRecord("t", logging.INFO, __file__, 1, "echo %s", (shown,), None)
+            assert json.loads(handler.format(record))["message"] == "echo [REDACTED]", shown
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)

@@ -48,6 +48,8 @@ class ActionContext:
     remember: Callable[[JSON], None] | None = None
     """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
     isolation_reports: IsolationFailureReports = field(default_factory=IsolationFailureReports)
+    api_server_networks: Callable[[], tuple[str, ...]] = lambda: ()
+    """The API server's addresses as host networks, excepted from every step policy; raises while unknown."""
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -108,7 +110,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,
-        never_open=isolation_probe_network(context.pod_settings.isolation_probe),
+        never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
     job = build_step_job(

@@ -6,6 +6,9 @@ standard, is namespaced, and the API server's optimistic concurrency on its
 resourceVersion decides every race. A replica acts only while it holds a
 Lease that it renewed less than `lease_seconds` ago, and it gives up acting
 before the Lease could expire for others (`renew_deadline < lease_seconds`).
+A replica that stops gracefully gives the Lease up (`release`, client-go's
+ReleaseOnCancel) so another takes over at once instead of after the Lease
+expires; a killed one cannot, and the Lease then expires as usual.
 """
 
 from __future__ import annotations
@@ -127,6 +130,30 @@ class LeaderElector:
         self.became_leader.clear()
         self.lost_leadership.set()
 
+    async def release(self) -> bool:
+        """Give the Lease up, if this replica still holds it; call only once nothing of its work still runs.
+
+        As client-go's ReleaseOnCancel: no holder and a 1 s duration, so any other
+        replica takes it on its next try. Never touches a Lease another replica holds.
+        """
+        self._renewed_at = None  # from here on this replica acts no more, whatever the answer
+        self.became_leader.clear()
+        self.lost_leadership.set()
+        path = f"{LEASES.path(self._namespace)}/{self._name}"
+        try:
+            current = await self._api.get(path)
+            if current is None or current.get("spec", {}).get("holderIdentity") != self.identity:
+                return False
+            now = _format(self._clock())
+            current["spec"] = {**current["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
+                               "renewTime": now, "acquireTime": now}
+            await self._api.replace(path, current)
+        except ApiError as error:
+            log.warning("leader election: could not release the Lease (%s); it expires on its own", error)
+            return False
+        log.info("released the Lease as %s", self.identity)
+        return True
+
     async def _try_acquire_or_renew(self, now: datetime) -> bool:
         path = LEASES.path(self._namespace)
         current = await self._api.get(f"{path}/{self._name}")
@@ -149,8 +176,8 @@ class LeaderElector:
         renewed = _parse(held.get("renewTime"))
         duration = int(held.get("leaseDurationSeconds") or self.timings.lease_seconds)
         expired = renewed is None or now - renewed > timedelta(seconds=duration)
-        if holder != self.identity and not expired:
-            return False
+        if holder and holder != self.identity and not expired:
+            return False  # a released Lease (no holder) is free at once
         new_spec = {**held, **spec}
         if holder != self.identity:
             new_spec["acquireTime"] = _format(now)

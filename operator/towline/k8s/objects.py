@@ -296,13 +296,16 @@ def _connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork])
     peers += ip_block_peers(ipaddress.ip_network("::/0"), forbidden)
     # The well-known NAT64 prefix reaches public IPv4 through a translator: open it with the
     # translated forms of the forbidden IPv4 ranges carved out, as the guard does.
-    nat64 = [
-        ipaddress.ip_network(f"{NAT64_WELL_KNOWN.network_address + int(f.network_address)}/{96 + f.prefixlen}")
-        for f in forbidden if f.version == 4
-    ]
+    nat64 = nat64_forms(forbidden)
     inside = [f for f in forbidden if isinstance(f, ipaddress.IPv6Network) and not NAT64_WELL_KNOWN.subnet_of(f)]
     peers += ip_block_peers(NAT64_WELL_KNOWN, [*nat64, *inside])
     return peers
+
+
+def nat64_forms(networks: Sequence[IPNetwork]) -> list[IPNetwork]:
+    """The IPv4 networks among `networks` as the well-known NAT64 prefix translates them."""
+    return [ipaddress.ip_network(f"{NAT64_WELL_KNOWN.network_address + int(n.network_address)}/{96 + n.prefixlen}")
+            for n in networks if n.version == 4]
 
 
 def isolation_probe_network(probe: str | None) -> tuple[str, ...]:

@@ -3,16 +3,21 @@
 The ingress's ServiceAccount may read a Secret only where the namespace's
 owner granted it by name (a Role with `resourceNames`, see docs/ingress.md);
 the operator has no such permission and never imports this module (an import
-contract says so). Values are kept in memory for `ttl` seconds and never logged,
-and a failed verification never triggers a re-read (no amplification).
+contract says so). Values are kept in memory for `ttl` seconds and never logged:
+every value read is registered with the log redactor (`remember_secret`) before
+anything else sees it, so no line, however it came by the value (an error that
+quotes a header the sender filled with the key, a traceback), can carry it. A
+failed verification never triggers a re-read (no amplification).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 from dataclasses import dataclass
 
 from towline.k8s.client import ApiError, KubeApi, Resource
+from towline.logs import remember_secret
 
 SECRETS = Resource("", "v1", "secrets")
 
@@ -64,4 +69,23 @@ class SecretKeyReader:
         if secret is None:
             return SecretProblem(f"Secret {namespace}/{name} does not exist")
         data: dict[str, str] = secret.get("data") or {}
+        for encoded in data.values():
+            remember_key_material(encoded)
         return data
+
+
+def remember_key_material(encoded: str) -> None:
+    """Redact a Secret value from the logs in the forms it takes: as stored, as text, as the key inside it."""
+    remember_secret(encoded)  # base64, as the API server returns it
+    try:
+        raw = base64.b64decode(encoded)
+    except ValueError:
+        return
+    text = raw.decode("utf-8", "surrogateescape")
+    remember_secret(text)
+    for prefix in ("whsec_", "whpk_"):  # Standard Webhooks: the base64 after the prefix, and its bytes
+        body = text.strip().removeprefix(prefix)
+        if body != text.strip():
+            remember_secret(body)
+            with contextlib.suppress(ValueError):
+                remember_secret(base64.b64decode(body).decode("utf-8", "surrogateescape"))

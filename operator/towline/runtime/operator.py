@@ -27,11 +27,13 @@ from towline.handlers.history import enforce_history_limits
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext
+from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
 from towline.metrics import open_approval_gates
 from towline.runtime import metrics
+from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig
 from towline.runtime.workqueue import WorkQueue
@@ -84,9 +86,11 @@ class Operator:
             identity=self.config.identity, timings=self.config.leader_timings,
         )
         self._api = self.connection.fenced(lambda: self.leader.is_leader)
+        self.api_server = ApiServerAddresses(lambda: read_api_server_addresses(self.connection),
+                                             changed=self._except_in_running_steps)
         self._action_context = ActionContext(
             api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
-            remember=self._remember_created,
+            remember=self._remember_created, api_server_networks=self.api_server.networks,
         )
 
     # ReconcileContext
@@ -127,6 +131,13 @@ class Operator:
     def _remember_created(self, body: dict[str, Any]) -> None:
         self.children.saw(str(body.get("kind")), body)
 
+    async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
+        """The API server moved: the leader carves its new addresses out of running steps' policies."""
+        if not self.leader.is_leader:
+            return  # the leader's own refresh does it
+        for (namespace, run), summary in list(self.run_summaries.items()):
+            if summary.phase not in TERMINAL_RUN_PHASES:
+                await except_in_step_policies(self.api, namespace, run, networks)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
         mine = [(name, summary) for (ns, name), summary in self.run_summaries.items()
@@ -166,6 +177,8 @@ class Operator:
 
     # Lifecycle
     async def start(self) -> None:
+        await self.api_server.refresh()  # before any step could start; retried in the background if it fails
+        self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
         self.tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
@@ -179,9 +192,11 @@ class Operator:
         self.tasks.append(asyncio.create_task(self._requeue_on_leadership(), name="leadership-requeue"))
 
     async def stop(self) -> None:
+        """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.leader.release()
         await self.connection.close()
 
     def _leading(self, process: Callable[[Key], Awaitable[None]]) -> Callable[[Key], Awaitable[None]]:

@@ -161,6 +161,57 @@ def test_a_lost_race_for_the_lease_is_a_conflict_not_two_leaders() -> None:
     assert store.holder() == "b"
 
 
+def lease(store: LeaseStore) -> dict[str, Any]:
+    spec: dict[str, Any] = next(iter(store.leases.values()))["spec"]
+    return spec
+
+
+def test_a_released_lease_is_taken_by_another_replica_at_once() -> None:
+    clock = Clock()
+    store = LeaseStore(clock)
+    a, b = elector(store, clock, "a"), elector(store, clock, "b")
+    asyncio.run(a.try_once())
+    clock.advance(1)
+    assert asyncio.run(b.try_once()) is False, "held and fresh: b waits"
+    assert asyncio.run(a.release()) is True
+    assert not a.is_leader
+    assert a.lost_leadership.is_set()
+    assert lease(store)["holderIdentity"] is None
+    assert lease(store)["leaseDurationSeconds"] == 1
+    # No time passes: without the release b would wait until a's 15 s Lease expired.
+    assert asyncio.run(b.try_once()) is True
+    assert lease(store)["holderIdentity"] == "b"
+    assert lease(store)["leaseTransitions"] == 1
+    assert lease(store)["leaseDurationSeconds"] == 15
+
+
+def test_release_never_gives_up_a_lease_another_replica_holds() -> None:
+    clock = Clock()
+    store = LeaseStore(clock)
+    a, b = elector(store, clock, "a"), elector(store, clock, "b")
+    asyncio.run(a.try_once())
+    clock.advance(16)  # a was paused; b took over
+    assert asyncio.run(b.try_once()) is True
+    assert asyncio.run(a.release()) is False
+    assert lease(store)["holderIdentity"] == "b"
+    assert asyncio.run(b.try_once()) is True
+
+
+def test_a_release_the_server_refuses_still_ends_acting_and_the_lease_expires_as_usual() -> None:
+    clock = Clock()
+    store = LeaseStore(clock)
+    a, b = elector(store, clock, "a"), elector(store, clock, "b")
+    asyncio.run(a.try_once())
+    store.down = True
+    assert asyncio.run(a.release()) is False
+    assert not a.is_leader
+    store.down = False
+    assert lease(store)["holderIdentity"] == "a"
+    assert asyncio.run(b.try_once()) is False
+    clock.advance(16)
+    assert asyncio.run(b.try_once()) is True
+
+
 @pytest.mark.parametrize(("timings", "words"), [
     (LeaderTimings(lease_seconds=10, renew_deadline=10, retry_period=2), "below the Lease duration"),
     (LeaderTimings(lease_seconds=15, renew_deadline=10, retry_period=10), "below the renew deadline"),
