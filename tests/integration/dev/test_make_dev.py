@@ -184,9 +184,10 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
         fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def test_make_dev_without_root_says_so_and_starts_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [[], ["cluster", "up"]], ids=["make-dev", "cluster-up"])
+def test_make_dev_without_root_says_so_and_starts_nothing(tmp_path: Path, command: list[str]) -> None:
     home = tmp_path / "home"
-    argv = [sys.executable, "-m", "towline_dev", "--home", str(home)]
+    argv = [sys.executable, "-m", "towline_dev", *command[:1], "--home", str(home), *command[1:]]
     if os.geteuid() == 0:
         tmp_path.chmod(0o777)
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
