@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,20 @@ def default_home() -> Path:
 
 def state_file(home: Path) -> Path:
     return home / "cluster.json"
+
+
+_SOCKET_PATH_ROOM = 60
+"""How much longer than the state directory containerd's socket paths get (`node/containerd/containerd.sock.ttrpc`,
+plus margin); a Unix socket path may not exceed 107 bytes."""
+
+
+def state_directory(home: Path) -> Path:
+    """`home`/state, or a fresh short directory under the system's temporary directory when `home` is so deep
+    that the node's Unix socket paths inside it would be too long to bind."""
+    preferred = home / "state"
+    if len(str(preferred.absolute())) + _SOCKET_PATH_ROOM <= 107:
+        return preferred
+    return Path(tempfile.mkdtemp(prefix="towline-dev-"))
 
 
 def read_state(home: Path) -> dict[str, Any] | None:
@@ -110,7 +125,7 @@ def start_dev_cluster(home: Path) -> tuple[NodeCluster, dict[str, Any]] | None:
               "`towline-dev cluster down` or use it:\n" + export_lines(running), file=sys.stderr)
         return None
     home.mkdir(parents=True, exist_ok=True)
-    cluster = NodeCluster(home / "state", progress=progress)
+    cluster = NodeCluster(state_directory(home), progress=progress)
     try:
         archives = ensure_images(progress)
         cluster.start(images=list(archives.values()))

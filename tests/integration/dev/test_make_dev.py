@@ -164,11 +164,11 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
     assert f"export KUBECONFIG={session.env()['KUBECONFIG']}" in exports.stdout, exports
 
     # Ctrl-C: everything stops and nothing is left.
+    state_dir = Path(json.loads((session.home / "cluster.json").read_text())["stateDir"])
     pod_netns = set(netns_names())
     assert pod_netns, "the node's pods have network namespaces while it runs"
     session.process.send_signal(signal.SIGINT)
     assert session.process.wait(timeout=300) == 0, (session.home.parent / "make-dev.stderr").read_text()[-4000:]
-    state_dir = session.home / "state"
     assert leftovers(state_dir, pod_netns) == []
     assert not state_dir.exists() and not (session.home / "cluster.json").exists()
     assert TEST_HOSTS_NETNS not in run_command(["ip", "netns", "list"]).stdout
@@ -178,7 +178,7 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
                 argv = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            assert b"towline_dev.demoapi" not in argv and str(session.home).encode() not in argv, argv
+            assert b"towline_dev.demoapi" not in argv and str(state_dir).encode() not in argv, argv
     with NODE_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if anything still holds the node
         fcntl.flock(lock, fcntl.LOCK_UN)
