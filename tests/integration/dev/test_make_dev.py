@@ -150,7 +150,7 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
         assert state["state"]["terminated"]["exitCode"] == 0, state
 
     # The printed webhook command reaches the Helm-installed ingress from this machine and starts a run.
-    command = session.printed(r"\n  (\S+ webhook send .*?--data '\{\"service\": \"checkout\"\}')").replace(
+    command = session.printed(r"(?s)\n  (\S+ webhook send .*?--data '\{\"service\": \"checkout\"\}')").replace(
         "\\\n", " ")
     sent = subprocess.run(shlex.split(command), env=session.env(), capture_output=True, text=True, timeout=60,
                           check=False)
