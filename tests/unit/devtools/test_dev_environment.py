@@ -4,6 +4,8 @@ and its steps' NetworkPolicy opens the demo API and nothing else."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from towline.k8s.objects import RunRef, build_step_egress_policy
@@ -52,3 +54,14 @@ def test_the_demo_steps_may_reach_the_demo_api_and_nothing_else() -> None:
         assert {p["port"] for p in dns["ports"]} == {53}
         assert api == {"to": [{"ipBlock": {"cidr": f"{DEMO_API_ADDRESS}/32"}}],
                        "ports": [{"protocol": "TCP", "port": DEMO_API_PORT}]}
+
+
+def test_make_dev_imports_no_stand_in_node_and_no_process_operator() -> None:
+    # A fresh interpreter: what `python -m towline_dev` loads, not what this test session already has.
+    probe = ("import sys, towline_dev.devenv, towline_dev.cli; "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('towline_dev.'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                            timeout=60).stdout.split()
+    assert "towline_dev.node.realnode" in loaded
+    stand_ins = {"stepexecutor", "podrunner", "podspec", "podvolumes", "podbootstrap", "install", "ingress"}
+    assert [m for m in loaded if m.split(".")[1] in stand_ins] == []
