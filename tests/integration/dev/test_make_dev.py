@@ -33,7 +33,7 @@ from towline_dev.node.probehosts import NAMESPACE as TEST_HOSTS_NETNS
 from towline_dev.node.realnode import NODE_LOCK
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
-START_TIMEOUT = 1200  # a first start may build the images; a warm one takes about a minute here
+START_TIMEOUT = 3000  # it may wait for another node first, and a first start builds the images
 
 
 @dataclass
@@ -107,6 +107,8 @@ def make_dev(tmp_path: Path) -> Iterator[DevSession]:
         stderr.close()
 
 
+# It may first wait for another node on the machine (the node lock), as `make dev` itself does.
+@pytest.mark.timeout(START_TIMEOUT + 1800)
 def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_dev: DevSession) -> None:
     session = make_dev
     session.ready.wait(timeout=START_TIMEOUT)
