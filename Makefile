@@ -6,7 +6,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench images clean
 
 help:
-	@echo "make dev    - local control plane + operator + examples (Ctrl-C stops it)"
+	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
 	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"

@@ -20,9 +20,10 @@ import yaml
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import CHART, OPERATOR_NAMESPACE, operator_kubeconfig
 from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
+from towline_dev.release import INGRESS_SERVICE_ACCOUNT
+from towline_dev.release import grant_signing_secrets as grant_signing_secrets  # noqa: PLC0414 - its old home
 from towline_dev.versions import KUBERNETES_VERSION
 
-INGRESS_SERVICE_ACCOUNT = "towline-ingress"
 _RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
@@ -41,25 +42,6 @@ def install_ingress_rbac(cluster: ControlPlane, namespace: str = OPERATOR_NAMESP
 
 def ingress_kubeconfig(cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
     return operator_kubeconfig(cluster, path, namespace, service_account=INGRESS_SERVICE_ACCOUNT)
-
-
-def grant_signing_secrets(
-    cluster: ControlPlane, namespace: str, secrets: list[str], *, ingress_namespace: str = OPERATOR_NAMESPACE
-) -> None:
-    """What a namespace owner does to opt in: the ingress may `get` exactly these Secrets here."""
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
-        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": secrets}],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "towline-webhook-secrets"},
-        "subjects": [{"kind": "ServiceAccount", "name": INGRESS_SERVICE_ACCOUNT, "namespace": ingress_namespace}],
-    }
-    for document in (role, binding):
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(document))
 
 
 @dataclass
@@ -108,51 +90,3 @@ class IngressProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-DEMO_WEBHOOK_SECRET = "demo-webhook"  # noqa: S105 - the Secret's name, not its value
-DEMO_TRIGGER = "deploy_request"
-
-
-def demo_webhook_trigger() -> dict[str, object]:
-    """The demo workflow's webhook trigger: Standard Webhooks, and only `service` enters the run."""
-    return {
-        "name": DEMO_TRIGGER,
-        "webhook": {
-            "verify": {"scheme": "standard-webhooks", "secretRef": {"name": DEMO_WEBHOOK_SECRET,
-                                                                    "key": "signing-secret"}},
-            "data": {"service": "has(body.service) ? string(body.service) : 'checkout'"},
-        },
-    }
-
-
-def start_dev_ingress(cluster: ControlPlane, namespace: str) -> tuple[IngressProcess, Path]:
-    """The ingress for `towline dev`: its RBAC, the demo trigger's Secret granted to it, the process.
-
-    Returns the process and a file (mode 0600) holding the demo signing secret for `towline webhook send`.
-    """
-    import base64  # noqa: PLC0415
-    import secrets  # noqa: PLC0415
-
-    install_ingress_rbac(cluster)
-    signing_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
-    secret_file = cluster.state_dir / "demo-webhook.secret"
-    secret_file.touch(mode=0o600)
-    secret_file.write_text(signing_secret + "\n")
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": DEMO_WEBHOOK_SECRET, "namespace": namespace},
-        "stringData": {"signing-secret": signing_secret},
-    }))
-    grant_signing_secrets(cluster, namespace, [DEMO_WEBHOOK_SECRET])
-    process = IngressProcess(kubeconfig=ingress_kubeconfig(cluster, cluster.state_dir / "ingress.kubeconfig"),
-                             log_path=cluster.logs_dir / "ingress.log").start()
-    return process, secret_file
-
-
-def send_command(ingress: IngressProcess, namespace: str, workflow: str, secret_file: Path) -> str:
-    """A ready-to-paste `towline webhook send` for the demo trigger."""
-    import shutil  # noqa: PLC0415
-
-    program = "towline" if shutil.which("towline") else f"{sys.executable} -m towline.cli"
-    return (f"{program} webhook send {ingress.url}/hooks/{namespace}/{workflow}/{DEMO_TRIGGER} \\\n"
-            f"      --secret-file {secret_file} --data '{{\"service\": \"checkout\"}}'")

@@ -22,19 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.integration.helm.release import install, uninstall
 from tests.integration.support import bind_role, start_run
-from tests.integration.test_helm_lifecycle import (
-    NAMESPACE,
-    RELEASE,
-    api_server_egress,
-    install,
-    uninstall,
-    wait_rolled_out,
-)
 from towline.k8s.objects import LABEL_STEP
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import ensure_images
 from towline_dev.node.realnode import NodeCluster
+from towline_dev.release import NAMESPACE, RELEASE, api_server_egress, wait_rolled_out
 
 STEPS = 12
 POLL = 0.1

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from towline_dev.binaries import BinarySet
-from towline_dev.install import CHART
+from towline_dev.release import CHART, set_args
 from towline_dev.versions import KUBERNETES_VERSION
 
 
@@ -19,17 +19,6 @@ def helm(binaries: BinarySet, *args: str, kubeconfig: Path | None = None,
     if kubeconfig is not None:
         argv += ["--kubeconfig", str(kubeconfig)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def set_args(values: dict[str, str]) -> list[str]:
-    """`--set` (or `--set-json` for values written as JSON: lists, numbers, booleans) per value."""
-    args: list[str] = []
-    for key, value in values.items():
-        if value[:1] in "[{" or value in {"true", "false"} or value.lstrip("-").isdigit():
-            args += ["--set-json", f"{key}={value}"]
-        else:
-            args += ["--set-string", f"{key}={value}"]
-    return args
 
 
 def template(binaries: BinarySet, values: dict[str, str] | None = None, *extra: str,

@@ -31,6 +31,8 @@ class ProbeHosts:
 
     endpoints: Sequence[str]
     log_dir: Path
+    server: str = "towline_dev.node.probeserver"
+    """The module each endpoint runs (`python -m MODULE ADDRESS:PORT`), e.g. `towline_dev.demoapi`."""
     _servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __enter__(self) -> ProbeHosts:
@@ -64,7 +66,7 @@ class ProbeHosts:
                 continue
             log = self.log_dir / f"testhost-{endpoint.replace(':', '_')}.log"
             self._servers.append(spawn(
-                [*inside, sys.executable, "-m", "towline_dev.node.probeserver", endpoint], log_path=log
+                [*inside, sys.executable, "-m", self.server, endpoint], log_path=log
             ))
         wait_for(self._listening, timeout=30, what="the test hosts to listen")
         return self

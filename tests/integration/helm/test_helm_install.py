@@ -1,112 +1,36 @@
-"""`helm install`, `helm upgrade`, `helm uninstall` and `helm test` of the chart, on a real API server.
-
-The release lives in a control plane of its own (started for this module), because the
-session's control plane holds the chart's cluster-scoped objects applied by kubectl,
-which Helm will not adopt. With `TOWLINE_TEST_KUBECONFIG` the module uses that cluster.
-
-The tests that need running pods (`helm test`, the README's approval walkthrough against
-the Helm-installed operator) install the release on the session's real node instead
-(`real_node_with_images`: the operator and runner images loaded into its containerd), where
-the operator, the ingress and the step Jobs run as real containers.
+"""`helm install` of the chart and what runs from it: the objects, Pod Security, the admission policy,
+`watchNamespaces`, `helm test`, the README's approval walkthrough against the Helm-installed operator,
+and the canary-Secret log scan. Fixtures: conftest.py in this directory.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.helmsupport import find, helm, render, set_args
+from tests.integration.helm.release import (
+    Cluster,
+    container_env,
+    deployment,
+    image_values,
+    install,
+    on,
+    uninstall,
+)
+from tests.integration.helmsupport import find, render
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline.k8s.objects import LABEL_STEP
-from towline_dev.binaries import BinarySet
-from towline_dev.controlplane import ControlPlane
-from towline_dev.existing import ExistingCluster
-from towline_dev.install import CHART, OperatorProcess, operator_kubeconfig
-from towline_dev.node.realnode import NodeCluster
+from towline_dev.install import OperatorProcess, operator_kubeconfig
 from towline_dev.processes import free_loopback_port
+from towline_dev.release import NAMESPACE, RELEASE, api_server_egress
 
 pytestmark = pytest.mark.integration
-
-Cluster = ControlPlane | ExistingCluster
-RELEASE = "towline"
-NAMESPACE = "towline-system"
-CHART_LABELS = ("app.kubernetes.io/instance=towline", "app.kubernetes.io/name=towline",
-                "app.kubernetes.io/part-of=towline")
-
-
-def image_values() -> dict[str, str]:
-    """The images `make dev` loads into the local node; on an existing cluster, the ones you pushed."""
-    return {
-        "image.repository": os.environ.get("TOWLINE_TEST_IMAGE_REPOSITORY", "localhost/towline"),
-        "image.tag": os.environ.get("TOWLINE_TEST_IMAGE_TAG", "dev"),
-        "runner.image": os.environ.get("TOWLINE_TEST_RUNNER_IMAGE", "localhost/towline-runner:dev"),
-    }
-
-
-@pytest.fixture(scope="module")
-def helm_cluster(k8s_binaries: BinarySet, existing_cluster: ExistingCluster | None) -> Iterator[Cluster]:
-    if existing_cluster is not None:
-        yield existing_cluster
-        return
-    plane = ControlPlane(k8s_binaries, install_signal_handlers=False).start()
-    try:
-        yield plane
-    finally:
-        plane.remove_state()
-
-
-def on(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return helm(cluster.binaries, *args, kubeconfig=cluster.kubeconfig)
-
-
-def install(cluster: Cluster, release: str, namespace: str, values: dict[str, str]) -> None:
-    result = on(cluster, "install", release, str(CHART), "--namespace", namespace, "--create-namespace",
-                *set_args({**image_values(), **values}))
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def uninstall(cluster: Cluster, release: str, namespace: str) -> None:
-    result = on(cluster, "uninstall", release, "--namespace", namespace, "--ignore-not-found")
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def deployment(cluster: Cluster, namespace: str = NAMESPACE) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(
-        cluster.kubectl("get", "deployment", "towline-operator", "-n", namespace, "-o", "json").stdout)
-    return found
-
-
-def container_env(found: dict[str, Any]) -> dict[str, str]:
-    (container,) = found["spec"]["template"]["spec"]["containers"]
-    return {v["name"]: v.get("value", "") for v in container["env"]}
-
-
-def labelled_objects(cluster: Cluster, label: str) -> list[tuple[str, str]]:
-    """(kind, namespace/name) of every object of every listable kind carrying `label`."""
-    kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
-    listed = cluster.kubectl("get", ",".join(kinds), "--all-namespaces", "-l", label, "-o", "json",
-                             check=False, timeout=120)
-    items = json.loads(listed.stdout or '{"items": []}')["items"]
-    assert listed.returncode == 0 or items, listed.stderr
-    return sorted((i["kind"], f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}") for i in items)
-
-
-@pytest.fixture(scope="module")
-def installed(helm_cluster: Cluster) -> Cluster:
-    # Pod Security "restricted" enforced where the chart installs: its pods must pass it.
-    helm_cluster.kubectl("create", "namespace", NAMESPACE, check=False)
-    helm_cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite",
-                         "pod-security.kubernetes.io/enforce=restricted")
-    install(helm_cluster, RELEASE, NAMESPACE, {})
-    return helm_cluster
 
 
 def test_helm_install_establishes_the_crds_and_creates_every_object(installed: Cluster) -> None:
@@ -156,50 +80,6 @@ def test_helm_installed_admission_policy_refuses_a_hand_made_approval(installed:
 
     message = wait_for("the chart's admission policy to refuse a hand-made Approval", refused, timeout=60)
     assert "cannot be created by hand" in message
-
-
-def test_helm_upgrade_with_a_changed_value_rolls_the_operator(installed: Cluster) -> None:
-    before = deployment(installed)
-    old_checksum = before["spec"]["template"]["metadata"]["annotations"]["towline.dev/config-checksum"]
-    result = on(installed, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
-                "--set", "operator.logLevel=debug")
-    assert result.returncode == 0, result.stdout + result.stderr
-    after = deployment(installed)
-    assert after["spec"]["template"]["metadata"]["annotations"]["towline.dev/config-checksum"] != old_checksum
-    assert container_env(after)["TOWLINE_LOG_LEVEL"] == "debug"
-
-    def replica_sets() -> list[dict[str, Any]] | None:
-        listed = json.loads(installed.kubectl(
-            "get", "replicasets", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=operator", "-o", "json",
-        ).stdout)["items"]
-        rolled = [rs for rs in listed
-                  if container_env(rs).get("TOWLINE_LOG_LEVEL") == "debug"]
-        return listed if rolled and len(listed) >= 2 else None
-
-    # The Deployment controller itself starts the rollout: a new ReplicaSet with the new pod template.
-    sets = wait_for("a new ReplicaSet for the changed pod template", replica_sets, timeout=60)
-    hashes = {rs["metadata"]["labels"]["pod-template-hash"] for rs in sets}
-    assert len(hashes) == len(sets) >= 2
-
-
-def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
-    uninstall(installed, RELEASE, NAMESPACE)
-
-    remaining: list[tuple[str, str]] = []
-
-    def leftovers() -> list[tuple[str, str]] | None:
-        found = [o for label in CHART_LABELS for o in labelled_objects(installed, label)]
-        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
-        # ReplicaSets and pods go with their Deployment through the garbage collector, a moment later.
-        return None if remaining else found
-
-    try:
-        found = wait_for("everything of the release but the CRDs to be gone", leftovers, timeout=90)
-    except AssertionError:
-        raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
-    assert sorted(name for kind, name in found if kind == "CustomResourceDefinition") == [
-        "/approvals.towline.dev", "/workflowruns.towline.dev", "/workflows.towline.dev"]
-    assert on(installed, "status", RELEASE, "-n", NAMESPACE).returncode != 0
 
 
 def _workflow(namespace: str) -> dict[str, Any]:
@@ -271,77 +151,6 @@ def test_watch_namespaces_confines_the_operator_to_them(
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def ready_nodes(cluster: Cluster) -> list[str]:
-    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    return [n["metadata"]["name"] for n in nodes if any(
-        c["type"] == "Ready" and c["status"] == "True" for c in (n.get("status") or {}).get("conditions", []))]
-
-
-def api_server_egress(cluster: Cluster) -> dict[str, str]:
-    """networkPolicy.apiServer narrowed to where this cluster's API server really is (what pods reach
-    behind the `kubernetes` Service), as the README tells users to set it; {} (the chart's defaults)
-    when it publishes no address, as an API server advertised on loopback does."""
-    slices = json.loads(cluster.kubectl("get", "endpointslices", "-n", "default", "-l",
-                                        "kubernetes.io/service-name=kubernetes", "-o", "json").stdout)["items"]
-    addresses = sorted({a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]})
-    ports = sorted({p["port"] for s in slices for p in s.get("ports") or []})
-    if not (addresses and ports):
-        return {}
-    cidrs = [f"{a}/128" if ":" in a else f"{a}/32" for a in addresses]
-    return {"networkPolicy.apiServer.cidrs": json.dumps(cidrs), "networkPolicy.apiServer.ports": json.dumps(ports)}
-
-
-@pytest.fixture(scope="module")
-def node_cluster(request: pytest.FixtureRequest, helm_cluster: Cluster) -> Cluster:
-    """Where the operator's pods can run: `helm_cluster` if it has a Ready node (an existing cluster),
-    else the session's local real node with the images loaded into its containerd."""
-    if ready_nodes(helm_cluster):
-        return helm_cluster
-    if isinstance(helm_cluster, ExistingCluster):
-        pytest.skip("needs a Ready node to run the operator's pods, and TOWLINE_TEST_KUBECONFIG's cluster has none")
-    if os.geteuid() != 0:
-        pytest.skip("needs a Ready node to run the operator's pods: the local real node needs root; or run it "
-                    "against a cluster with a node and the images: TOWLINE_TEST_KUBECONFIG=<kubeconfig> "
-                    "TOWLINE_TEST_IMAGE_REPOSITORY=<registry>/towline TOWLINE_TEST_IMAGE_TAG=<tag> "
-                    "TOWLINE_TEST_RUNNER_IMAGE=<registry>/towline-runner:<tag> "
-                    "python -m pytest tests/integration/test_helm_lifecycle.py")
-    real: NodeCluster = request.getfixturevalue("real_node_with_images")
-    assert real.plane is not None
-    return real.plane
-
-
-def wait_rolled_out(cluster: Cluster, namespace: str = NAMESPACE) -> None:
-    """Every Deployment of the release rolled out: its new pods Ready as real containers."""
-    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", "app.kubernetes.io/instance=towline",
-                            "-o", "name").stdout.split()
-    assert "deployment.apps/towline-operator" in names, names
-    for name in names:
-        rollout = cluster.kubectl("rollout", "status", name, "-n", namespace, "--timeout=300s",
-                                  check=False, timeout=320)
-        assert rollout.returncode == 0, rollout.stdout + rollout.stderr + describe(cluster, namespace)
-
-
-def describe(cluster: Cluster, namespace: str) -> str:
-    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
-    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
-    return f"\n{pods}\n{events[-4000:]}"
-
-
-@pytest.fixture
-def running_release(node_cluster: Cluster) -> Iterator[Cluster]:
-    """The chart installed and its Deployments rolled out (pods running on a real node)."""
-    cluster = node_cluster
-    uninstall(cluster, RELEASE, NAMESPACE)
-    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
-    cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")
-    install(cluster, RELEASE, NAMESPACE, api_server_egress(cluster))
-    try:
-        wait_rolled_out(cluster)
-        yield cluster
-    finally:
-        uninstall(cluster, RELEASE, NAMESPACE)
-
-
 def test_helm_test_passes_against_the_running_operator(running_release: Cluster) -> None:
     result = on(running_release, "test", RELEASE, "-n", NAMESPACE, "--timeout", "5m")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -411,50 +220,6 @@ def test_api_server_egress_can_be_narrowed_to_the_real_api_server(node_cluster: 
     egress = find(documents, "NetworkPolicy", "towline-operator")["spec"]["egress"][0]
     assert [peer["ipBlock"]["cidr"] for peer in egress["to"]] == json.loads(values["networkPolicy.apiServer.cidrs"])
     assert "0.0.0.0/0" not in values["networkPolicy.apiServer.cidrs"]
-
-
-def test_helm_upgrade_rolls_new_ready_pods_and_uninstall_leaves_only_crds_on_a_node(
-    running_release: Cluster,
-) -> None:
-    cluster = running_release
-    before = {p["metadata"]["name"] for p in _chart_pods(cluster)}
-    result = on(cluster, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
-                "--set", "operator.logLevel=debug")
-    assert result.returncode == 0, result.stdout + result.stderr
-    wait_rolled_out(cluster)
-
-    def rolled() -> list[dict[str, Any]] | None:
-        pods = _chart_pods(cluster, "app.kubernetes.io/component=operator")
-        # The old pods terminate after the new ones are Ready; wait until only new ones are left.
-        return pods if len(pods) == 2 and not {p["metadata"]["name"] for p in pods} & before else None
-
-    pods = wait_for("the operator's pods to be replaced", rolled, timeout=120)
-    for pod in pods:
-        (container,) = pod["spec"]["containers"]
-        assert {"name": "TOWLINE_LOG_LEVEL", "value": "debug"} in container["env"]
-        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), pod["status"]
-
-    uninstall(cluster, RELEASE, NAMESPACE)
-    remaining: list[tuple[str, str]] = []
-
-    def leftovers() -> list[tuple[str, str]] | None:
-        found = [o for label in CHART_LABELS for o in labelled_objects(cluster, label)]
-        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
-        return None if remaining or _chart_pods(cluster, terminating=True) else found
-
-    try:
-        found = wait_for("everything of the release but the CRDs to be gone, pods included", leftovers, timeout=180)
-    except AssertionError:
-        raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
-    assert {kind for kind, _ in found} == {"CustomResourceDefinition"}
-
-
-def _chart_pods(cluster: Cluster, selector: str = "app.kubernetes.io/name=towline", *,
-                terminating: bool = False) -> list[dict[str, Any]]:
-    listed = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json")
-    pods: list[dict[str, Any]] = [
-        p for p in json.loads(listed.stdout)["items"] if terminating or not p["metadata"].get("deletionTimestamp")]
-    return pods
 
 
 CANARY = "canary-4b1e8d-never-in-a-log"

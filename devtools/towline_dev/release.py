@@ -1,0 +1,133 @@
+"""`helm install` of charts/towline, as the README's install section runs it, into a local cluster.
+
+The values are the README's (`image.repository`, `image.tag`, `runner.image`),
+pointing at the images the local node has loaded (`towline_dev.images`), plus
+`networkPolicy.apiServer` narrowed to where this cluster's API server really is,
+as the README tells users to set it. Runs only the pinned helm and kubectl.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from towline_dev import REPO_ROOT
+from towline_dev.controlplane import ControlPlane
+from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
+
+CHART = REPO_ROOT / "charts" / "towline"
+RELEASE = "towline"
+NAMESPACE = "towline-system"
+
+
+class ReleaseFailed(RuntimeError):  # noqa: N818 - reads as the condition it reports
+    """helm refused the install, or a Deployment of the release did not roll out; says why."""
+
+
+def local_image_values() -> dict[str, str]:
+    """The README's image values, for the images `towline_dev.images` builds and the node loads."""
+    repository, tag = TOWLINE_IMAGE.rsplit(":", 1)
+    return {"image.repository": repository, "image.tag": tag, "runner.image": RUNNER_IMAGE}
+
+
+def set_args(values: dict[str, str]) -> list[str]:
+    """`--set` (or `--set-json` for values written as JSON: lists, numbers, booleans) per value."""
+    args: list[str] = []
+    for key, value in values.items():
+        if value[:1] in "[{" or value in {"true", "false"} or value.lstrip("-").isdigit():
+            args += ["--set-json", f"{key}={value}"]
+        else:
+            args += ["--set-string", f"{key}={value}"]
+    return args
+
+
+def api_server_egress(cluster: ControlPlane) -> dict[str, str]:
+    """networkPolicy.apiServer narrowed to where this cluster's API server really is (what pods reach
+    behind the `kubernetes` Service), as the README tells users to set it; {} (the chart's defaults)
+    when it publishes no address, as an API server advertised on loopback does."""
+    slices = json.loads(cluster.kubectl("get", "endpointslices", "-n", "default", "-l",
+                                        "kubernetes.io/service-name=kubernetes", "-o", "json").stdout)["items"]
+    addresses = sorted({a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]})
+    ports = sorted({p["port"] for s in slices for p in s.get("ports") or []})
+    if not (addresses and ports):
+        return {}
+    cidrs = [f"{a}/128" if ":" in a else f"{a}/32" for a in addresses]
+    return {"networkPolicy.apiServer.cidrs": json.dumps(cidrs), "networkPolicy.apiServer.ports": json.dumps(ports)}
+
+
+def install_args(values: dict[str, str]) -> list[str]:
+    """helm's arguments after the program: the README's `helm install` with `values`."""
+    return ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace", *set_args(values)]
+
+
+def printable(argv: list[str]) -> str:
+    """`argv` as a command to paste into a shell, one option per line like the README writes it."""
+    words = [shlex.quote(word) for word in argv]
+    lines = [" ".join(words[:6])]
+    index = 6
+    while index < len(words):
+        take = 2 if words[index].startswith("--set") else 1
+        lines.append(" ".join(words[index:index + take]))
+        index += take
+    return " \\\n    ".join(lines)
+
+
+def install_release(cluster: ControlPlane, values: dict[str, str], *, helm: Path | None = None) -> list[str]:
+    """`helm install` with `values`, then wait until every Deployment of the release rolled out.
+
+    Returns the helm argv that ran (without the kubeconfig option), to show people.
+    """
+    program = helm or cluster.binaries.path("helm")
+    argv = [str(program), *install_args(values)]
+    result = subprocess.run([*argv, "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
+                            timeout=300, check=False)
+    if result.returncode != 0:
+        raise ReleaseFailed(f"helm install failed:\n{result.stdout}{result.stderr}")
+    wait_rolled_out(cluster)
+    return argv
+
+
+def wait_rolled_out(cluster: ControlPlane, namespace: str = NAMESPACE, timeout_seconds: int = 300) -> None:
+    """Every Deployment of the release rolled out: its new pods Ready as real containers."""
+    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", f"app.kubernetes.io/instance={RELEASE}",
+                            "-o", "name").stdout.split()
+    if "deployment.apps/towline-operator" not in names:
+        raise ReleaseFailed(f"the release has no operator Deployment in {namespace}: {names}")
+    for name in names:
+        rollout = cluster.kubectl("rollout", "status", name, "-n", namespace, f"--timeout={timeout_seconds}s",
+                                  check=False, timeout=timeout_seconds + 20)
+        if rollout.returncode != 0:
+            raise ReleaseFailed(f"{name} did not roll out:\n{rollout.stdout}{rollout.stderr}"
+                                f"{describe(cluster, namespace)}")
+
+
+def describe(cluster: ControlPlane, namespace: str) -> str:
+    """The namespace's pods and latest events, for an error message."""
+    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+    return f"\n{pods}\n{events[-4000:]}"
+
+
+INGRESS_SERVICE_ACCOUNT = "towline-ingress"
+"""The chart's `ingress.serviceAccount.name`."""
+
+
+def grant_signing_secrets(
+    cluster: ControlPlane, namespace: str, secrets: list[str], *, ingress_namespace: str = NAMESPACE
+) -> None:
+    """What a namespace owner does to opt in: the ingress may `get` exactly these Secrets here."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": secrets}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "towline-webhook-secrets", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "towline-webhook-secrets"},
+        "subjects": [{"kind": "ServiceAccount", "name": INGRESS_SERVICE_ACCOUNT, "namespace": ingress_namespace}],
+    }
+    for document in (role, binding):
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(document))
