@@ -179,7 +179,8 @@ class ControlPlane:
         """Stop one component (SIGTERM) and start it again `down_seconds` later with the same flags and
         state (etcd keeps its data, the API server its port); return the seconds until /readyz passed.
 
-        For chaos tests: every other component and client must reconnect by itself.
+        For chaos tests: every other component and client must reconnect by itself. Call it from a
+        thread that outlives the component (the main one): it dies with its starting thread.
         """
         if component not in self._argv:
             raise ValueError(f"no running component {component!r}; restart one of {', '.join(COMPONENTS)}")
