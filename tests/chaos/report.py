@@ -79,8 +79,28 @@ class ChaosReport:
                 if self.sink.applied_per_step.get((name, step), 0) != 1:
                     found.append(f"run {name} Succeeded but its step {step} was applied "
                                  f"{self.sink.applied_per_step.get((name, step), 0)} times at the sink")
+        unaccounted = self.jobs_unaccounted_for()
+        if unaccounted:
+            found.append(f"Jobs whose attempts the run's status does not record (or records without a Job): "
+                         f"{unaccounted[:10]}")
         if not self.operators_running:
             found.append("an operator replica was not running at the end")
+        return found
+
+    def jobs_unaccounted_for(self) -> list[str]:
+        """Per step, the attempts that had Jobs must be exactly 1..the attempt its status records:
+        a Job beyond it ran without the run knowing, a recorded attempt without a Job never ran."""
+        had: dict[tuple[str, str], set[int]] = {}
+        for run, step, attempt in self.jobs_per_attempt:
+            had.setdefault((run, step), set()).add(int(attempt))
+        found = []
+        for name, run in self.runs.items():
+            for step in (run.get("status") or {}).get("steps") or []:
+                key = (name, str(step.get("id", "")).replace("_", "-"))
+                recorded = set(range(1, int(step.get("attempt") or 0) + 1))
+                if had.get(key, set()) != recorded:
+                    found.append(f"{key[0]}/{key[1]}: Jobs for attempts {sorted(had.get(key, set()))}, "
+                                 f"status records {sorted(recorded)}")
         return found
 
     def retries(self) -> int:
