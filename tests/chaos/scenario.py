@@ -25,12 +25,21 @@ from tests.chaos.report import ChaosReport
 from towline.engine import TERMINAL_RUN_PHASES
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import install_chart, install_crds, operator_kubeconfig
+from towline_dev.install import (
+    OPERATOR_NAMESPACE,
+    SERVICE_ACCOUNT,
+    install_chart,
+    install_crds,
+    operator_kubeconfig,
+    render_chart,
+)
 from towline_dev.node.idempotencysink import IdempotencySink
 from towline_dev.node.probehosts import ProbeHosts
 
 SINK_ADDRESS = "198.51.100.206"
 SINK_PORT = 8080
+HOLD_PORT = 9
+"""A probe host's listener on the sink's address (TCP discard): it holds the address in the namespace."""
 WORKFLOW = "chaos"
 GROUP, VERSION = "towline.dev", "v1alpha1"
 
@@ -112,12 +121,26 @@ class Progress:
 
 def run_chaos(plane: ControlPlane, settings: ChaosSettings, work_dir: Path,
               log: Callable[[str], None] = print) -> ChaosReport:
+    """The scenario, with the CRDs and the chart's RBAC and policies applied (kubectl) for it.
+    Chart objects it applied are removed afterwards (Helm adopts none of them); the CRDs stay."""
     install_crds(plane)
+    present = plane.kubectl("get", "serviceaccount", SERVICE_ACCOUNT, "-n", OPERATOR_NAMESPACE,
+                            check=False).returncode == 0
     install_chart(plane)
+    try:
+        return _run_installed(plane, settings, work_dir, log)
+    finally:
+        if not present:
+            plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=render_chart(plane),
+                          timeout=120)
+
+
+def _run_installed(plane: ControlPlane, settings: ChaosSettings, work_dir: Path,
+                   log: Callable[[str], None]) -> ChaosReport:
     admin = clients_from_kubeconfig(plane.kubeconfig, context="admin")
     work_dir.mkdir(parents=True, exist_ok=True)
     _fresh_namespace(admin, settings.namespace)
-    hosts = ProbeHosts([], work_dir, addresses=[SINK_ADDRESS]).start()
+    hosts = ProbeHosts([f"{SINK_ADDRESS}:{HOLD_PORT}"], work_dir).start()
     lose = settings.lost_reply_share
     sink = IdempotencySink(SINK_ADDRESS, SINK_PORT,
                            lose_first_reply=lambda key: random.Random(f"{settings.seed}:{key}").random() < lose)

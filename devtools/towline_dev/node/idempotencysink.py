@@ -2,63 +2,29 @@
 
 Step pods reach it at an address in the test-host network namespace (`probehosts`),
 yet it runs in threads of this process and keeps what arrived in memory: its listening
-socket is made by a short-lived thread that first moves itself into that namespace
-with setns(2). A network-namespace switch affects only the calling thread, and a
-socket stays in the namespace it was made in, so every other thread serves it as usual.
+socket is made inside that namespace (`netns.in_namespace`: a short-lived thread that
+joined it with setns(2)), and a socket stays in the namespace it was made in, so every
+other thread serves it as usual. The address must be held there (`ProbeHosts`).
 
 `POST` (any path) with an `Idempotency-Key` header and a JSON body `{"run": ..., "step": ...}`:
-the first arrival of a key is applied, a later one is a duplicate, answered as the first
-one was. With `lose_first_reply` the first reply of chosen keys is a 503 after applying
+the first arrival of a key is applied, a later one is a duplicate, answered 200 and not
+applied again. With `lose_first_reply` the first reply of chosen keys is a 503 after applying
 (a provider whose answer was lost), so the caller must retry with the same key.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 
-from towline_dev.node.probehosts import NAMESPACE_PATH
+from towline_dev.node.netns import in_namespace
+from towline_dev.node.probehosts import NAMESPACE
 
-CLONE_NEWNET = 0x40000000
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-T = TypeVar("T")
-
-
-def in_network_namespace(path: str | None, make: Callable[[], T]) -> T:
-    """`make()` called on a thread that joined the network namespace at `path` (and then ends);
-    None: this process's own namespace."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            if path is not None:
-                _join_network_namespace(path)
-            outcome["value"] = make()
-        except BaseException as error:  # handed to the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="netns-join")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    value: T = outcome["value"]
-    return value
-
-
-def _join_network_namespace(path: str) -> None:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    with open(path, "rb") as namespace:
-        if libc.setns(namespace.fileno(), CLONE_NEWNET) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"setns({path}) failed: {os.strerror(errno)}")
 
 
 @dataclass
@@ -97,8 +63,8 @@ class IdempotencySink:
     address: str
     port: int = 8080
     lose_first_reply: Callable[[str], bool] = lambda key: False
-    namespace_path: str | None = NAMESPACE_PATH
-    """The network namespace to listen in; None: this process's own (unit tests)."""
+    network_namespace: str | None = NAMESPACE
+    """The named network namespace to listen in; None: this process's own (unit tests)."""
     arrivals: list[Arrival] = field(default_factory=list)
     _applied: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -117,8 +83,10 @@ class IdempotencySink:
 
     def start(self) -> IdempotencySink:
         handler = _handler_for(self)
-        server = in_network_namespace(self.namespace_path, lambda: ThreadingHTTPServer((self.address, self.port),
-                                                                                        handler))
+        def bind() -> ThreadingHTTPServer:
+            return ThreadingHTTPServer((self.address, self.port), handler)
+
+        server = in_namespace(self.network_namespace, bind) if self.network_namespace else bind()
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="idempotency-sink", daemon=True)

@@ -19,7 +19,6 @@ from towline_dev.node.network import link_exists, run
 from towline_dev.processes import spawn, stop_process, wait_for
 
 NAMESPACE = "towline-testhosts"
-NAMESPACE_PATH = f"/run/netns/{NAMESPACE}"
 HOST_LINK = "towline-th0"
 GATEWAY = "198.51.100.193"
 NAMESPACE_ADDRESS = "198.51.100.194"
@@ -32,8 +31,6 @@ class ProbeHosts:
 
     endpoints: Sequence[str]
     log_dir: Path
-    addresses: Sequence[str] = ()
-    """More addresses held in the namespace, with no listener: for a server the caller binds there."""
     _servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __enter__(self) -> ProbeHosts:
@@ -44,8 +41,7 @@ class ProbeHosts:
 
     def start(self) -> ProbeHosts:
         self.stop()
-        listened = {endpoint.rsplit(":", 1)[0] for endpoint in self.endpoints}
-        addresses = sorted((listened | set(self.addresses)) - {METADATA_ADDRESS})
+        addresses = sorted({endpoint.rsplit(":", 1)[0] for endpoint in self.endpoints} - {METADATA_ADDRESS})
         run(["ip", "netns", "add", NAMESPACE])
         run(["ip", "link", "add", HOST_LINK, "type", "veth", "peer", "name", "eth0", "netns", NAMESPACE])
         run(["ip", "address", "add", f"{GATEWAY}/27", "dev", HOST_LINK])

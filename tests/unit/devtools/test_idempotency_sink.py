@@ -14,7 +14,7 @@ from towline_dev.processes import free_loopback_port
 
 @pytest.fixture
 def sink() -> Iterator[IdempotencySink]:
-    with IdempotencySink("127.0.0.1", free_loopback_port(), namespace_path=None,
+    with IdempotencySink("127.0.0.1", free_loopback_port(), network_namespace=None,
                          lose_first_reply=lambda key: key.startswith("lost")) as started:
         yield started
 
