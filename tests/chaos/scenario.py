@@ -58,7 +58,7 @@ class ChaosSettings:
     """Seconds between one disruption's end and the next one, drawn uniformly."""
     lost_reply_share: float = 0.2
     """Keys whose first reply the sink answers with a 503 after applying (the step must retry)."""
-    timeout: float = 1200.0
+    timeout: float = 2400.0
     """Seconds after the runs were created by which every run must have finished."""
     namespace: str = "towline-chaos"
 
@@ -73,7 +73,9 @@ def chaos_workflow(settings: ChaosSettings) -> dict[str, Any]:
             "with": {"url": f"http://{SINK_ADDRESS}:{SINK_PORT}/apply", "method": "POST",
                      "json": {"run": "${{ run.name }}", "step": step_id}},
             "retry": {"limit": 5, "backoff": "fixed", "baseDelaySeconds": 1},
-            "timeoutSeconds": 300,
+            # The deadline counts from the Job's creation, queueing included: 100 first steps wait for
+            # a 2-core node (each pod requests 50m CPU) that runs about 35 at a time, under heavy load.
+            "timeoutSeconds": 1800,
             "egress": [{"cidr": f"{SINK_ADDRESS}/32", "ports": [SINK_PORT]}],
             "allowPrivateNetworks": [f"{SINK_ADDRESS}/32"],
             "allowHosts": [SINK_ADDRESS],
