@@ -3,12 +3,13 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench images clean
+.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench chaos images clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
 	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
+	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
 	@echo "make images - build the operator and step-runner images (OCI archives in the cache)"
@@ -49,6 +50,10 @@ test: install lint typecheck imports crds-check binaries
 
 bench: install
 	$(PYTHON) -m tests.bench
+
+# The full chaos scenario on the real node (root); make test runs a short one (tests/integration/test_chaos.py).
+chaos: binaries
+	$(PYTHON) -m tests.chaos
 
 images: install
 	$(PYTHON) -m towline_dev.images

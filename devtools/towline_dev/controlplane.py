@@ -81,6 +81,7 @@ class ControlPlane:
         self._install_signal_handlers = install_signal_handlers
         self._ready_timeout = ready_timeout
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._argv: dict[str, list[str]] = {}
         self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self.apiserver_port = 0
@@ -174,6 +175,27 @@ class ControlPlane:
         self.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
+    def restart_component(self, component: str, *, down_seconds: float = 0.0) -> float:
+        """Stop one component (SIGTERM) and start it again `down_seconds` later with the same flags and
+        state (etcd keeps its data, the API server its port); return the seconds until /readyz passed.
+
+        For chaos tests: every other component and client must reconnect by itself. Call it from a
+        thread that outlives the component (the main one): it dies with its starting thread.
+        """
+        if component not in self._argv:
+            raise ValueError(f"no running component {component!r}; restart one of {', '.join(COMPONENTS)}")
+        started = time.monotonic()
+        with self._lock:
+            process = self._processes.pop(component, None)
+            if process is not None:
+                stop_process(process, grace_seconds=10.0)
+            time.sleep(down_seconds)
+            self._start(component, self._argv[component])
+        if component == "etcd":
+            self._wait_for("etcd to accept clients", self._etcd_healthy, self._ready_timeout)
+        self._wait_for("kube-apiserver /readyz", lambda: self._get_ok("/readyz"), self._ready_timeout)
+        return time.monotonic() - started
+
     def is_running(self) -> bool:
         return bool(self._processes) and all(p.poll() is None for p in self._processes.values())
 
@@ -244,6 +266,7 @@ class ControlPlane:
         kubeconfig(self.executor_kubeconfig, (STEP_EXECUTOR.name,))
 
     def _start(self, component: str, argv: list[str]) -> None:
+        self._argv[component] = argv
         self._processes[component] = spawn(argv, log_path=self.log_path(component), cwd=self.state_dir)
 
     def _start_etcd(self) -> None:

@@ -1,8 +1,10 @@
 """The one place Towline talks to the Kubernetes API server.
 
 Every request goes through `KubeApi.request`, which is also where retries on
-429/5xx, adoption on 409-at-create and the API-call metrics live. Callers get
-plain JSON dicts; they never hold a client object of their own.
+429/5xx and on an unreachable server, adoption on 409-at-create and the API-call
+metrics live. Callers get plain JSON dicts, and every failure as an `ApiError`
+(a server that cannot be reached is `ApiUnavailable`, a 503): they never hold a
+client object of their own, nor see the transport's exceptions.
 
 Never reads Secret values: no code path here requests a Secret (the ingress's
 signing-key reader, `towline.k8s.secrets`, is the one exception, and the operator never imports it).
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client import Counter, Histogram
 
@@ -39,6 +42,17 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.body = body or {}
+
+
+class ApiUnavailable(ApiError):  # noqa: N818 - named like Conflict, for what the caller sees
+    """The API server could not be reached or did not answer (refused, reset, timed out): a 503."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(503, f"cannot reach the API server ({type(error).__name__}: {error})")
+
+
+TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+"""What the transport raises when there is no answer; it becomes an `ApiUnavailable`."""
 
 
 class Conflict(ApiError):  # noqa: N818 - named for the HTTP status it represents
@@ -129,18 +143,27 @@ class KubeApi:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if method != "GET" and self._may_write is not None and not self._may_write():
                 raise WriteFenced(f"{method} {path}: this replica does not hold the Lease")
-            with API_LATENCY.labels(method, resource).time():
-                response = await self._client.call_api(
-                    path, method,
-                    query_params=list((query or {}).items()),
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=30,
-                )
-                status: int = response.status
-                raw = await response.read()
+            try:
+                with API_LATENCY.labels(method, resource).time():
+                    response = await self._client.call_api(
+                        path, method,
+                        query_params=list((query or {}).items()),
+                        header_params={"Accept": "application/json", "Content-Type": content_type},
+                        body=body,
+                        auth_settings=["BearerToken"],
+                        _preload_content=False,
+                        _request_timeout=30,
+                    )
+                    status: int = response.status
+                    raw = await response.read()
+            except TRANSPORT_ERRORS as error:
+                # A restarting API server refuses connections for seconds: retried like a 503.
+                API_REQUESTS.labels(method, resource, "unreachable").inc()
+                if attempt == MAX_ATTEMPTS:
+                    raise ApiUnavailable(error) from error
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
             API_REQUESTS.labels(method, resource, str(status)).inc()
             payload: JSON = json.loads(raw) if raw else {}
             if status < 400:
@@ -158,15 +181,19 @@ class KubeApi:
 
     async def read_text(self, path: str, *, query: Mapping[str, str] | None = None) -> str:
         """A GET whose answer is plain text (a pod's log); raises ApiError like `request`."""
-        response = await self._client.call_api(
-            path, "GET",
-            query_params=list((query or {}).items()),
-            header_params={"Accept": "*/*"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=30,
-        )
-        raw: bytes = await response.read()
+        try:
+            response = await self._client.call_api(
+                path, "GET",
+                query_params=list((query or {}).items()),
+                header_params={"Accept": "*/*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=30,
+            )
+            raw: bytes = await response.read()
+        except TRANSPORT_ERRORS as error:
+            API_REQUESTS.labels("GET", _resource_label(path), "unreachable").inc()
+            raise ApiUnavailable(error) from error
         API_REQUESTS.labels("GET", _resource_label(path), str(response.status)).inc()
         if response.status >= 400:
             try:

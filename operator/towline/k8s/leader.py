@@ -94,8 +94,15 @@ class LeaderElector:
         return max(0.0, left.total_seconds())
 
     async def run(self) -> None:
+        """Try every retry period, for as long as the process lives: an attempt that fails in a
+        way nobody foresaw is logged, never the end of the loop (a dead elector never leads again)."""
         while True:
-            await self.try_once()
+            try:
+                await self.try_once()
+            except Exception:
+                log.exception("leader election: the attempt failed")
+                if self.became_leader.is_set() and not self.is_leader:
+                    self.step_down()
             await asyncio.sleep(self.timings.retry_period)
 
     async def try_once(self) -> bool:

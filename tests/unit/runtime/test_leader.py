@@ -144,6 +144,36 @@ def test_an_unreachable_server_keeps_the_leader_only_until_its_deadline() -> Non
     assert a.lost_leadership.is_set()
 
 
+def test_the_election_loop_outlives_an_attempt_that_fails_in_an_unforeseen_way() -> None:
+    """A failure that is no ApiError (a transport bug, a proxy's HTML) must not end the loop:
+    an elector whose task died would never renew again, and no replica would ever lead."""
+    clock = Clock()
+    store = LeaseStore(clock)
+    a = LeaderElector(store, namespace="towline-system", name="towline-operator",  # type: ignore[arg-type]
+                      identity="a", timings=LeaderTimings(lease_seconds=15, renew_deadline=10, retry_period=0.01),
+                      clock=clock)
+    real_get = store.get
+
+    async def broken_get(path: str) -> dict[str, Any] | None:
+        raise RuntimeError("not JSON: <html>bad gateway</html>")
+
+    async def scenario() -> None:
+        task = asyncio.create_task(a.run())
+        await asyncio.sleep(0.05)
+        assert a.is_leader
+        store.get = broken_get  # type: ignore[method-assign]
+        clock.advance(11)
+        await asyncio.sleep(0.05)
+        assert not task.done(), "the loop goes on"
+        assert not a.is_leader and a.lost_leadership.is_set()
+        store.get = real_get  # type: ignore[method-assign]
+        await asyncio.sleep(0.05)
+        assert a.is_leader, "it leads again once the attempts succeed"
+        task.cancel()
+
+    asyncio.run(scenario())
+
+
 def test_a_lost_race_for_the_lease_is_a_conflict_not_two_leaders() -> None:
     clock = Clock()
     store = LeaseStore(clock)
