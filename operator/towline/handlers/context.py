@@ -39,6 +39,16 @@ class ReconcileContext(Protocol):
         """The run's Jobs, pods and Approvals as they are (from the watches where they suffice); only what the
         run (UID `run_uid`) controls counts."""
 
+    def latest_run(self, key: Key) -> dict[str, Any] | None:
+        """The run's body from its latest watch event, unless a newer version of it is known; None: read it.
+
+        A body older than the API server's is safe to decide on: the status write carries its
+        resourceVersion, so it fails with a conflict and the next pass reads afresh.
+        """
+
+    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
+        """The pass wrote the run's status; `written` is the API server's answer."""
+
     def requeue_run(self, key: Key) -> None:
         """Look at this run again soon (e.g. after a write conflict)."""
 

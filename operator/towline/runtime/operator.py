@@ -26,7 +26,7 @@ from towline.handlers.failures import report_reconcile_failure
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
-from towline.k8s.actions import ActionContext
+from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
@@ -75,6 +75,10 @@ class Operator:
     workflow_keys: set[Key] = field(default_factory=set)
     children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    """The latest watch event's body of each run in flight (dropped when it finishes)."""
+    _written_versions: dict[Key, int] = field(default_factory=dict)
+    """The resourceVersion of this process's last status write per run in flight."""
 
     def __post_init__(self) -> None:
         self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
@@ -86,7 +90,7 @@ class Operator:
         self._api = self.connection.fenced(lambda: self.leader.is_leader)
         self._action_context = ActionContext(
             api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
-            remember=self._remember_created,
+            remember=self._remember_created, default_deny=DefaultDenyPolicies(),
         )
 
     # ReconcileContext
@@ -117,6 +121,15 @@ class Operator:
             for body in bodies:
                 self.children.saw(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
+
+    def latest_run(self, key: Key) -> dict[str, Any] | None:
+        body = self._latest_bodies.get(key)
+        if body is None or _version(body) < self._written_versions.get(key, 0):
+            return None  # older than this process's own last write: read it
+        return body
+
+    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
+        self._written_versions[key] = _version(written)
 
     def requeue_run(self, key: Key) -> None:
         self.runs.add(key)
@@ -153,6 +166,11 @@ class Operator:
         if summary.phase in TERMINAL_RUN_PHASES:
             # A finished run is never observed again: its children's copies would only cost memory.
             self.children.forget_run(key)
+            self._latest_bodies.pop(key, None)
+            self._written_versions.pop(key, None)
+        else:
+            # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
+            self._latest_bodies[key] = body
 
     def wants_children(self, key: Key) -> bool:
         """Whether to cache this run's children: unless the run is known to have finished."""
@@ -161,6 +179,8 @@ class Operator:
 
     def forgot_run(self, key: Key) -> None:
         self.run_summaries.pop(key, None)
+        self._latest_bodies.pop(key, None)
+        self._written_versions.pop(key, None)
         self.runs.forget(key)
         self.children.forget_run(key)
 
@@ -239,3 +259,8 @@ class Operator:
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)
+
+
+def _version(body: dict[str, Any]) -> int:
+    text = (body.get("metadata") or {}).get("resourceVersion")
+    return int(text) if isinstance(text, str) and text.isdigit() else 0

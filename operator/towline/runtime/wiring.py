@@ -16,7 +16,7 @@ import kopf
 
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_MANAGED_BY, LABEL_RUN, LABEL_STEP_POD, MANAGER
 from towline.metrics import count_pending_approvals
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
@@ -71,7 +71,9 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         if event.get("type") == "DELETED":
             operator.forgot_run(key)
             return
-        operator.saw_run(key, body)
+        # The watch's own dict (kopf's body is a read-only view of it): a pass may decide on it.
+        raw = event.get("object")
+        operator.saw_run(key, raw if isinstance(raw, dict) else dict(body))
         if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES or event.get("type") is None:
             operator.runs.add(key)
 
@@ -90,6 +92,13 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         statuses = (kwargs["status"] or {}).get("containerStatuses") or []
         if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
             operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+
+    @kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels={LABEL_MANAGED_BY: MANAGER},
+                   when=lambda name, **_: name == DEFAULT_DENY_POLICY, registry=registry)
+    async def default_deny_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        known, event = operator_of(memo).action_context.default_deny, kwargs["event"] or {}
+        if known is not None and isinstance(event.get("object"), dict):  # the watch's own dict, not kopf's view
+            known.saw(event["object"], deleted=event.get("type") == "DELETED")
 
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:
