@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from towline.api.run import WorkflowRunStatus
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
+from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
@@ -56,5 +57,8 @@ class ReconcileContext(Protocol):
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None: ...
 
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        """The workflow's finished runs the watch has shown (for its history limits)."""
+
     async def on_run_finished(self, run: dict[str, Any]) -> None:
-        """The pass that finished `run` wrote its final status."""
+        """The pass that finished `run` wrote its final status (its Workflow's pass trims the history)."""

@@ -48,8 +48,7 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     run = WorkflowRun.model_validate(raw)
     status = previous = run.status or WorkflowRunStatus()
     if status.phase in TERMINAL_RUN_PHASES:
-        # The pass that finished it already trimmed the history; a restart's re-list must not
-        # repeat that for every finished run.
+        # Nothing more to do for it: its Workflow's pass keeps the history within the limits.
         return None
     now = datetime.now(UTC)
     meta = raw["metadata"]

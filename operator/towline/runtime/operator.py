@@ -23,7 +23,7 @@ from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
-from towline.handlers.history import enforce_history_limits
+from towline.handlers.history import FinishedRun
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
@@ -49,6 +49,7 @@ class RunSummary:
     created: str
     phase: str
     started_at: str | None
+    finished_at: str | None
     open_gates: int
     """Approval gates waiting for a decision (the approvals-pending gauge)."""
 
@@ -60,6 +61,7 @@ class RunSummary:
             created=str(body["metadata"].get("creationTimestamp") or ""),
             phase=str(status.get("phase") or "Pending"),
             started_at=status.get("startedAt"),
+            finished_at=status.get("finishedAt"),
             open_gates=open_approval_gates(body),
         )
 
@@ -149,15 +151,19 @@ class Operator:
         name, latest = max(mine, key=lambda item: item[1].created)
         return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
 
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        return [FinishedRun(name, summary.phase, summary.finished_at or "")
+                for (ns, name), summary in self.run_summaries.items()
+                if ns == namespace and summary.workflow == workflow and summary.phase in TERMINAL_RUN_PHASES]
+
     async def on_run_finished(self, run: dict[str, Any]) -> None:
-        """Trim the workflow's history and refresh its status (lastRun) with the run's final phase."""
+        """Queue the workflow's pass: it trims the history and refreshes lastRun with the run's final phase."""
         namespace = run["metadata"]["namespace"]
         workflow = run["spec"]["workflowRef"]["name"]
         key = (namespace, run["metadata"]["name"])
         if key in self.run_summaries:
             # The watch event with the final status may not have arrived yet; lastRun must not lag.
             self.saw_run(key, run)
-        await enforce_history_limits(self.api, namespace, workflow)
         self.workflows.add((namespace, workflow))
 
     # Watch events
