@@ -84,7 +84,12 @@ async def _settled(operator: OperatorProcess, samples: list[tuple[float, int, in
     started = time.monotonic()
     while True:
         samples.append((time.monotonic() - started, *operator_rss_kib(operator)))
-        text = operator_metrics(operator)
+        try:
+            text = operator_metrics(operator)
+        except OSError as error:  # one failed scrape is no reason to stop measuring
+            print(f"metrics scrape failed: {error}")
+            await asyncio.sleep(0.5)
+            continue
         adds = counts_by(text, "towline_workqueue_adds_total", "name")
         depth = counts_by(text, "towline_workqueue_depth", "name")
         if adds[("runs",)] >= FINISHED_RUNS and adds[("workflows",)] >= WORKFLOWS_PRESENT and not any(depth.values()):

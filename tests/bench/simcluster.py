@@ -2,12 +2,15 @@
 
 The operator runs as a process with its ServiceAccount's token (the chart's RBAC),
 started and stopped by the benchmark so a phase can run without it (the raw-client
-limit) and so its memory can be read from /proc.
+limit) and so its memory can be read from /proc. BENCH_OPERATOR_PYTHONPATH runs
+another revision's operator (its exported `operator` and `connectors` directories)
+against this benchmark, for before/after figures.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -44,9 +47,13 @@ class SimCluster:
 
     def start_operator(self, *, namespaces: tuple[str, ...] = (), settings: dict[str, str] | None = None
                        ) -> OperatorProcess:
+        settings = dict(settings or {})
+        if os.environ.get("BENCH_OPERATOR_PYTHONPATH"):
+            # Another revision's operator (e.g. an exported main) against this revision's benchmark.
+            settings["PYTHONPATH"] = os.environ["BENCH_OPERATOR_PYTHONPATH"]
         operator = OperatorProcess(
             kubeconfig=self.operator_kubeconfig, log_path=self.work / f"operator-{len(self.operators)}.log",
-            metrics_port=free_loopback_port(), watch_namespaces=namespaces, settings=dict(settings or {}),
+            metrics_port=free_loopback_port(), watch_namespaces=namespaces, settings=settings,
         )
         self.operators.append(operator.start())
         return operator

@@ -16,7 +16,7 @@ import kopf
 
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_MANAGED_BY, LABEL_RUN, LABEL_STEP_POD, MANAGER
+from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.metrics import count_pending_approvals
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
@@ -34,12 +34,13 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        settings.posting.enabled = False
-        settings.watching.server_timeout = 300
+        _tune(settings)
         operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig))
         memo["operator"] = operator
-        count_pending_approvals(  # metrics
-            lambda: [(namespace, summary.open_gates) for (namespace, _), summary in operator.run_summaries.items()]
+        count_pending_approvals(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
+            # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
+            lambda: [(namespace, summary.open_gates)
+                     for (namespace, _), summary in list(operator.run_summaries.items())]
         )
         await operator.start()
 
@@ -93,7 +94,8 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
             operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
-    @kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels={LABEL_MANAGED_BY: MANAGER},
+    # By name only: a label is no proof, and a policy stripped of its labels and then opened must still be seen.
+    @kopf.on.event("networking.k8s.io", "v1", "networkpolicies",
                    when=lambda name, **_: name == DEFAULT_DENY_POLICY, registry=registry)
     async def default_deny_event(memo: kopf.Memo, **kwargs: Any) -> None:
         known, event = operator_of(memo).action_context.default_deny, kwargs["event"] or {}
@@ -109,6 +111,16 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
             operator.runs.add((kwargs["namespace"], run_name))
 
     return registry
+
+
+def _tune(settings: kopf.OperatorSettings) -> None:
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    # Memory: list in pages as client-go's reflector does, and let kopf's per-object workers (each holding
+    # its object's last body) end soon after their last event, so a start over thousands of finished runs
+    # never holds them all at once.
+    settings.watching.chunk_size = 500
+    settings.batching.idle_timeout = 1.0
 
 
 def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
