@@ -41,7 +41,7 @@ from towline.validation.catalog import ConnectorCatalog
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """What the process keeps per run: enough for a Workflow's lastRun, never the body."""
 

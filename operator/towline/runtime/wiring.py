@@ -75,7 +75,8 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         # The watch's own dict (kopf's body is a read-only view of it): a pass may decide on it.
         raw = event.get("object")
         operator.saw_run(key, raw if isinstance(raw, dict) else dict(body))
-        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES or event.get("type") is None:
+        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart.
+        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES:
             operator.runs.add(key)
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
