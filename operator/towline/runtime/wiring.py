@@ -118,10 +118,10 @@ def _tune(settings: kopf.OperatorSettings) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     # Memory: list in pages as client-go's reflector does, and let kopf's per-object workers (each holding
-    # its object's last body) end soon after their last event, so a start over thousands of finished runs
-    # never holds them all at once.
+    # its object's last body) end half a second after their last event, so a start over thousands of
+    # finished runs never holds them all at once.
     settings.watching.chunk_size = 500
-    settings.batching.idle_timeout = 1.0
+    settings.queueing.idle_timeout = 0.5
 
 
 def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
