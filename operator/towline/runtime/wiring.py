@@ -10,6 +10,7 @@ kopf hands to every handler.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -114,8 +115,18 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
     return registry
 
 
+class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """An empty diff base: kopf builds one on every event (a deep copy of the whole body) for on.create and
+    on.update handlers, and Towline registers none (only on.event). Those copies were most of the operator's
+    CPU under load (docs/benchmarks.md). Nothing is stored: kopf stores a diff base only for those handlers."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> Any:
+        return {}
+
+
 def _tune(settings: kopf.OperatorSettings) -> None:
     settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     # Memory: list in pages as client-go's reflector does, and let kopf's per-object workers (each holding
     # its object's last body) end half a second after their last event, so a start over thousands of
