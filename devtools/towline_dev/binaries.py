@@ -35,6 +35,7 @@ from towline_dev.versions import (
     HELM_VERSION,
     KUBE_ROUTER_VERSION,
     KUBERNETES_VERSION,
+    KWOK_VERSION,
 )
 
 KUBERNETES_COMMANDS = (
@@ -351,3 +352,39 @@ def _build_addon(go: str, name: str, out: Path, progress: Progress, label: str) 
         [go, "install", "-v", "-trimpath", "-ldflags", "-s -w", f"{package}@{version}"],
         out, progress, f"{label}: compiling", env=_go_env(GOBIN=str(out), GOFLAGS="-buildvcs=false"),
     )
+
+
+def cached_kwok() -> Path:
+    """Where kwok of the pinned version lives once built."""
+    return cache_root() / f"kwok-{KWOK_VERSION}" / "bin" / "kwok"
+
+
+def find_kwok(*, build: bool = True, progress: Progress = _stderr_progress) -> Path:
+    """kwok for the scale benchmarks: from the cache, else built once from the Go module proxy.
+
+    Not one of COMPONENTS: no test needs it, so a fresh machine does not build it for `make test`.
+    """
+    target = cached_kwok()
+    if target.is_file():
+        return target
+    if not build:
+        raise BinariesUnavailable(f"kwok {KWOK_VERSION} is not built yet ({target} is missing)")
+    with _exclusive_lock(target.parent.parent / "build.lock"):
+        if target.is_file():
+            return target
+        go = shutil.which("go")
+        if go is None:
+            raise BinariesUnavailable(f"kwok {KWOK_VERSION} is not in {target} and Go is not installed to build it")
+        label = f"kwok {KWOK_VERSION}"
+        progress(f"{label}: building from the Go module proxy into {target.parent} (once per machine)")
+        staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent.parent))
+        try:
+            _run_go(
+                [go, "install", "-v", "-trimpath", "-ldflags", "-s -w", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"],
+                staging, progress, f"{label}: compiling", env=_go_env(GOBIN=str(staging), GOFLAGS="-buildvcs=false"),
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (staging / "kwok").replace(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target

@@ -21,6 +21,9 @@ COREDNS_VERSION = "v1.14.7"
 KUBE_ROUTER_VERSION = "v2.1.0"
 """github.com/cloudnativelabs/kube-router/v2: only its NetworkPolicy controller runs."""
 
+KWOK_VERSION = "v0.7.0"
+"""sigs.k8s.io/kwok: simulated nodes for the scale benchmarks (never needed by the tests)."""
+
 DEBIAN_PACKAGES = {
     "containerd": "1.6.20~ds1-1+deb12u3",
     "runc": "1.1.5+ds1-1+deb12u1",

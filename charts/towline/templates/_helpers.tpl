@@ -59,8 +59,9 @@ learns of a missing one from the pod's status.
   verbs: [get, list, watch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  # update: a default-deny policy somebody opened up is put back before the next step starts
-  verbs: [get, list, create, update, delete]
+  # update: a default-deny policy somebody opened up is put back before the next step starts;
+  # watch: the operator learns of such a change without reading the policy before every step
+  verbs: [get, list, watch, create, update, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -103,7 +103,6 @@ class StepDriver:
             allow_private_networks=tuple(step.allow_private_networks), allow_hosts=allow_hosts,
             timeout_seconds=step.timeout_seconds, idempotency_key=entry.idempotency_key, mutating=mutating,
         ))
-        self.event("Normal", "StepStarted", f"step {step_id} attempt {attempt} started as Job {entry.job_name}")
 
     def observe_job(self, step_id: str) -> None:
         entry = self.state.get(step_id)
@@ -165,7 +164,6 @@ class StepDriver:
         entry.usage = dict(usage) if usage is not None else None
         self._record_attempt(entry, None, None)
         status.output_bytes += size
-        self.event("Normal", "StepSucceeded", f"step {step_id} succeeded (attempt {entry.attempt})")
 
     def fail_attempt(
         self, step_id: str, error_class: ErrorClass, message: str, *, retryable: bool | None,

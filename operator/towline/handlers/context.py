@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from towline.api.run import WorkflowRunStatus
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
+from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
@@ -39,6 +40,16 @@ class ReconcileContext(Protocol):
         """The run's Jobs, pods and Approvals as they are (from the watches where they suffice); only what the
         run (UID `run_uid`) controls counts."""
 
+    def latest_run(self, key: Key) -> dict[str, Any] | None:
+        """The run's body from its latest watch event, unless a newer version of it is known; None: read it.
+
+        A body older than the API server's is safe to decide on: the status write carries its
+        resourceVersion, so it fails with a conflict and the next pass reads afresh.
+        """
+
+    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
+        """The pass wrote the run's status; `written` is the API server's answer."""
+
     def requeue_run(self, key: Key) -> None:
         """Look at this run again soon (e.g. after a write conflict)."""
 
@@ -46,5 +57,8 @@ class ReconcileContext(Protocol):
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None: ...
 
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        """The workflow's finished runs the watch has shown (for its history limits)."""
+
     async def on_run_finished(self, run: dict[str, Any]) -> None:
-        """The pass that finished `run` wrote its final status."""
+        """The pass that finished `run` wrote its final status (its Workflow's pass trims the history)."""

@@ -1,9 +1,10 @@
 """Reconcile one WorkflowRun: observe, decide, act, write status once.
 
 Glue only. The decision is the engine's; the API calls are towline.k8s's.
-Level-triggered: every pass starts from a fresh read of the run and of its
-children found by label, so a restart, a missed event or a second pass all
-converge on the same result.
+Level-triggered: every pass starts from the newest known version of the run
+(its latest watch event, else a fresh read) and of its children found by label,
+so a restart, a missed event or a second pass all converge on the same result;
+a stale version only costs a write conflict and another pass.
 """
 
 from __future__ import annotations
@@ -41,14 +42,13 @@ async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -
 
 
 async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
-    raw = await read_run(operator.api, namespace, name)
+    raw = operator.latest_run((namespace, name)) or await read_run(operator.api, namespace, name)
     if raw is None:
         return None
     run = WorkflowRun.model_validate(raw)
     status = previous = run.status or WorkflowRunStatus()
     if status.phase in TERMINAL_RUN_PHASES:
-        # The pass that finished it already trimmed the history; a restart's re-list must not
-        # repeat that for every finished run.
+        # Nothing more to do for it: its Workflow's pass keeps the history within the limits.
         return None
     now = datetime.now(UTC)
     meta = raw["metadata"]
@@ -134,10 +134,12 @@ async def snapshot_retry(
 async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
     """Write the status once; False when somebody wrote first (the run is requeued)."""
     try:
-        await write_run_status(operator.api, raw, status.to_wire())
+        written = await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
         operator.requeue_run((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
         return False
+    if written is not None:
+        operator.wrote_run((raw["metadata"]["namespace"], raw["metadata"]["name"]), written)
     return True

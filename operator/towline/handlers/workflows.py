@@ -1,4 +1,4 @@
-"""Reconcile one Workflow: validate it, fire its due schedules, report in status.
+"""Reconcile one Workflow: validate it, fire its due schedules, trim its run history, report in status.
 
 Writes only `status` (conditions with observedGeneration, validation errors,
 schedule times, last run). Never the spec, labels or annotations: a synced
@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from towline.api.workflow import WorkflowStatus
+from towline.api.workflow import HistoryLimits, WorkflowStatus
 from towline.handlers.context import ReconcileContext
+from towline.handlers.history import enforce_history_limits
 from towline.k8s.client import Conflict
 from towline.k8s.runs import read_workflow, write_workflow_status
 from towline.logs import log_context
@@ -46,6 +47,8 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     last = operator.last_run_of(namespace, name)
     if last is not None:
         status.last_run = last
+    limits = spec.policy.history if spec is not None else HistoryLimits()
+    await enforce_history_limits(operator.api, namespace, name, limits, operator.finished_runs_of(namespace, name))
     try:
         await write_workflow_status(operator.api, raw, status.to_wire())
     except Conflict:

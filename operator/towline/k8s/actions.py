@@ -7,6 +7,7 @@ anything; it only does what the engine asked.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,38 @@ JSON = dict[str, Any]
 
 log = logging.getLogger(__name__)
 
+PARALLEL_CREATES = 8
+"""Step Jobs (each with its egress policy) one pass creates at once."""
+
+
+class DefaultDenyPolicies:
+    """Namespaces whose default-deny policy was last seen as it must be: by the watch, a read or a write.
+
+    The NetworkPolicy watch clears a namespace as soon as it shows the policy deleted or changed,
+    so the next step Job reads it and puts it back; until then no step Job costs a read.
+    """
+
+    def __init__(self) -> None:
+        self._intact: set[str] = set()
+        self._versions: dict[str, int] = {}
+
+    def saw(self, policy: JSON, *, deleted: bool = False) -> None:
+        """A watch event, or the answer to a read or write; an answer older than what the watch showed is ignored."""
+        meta = policy["metadata"]
+        namespace = meta["namespace"]
+        text = meta.get("resourceVersion")
+        version = int(text) if isinstance(text, str) and text.isdigit() else 0
+        if version < self._versions.get(namespace, 0):
+            return
+        self._versions[namespace] = version
+        if not deleted and policy.get("spec") == build_default_deny_policy(namespace)["spec"]:
+            self._intact.add(namespace)
+        else:
+            self._intact.discard(namespace)
+
+    def intact(self, namespace: str) -> bool:
+        return namespace in self._intact
+
 
 @dataclass
 class ActionContext:
@@ -50,13 +83,47 @@ class ActionContext:
     isolation_reports: IsolationFailureReports = field(default_factory=IsolationFailureReports)
     api_server_networks: Callable[[], tuple[str, ...]] = lambda: ()
     """The API server's addresses as host networks, excepted from every step policy; raises while unknown."""
+    default_deny: DefaultDenyPolicies | None = None
+    """Fed by a NetworkPolicy watch; None: read the default-deny policy before every step Job."""
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
+    """In order, except that step Jobs started in the same pass are created side by side (a fan-out)
+    and Events are recorded last (they report; nothing waits for them)."""
+    jobs: list[engine_actions.Action] = []
+    events: list[engine_actions.Action] = []
     for action in actions:
-        step = getattr(action, "step_id", None)
-        with log_context(step=step, attempt=getattr(action, "attempt", None) if step else None):
-            await _apply(context, run, action)
+        if isinstance(action, engine_actions.CreateStepJob):
+            jobs.append(action)
+            continue
+        if isinstance(action, engine_actions.EmitEvent):
+            events.append(action)
+            continue
+        await _apply_together(context, run, jobs)
+        jobs = []
+        await _apply_logged(context, run, action)
+    await _apply_together(context, run, jobs)
+    for event in events:
+        await _apply_logged(context, run, event)
+
+
+async def _apply_together(context: ActionContext, run: RunRef, actions: list[engine_actions.Action]) -> None:
+    gate = asyncio.Semaphore(PARALLEL_CREATES)
+
+    async def one(action: engine_actions.Action) -> None:
+        async with gate:
+            await _apply_logged(context, run, action)
+
+    outcomes = await asyncio.gather(*(one(action) for action in actions), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+async def _apply_logged(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:
+    step = getattr(action, "step_id", None)
+    with log_context(step=step, attempt=getattr(action, "attempt", None) if step else None):
+        await _apply(context, run, action)
 
 
 async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:
@@ -84,19 +151,26 @@ async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Act
 async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
     """Before every step Job: the namespace's default-deny policy exists and says what it must.
 
-    Read each time rather than remembered, so a policy somebody deleted is
-    created again and one somebody edited (say, to allow all egress) is put back.
+    Read unless the watch-fed `context.default_deny` last saw it intact, so a policy
+    somebody deleted is created again and one somebody edited (say, to allow all
+    egress) is put back before the next step Job after the change is seen.
     """
+    known = context.default_deny
+    if known is not None and known.intact(namespace):
+        return
     desired = build_default_deny_policy(namespace)
     path = NETWORK_POLICIES.path(namespace, desired["metadata"]["name"])
     existing = await context.api.get(path)
     if existing is None:
-        await context.api.create(NETWORK_POLICIES.path(namespace), desired)
-        return
-    if existing.get("spec") != desired["spec"]:
+        body, _ = await context.api.create(NETWORK_POLICIES.path(namespace), desired)
+    elif existing.get("spec") != desired["spec"]:
         log.warning("NetworkPolicy %s/%s was changed; restoring its default-deny spec", namespace, DEFAULT_DENY_POLICY)
         desired["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-        await context.api.replace(path, desired)
+        body = await context.api.replace(path, desired)
+    else:
+        body = existing
+    if known is not None:
+        known.saw(body)
 
 
 async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:

@@ -23,10 +23,10 @@ from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
-from towline.handlers.history import enforce_history_limits
+from towline.handlers.history import FinishedRun
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
-from towline.k8s.actions import ActionContext
+from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
@@ -43,7 +43,7 @@ from towline.validation.catalog import ConnectorCatalog
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """What the process keeps per run: enough for a Workflow's lastRun, never the body."""
 
@@ -51,6 +51,7 @@ class RunSummary:
     created: str
     phase: str
     started_at: str | None
+    finished_at: str | None
     open_gates: int
     """Approval gates waiting for a decision (the approvals-pending gauge)."""
 
@@ -62,6 +63,7 @@ class RunSummary:
             created=str(body["metadata"].get("creationTimestamp") or ""),
             phase=str(status.get("phase") or "Pending"),
             started_at=status.get("startedAt"),
+            finished_at=status.get("finishedAt"),
             open_gates=open_approval_gates(body),
         )
 
@@ -77,6 +79,10 @@ class Operator:
     workflow_keys: set[Key] = field(default_factory=set)
     children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    """The latest watch event's body of each run in flight (dropped when it finishes)."""
+    _written_versions: dict[Key, int] = field(default_factory=dict)
+    """The resourceVersion of this process's last status write per run in flight."""
 
     def __post_init__(self) -> None:
         self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
@@ -91,6 +97,7 @@ class Operator:
         self._action_context = ActionContext(
             api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
             remember=self._remember_created, api_server_networks=self.api_server.networks,
+            default_deny=DefaultDenyPolicies(),
         )
 
     # ReconcileContext
@@ -122,6 +129,15 @@ class Operator:
                 self.children.saw(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
 
+    def latest_run(self, key: Key) -> dict[str, Any] | None:
+        body = self._latest_bodies.get(key)
+        if body is None or _version(body) < self._written_versions.get(key, 0):
+            return None  # older than this process's own last write: read it
+        return body
+
+    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
+        self._written_versions[key] = _version(written)
+
     def requeue_run(self, key: Key) -> None:
         self.runs.add(key)
 
@@ -147,15 +163,19 @@ class Operator:
         name, latest = max(mine, key=lambda item: item[1].created)
         return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
 
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        return [FinishedRun(name, summary.phase, summary.finished_at or "")
+                for (ns, name), summary in self.run_summaries.items()
+                if ns == namespace and summary.workflow == workflow and summary.phase in TERMINAL_RUN_PHASES]
+
     async def on_run_finished(self, run: dict[str, Any]) -> None:
-        """Trim the workflow's history and refresh its status (lastRun) with the run's final phase."""
+        """Queue the workflow's pass: it trims the history and refreshes lastRun with the run's final phase."""
         namespace = run["metadata"]["namespace"]
         workflow = run["spec"]["workflowRef"]["name"]
         key = (namespace, run["metadata"]["name"])
         if key in self.run_summaries:
             # The watch event with the final status may not have arrived yet; lastRun must not lag.
             self.saw_run(key, run)
-        await enforce_history_limits(self.api, namespace, workflow)
         self.workflows.add((namespace, workflow))
 
     # Watch events
@@ -164,6 +184,11 @@ class Operator:
         if summary.phase in TERMINAL_RUN_PHASES:
             # A finished run is never observed again: its children's copies would only cost memory.
             self.children.forget_run(key)
+            self._latest_bodies.pop(key, None)
+            self._written_versions.pop(key, None)
+        else:
+            # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
+            self._latest_bodies[key] = body
 
     def wants_children(self, key: Key) -> bool:
         """Whether to cache this run's children: unless the run is known to have finished."""
@@ -172,6 +197,8 @@ class Operator:
 
     def forgot_run(self, key: Key) -> None:
         self.run_summaries.pop(key, None)
+        self._latest_bodies.pop(key, None)
+        self._written_versions.pop(key, None)
         self.runs.forget(key)
         self.children.forget_run(key)
 
@@ -254,3 +281,8 @@ class Operator:
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)
+
+
+def _version(body: dict[str, Any]) -> int:
+    text = (body.get("metadata") or {}).get("resourceVersion")
+    return int(text) if isinstance(text, str) and text.isdigit() else 0

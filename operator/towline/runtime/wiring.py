@@ -10,13 +10,14 @@ kopf hands to every handler.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
 
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.metrics import count_pending_approvals
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
@@ -34,12 +35,13 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        settings.posting.enabled = False
-        settings.watching.server_timeout = 300
+        _tune(settings)
         operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig))
         memo["operator"] = operator
-        count_pending_approvals(  # metrics
-            lambda: [(namespace, summary.open_gates) for (namespace, _), summary in operator.run_summaries.items()]
+        count_pending_approvals(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
+            # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
+            lambda: [(namespace, summary.open_gates)
+                     for (namespace, _), summary in list(operator.run_summaries.items())]
         )
         await operator.start()
 
@@ -71,8 +73,11 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         if event.get("type") == "DELETED":
             operator.forgot_run(key)
             return
-        operator.saw_run(key, body)
-        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES or event.get("type") is None:
+        # The watch's own dict (kopf's body is a read-only view of it): a pass may decide on it.
+        raw = event.get("object")
+        operator.saw_run(key, raw if isinstance(raw, dict) else dict(body))
+        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart.
+        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES:
             operator.runs.add(key)
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
@@ -91,6 +96,14 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
             operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
 
+    # By name only: a label is no proof, and a policy stripped of its labels and then opened must still be seen.
+    @kopf.on.event("networking.k8s.io", "v1", "networkpolicies",
+                   when=lambda name, **_: name == DEFAULT_DENY_POLICY, registry=registry)
+    async def default_deny_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        known, event = operator_of(memo).action_context.default_deny, kwargs["event"] or {}
+        if known is not None and isinstance(event.get("object"), dict):  # the watch's own dict, not kopf's view
+            known.saw(event["object"], deleted=event.get("type") == "DELETED")
+
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:
         operator = operator_of(memo)
@@ -100,6 +113,26 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
             operator.runs.add((kwargs["namespace"], run_name))
 
     return registry
+
+
+class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """An empty diff base: kopf builds one on every event (a deep copy of the whole body) for on.create and
+    on.update handlers, and Towline registers none (only on.event). Those copies were most of the operator's
+    CPU under load (docs/benchmarks.md). Nothing is stored: kopf stores a diff base only for those handlers."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> Any:
+        return {}
+
+
+def _tune(settings: kopf.OperatorSettings) -> None:
+    settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBase()
+    settings.watching.server_timeout = 300
+    # Memory: list in pages as client-go's reflector does, and let kopf's per-object workers (each holding
+    # its object's last body) end half a second after their last event, so a start over thousands of
+    # finished runs never holds them all at once.
+    settings.watching.chunk_size = 500
+    settings.queueing.idle_timeout = 0.5
 
 
 def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:

@@ -111,6 +111,15 @@ def test_a_deleted_or_opened_default_deny_policy_is_restored_before_the_next_ste
     restored = get(cluster, "networkpolicies", DEFAULT_DENY, ns)
     assert restored is not None and restored["spec"] == original["spec"]
 
+    # The operator learns of changes from a watch: stripping the labels first must not hide the opening.
+    stripped = {"metadata": {"labels": None}, **opened}
+    cluster.kubectl("patch", "networkpolicy", DEFAULT_DENY, "-n", ns, "--type", "merge", "-p", json.dumps(stripped),
+                    user="alice")
+    assert (get(cluster, "networkpolicies", DEFAULT_DENY, ns) or {})["spec"].get("egress") == [{}]
+    assert start(cluster, ns, "shape", "after-unlabelled-open")["status"]["phase"] == "Succeeded"
+    restored = get(cluster, "networkpolicies", DEFAULT_DENY, ns)
+    assert restored is not None and restored["spec"] == original["spec"]
+
 
 def test_cluster_pod_and_service_cidrs_are_chart_values_that_reach_the_operator(
     towline_installed: ControlPlane,

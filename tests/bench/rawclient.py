@@ -1,0 +1,50 @@
+"""The raw-client limit: the least a controller must write per step, done as directly as possible.
+
+Per step it creates the same Job the operator would (towline.k8s.objects.build_step_job),
+waits for the Job to complete (seen on a watch), and merge-patches the run's
+status with the step's phase; steps of a level start together. It authenticates
+as the operator's ServiceAccount, so RBAC and admission are those the operator
+meets. No observation, no engine, no NetworkPolicy, no Events: its throughput is
+what this machine's API server, Job controller, scheduler and simulated node
+allow for the same runs, and Towline's throughput is reported as a ratio of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.bench.scaleload import Observations, Shape, step_inputs
+from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
+from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+
+JSON = dict[str, Any]
+
+
+async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, settings: StepPodSettings) -> None:
+    meta = run["metadata"]
+    ref = RunRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], workflow=shape.name)
+    steps: dict[str, JSON] = {}
+    status_path = WORKFLOW_RUNS.path(ref.namespace, ref.name, "status")
+
+    async def step(step_id: str, last: bool) -> None:
+        job_name = f"{ref.name}-{step_id}-1"
+        job = build_step_job(
+            ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform",
+            inputs=step_inputs(step_id), credentials={}, idempotency_key=f"{ref.uid}-{step_id}-1",
+            timeout_seconds=None, settings=settings,
+        )
+        await api.create(JOBS.path(ref.namespace), job)
+        await seen.completion(ref.name, step_id)
+        steps[step_id] = {"id": step_id, "phase": "Succeeded", "attempt": 1, "jobName": job_name}
+        phase = "Succeeded" if last and len(steps) == shape.steps else "Running"
+        await api.merge_patch(status_path, {"status": {"phase": phase, "steps": list(steps.values())}})
+
+    for index, level in enumerate(shape.levels):
+        last = index == len(shape.levels) - 1
+        await asyncio.gather(*(step(step_id, last) for step_id in level))
+
+
+async def drive_runs(api: KubeApi, shape: Shape, runs: dict[str, JSON], seen: Observations) -> None:
+    settings = StepPodSettings()
+    await asyncio.gather(*(drive_run(api, shape, run, seen, settings) for run in runs.values()))

@@ -1,0 +1,197 @@
+"""The scale benchmarks' workloads and what they observe: Workflows, run creation, a watch of Jobs and runs.
+
+Times are taken in this process when an event arrives (time.monotonic), the
+same way for Towline and for the raw client, so both carry the same watch lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
+
+TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A workflow's DAG as levels: every step of a level needs every step of the level before."""
+
+    name: str
+    levels: tuple[tuple[str, ...], ...]
+
+    @property
+    def steps(self) -> int:
+        return sum(len(level) for level in self.levels)
+
+    def needs(self) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        previous: tuple[str, ...] = ()
+        for level in self.levels:
+            for step in level:
+                found[step] = previous
+            previous = level
+        return found
+
+
+def chain(length: int) -> Shape:
+    return Shape(f"chain{length}", tuple((f"s{i}",) for i in range(length)))
+
+
+def fan_out_in(width: int) -> Shape:
+    """One step, `width` steps that need it, one step that needs them all: width + 2 steps."""
+    return Shape(f"fan{width + 2}", (("start",), tuple(f"m{i}" for i in range(width)), ("join",)))
+
+
+def step_inputs(step: str) -> JSON:
+    return {"data": {"step": step}, "fields": {"seen": "data.step"}}
+
+
+def workflow(shape: Shape, namespace: str) -> JSON:
+    needs = shape.needs()
+    steps = []
+    for level in shape.levels:
+        for step in level:
+            entry: JSON = {"id": step, "action": "data.transform", "with": step_inputs(step)}
+            if needs[step]:
+                entry["needs"] = list(needs[step])
+            steps.append(entry)
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": shape.name, "namespace": namespace}, "spec": {"steps": steps}}
+
+
+def run_manifest(shape: Shape, namespace: str, name: str, requested_by: str) -> JSON:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"workflowRef": {"name": shape.name}, "requestedBy": requested_by}}
+
+
+@dataclass
+class Observations:
+    """What the watches saw, keyed by (run, step) for Jobs and by run for runs."""
+
+    expected_runs: int
+    run_created: dict[str, float] = field(default_factory=dict)
+    run_finished: dict[str, float] = field(default_factory=dict)
+    run_phase: dict[str, str] = field(default_factory=dict)
+    job_created: dict[tuple[str, str], float] = field(default_factory=dict)
+    job_completed: dict[tuple[str, str], float] = field(default_factory=dict)
+    completions: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def completion(self, run: str, step: str) -> asyncio.Future[None]:
+        return self.completions.setdefault((run, step), asyncio.get_running_loop().create_future())
+
+    def saw_job(self, job: JSON) -> None:
+        meta = job["metadata"]
+        key = ((meta.get("labels") or {}).get(LABEL_RUN, ""),
+               (meta.get("annotations") or {}).get(ANNOTATION_STEP_ID, ""))
+        now = time.monotonic()
+        self.job_created.setdefault(key, now)
+        conditions = (job.get("status") or {}).get("conditions") or []
+        complete = any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
+        if complete and key not in self.job_completed:
+            self.job_completed[key] = now
+            future = self.completion(*key)
+            if not future.done():
+                future.set_result(None)
+
+    def saw_run(self, run: JSON) -> None:
+        name = run["metadata"]["name"]
+        phase = (run.get("status") or {}).get("phase") or "Pending"
+        self.run_phase[name] = phase
+        if phase in TERMINAL and name not in self.run_finished:
+            self.run_finished[name] = time.monotonic()
+            if len(self.run_finished) >= self.expected_runs:
+                self.done.set()
+
+    def first_job_latencies(self) -> list[float]:
+        """Run created (its create call answered) -> its first Job seen."""
+        firsts: dict[str, float] = {}
+        for (run, _), seen in self.job_created.items():
+            firsts[run] = min(seen, firsts.get(run, seen))
+        return [firsts[run] - created for run, created in self.run_created.items() if run in firsts]
+
+    def next_job_latencies(self, shape: Shape) -> list[float]:
+        """A step's last needed Job seen Complete -> the step's own Job seen created."""
+        gaps = []
+        for (run, step), created in self.job_created.items():
+            needed = shape.needs().get(step) or ()
+            done = [self.job_completed.get((run, need)) for need in needed]
+            if needed and all(d is not None for d in done):
+                gaps.append(created - max(d for d in done if d is not None))
+        return gaps
+
+
+async def watch(api: KubeApi, path: str, handle: Any, stop: asyncio.Event) -> None:
+    """Stream watch events of `path` into `handle(object)` until `stop` (re-watching from the last version)."""
+    version = ""
+    while not stop.is_set():
+        query = [("watch", "true"), ("timeoutSeconds", "600"), ("allowWatchBookmarks", "true")]
+        if version:
+            query.append(("resourceVersion", version))
+        response = await api.api_client.call_api(
+            path, "GET", query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=700,
+        )
+        with contextlib.closing(response):
+            async for line in _lines(response.content):
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                if event.get("type") in {"ADDED", "MODIFIED"}:
+                    handle(obj)
+                elif event.get("type") == "ERROR":
+                    version = ""
+                if stop.is_set():
+                    return
+
+
+async def _lines(stream: Any) -> AsyncIterator[bytes]:
+    """Newline-separated documents of any size (aiohttp's own line iterator caps a line at 128 KiB)."""
+    buffer = b""
+    async for chunk in stream.iter_any():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+
+
+@contextlib.asynccontextmanager
+async def watching(api: KubeApi, namespace: str, seen: Observations) -> Any:
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(watch(api, JOBS.path(namespace), seen.saw_job, stop)),
+             asyncio.create_task(watch(api, WORKFLOW_RUNS.path(namespace), seen.saw_run, stop))]
+    await asyncio.sleep(0.5)  # the watches are open before anything is created
+    try:
+        yield
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def create_runs(api: KubeApi, manifests: Iterable[JSON], seen: Observations, *, parallel: int = 16
+                      ) -> dict[str, JSON]:
+    """Create the runs `parallel` at a time; records when each create was answered."""
+    gate = asyncio.Semaphore(parallel)
+    created: dict[str, JSON] = {}
+
+    async def one(manifest: JSON) -> None:
+        async with gate:
+            body, _ = await api.create(WORKFLOW_RUNS.path(manifest["metadata"]["namespace"]), manifest)
+            seen.run_created[manifest["metadata"]["name"]] = time.monotonic()
+            created[manifest["metadata"]["name"]] = body
+
+    await asyncio.gather(*(one(m) for m in manifests))
+    return created

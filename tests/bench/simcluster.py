@@ -1,0 +1,94 @@
+"""The benchmarks' cluster: the real local control plane, the chart's RBAC and policies, kwok as the node.
+
+The operator runs as a process with its ServiceAccount's token (the chart's RBAC),
+started and stopped by the benchmark so a phase can run without it (the raw-client
+limit) and so its memory can be read from /proc. BENCH_OPERATOR_PYTHONPATH runs
+another revision's operator (its exported `operator` and `connectors` directories)
+against this benchmark, for before/after figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.bench.figures import rss_kib
+from towline_dev.binaries import find_binaries
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+from towline_dev.processes import free_loopback_port
+from towline_dev.simnode import SimulatedNode
+
+RUNNER = "carol"
+"""Who starts the benchmark's runs (bound to towline-runner in each namespace)."""
+
+
+@dataclass
+class SimCluster:
+    plane: ControlPlane
+    work: Path
+    operator_kubeconfig: Path
+    operators: list[OperatorProcess] = field(default_factory=list)
+
+    def namespace(self, name: str) -> None:
+        self.plane.kubectl("create", "namespace", name)
+        self.plane.kubectl("create", "rolebinding", "runner", "--clusterrole=towline-runner", f"--user={RUNNER}",
+                           "-n", name)
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+
+    def start_operator(self, *, namespaces: tuple[str, ...] = (), settings: dict[str, str] | None = None
+                       ) -> OperatorProcess:
+        settings = dict(settings or {})
+        if os.environ.get("BENCH_OPERATOR_PYTHONPATH"):
+            # Another revision's operator (e.g. an exported main) against this revision's benchmark.
+            settings["PYTHONPATH"] = os.environ["BENCH_OPERATOR_PYTHONPATH"]
+        operator = OperatorProcess(
+            kubeconfig=self.operator_kubeconfig, log_path=self.work / f"operator-{len(self.operators)}.log",
+            metrics_port=free_loopback_port(), watch_namespaces=namespaces, settings=settings,
+        )
+        self.operators.append(operator.start())
+        return operator
+
+    def apiserver_metrics(self) -> str:
+        return self.plane.api_get("/metrics", timeout=30)[1].decode()
+
+
+def operator_metrics(operator: OperatorProcess) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=10) as response:
+        text: str = response.read().decode()
+    return text
+
+
+def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:
+    """(resident now, peak resident) of the operator process, from /proc."""
+    assert operator.process is not None
+    return rss_kib(Path(f"/proc/{operator.process.pid}/status").read_text())
+
+
+@contextmanager
+def sim_cluster() -> Iterator[SimCluster]:
+    work = Path(tempfile.mkdtemp(prefix="towline-bench-"))
+    plane = ControlPlane(find_binaries()).start()
+    node = SimulatedNode(plane, work / "node")
+    cluster = SimCluster(plane=plane, work=work, operator_kubeconfig=work / "operator.kubeconfig")
+    try:
+        node.start()
+        install_crds(plane)
+        install_chart(plane)
+        operator_kubeconfig(plane, cluster.operator_kubeconfig)
+        yield cluster
+    finally:
+        for operator in cluster.operators:
+            operator.stop()
+        node.stop()
+        plane.stop()
+        plane.remove_state()

@@ -1,0 +1,77 @@
+"""The simulated node's kwok Stages complete a step pod with the runner's own result document."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from towline.k8s.observe import parse_result
+from towline_connectors.redact import Redactor
+from towline_connectors.result import RESULT_LIMIT_BYTES, StepResult, render_result
+from towline_dev.simnode import (
+    MANAGED_ANNOTATION,
+    SUCCEEDED_RESULT,
+    fake_node,
+    kwok_config_text,
+    pod_stages,
+    result_message,
+)
+
+
+def _complete_stage(message: str) -> dict[str, object]:
+    (stage,) = [s for s in pod_stages(message) if s["metadata"]["name"] == "pod-complete"]
+    return stage
+
+
+def _message_line(template: str) -> str:
+    (line,) = [line.strip() for line in template.splitlines() if line.strip().startswith("message:")]
+    return line
+
+
+def test_the_simulated_result_is_what_the_runner_writes_for_a_successful_step() -> None:
+    _, runner_text = render_result(StepResult(ok=True, output={"simulated": True}), Redactor(), "")
+    assert json.loads(result_message(SUCCEEDED_RESULT)) == json.loads(runner_text)
+
+
+def test_the_complete_stage_writes_the_message_verbatim_into_the_termination_state() -> None:
+    message = result_message({**SUCCEEDED_RESULT, "output": {"quote": 'a "b" \\ c', "nested": {"list": [{}]}}})
+    template = _complete_stage(message)["spec"]["next"]["statusTemplate"]  # type: ignore[index]
+    assert yaml.safe_load(_message_line(template)) == {"message": message}
+
+
+def test_the_operator_reads_the_message_as_a_successful_step_result() -> None:
+    message = result_message(SUCCEEDED_RESULT)
+    pod = {"status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": message}}}]}}
+    result = parse_result(pod)
+    assert result is not None
+    assert result.ok
+    assert result.output == {"simulated": True}
+
+
+def test_only_pods_of_jobs_are_completed() -> None:
+    selector = _complete_stage(result_message(SUCCEEDED_RESULT))["spec"]["selector"]  # type: ignore[index]
+    owner = [e for e in selector["matchExpressions"] if e["key"] == ".metadata.ownerReferences.[].kind"]
+    assert owner == [{"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}]
+
+
+def test_the_config_file_holds_only_pod_stages_so_kwok_keeps_its_node_heartbeat() -> None:
+    documents = list(yaml.safe_load_all(kwok_config_text(result_message(SUCCEEDED_RESULT))))
+    assert {d["kind"] for d in documents} == {"Stage"}
+    assert {d["spec"]["resourceRef"]["kind"] for d in documents} == {"Pod"}
+    assert sorted(d["metadata"]["name"] for d in documents) == ["pod-complete", "pod-delete", "pod-ready"]
+
+
+def test_the_fake_node_is_selected_by_kwok_annotation() -> None:
+    assert fake_node()["metadata"]["annotations"] == {MANAGED_ANNOTATION: "fake"}
+
+
+def test_a_result_beyond_the_termination_message_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        result_message({**SUCCEEDED_RESULT, "output": "x" * RESULT_LIMIT_BYTES})
+
+
+def test_a_result_with_go_template_delimiters_is_refused() -> None:
+    with pytest.raises(ValueError, match="template"):
+        result_message({**SUCCEEDED_RESULT, "output": "{{ Now }}"})

@@ -1,0 +1,27 @@
+"""kopf builds no diff base for Towline: it registers only on.event handlers, which never read one."""
+
+from __future__ import annotations
+
+import kopf
+
+from towline.k8s.objects import StepPodSettings
+from towline.runtime.config import OperatorConfig
+from towline.runtime.wiring import NoDiffBase, _tune, build_registry
+
+
+def test_only_event_handlers_are_registered_so_no_diff_base_is_needed() -> None:
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings())
+    registry = build_registry(config)
+    assert registry._watching.get_all_handlers()
+    assert list(registry._changing.get_all_handlers()) == [], "an on.create/on.update handler needs kopf's diff base"
+    assert list(registry._spawning.get_all_handlers()) == [], "a daemon or timer needs kopf's diff base"
+
+
+def test_the_operator_settings_build_an_empty_diff_base_and_post_no_kopf_events() -> None:
+    settings = kopf.OperatorSettings()
+    _tune(settings)
+    assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
+    body = kopf.Body({"metadata": {"name": "r"}, "spec": {"big": ["x"] * 1000}, "status": {"phase": "Running"}})
+    assert settings.persistence.diffbase_storage.build(body=body) == {}
+    assert settings.posting.enabled is False
