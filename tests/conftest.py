@@ -1,5 +1,6 @@
-"""Shared fixtures: a real local control plane (etcd, kube-apiserver, kube-controller-manager)
-plus the local step executor that plays the node, started once per session on first use.
+"""Shared fixtures: a real local control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler) with a real node (kubelet, containerd, CNI, kube-proxy, CoreDNS, kube-router), the
+operator and runner images loaded into it, started once per session on first use (needs root).
 
 With ``TOWLINE_TEST_KUBECONFIG=path`` the tests use that existing cluster instead (like
 envtest's UseExistingCluster): nothing is started, alice/bob/carol are the kubeconfig's
@@ -9,16 +10,15 @@ Unit tests never touch these fixtures, so they never start (or build) anything.
 The first integration test of a machine may build the Kubernetes binaries
 (about 10-40 minutes depending on the machine, printed as it goes); later sessions start in seconds.
 
-When a test that used the cluster fails, the component logs, the step
-executor's log, the pod process logs and a dump of all pods, Jobs and events
-(objects.yaml) are copied to
+When a test that used the cluster fails, the control plane's and the node's
+logs (the containers' logs among them) and a dump of the nodes, pods, Jobs,
+NetworkPolicies and events (objects.yaml) are copied to
 ``$TOWLINE_TEST_LOGS/<test>/`` (default: ``<tmp>/towline-test-logs/<test>/``) and
 the path is printed with the failure.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import secrets
@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,17 +38,7 @@ from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster, existing_cluster_from_environment
 from towline_dev.images import ensure_images
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.stepexecutor import StepExecutor
 
-
-@dataclass
-class LocalCluster:
-    control_plane: ControlPlane
-    executor: StepExecutor
-
-
-_CLUSTER: LocalCluster | None = None
-"""The session's cluster, for the failure hook (hooks cannot request fixtures)."""
 _NODE_CLUSTER: NodeCluster | None = None
 """The session's control plane with a real node, for the same hook."""
 
@@ -75,34 +64,6 @@ def existing_cluster() -> ExistingCluster | None:
     if not os.environ.get(ENVIRONMENT_VARIABLE):
         return None
     return existing_cluster_from_environment(find_binaries(progress=_progress))
-
-
-@pytest.fixture(scope="session")
-def local_cluster(existing_cluster: ExistingCluster | None) -> Iterator[LocalCluster]:
-    """Control plane + step executor (in a thread of this process), for the whole session."""
-    global _CLUSTER  # noqa: PLW0603 - the failure hook needs it
-    if existing_cluster is not None:
-        pytest.skip("needs the local control plane's own parts (the step executor, component logs); "
-                    f"{ENVIRONMENT_VARIABLE} names an existing cluster")
-    binaries = find_binaries(progress=_progress)
-    plane = ControlPlane(binaries).start()
-    _progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (state: {plane.state_dir})")
-    handler = logging.FileHandler(plane.log_path("step-executor"))
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s: %(message)s"))
-    executor_log = logging.getLogger("towline_dev.stepexecutor")
-    executor_log.addHandler(handler)
-    executor_log.setLevel(logging.INFO)
-    executor = StepExecutor(plane.executor_kubeconfig, plane.state_dir / "executor").start()
-    _CLUSTER = LocalCluster(plane, executor)
-    try:
-        yield _CLUSTER
-    finally:
-        _CLUSTER = None
-        executor.stop()
-        executor_log.removeHandler(handler)
-        handler.close()
-        plane.stop()
-        plane.remove_state()
 
 
 @pytest.fixture(scope="session")
@@ -144,18 +105,14 @@ def real_node_with_images(real_node: NodeCluster) -> NodeCluster:
 def control_plane(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> ControlPlane:
     """The running control plane: `.kubectl(...)`, `.kubeconfig`, `.env()`, `.server`.
 
+    Locally, the plane of `real_node_with_images` (one control plane and node per session).
     With `TOWLINE_TEST_KUBECONFIG`, the existing cluster it names (and its people impersonated).
     """
     if existing_cluster is not None:
         return existing_cluster
-    local: LocalCluster = request.getfixturevalue("local_cluster")
-    return local.control_plane
-
-
-@pytest.fixture(scope="session")
-def step_executor(local_cluster: LocalCluster) -> StepExecutor:
-    """The local node: `.pod_log_path(ns, name)` (stdout+stderr of a pod), `.running_pids()`."""
-    return local_cluster.executor
+    cluster: NodeCluster = request.getfixturevalue("real_node_with_images")
+    assert cluster.plane is not None
+    return cluster.plane
 
 
 def _clients(plane: ControlPlane, user: str) -> Iterator[KubeClients]:
@@ -232,18 +189,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     node_cluster = _NODE_CLUSTER
     if report.failed and node_cluster is not None and "real_node" in getattr(item, "fixturenames", ()):
         _keep_node_logs(item, report, node_cluster)
-    cluster = _CLUSTER
-    if not report.failed or cluster is None or "local_cluster" not in getattr(item, "fixturenames", ()):
-        return
-    destination = kept_logs_root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
-    shutil.rmtree(destination, ignore_errors=True)
-    cluster.control_plane.copy_logs(destination)
-    snapshot = cluster.control_plane.kubectl("get", "pods,jobs,events", "-A", "-o", "yaml", check=False, timeout=30)
-    (destination / "objects.yaml").write_text(snapshot.stdout or snapshot.stderr)
-    pod_logs = cluster.executor.work_dir / "logs"
-    if pod_logs.exists():
-        shutil.copytree(pod_logs, destination / "pods", dirs_exist_ok=True)
-    report.sections.append(("towline logs", f"component, executor and pod logs kept in {destination}"))
 
 
 def _keep_node_logs(item: pytest.Item, report: pytest.TestReport, cluster: NodeCluster) -> None:

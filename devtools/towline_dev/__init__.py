@@ -1,8 +1,8 @@
 """A real local Kubernetes control plane for tests and `make dev`.
 
-etcd + kube-apiserver + kube-controller-manager on loopback, plus a local step
-executor that plays the node. Development tooling only: the operator never
-imports it.
+etcd + kube-apiserver + kube-controller-manager, and a real node next to them
+(`towline_dev.node`: kubelet, containerd, CNI, kube-proxy, kube-scheduler,
+CoreDNS, kube-router). Development tooling only: the operator never imports it.
 """
 
 from pathlib import Path

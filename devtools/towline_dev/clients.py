@@ -1,4 +1,4 @@
-"""Kubernetes API clients for one user of the local control plane (tests and the step executor).
+"""Kubernetes API clients for one user of the local control plane (tests and dev tooling).
 
 Kept apart from `controlplane` so the control plane itself needs no client library.
 """

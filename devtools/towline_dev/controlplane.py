@@ -4,9 +4,9 @@ A `ControlPlane` owns a state directory (certificates, tokens, kubeconfigs, etcd
 data, one log file per component) and three child processes on free loopback
 ports. It serves HTTPS with a CA of its own, authenticates people and components
 with static tokens generated per start, authorises with RBAC (and the Node
-authorizer), and signs ServiceAccount tokens. There is no kubelet and no
-scheduler: `towline_dev.stepexecutor` plays both, or `towline_dev.node` runs a real
-node, for which the API server serves on the node's address instead of loopback.
+authorizer), and signs ServiceAccount tokens. It has no kubelet and no scheduler
+of its own: `towline_dev.node` runs a real node (with kube-scheduler) next to it,
+for which the API server serves on the node's address instead of loopback.
 
 It never touches anything outside its state directory and never leaves a child
 running: see `towline_dev.processes` for how orphans are prevented.
@@ -36,7 +36,6 @@ from towline_dev.certs import ControlPlaneCerts, generate_certs
 from towline_dev.kubeconfig import (
     CONTROLLER_MANAGER,
     PEOPLE,
-    STEP_EXECUTOR,
     build_kubeconfig,
     context_name,
     new_tokens,
@@ -103,11 +102,6 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """Contexts for the people (admin, alice, bob, carol); admin is current."""
         return self.state_dir / "kubeconfig"
-
-    @property
-    def executor_kubeconfig(self) -> Path:
-        """The step executor's identity: the stand-in for kubelet and scheduler."""
-        return self.state_dir / "step-executor.kubeconfig"
 
     @property
     def ca_cert(self) -> Path:
@@ -263,7 +257,6 @@ class ControlPlane:
 
         kubeconfig(self.kubeconfig, tuple(user.name for user in PEOPLE))
         kubeconfig(self.state_dir / "controller-manager.kubeconfig", (CONTROLLER_MANAGER.name,))
-        kubeconfig(self.executor_kubeconfig, (STEP_EXECUTOR.name,))
 
     def _start(self, component: str, argv: list[str]) -> None:
         self._argv[component] = argv

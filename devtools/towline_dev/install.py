@@ -4,12 +4,14 @@ The CRDs come from `crds/`, the RBAC, ServiceAccount and admission policies
 from `helm template` of `charts/towline` (exactly the rules the chart ships).
 The operator runs as a local process authenticated as its own ServiceAccount,
 with a token the API server issued (TokenRequest), so tests exercise the
-chart's RBAC for real. The chart's Deployment is not applied: there is no
-image runtime here.
+chart's RBAC for real (and can kill, pause and restart it). Its step Jobs run
+the runner image on the cluster's node(s), with the isolation check on, as in
+the chart. The chart's Deployment is not applied here (`helm install` does that).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +24,8 @@ import yaml
 
 from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
+from towline_dev.images import RUNNER_IMAGE
+from towline_dev.node.layout import KUBERNETES_SERVICE_IP, POD_CIDR, SERVICE_CIDR
 from towline_dev.processes import spawn, stop_process
 from towline_dev.versions import KUBERNETES_VERSION
 
@@ -94,6 +98,24 @@ def operator_kubeconfig(
     return path
 
 
+@dataclass(frozen=True)
+class StepPods:
+    """What the operator makes step pods with, as the chart's values would tell it."""
+
+    runner_image: str = RUNNER_IMAGE
+    isolation_probe: str = f"{KUBERNETES_SERVICE_IP}:443"
+    """The `kubernetes` Service as a pod sees it (the chart's operator pod is given it by the kubelet)."""
+    cluster_cidrs: tuple[str, ...] = (POD_CIDR, SERVICE_CIDR)
+    """The local node's pod and Service ranges (the chart's egress.podCIDRs / serviceCIDRs)."""
+
+
+def cluster_step_pods(cluster: ControlPlane, runner_image: str = RUNNER_IMAGE) -> StepPods:
+    """StepPods for any cluster: its `kubernetes` Service as the isolation probe, no CIDRs known."""
+    service = json.loads(cluster.kubectl("get", "service", "kubernetes", "-n", "default", "-o", "json").stdout)
+    probe = f"{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+    return StepPods(runner_image=runner_image, isolation_probe=probe, cluster_cidrs=())
+
+
 @dataclass
 class OperatorProcess:
     """A running `towline operator`, restartable and killable for restart-safety tests."""
@@ -111,6 +133,8 @@ class OperatorProcess:
     process: subprocess.Popen[bytes] | None = None
     settings: dict[str, str] = field(default_factory=dict)
     """Extra TOWLINE_* settings, e.g. shorter Lease timings or a smaller retry budget."""
+    pods: StepPods = field(default_factory=StepPods)
+    """The runner image and isolation probe of its step pods (default: the local real node's)."""
 
     def start(self) -> OperatorProcess:
         env = dict(os.environ)
@@ -119,16 +143,17 @@ class OperatorProcess:
             TOWLINE_NAMESPACE=self.namespace,
             TOWLINE_POD_NAME=self.identity,
             TOWLINE_SERVICE_ACCOUNT=SERVICE_ACCOUNT,
-            # No image runtime here: the step executor runs the runner with this machine's Python.
-            TOWLINE_RUNNER_COMMAND=f"{sys.executable} -m towline_connectors.runner",
+            TOWLINE_RUNNER_IMAGE=self.pods.runner_image,
+            TOWLINE_ISOLATION_PROBE=self.pods.isolation_probe,
+            TOWLINE_CLUSTER_CIDRS=",".join(self.pods.cluster_cidrs),
             TOWLINE_METRICS_PORT=str(self.metrics_port),
             TOWLINE_HEALTH_PORT=str(self.health_port),
             TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
             TOWLINE_METRICS_ADDRESS="127.0.0.1",
             TOWLINE_LOG_FORMAT="json",
-            # The step executor stand-in enforces no NetworkPolicies: a cluster that knowingly does not.
-            TOWLINE_REQUIRE_ISOLATION="false",
         )
+        env.pop("TOWLINE_RUNNER_COMMAND", None)
+        env.pop("TOWLINE_REQUIRE_ISOLATION", None)
         env.update(self.settings)
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(

@@ -45,10 +45,7 @@ PEOPLE: tuple[DevUser, ...] = (
 CONTROLLER_MANAGER = DevUser("system:kube-controller-manager", ())
 """Bound to the bootstrap ClusterRole system:kube-controller-manager by the API server itself."""
 
-STEP_EXECUTOR = DevUser("towline-step-executor", ("system:masters",))
-"""The local stand-in for the kubelet and the scheduler; it binds pods and writes their status."""
-
-ALL_USERS: tuple[DevUser, ...] = (*PEOPLE, CONTROLLER_MANAGER, STEP_EXECUTOR)
+ALL_USERS: tuple[DevUser, ...] = (*PEOPLE, CONTROLLER_MANAGER)
 
 
 def new_tokens(users: tuple[DevUser, ...] = ALL_USERS) -> dict[str, str]:

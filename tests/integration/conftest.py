@@ -7,15 +7,31 @@ would both believe they hold the Lease.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.support import bind_role
+from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role
 
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
+from towline_dev.install import (
+    OPERATOR_NAMESPACE,
+    SERVICE_ACCOUNT,
+    OperatorProcess,
+    StepPods,
+    cluster_step_pods,
+    install_chart,
+    install_crds,
+    operator_kubeconfig,
+    render_chart,
+)
+from towline_dev.node.probehosts import TestHostNetwork
+
+_SESSION: dict[str, OperatorProcess] = {}
+"""The session operator once started, for fixtures that must stop it without starting it."""
 
 
 def free_port() -> int:
@@ -42,18 +58,54 @@ def towline_installed(crds_installed: ControlPlane) -> ControlPlane:
 
 @pytest.fixture(scope="session")
 def towline_operator(
-    towline_installed: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    towline_installed: ControlPlane, existing_cluster: ExistingCluster | None,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
-    """One operator for the session, authenticated only as the chart's ServiceAccount."""
+    """One operator for the session, authenticated only as the chart's ServiceAccount.
+
+    A process of this machine (tests kill, pause and replace it); its step Jobs run the runner
+    image on the node as real containers, with the egress isolation check on. On an existing
+    cluster the runner image must be there under the same name (or `TOWLINE_TEST_RUNNER_IMAGE`).
+    """
     work = tmp_path_factory.mktemp("operator")
     kubeconfig = operator_kubeconfig(towline_installed, work / "kubeconfig")
-    process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log", metrics_port=free_port()).start()
+    pods = StepPods()
+    if existing_cluster is not None:
+        pods = cluster_step_pods(existing_cluster, os.environ.get("TOWLINE_TEST_RUNNER_IMAGE") or pods.runner_image)
+    process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log", metrics_port=free_port(),
+                              pods=pods).start()
+    _SESSION["operator"] = process
     yield process
+    _SESSION.pop("operator", None)
     process.stop()
     log = Path(process.log_path)
     keep = Path("/tmp/towline-test-logs")
     keep.mkdir(parents=True, exist_ok=True)
     (keep / "operator.log").write_bytes(log.read_bytes() if log.exists() else b"")
+
+
+@pytest.fixture(scope="module")
+def chart_left_to_helm(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """For a module that `helm install`s the chart on the session's cluster: while it runs, the
+    session operator is stopped (two operators must never reconcile the same runs) and the chart
+    objects `towline_installed` applied with kubectl are removed (Helm adopts none of them).
+    Afterwards both come back, the operator with a fresh token of the re-created ServiceAccount."""
+    operator = _SESSION.get("operator")
+    applied = control_plane.kubectl("get", "serviceaccount", SERVICE_ACCOUNT, "-n", OPERATOR_NAMESPACE,
+                                    check=False).returncode == 0
+    if operator is not None:
+        operator.stop()
+    if applied:
+        control_plane.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-",
+                              stdin=render_chart(control_plane), timeout=120)
+    try:
+        yield control_plane
+    finally:
+        if applied:
+            install_chart(control_plane)
+        if operator is not None:
+            operator_kubeconfig(control_plane, operator.kubeconfig)
+            operator.start()
 
 
 @pytest.fixture
@@ -66,3 +118,16 @@ def team_namespace(towline_installed: ControlPlane, namespace: str) -> str:
     bind_role(towline_installed, namespace, "towline-runner", users=("carol", "alice", "bob"))
     bind_role(towline_installed, namespace, "towline-approver", users=("alice", "bob", "carol"))
     return namespace
+
+
+@pytest.fixture(scope="session")
+def test_hosts(request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None) -> Iterator[str]:
+    """The test-hosts network namespace (towline_dev.node.probehosts) for the session, holding
+    TEST_SERVER_ADDRESS and its alias: `support.ScriptedServer`s listen there, where step pods reach them."""
+    if existing_cluster is not None:
+        pytest.skip(f"steps on the cluster {ENVIRONMENT_VARIABLE} names cannot reach this machine's test hosts")
+    request.getfixturevalue("real_node")  # root, and the node's routes to the namespace
+    network = TestHostNetwork().start()
+    network.add([TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS])
+    yield TEST_SERVER_ADDRESS
+    network.stop()

@@ -1,4 +1,4 @@
-"""Helpers for operator integration tests: kubectl as a person, waiting, and a loopback HTTP server.
+"""Helpers for operator integration tests: kubectl as a person, waiting, and a test-host HTTP server.
 
 Everything here talks to the real local control plane through the pinned
 kubectl, as the user a test names; nothing is mocked.
@@ -15,6 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from towline_dev.controlplane import ControlPlane
+from towline_dev.node.netns import in_namespace
+from towline_dev.node.probehosts import NAMESPACE as TEST_HOSTS_NAMESPACE
+
+TEST_SERVER_ADDRESS = "198.51.100.220"
+"""Where `ScriptedServer`s are reached: a test host address (probehosts.py) that step pods can reach."""
+TEST_SERVER_ALIAS = "198.51.100.221"
+"""A second test host address where every `ScriptedServer` answers too (another host, same server)."""
 
 
 # Manifests go to kubectl as JSON (which is YAML): PyYAML writes a key `n` or `y` bare, and
@@ -118,8 +125,13 @@ class Scripted:
     delay_seconds: float = 0.0
 
 
-class LoopbackServer:
-    """A real HTTP server on 127.0.0.1 whose paths answer from a script, recording every request."""
+class ScriptedServer:
+    """A real HTTP server whose paths answer from a script, recording every request.
+
+    It runs in this process but listens in the test-hosts network namespace, on a port of
+    its own at TEST_SERVER_ADDRESS (and TEST_SERVER_ALIAS), so step containers reach it
+    through the node's network and their NetworkPolicies; the test needs the `test_hosts` fixture.
+    """
 
     def __init__(self) -> None:
         self.routes: dict[str, Scripted] = {}
@@ -157,7 +169,8 @@ class LoopbackServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # noqa: N815
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # Every address of the test-hosts namespace (which holds nothing else), not this machine's.
+        self.httpd = in_namespace(TEST_HOSTS_NAMESPACE, lambda: ThreadingHTTPServer(("0.0.0.0", 0), Handler))
         # A deliberately slow handler must not hold the test up at shutdown.
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
@@ -165,7 +178,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://{TEST_SERVER_ADDRESS}:{self.httpd.server_address[1]}"
 
     def script(
         self, path: str, *responses: tuple[int, dict[str, Any], dict[str, str]], delay_seconds: float = 0.0
@@ -174,7 +187,7 @@ class LoopbackServer:
             self.routes[path] = Scripted(list(responses), delay_seconds=delay_seconds)
             return self.routes[path]
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> ScriptedServer:
         self.thread.start()
         return self
 

@@ -1,13 +1,15 @@
-"""The local control plane behaves like a cluster: real Job controller, RBAC, volumes, deadlines.
+"""The local control plane and node behave like a cluster: real Job controller, RBAC, volumes, deadlines.
 
-Every Job here is run by the local step executor (the stand-in node) and finished
-by the real Job controller in kube-controller-manager; nothing is mocked.
+Every Job here runs the runner image as a container on the real node (kubelet,
+containerd, runc) and is finished by the real Job controller in
+kube-controller-manager: the pod semantics the operator relies on (termination
+messages, Secret volumes, env, deadlines, deletion) are the real ones.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,9 @@ from kubernetes.client.exceptions import ApiException
 from tests.integration.support import wait_for
 
 from towline_dev.clients import KubeClients, raw_json
-from towline_dev.stepexecutor import NODE_NAME, StepExecutor
+from towline_dev.controlplane import ControlPlane
+from towline_dev.images import RUNNER_IMAGE
+from towline_dev.node.layout import NODE_NAME
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
@@ -33,7 +37,7 @@ HARDENED_CONTAINER = {
 
 
 def python_job(name: str, script: str, **pod_spec: Any) -> dict[str, Any]:
-    container = {"name": "step", "image": "towline/runner:dev", "command": ["python3", "-c", script]}
+    container = {"name": "step", "image": RUNNER_IMAGE, "command": ["python3", "-c", script]}
     container.update(pod_spec.pop("container", {}))
     return {
         "apiVersion": "batch/v1",
@@ -195,7 +199,7 @@ open('/dev/termination-log', 'w').write(json.dumps(report))
     report = json.loads(terminated(job_pod(admin_client, namespace, "reads-secret"))["message"])
     assert report == {"uid": 65532, "content": "s3cret", "mode": "0o440", "write": "Read-only file system",
                       "root": "Read-only file system", "scratch": 2}
-    assert not Path(mount).exists(), "the mount must stay inside the pod's mount namespace"
+    assert not Path(mount).exists(), "the mount must stay inside the container's mount namespace"
     assert not Path("/scratch").exists()
 
 
@@ -227,37 +231,39 @@ def test_service_account_token_is_issued_and_projected(admin_client: KubeClients
     assert terminated(job_pod(admin_client, namespace, "sa"))["message"] == f"{namespace} 2"  # a JWT
 
 
-def test_active_deadline_stops_a_long_process(
-    admin_client: KubeClients, step_executor: StepExecutor, namespace: str
-) -> None:
-    job = python_job("slow", "import time; time.sleep(600)", activeDeadlineSeconds=2)
+def test_active_deadline_stops_a_long_process(admin_client: KubeClients, namespace: str) -> None:
+    # The container's main process ignores SIGTERM (as PID 1 without a handler): the kubelet kills it.
+    job = python_job("slow", "import time; time.sleep(600)", activeDeadlineSeconds=5, terminationGracePeriodSeconds=1)
     admin_client.batch.create_namespaced_job(namespace, job)
-    pod_name = eventually("the pod to start", lambda: _running_pod(admin_client, namespace, "slow"))
-    pid = step_executor.running_pids()[f"{namespace}/{pod_name}"]
+    eventually("the pod to start", lambda: _running_pod(admin_client, namespace, "slow"))
 
     assert job_outcome(admin_client, namespace, "slow") == "Failed"
-    pod = job_pod(admin_client, namespace, "slow")
+    pod = eventually("the kubelet to report the killed container", lambda: _terminated_pod(admin_client, namespace,
+                                                                                           "slow"))
     assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "DeadlineExceeded")
-    assert terminated(pod)["exitCode"] == 143  # SIGTERM
-    assert not _alive(pid)
+    assert terminated(pod)["exitCode"] == 137  # SIGKILL after the grace period
 
 
 def test_deleting_the_pod_stops_its_process(
-    admin_client: KubeClients, step_executor: StepExecutor, namespace: str
+    admin_client: KubeClients, control_plane: ControlPlane, namespace: str
 ) -> None:
     script = ("import signal, sys, time\n"
               "signal.signal(signal.SIGTERM, lambda *_: (print('got SIGTERM', flush=True), sys.exit(0)))\n"
               "print('started', flush=True)\ntime.sleep(600)")
     admin_client.core.create_namespaced_pod(namespace, {
         "metadata": {"name": "sleeper"},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5, "automountServiceAccountToken": False,
-                 "containers": [{"name": "main", "image": "unused", "command": ["python3", "-c", script]}]},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "automountServiceAccountToken": False,
+                 "containers": [{"name": "main", "image": RUNNER_IMAGE, "command": ["python3", "-c", script]}]},
     })
-    log = step_executor.pod_log_path(namespace, "sleeper")
-    eventually("the process to start", lambda: log.exists() and "started" in log.read_text())
-    pid = step_executor.running_pids()[f"{namespace}/sleeper"]
-
-    admin_client.core.delete_namespaced_pod("sleeper", namespace)
+    eventually("the process to start", lambda: "started" in control_plane.kubectl(
+        "logs", "sleeper", "-n", namespace, check=False).stdout)
+    # Follow its output through the kubelet while the pod is deleted: the stream ends with the process.
+    argv = [str(control_plane.binaries.path("kubectl")), "--kubeconfig", str(control_plane.kubeconfig),
+            "--context", "admin", "logs", "-f", "sleeper", "-n", namespace]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as follow:
+        eventually("kubectl logs -f to attach", lambda: follow.poll() is None, timeout=5)
+        admin_client.core.delete_namespaced_pod("sleeper", namespace)
+        output, _ = follow.communicate(timeout=60)
 
     def gone() -> bool:
         try:
@@ -266,9 +272,9 @@ def test_deleting_the_pod_stops_its_process(
             return error.status == 404
         return False
 
+    # Removed well within the 30 s grace period: the process stopped on SIGTERM, not on a later SIGKILL.
     eventually("the pod object to be removed", gone, timeout=20)
-    assert "got SIGTERM" in log.read_text()
-    assert not _alive(pid)
+    assert "got SIGTERM" in output, output
 
 
 def test_node_is_ready_and_untainted(admin_client: KubeClients) -> None:
@@ -290,11 +296,9 @@ def _running_pod(admin: KubeClients, namespace: str, job: str) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _terminated_pod(admin: KubeClients, namespace: str, job: str) -> dict[str, Any] | None:
+    pod = job_pod(admin, namespace, job)
+    statuses = pod["status"].get("containerStatuses") or []
+    return pod if statuses and "terminated" in statuses[0]["state"] else None
 
 

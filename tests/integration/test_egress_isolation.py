@@ -53,7 +53,9 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup(real_node_with_images: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(real_node_with_images: NodeCluster, test_hosts: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    # `test_hosts`: the session's test-hosts namespace, which these listeners join (and leave) only.
     plane, node = real_node_with_images.plane, real_node_with_images.node
     assert plane is not None and node is not None
     hosts = ProbeHosts([DESTINATION], tmp_path_factory.mktemp("testhosts")).start()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.gitops_health import argocd_health
 from tests.integration.support import (
-    LoopbackServer,
+    ScriptedServer,
     apply,
     get,
     list_objects,
@@ -28,13 +28,13 @@ from tests.integration.test_operator_runs import decide
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 TRACKING_LABELS = {"app.kubernetes.io/instance": "towline-examples",
                    "kustomize.toolkit.fluxcd.io/name": "towline-examples",
                    "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
 TRACKING_ANNOTATIONS = {"argocd.argoproj.io/tracking-id": "towline-examples:towline.dev/Workflow:team/nightly"}
-HTTP = {"action": "http.request", "allowPrivateNetworks": ["127.0.0.0/8"]}
+HTTP = {"action": "http.request"}
 
 
 def synced_workflow(namespace: str, api: str, name: str = "nightly", **spec: Any) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def test_scheduled_run_and_its_children_never_copy_tracking_metadata_and_lastrun
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     before = scrape(towline_operator)
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/check", (200, {"ok": True}, {}))
         api.script("/done", (200, {"ok": True}, {}))
         apply(cluster, synced_workflow(ns, api.url, triggers=[
@@ -118,7 +118,7 @@ def test_argocd_health_of_an_invalid_workflow_and_a_failed_run(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/check", (400, {"error": "bad request"}, {}))
         broken = synced_workflow(ns, api.url, name="broken")
         broken["spec"]["steps"][0]["needs"] = ["done"]

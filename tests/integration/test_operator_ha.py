@@ -18,7 +18,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def second_replica(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
     replica = OperatorProcess(
-        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "replica.log", identity="towline-operator-1"
+        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "replica.log", identity="towline-operator-1",
+        pods=towline_operator.pods,
     ).start()
     yield replica
     replica.stop()
@@ -69,7 +70,8 @@ def short_lease_pair(
     """Two replicas with a 6 s Lease (renew deadline 4 s) in place of the session's operator."""
     towline_operator.stop()
     pair = tuple(OperatorProcess(kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / f"replica-{i}.log",
-                                 identity=f"towline-operator-short-{i}", settings=SHORT_LEASE).start()
+                                 identity=f"towline-operator-short-{i}", settings=SHORT_LEASE,
+                                 pods=towline_operator.pods).start()
                  for i in range(2))
     yield pair
     for replica in pair:

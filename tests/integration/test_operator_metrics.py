@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.support import LoopbackServer, apply, get, start_run, step_status, wait_for, wait_for_phase
+from tests.integration.support import ScriptedServer, apply, get, start_run, step_status, wait_for, wait_for_phase
 from tests.integration.test_operator_runs import decide
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "error_class", "decision",
@@ -52,7 +52,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def workflow(namespace: str, api: str) -> dict[str, Any]:
-    http = {"action": "http.request", "allowPrivateNetworks": ["127.0.0.0/8"]}
+    http = {"action": "http.request"}
     return {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
         "metadata": {"name": "metered", "namespace": namespace},
@@ -70,7 +70,7 @@ def test_metrics_after_an_end_to_end_run(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     before = scrape(towline_operator)
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/check", (503, {"error": "warming up"}, {}), (200, {"ok": True}, {}))
         api.script("/report", (200, {"ok": True}, {}))
         apply(cluster, workflow(ns, api.url))
@@ -126,7 +126,7 @@ def test_operator_json_log_lines_carry_the_run_step_and_attempt(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/check", (503, {"error": "warming up"}, {}), (200, {"ok": True}, {}))
         apply(cluster, {**workflow(ns, api.url), "spec": {"steps": workflow(ns, api.url)["spec"]["steps"][:1]}})
         run = start_run(cluster, ns, "metered", name="logged")

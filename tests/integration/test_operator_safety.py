@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.integration.support import (
-    LoopbackServer,
+    ScriptedServer,
     apply,
     get,
     list_objects,
@@ -24,9 +24,8 @@ from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
-LOOPBACK = ["127.0.0.0/8"]
 CANARY = "canary-7f3e9c1d5b2a-do-not-leak"
 
 
@@ -66,7 +65,7 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "canary-api", "-n", ns, f"--from-literal=token={CANARY}")
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         # The provider echoes the secret back in an error: the runner must still not leak it.
         calls = api.script("/whoami", (500, {"error": f"bad token {CANARY}"}, {}), (200, {"me": "ok"}, {}))
         apply(cluster, {
@@ -76,8 +75,7 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
                 "id": "call", "action": "http.request", "credentials": {"api": "canary-api"},
                 "with": {"url": f"{api.url}/whoami", "auth": {"bearer": {"credential": "api", "key": "token"}}},
                 "retry": {"limit": 1, "backoff": "fixed", "baseDelaySeconds": 1},
-                "allowPrivateNetworks": LOOPBACK,
-            }]},
+                }]},
         })
         start_run(cluster, ns, "uses-secret", "canary-run")
         done = wait_for_phase(cluster, ns, "canary-run", {"Succeeded", "Failed"})
@@ -98,6 +96,12 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
                     leaks.append(f"{kind}/{meta.get('namespace')}/{meta.get('name')}")
     assert leaks == [], f"the canary leaked into {leaks}"
     assert CANARY not in towline_operator.log_text()
+    pods = list_objects(cluster, "pods", ns, "towline.dev/run=canary-run")
+    assert len(pods) == 2, "both attempts' containers are there to read"
+    for pod in pods:
+        logs = cluster.kubectl("logs", pod["metadata"]["name"], "-n", ns, "--all-containers").stdout
+        assert "running http.request" in logs, "the container's own output, from the kubelet"
+        assert CANARY not in logs, f"the canary leaked into the logs of {pod['metadata']['name']}"
 
 
 def test_operator_killed_at_several_points_completes_the_run_without_a_second_job(
@@ -115,18 +119,16 @@ def test_operator_killed_at_several_points_completes_the_run_without_a_second_jo
 
     watcher = threading.Thread(target=record_jobs, daemon=True)
     watcher.start()
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/a", (503, {}, {}), (200, {"n": 1}, {}))
         api.script("/b", (200, {"n": 2}, {}), delay_seconds=2)
         api.script("/c", (200, {"n": 3}, {}))
         steps = [
             {"id": "a", "action": "http.request", "with": {"url": f"{api.url}/a", "select": "response.body"},
-             "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 2}, "allowPrivateNetworks": LOOPBACK},
+             "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 2}},
             {"id": "b", "needs": ["a"], "action": "http.request",
-             "with": {"url": f"{api.url}/b", "method": "POST", "json": {"n": "${{ steps.a.output.n }}"}},
-             "allowPrivateNetworks": LOOPBACK},
-            {"id": "c", "needs": ["b"], "action": "http.request", "with": {"url": f"{api.url}/c"},
-             "allowPrivateNetworks": LOOPBACK},
+             "with": {"url": f"{api.url}/b", "method": "POST", "json": {"n": "${{ steps.a.output.n }}"}}},
+            {"id": "c", "needs": ["b"], "action": "http.request", "with": {"url": f"{api.url}/c"}},
         ]
         apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                         "metadata": {"name": "crashy", "namespace": ns}, "spec": {"steps": steps}})

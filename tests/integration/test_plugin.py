@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.integration.support import (
-    LoopbackServer,
+    ScriptedServer,
     apply,
     create,
     get,
@@ -32,10 +32,9 @@ from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 from towline_dev.kubeconfig import context_name
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 BIN = Path(sys.executable).parent
-LOOPBACK = ["127.0.0.0/8"]
 
 
 def towline(cluster: ControlPlane, namespace: str, *args: str, user: str = "carol") -> subprocess.CompletedProcess[str]:
@@ -54,7 +53,7 @@ def created_name(output: str) -> str:
 
 
 def three_steps(namespace: str, api: str) -> dict[str, Any]:
-    http = {"action": "http.request", "allowPrivateNetworks": LOOPBACK}
+    http = {"action": "http.request"}
     return {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
         "metadata": {"name": "sync", "namespace": namespace},
@@ -73,7 +72,7 @@ def test_run_status_approve_as_allowed_and_forbidden_user_graph_export_logs(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/status", (200, {"version": "2.0.0"}, {}))
         api.script("/release", (201, {"released": True}, {}))
         apply(cluster, release_workflow(ns, api.url))
@@ -118,10 +117,9 @@ def test_run_status_approve_as_allowed_and_forbidden_user_graph_export_logs(
             "there was something to drop"
 
         logs = towline(cluster, ns, "logs", run, "check")
-        assert "==> step check attempt 1" in logs.stdout
-        # The local step executor serves no logs: the plugin says so and where to look instead.
-        assert logs.returncode == 1 and "not available from the API server" in logs.stderr
-        assert f"kubectl towline status {run}" in logs.stderr
+        assert logs.returncode == 0, logs.stderr
+        # The container's own output, read through the API server from the kubelet as carol.
+        assert "==> step check attempt 1" in logs.stdout and "running http.request" in logs.stdout
         missing = towline(cluster, ns, "logs", "no-such-run")
         assert missing.returncode == 1 and "no WorkflowRun 'no-such-run'" in missing.stderr
 
@@ -137,7 +135,7 @@ def test_suspend_resume_and_cancel_through_kubectl_plugin_discovery(
                 "--context", "carol", "-n", ns, *args]
         return ok(subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False))
 
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/status", (200, {"version": "2.0.0"}, {}))
         apply(cluster, release_workflow(ns, api.url))
         run = created_name(kubectl_towline("run", "release"))
@@ -177,7 +175,7 @@ def test_retry_of_a_run_that_failed_at_its_third_step_reruns_from_that_step(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         fetch = api.script("/fetch", (200, {"n": 3}, {}))
         shape = api.script("/shape", (200, {"total": 30}, {}))
         push = api.script("/push", (400, {"error": "quota"}, {}), (200, {"ok": True}, {}))
@@ -206,7 +204,7 @@ def test_a_runner_cannot_hand_a_retry_outputs_of_their_own(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/fetch", (200, {"n": 3}, {}))
         api.script("/shape", (200, {"total": 30}, {}))
         push = api.script("/push", (400, {"error": "quota"}, {}), (200, {"ok": True}, {}))

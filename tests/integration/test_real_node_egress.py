@@ -53,7 +53,8 @@ class EgressSetup:
 
 
 @pytest.fixture(scope="module")
-def egress(real_node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EgressSetup]:
+def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EgressSetup]:
+    # `test_hosts`: the session's test-hosts namespace, which these listeners join (and leave) only.
     plane = real_node.plane
     assert plane is not None
     hosts = ProbeHosts([ALLOWED, OTHER_HOST, OTHER_DNS, METADATA], tmp_path_factory.mktemp("testhosts")).start()

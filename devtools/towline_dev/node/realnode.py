@@ -309,6 +309,11 @@ class NodeCluster:
         return self
 
     def stop(self) -> None:
+        if self._lock_file is None:
+            # Never took the machine (e.g. interrupted while waiting for the lock): the node
+            # address, bridge and rules belong to whoever holds it, so touch nothing of theirs.
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            return
         if self.node is not None:
             self.node.remove_state()
         if self.plane is not None:

@@ -141,8 +141,8 @@ async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None
         except ApiError as error:
             missing += 1
             io.err(f"logs of pod {pod_name} are not available from the API server ({error.status}: "
-                   f"{error.message}). The node that ran it does not serve logs (the local step executor "
-                   f"never does), or the pod is gone. The step's result is in `kubectl towline status {name}`.")
+                   f"{error.message}). The node that ran it does not serve logs, or the pod is gone. "
+                   f"The step's result is in `kubectl towline status {name}`.")
     return 1 if missing == len(pods) else 0
 
 

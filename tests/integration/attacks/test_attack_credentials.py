@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from tests.integration.support import (
-    LoopbackServer,
+    TEST_SERVER_ADDRESS,
+    TEST_SERVER_ALIAS,
+    ScriptedServer,
     apply,
     create,
     get,
@@ -26,9 +28,8 @@ from tests.integration.support import (
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
-LOOPBACK = ["127.0.0.0/8"]
 TOKEN = "tok-5ad1c3e8b7f24690a1b2c3d4e5f60718"
 
 
@@ -124,9 +125,9 @@ def test_a_runner_cannot_send_a_credential_to_a_host_of_their_choosing(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "crm-api", "-n", ns, f"--from-literal=token={TOKEN}")
-    with LoopbackServer() as attacker:
+    with ScriptedServer() as attacker:
         stolen = attacker.script("/collect", (200, {"thanks": True}, {}))
-        step = {"action": "http.request", "credentials": {"crm": "crm-api"}, "allowPrivateNetworks": LOOPBACK,
+        step = {"action": "http.request", "credentials": {"crm": "crm-api"},
                 "with": {"url": "http://${{ params.host }}/collect",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
         apply(cluster, workflow(ns, "crm-sync", step, params=("host",)))
@@ -144,26 +145,29 @@ def test_allow_hosts_keeps_a_credential_off_every_other_host(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "crm-api", "-n", ns, f"--from-literal=token={TOKEN}")
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         calls = api.script("/collect", (200, {"ok": True}, {}))
         port = api.url.rsplit(":", 1)[1]
-        step = {"action": "http.request", "credentials": {"crm": "crm-api"}, "allowPrivateNetworks": LOOPBACK,
-                "allowHosts": ["localhost"], "retry": {"limit": 0},
+        step = {"action": "http.request", "credentials": {"crm": "crm-api"},
+                "allowHosts": [TEST_SERVER_ADDRESS],
+                "retry": {"limit": 0},
                 "with": {"url": f"http://${{{{ params.host }}}}:{port}/collect",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
         apply(cluster, workflow(ns, "pinned", step, params=("host",)))
-        start_run_with(cluster, ns, "pinned", "pinned-evil", {"host": "127.0.0.1"})
+        # Another host, where the same server would answer: only allowHosts keeps the token off it.
+        start_run_with(cluster, ns, "pinned", "pinned-evil", {"host": TEST_SERVER_ALIAS})
         run = wait_for_phase(cluster, ns, "pinned-evil", {"Failed", "Succeeded"})
         assert run["status"]["phase"] == "Failed"
-        assert "not in this step's allowHosts (localhost)" in step_status(run, "call")["message"]
+        assert f"not in this step's allowHosts ({TEST_SERVER_ADDRESS})" in step_status(run, "call")["message"]
         assert calls.requests == []
         job = call_jobs(cluster, ns, "pinned-evil")[0]
         env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert json.loads(env["TOWLINE_NETWORK"])["allowHosts"] == ["localhost"]
+        assert json.loads(env["TOWLINE_NETWORK"])["allowHosts"] == [TEST_SERVER_ADDRESS]
         policy = get(cluster, "networkpolicies", job["metadata"]["name"], ns)
-        assert policy is not None and policy["metadata"]["annotations"]["towline.dev/allow-hosts"] == "localhost"
+        assert policy is not None
+        assert policy["metadata"]["annotations"]["towline.dev/allow-hosts"] == TEST_SERVER_ADDRESS
 
-        start_run_with(cluster, ns, "pinned", "pinned-good", {"host": "localhost"})
+        start_run_with(cluster, ns, "pinned", "pinned-good", {"host": TEST_SERVER_ADDRESS})
         good = wait_for_phase(cluster, ns, "pinned-good", {"Failed", "Succeeded"})
         assert good["status"]["phase"] == "Succeeded", good["status"]
         assert [r["headers"]["Authorization"] for r in calls.requests] == [f"Bearer {TOKEN}"]
@@ -174,11 +178,10 @@ def test_a_runner_cannot_climb_out_of_the_url_path_with_a_bound_value(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "crm-api", "-n", ns, f"--from-literal=token={TOKEN}")
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         admin = api.script("/admin/delete-all", (200, {"deleted": True}, {}))
         api.script("/api/items/..%2F..%2Fadmin%2Fdelete-all", (404, {"error": "no such item"}, {}))
-        step = {"action": "http.request", "credentials": {"crm": "crm-api"}, "allowPrivateNetworks": LOOPBACK,
-                "retry": {"limit": 0},
+        step = {"action": "http.request", "credentials": {"crm": "crm-api"}, "retry": {"limit": 0},
                 "with": {"url": f"{api.url}/api/items/${{{{ params.id }}}}",
                          "auth": {"bearer": {"credential": "crm", "key": "token"}}}}
         apply(cluster, workflow(ns, "items", step, params=("id",)))
@@ -199,11 +202,10 @@ def test_a_secret_straddling_the_error_snippet_cut_leaves_no_prefix_behind(
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "echo-api", "-n", ns, f"--from-literal=token={TOKEN}")
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         # The provider echoes the token in its error body, placed so the 300-character snippet cuts it.
         api.script("/echo", (400, {"error": "x" * 280 + TOKEN + " was rejected"}, {}))
-        step = {"action": "http.request", "credentials": {"api": "echo-api"}, "allowPrivateNetworks": LOOPBACK,
-                "retry": {"limit": 0},
+        step = {"action": "http.request", "credentials": {"api": "echo-api"}, "retry": {"limit": 0},
                 "with": {"url": f"{api.url}/echo", "auth": {"bearer": {"credential": "api", "key": "token"}}}}
         apply(cluster, workflow(ns, "echo", step))
         start_run_with(cluster, ns, "echo", "echo-run", {})

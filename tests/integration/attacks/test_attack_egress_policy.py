@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.support import LoopbackServer, apply, get, step_status, wait_for_phase
+from tests.integration.support import ScriptedServer, apply, get, step_status, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import CHART, OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 DEFAULT_DENY = "towline-steps-default-deny"
 GUARDED = ["10.0.0.1", "172.16.0.1", "192.168.0.1", "127.0.0.1", "169.254.169.254", "168.63.129.16",
@@ -62,7 +62,7 @@ def test_a_step_policy_opens_nothing_the_in_pod_guard_refuses(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         api.script("/ok", (200, {"ok": True}, {}))
         apply(cluster, one_step(ns, "wide", {
             "action": "http.request", "with": {"url": f"{api.url}/ok"}, "allowPrivateNetworks": ["127.0.0.0/8"],

@@ -12,12 +12,12 @@ import json
 from typing import Any
 
 import pytest
-from tests.integration.support import LoopbackServer, apply, get, list_objects, start_run, step_status, wait_for
+from tests.integration.support import ScriptedServer, apply, get, list_objects, start_run, step_status, wait_for
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 POLICY = {"approval": {"requireForMutatingActions": True, "approvers": {"users": ["bob"]}, "fourEyes": True,
                        "expiresAfter": "10m"}}
@@ -33,7 +33,7 @@ def gated_workflow(namespace: str, name: str, api: str, gate: dict[str, Any], **
                 {"id": "review", **gate},
                 {"id": "deploy", "needs": ["review"], "action": "http.request",
                  "with": {"url": f"{api}/deploy", "method": "POST", "json": {"go": True}},
-                 "allowPrivateNetworks": ["127.0.0.0/8"], **deploy},
+                 **deploy},
             ],
         },
     }
@@ -58,7 +58,7 @@ def test_a_skipped_gate_upstream_does_not_skip_the_policy_gate(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         deploys = api.script("/deploy", (200, {"ok": True}, {}))
         gate = {"when": "false", "approval": {"approvers": {"users": ["bob"]}, "fourEyes": True}}
         apply(cluster, gated_workflow(ns, "skip-gate", api.url, gate, runIfSkipped=True))
@@ -77,7 +77,7 @@ def test_a_laxer_gate_carol_approves_herself_does_not_skip_the_policy_gate(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with LoopbackServer() as api:
+    with ScriptedServer() as api:
         deploys = api.script("/deploy", (200, {"ok": True}, {}))
         gate = {"approval": {"approvers": {"users": ["carol"]}, "expiresAfter": "10m"}}
         apply(cluster, gated_workflow(ns, "lax-gate", api.url, gate))

@@ -7,7 +7,8 @@ which Helm will not adopt. With `TOWLINE_TEST_KUBECONFIG` the module uses that c
 The tests that need running pods (`helm test`, the README's approval walkthrough against
 the Helm-installed operator) install the release on the session's real node instead
 (`real_node_with_images`: the operator and runner images loaded into its containerd), where
-the operator, the ingress and the step Jobs run as real containers.
+the operator, the ingress and the step Jobs run as real containers; meanwhile the session's
+own operator is stopped and its kubectl-applied chart objects removed (`chart_left_to_helm`).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def node_cluster(request: pytest.FixtureRequest, helm_cluster: Cluster) -> Clust
                     "python -m pytest tests/integration/helm")
     real: NodeCluster = request.getfixturevalue("real_node_with_images")
     assert real.plane is not None
-    return real.plane
+    return request.getfixturevalue("chart_left_to_helm")  # the session's plane, its operator stopped
 
 
 @pytest.fixture
