@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from tests.integration.attacks.test_attack_egress_policy import allowed_by, one_step, start
-from tests.integration.support import LoopbackServer, apply, create, get, step_status
+from tests.integration.support import ScriptedServer, apply, create, get, step_status
 
 from towline.k8s.apiserver import except_in_step_policies
 from towline.k8s.client import KubeApi
@@ -26,7 +26,7 @@ from towline.k8s.objects import RunRef, build_step_egress_policy
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
 
@@ -50,12 +50,12 @@ def test_no_step_policy_opens_the_api_server_whatever_the_step_asks(
     cluster, ns = towline_installed, team_namespace
     addresses = api_server_addresses(cluster)
     service_ip = addresses[0]
-    with LoopbackServer() as server:  # the connector's own destination: its port opens public space
+    with ScriptedServer() as server:  # the connector's own destination: its port opens public space
         server.script("/ok", (200, {"ok": True}, {}))
         step: dict[str, Any] = {
             "action": "http.request", "with": {"url": f"{server.url}/ok"},
             "egress": [{"cidr": "0.0.0.0/0", "ports": [443, 6443]}, {"cidr": f"{service_ip}/32"}],
-            "allowPrivateNetworks": ["127.0.0.0/8"],
+            "allowPrivateNetworks": ["127.0.0.0/8"],  # opted-in private space must not reopen it either
         }
         apply(cluster, one_step(ns, "reach-api", step))
         run = start(cluster, ns, "reach-api", "reach-api-run")
@@ -67,7 +67,7 @@ def test_no_step_policy_opens_the_api_server_whatever_the_step_asks(
     excepted = {c for rule in policy["spec"]["egress"] for peer in rule.get("to", [])
                 for c in peer.get("ipBlock", {}).get("except", [])}
     assert f"{service_ip}/32" in excepted, "the public-looking ClusterIP is named, not merely inside a private range"
-    assert allowed_by(policy, "198.51.100.140"), "the rest of that range stays open to the step"
+    assert allowed_by(policy, "198.51.100.240"), "public space next to it stays open to the step"
     assert all(rule.get("to") for rule in policy["spec"]["egress"]), "a rule without `to` would allow everything"
 
 
