@@ -6,7 +6,7 @@ controlled by such a Job, an Approval whose name is the gate's deterministic
 name and whose spec.runName, spec.step and controller ownerReference all name
 this run. Anything else wearing the run's label is ignored. A step's result is the JSON
 document the runner wrote to its termination message (an `auth` failure naming
-Secrets the Job mounts marks the Job REASON_UNMOUNTABLE); a container that left
+Secrets its pod mounts marks the Job REASON_UNMOUNTABLE); a container that left
 no document gets a result synthesised here that names the cause. Never reads
 Secret values.
 """
@@ -33,6 +33,7 @@ from towline_connectors.wire import MISSING_SECRETS_FIELD, parse_rfc3339
 
 JSON = dict[str, Any]
 _MAX_NAMES = 64
+
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
     """What the run controls among its labelled children (one list per kind)."""
