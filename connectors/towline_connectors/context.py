@@ -45,11 +45,17 @@ def _strip_final_newline(value: str) -> str:
 class CredentialStore:
     """Credential values by alias and key, as mounted for this step only."""
 
-    def __init__(self, values: Mapping[str, Mapping[str, str]]) -> None:
+    def __init__(self, values: Mapping[str, Mapping[str, str]], secrets: Mapping[str, str] | None = None) -> None:
         self._values = {alias: dict(keys) for alias, keys in values.items()}
+        self._secrets = dict(secrets or {})
+        """alias -> Secret name, for messages only."""
 
     def aliases(self) -> list[str]:
         return sorted(self._values)
+
+    def keys(self, alias: str) -> list[str]:
+        """The key names mounted for `alias` (none when its Secret is missing or empty)."""
+        return sorted(self._values.get(alias, {}))
 
     def get(self, ref: CredentialRef) -> str:
         """The value for `ref`; a missing alias or key is an error naming the fix."""
@@ -62,10 +68,12 @@ class CredentialStore:
                 f"add it to the step's `credentials` map",
             )
         if ref.key not in keys:
+            secret = self._secrets.get(ref.credential)
+            where = f"Secret {secret!r}" if secret else "the Secret"
             raise ActionError(
                 ErrorClass.AUTH,
                 f"credential {ref.credential!r} has no key {ref.key!r} (keys: {', '.join(sorted(keys)) or 'none'}); "
-                f"add that key to the Secret",
+                f"add that key to {where}",
             )
         return keys[ref.key]
 
@@ -86,11 +94,11 @@ def read_secret_files(directory: Path) -> list[str]:
     return values
 
 
-def load_credentials(directory: Path) -> CredentialStore:
-    """Read `<alias>/<key>` files (the Secret volume layout) into a store."""
+def load_credentials(directory: Path, secrets: Mapping[str, str] | None = None) -> CredentialStore:
+    """Read `<alias>/<key>` files (the Secret volume layout) into a store; `secrets` names each alias's Secret."""
     values: dict[str, dict[str, str]] = {}
     if not directory.is_dir():
-        return CredentialStore(values)
+        return CredentialStore(values, secrets)
     for alias_dir in sorted(directory.iterdir()):
         if alias_dir.name.startswith(_VOLUME_BOOKKEEPING_PREFIX) or not alias_dir.is_dir():
             continue
@@ -100,7 +108,7 @@ def load_credentials(directory: Path) -> CredentialStore:
                 continue
             keys[key_file.name] = _strip_final_newline(_decode(key_file.read_bytes()[:_MAX_CREDENTIAL_BYTES]))
         values[alias_dir.name] = keys
-    return CredentialStore(values)
+    return CredentialStore(values, secrets)
 
 
 def default_ssl_context() -> ssl.SSLContext:

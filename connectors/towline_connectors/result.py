@@ -1,7 +1,8 @@
 """The result document a step writes to its termination message, and the exit codes.
 
 `{"ok", "output", "errorClass", "message", "retryable", "retryAfterSeconds",
-"usage"}`, at most RESULT_LIMIT_BYTES: an output that does not fit turns into
+"usage"}` (plus `missingSecrets` when the step's Secrets are not there), at
+most RESULT_LIMIT_BYTES: an output that does not fit turns into
 an `output_too_large` failure that says how big it was. This module must never
 render a document without passing it through the redactor first.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from towline_connectors.errors import RETRYABLE_CLASSES, ActionError, ErrorClass
 from towline_connectors.redact import Redactor
+from towline_connectors.wire import MISSING_SECRETS_FIELD
 
 RESULT_LIMIT_BYTES = 4096  # kubelet truncates a termination message beyond this
 EXIT_OK = 0
@@ -35,6 +37,8 @@ class StepResult:
     message: str | None = None
     retry_after_seconds: float | None = None
     usage: dict[str, Any] | None = None
+    missing_secrets: tuple[str, ...] = ()
+    """Names (never values) of the Secrets the step names whose mount is empty; only with an `auth` failure."""
 
     @classmethod
     def failure(cls, error: ActionError, usage: dict[str, Any] | None = None) -> StepResult:
@@ -53,7 +57,7 @@ class StepResult:
         return EXIT_RETRYABLE if self.retryable else EXIT_PERMANENT
 
     def document(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "ok": self.ok,
             "output": self.output,
             "errorClass": None if self.error_class is None else self.error_class.value,
@@ -62,6 +66,9 @@ class StepResult:
             "retryAfterSeconds": self.retry_after_seconds,
             "usage": self.usage,
         }
+        if self.missing_secrets:
+            document[MISSING_SECRETS_FIELD] = list(self.missing_secrets)
+        return document
 
 
 def _dumps(document: dict[str, Any]) -> str:

@@ -5,6 +5,9 @@ Contract (read from the environment):
   TOWLINE_INPUT             JSON object: the step's `with:`, bindings already resolved
   TOWLINE_CREDENTIALS_DIR   Secret volumes, one `<alias>/<key>` file per key
                             (default /var/run/towline/credentials)
+  TOWLINE_CREDENTIAL_SECRETS  JSON alias -> Secret name; an alias whose mount holds no
+                            key ends the attempt before the action runs (credcheck)
+  TOWLINE_NAMESPACE         the run's namespace, named in that failure's fix
   TOWLINE_IDEMPOTENCY_KEY   sent to providers on mutating calls
   TOWLINE_DEADLINE_SECONDS  time budget; the action gets it minus a safety margin
   TOWLINE_NETWORK           optional JSON {"allowHosts": [...], "allowPrivateCidrs": [...]}
@@ -44,6 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from towline_connectors.context import ActionContext, default_ssl_context, load_credentials, read_secret_files
+from towline_connectors.credcheck import check_credentials, credential_secrets
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.isolation import (
     ISOLATION_PROBE_ENV,
@@ -68,6 +72,7 @@ from towline_connectors.result import (
 from towline_connectors.runtime import Deadline
 from towline_connectors.spec import ActionResult, ActionSpec
 from towline_connectors.transport import Connector
+from towline_connectors.wire import NAMESPACE_ENV
 
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
 DEFAULT_RESULT_PATH = "/dev/termination-log"
@@ -113,6 +118,9 @@ class StepConfig:
     deadline_seconds: float
     network: NetworkRules
     isolation_probe: ProbeTarget | None = None
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    """alias -> Secret name (names only), from TOWLINE_CREDENTIAL_SECRETS."""
+    namespace: str = ""
 
 
 def _usage_error(message: str) -> ActionError:
@@ -147,7 +155,8 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -
     key = environ.get("TOWLINE_IDEMPOTENCY_KEY") or None
     probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
     probe = ProbeTarget.parse(probe_text) if probe_text else None
-    return StepConfig(spec, inputs, key, deadline, network, probe)
+    secrets = credential_secrets(environ)
+    return StepConfig(spec, inputs, key, deadline, network, probe, secrets, environ.get(NAMESPACE_ENV, "").strip())
 
 
 def check_isolation(config: StepConfig, logger: logging.Logger, seams: RunnerSeams) -> StepConfig | StepResult:
@@ -315,7 +324,8 @@ def run_step(
             result = StepResult.failure(exc)
         else:
             shrink_hint = config.spec.shrink_hint
-            checked = check_isolation(config, logger, seams)
+            missing = check_credentials(config.secrets, config.namespace, credentials_dir)
+            checked = missing or check_isolation(config, logger, seams)
             if isinstance(checked, StepResult):
                 result = checked
             else:
@@ -344,7 +354,7 @@ def _prepare_and_execute(
         logger.warning("TOWLINE_IDEMPOTENCY_KEY is not set; using a one-off key, so a retry is not deduplicated")
     try:
         ctx = ActionContext(
-            credentials=load_credentials(credentials_dir),
+            credentials=load_credentials(credentials_dir, config.secrets),
             redactor=redactor,
             guard=NetGuard(config.network, seams.resolver),
             idempotency_key=key,

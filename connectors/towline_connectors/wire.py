@@ -23,6 +23,14 @@ EGRESS_NOT_ISOLATED_MESSAGE = (
 )
 """The runner's transient failure when its pod's egress isolation never appeared; the operator recognises it."""
 
+CREDENTIAL_SECRETS_ENV = "TOWLINE_CREDENTIAL_SECRETS"
+"""Step pod env: JSON alias -> Secret name, the step's `credentials` (names only, never values)."""
+NAMESPACE_ENV = "TOWLINE_NAMESPACE"
+"""Step pod env: the run's namespace, named in the missing-Secret failure's fix."""
+
+MISSING_SECRETS_FIELD = "missingSecrets"
+"""Result-document field: the names of the Secrets the step names but whose mount is empty (an `auth` failure)."""
+
 
 def parse_address_port(text: str) -> tuple[str, int]:
     """`address:port` (`[v6]:port`) with an IP literal, as TOWLINE_ISOLATION_PROBE takes it; else ValueError.

@@ -197,10 +197,6 @@ def test_step_pods_are_admitted_under_restricted_pod_security(
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "on a real kubelet a Secret volume that cannot be mounted leaves the container waiting as "
-    "ContainerCreating with no message (the reason is only in a FailedMount Event), so the operator's "
-    "missing_secret() never sees it and the pod waits until the step's deadline: open product work"))
 def test_missing_secret_pauses_the_run_and_a_resume_after_repair_completes_it(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:

@@ -96,12 +96,12 @@ class _Pass:
     # --- pass stages -------------------------------------------------------------------
 
     def _delete_stuck_jobs(self, when: Callable[[JobObservation], bool]) -> None:
-        """Delete the Jobs whose pod can never start as it is (it waits for a missing Secret).
+        """Delete the Jobs whose step found a Secret it names missing (REASON_UNMOUNTABLE).
 
-        Such a Job counts as a failed attempt (credentials need repair); left alone, its pod
-        would start once somebody creates the Secret and run the step a second time beside
-        the attempt that replaces it. A pass deletes it once the status handed in records
-        that attempt as over, and before anything else, so no replacement starts first. Not
+        Such a Job counts as a failed attempt (credentials need repair); its pod ran no action,
+        and the resume after the repair runs a new attempt. A pass deletes it once the status
+        handed in records that attempt as over, and before anything else, so no replacement
+        starts first. Not
         in the pass that records it: after a crash between the delete and the status write,
         the next pass would find the attempt's Job gone and could no longer say why it failed.
         """

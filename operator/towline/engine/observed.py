@@ -15,11 +15,11 @@ JobState = Literal["active", "succeeded", "failed"]
 ApprovalDecision = Literal["Approved", "Rejected"]
 
 REASON_UNMOUNTABLE = "SecretMissing"
-"""JobObservation.reason of a Job whose pod waits for a Secret that does not exist.
+"""JobObservation.reason of a Job whose step found a Secret it names missing.
 
-The operator reports such a Job as failed (the step's credentials need repair),
-and `decide` deletes it: once somebody creates the Secret, the waiting pod would
-start and run the step a second time beside the attempt that replaces it.
+The runner fails such an attempt (`auth`: the step's credentials need repair)
+before its action runs, and `decide` deletes the Job once that is recorded: the
+attempt is over, and the resume after the repair runs a new one.
 """
 
 
@@ -34,6 +34,8 @@ class StepResult:
     retryable: bool | None = None
     retry_after_seconds: float | None = None
     usage: Mapping[str, Any] | None = None
+    missing_secrets: tuple[str, ...] = ()
+    """Names of the Secrets the runner found missing (its document's `missingSecrets`)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class JobObservation:
 
     @property
     def can_never_start(self) -> bool:
-        """Its pod waits for a Secret that does not exist (see REASON_UNMOUNTABLE)."""
+        """Its step found a Secret it names missing (see REASON_UNMOUNTABLE)."""
         return self.reason == REASON_UNMOUNTABLE
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
-from towline_connectors.wire import parse_address_port
+from towline_connectors.wire import CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -115,6 +115,9 @@ def build_step_job(
             {"allowHosts": list(allow_hosts), "allowPrivateCidrs": list(allow_private_networks)},
             separators=(",", ":"),
         ),
+        # Names only (never values): the runner says which Secret is missing and how to create it.
+        CREDENTIAL_SECRETS_ENV: json.dumps(dict(sorted(credentials.items())), separators=(",", ":")),
+        NAMESPACE_ENV: run.namespace,
         **settings.extra_env,
     }
     if settings.isolation_probe:
@@ -123,7 +126,9 @@ def build_step_job(
     mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 - the pod's own scratch space
     for alias, secret in sorted(credentials.items()):
         volume = f"cred-{alias.replace('_', '-')}"
-        volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440}})
+        # Optional: a missing Secret mounts as an empty directory, so the pod starts and the runner fails
+        # the attempt naming it (a required one leaves the pod waiting, the reason only in an Event).
+        volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440, "optional": True}})
         mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
     container = {
         "name": "step",

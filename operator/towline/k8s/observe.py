@@ -5,15 +5,15 @@ controls them: a Job whose controller ownerReference is the run's UID, a pod
 controlled by such a Job, an Approval whose name is the gate's deterministic
 name and whose spec.runName, spec.step and controller ownerReference all name
 this run. Anything else wearing the run's label is ignored. A step's result is the JSON
-document the runner wrote to its termination message; a pod that never ran
-(a missing Secret, a deadline) gets a result synthesised here with an error
-class and a message that names the cause. Never reads Secret values.
+document the runner wrote to its termination message (an `auth` failure naming
+Secrets its pod mounts marks the Job REASON_UNMOUNTABLE); a container that left
+no document gets a result synthesised here that names the cause. Never reads
+Secret values.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,11 +29,10 @@ from towline.engine.observed import (
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
-from towline_connectors.wire import parse_rfc3339
+from towline_connectors.wire import MISSING_SECRETS_FIELD, parse_rfc3339
 
 JSON = dict[str, Any]
-
-_MISSING_SECRET = re.compile(r'secrets? "([^"]+)" not found')
+_MAX_NAMES = 64
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
@@ -107,12 +106,8 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
     status = job.get("status", {})
     state, reason = job_state(status)
     result = parse_result(pod) if pod is not None else None
-    if state == "active" and pod is not None:
-        stuck = missing_secret(pod)
-        if stuck is not None:
-            state = "failed"
-            result = stuck
-            reason = REASON_UNMOUNTABLE
+    if state == "failed" and pod is not None and result is not None and lacked_its_secrets(result, pod):
+        reason = REASON_UNMOUNTABLE
     # A failed Job with no result document (deadline, eviction, lost node) stays result=None: only
     # the engine knows whether the step mutates, and so whether it may have had a side effect.
     return JobObservation(
@@ -125,6 +120,22 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
         reason=reason,
     )
+
+
+def lacked_its_secrets(result: StepResult, pod: JSON) -> bool:
+    """The runner failed the attempt because Secrets its pod mounts are missing (credentials need repair).
+
+    Only an `auth` failure naming Secrets that very pod mounts counts: the document is the
+    pod's, so whatever wrote it can at worst pause its own run, as any `auth` failure does.
+    """
+    mounted = {(volume.get("secret") or {}).get("secretName") for volume in secret_volumes(pod)}
+    named = set(result.missing_secrets)
+    return not result.ok and result.error_class == "auth" and bool(named) and named <= mounted - {None}
+
+
+def secret_volumes(pod: JSON) -> list[JSON]:
+    """The pod's Secret volumes (names only: a volume never holds a value)."""
+    return [volume for volume in (pod.get("spec") or {}).get("volumes") or [] if volume.get("secret")]
 
 
 def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
@@ -187,25 +198,15 @@ def result_from_document(document: Any) -> StepResult:
         retryable=bool(document.get("retryable", False)),
         retry_after_seconds=document.get("retryAfterSeconds"),
         usage=document.get("usage"),
+        missing_secrets=_names(document.get(MISSING_SECRETS_FIELD)),
     )
 
 
-def missing_secret(pod: JSON) -> StepResult | None:
-    """A pod that cannot start because a Secret it mounts does not exist."""
-    for container in pod.get("status", {}).get("containerStatuses", []) or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        match = _MISSING_SECRET.search(waiting.get("message") or "")
-        if match:
-            return StepResult(
-                ok=False, output=None, error_class="auth",
-                message=(
-                    f"Secret {match.group(1)!r} does not exist in this namespace; create it "
-                    f"(kubectl create secret generic {match.group(1)} --from-literal=KEY=VALUE) or fix "
-                    "the step's credentials"
-                ),
-                retryable=False, retry_after_seconds=None, usage=None,
-            )
-    return None
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of Secret names from a result document; anything else is none."""
+    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+        return ()
+    return tuple(value[:_MAX_NAMES])
 
 
 def observe_approval(approval: JSON) -> ApprovalObservation:

@@ -26,7 +26,7 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.handlers.context import Key
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
-from towline.k8s.observe import controller_uid, job_state
+from towline.k8s.observe import controller_uid, job_state, secret_volumes
 
 JSON = dict[str, Any]
 KINDS = ("Job", "Pod", "Approval")
@@ -57,6 +57,7 @@ def trim(kind: str, body: JSON) -> JSON:
         kept["status"] = body.get("status") or {}
     elif kind == "Pod":
         kept["status"] = {"containerStatuses": (body.get("status") or {}).get("containerStatuses") or []}
+        kept["spec"] = {"volumes": secret_volumes(body)}
     else:
         kept["spec"] = body.get("spec") or {}
         kept["status"] = body.get("status") or {}

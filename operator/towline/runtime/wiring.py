@@ -88,13 +88,9 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
 
     @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
     async def pod_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator = operator_of(memo)
-        _cache(operator, "Pod", kwargs["event"], kwargs["body"])
-        # A step's progress arrives through its Job; a pod matters on its own only when it
-        # cannot start (e.g. a missing Secret), which only the pod's waiting state tells.
-        statuses = (kwargs["status"] or {}).get("containerStatuses") or []
-        if any(((c.get("state") or {}).get("waiting") or {}).get("message") for c in statuses):
-            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
+        # Cached for its result document; a step's progress (a missing Secret included: the runner
+        # fails the attempt) arrives through its Job, which wakes the run.
+        _cache(operator_of(memo), "Pod", kwargs["event"], kwargs["body"])
 
     # By name only: a label is no proof, and a policy stripped of its labels and then opened must still be seen.
     @kopf.on.event("networking.k8s.io", "v1", "networkpolicies",
