@@ -13,6 +13,7 @@ Enforcement on a real node: tests/integration/test_real_node_api_server_egress.p
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +25,7 @@ from towline.k8s.apiserver import except_in_step_policies
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import RunRef, build_step_egress_policy
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess
+from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess, StepPods
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
@@ -66,7 +67,13 @@ def test_no_step_policy_opens_the_api_server_whatever_the_step_asks(
     assert opened == [], f"the step policy opens the API server at {opened}"
     excepted = {c for rule in policy["spec"]["egress"] for peer in rule.get("to", [])
                 for c in peer.get("ipBlock", {}).get("except", [])}
-    assert f"{service_ip}/32" in excepted, "the public-looking ClusterIP is named, not merely inside a private range"
+    # The Service range is carved out of every step policy already (egress.serviceCIDRs), so the ClusterIP's
+    # /32 merges into it; the API server's own address lies outside every carved range and must be named.
+    carved = [ipaddress.ip_network(cidr) for cidr in StepPods().cluster_cidrs]
+    outside = [a for a in addresses if not any(ipaddress.ip_address(a) in net for net in carved)]
+    assert outside, addresses
+    assert all(f"{a}/32" in excepted for a in outside), ("the API server's public-looking address is named, "
+                                                         f"not merely inside a private range: {outside}")
     assert allowed_by(policy, "198.51.100.240"), "public space next to it stays open to the step"
     assert all(rule.get("to") for rule in policy["spec"]["egress"]), "a rule without `to` would allow everything"
 
