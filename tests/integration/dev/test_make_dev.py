@@ -213,8 +213,9 @@ _HOLD_NODE_LOCK = (
 @pytest.mark.parametrize("command", [[], ["cluster", "up"]], ids=["make-dev", "cluster-up"])
 def test_make_dev_without_root_says_so_and_starts_nothing(tmp_path: Path, command: list[str]) -> None:
     """As root, the command runs in a fresh user namespace with no uid mapping: there it is uid 65534 and holds
-    no capability over the machine, yet it can still read the checkout and the Python it was installed into. Dropping
-    to another uid instead (setpriv) breaks where those live in root's 0700 home, as on CI: `No module named towline_dev`.
+    no capability over the machine, yet it can still read the checkout and the Python it was installed into.
+    Dropping to another uid instead (setpriv) breaks where those live in root's 0700 home, as on CI
+    (`No module named towline_dev`).
     """
     home = tmp_path / "home"
     argv = [sys.executable, "-m", "towline_dev", *command[:1], "--home", str(home), *command[1:]]
