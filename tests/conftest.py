@@ -24,14 +24,13 @@ import re
 import secrets
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from tests.keptlogs import kept_logs_root
 from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
@@ -41,10 +40,6 @@ from towline_dev.node.realnode import NodeCluster
 
 _NODE_CLUSTER: NodeCluster | None = None
 """The session's control plane with a real node, for the same hook."""
-
-
-def kept_logs_root() -> Path:
-    return Path(os.environ.get("TOWLINE_TEST_LOGS") or Path(tempfile.gettempdir()) / "towline-test-logs")
 
 
 def _progress(message: str) -> None:

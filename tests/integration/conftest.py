@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role
+from tests.keptlogs import kept_logs_root
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
@@ -79,9 +80,7 @@ def towline_operator(
     _SESSION.pop("operator", None)
     process.stop()
     log = Path(process.log_path)
-    keep = Path("/tmp/towline-test-logs")
-    keep.mkdir(parents=True, exist_ok=True)
-    (keep / "operator.log").write_bytes(log.read_bytes() if log.exists() else b"")
+    (kept_logs_root() / "operator.log").write_bytes(log.read_bytes() if log.exists() else b"")
 
 
 @pytest.fixture(scope="module")

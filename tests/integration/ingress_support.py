@@ -12,12 +12,12 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from tests.integration.support import apply, list_objects, wait_for
+from tests.keptlogs import kept_logs_root
 
 from towline.triggers.ingress import sign
 from towline_dev.controlplane import ControlPlane
@@ -33,9 +33,7 @@ def ingress(towline_installed: ControlPlane, tmp_path_factory: pytest.TempPathFa
                              log_path=work / "ingress.log").start()
     yield process
     process.stop()
-    keep = Path("/tmp/towline-test-logs")
-    keep.mkdir(parents=True, exist_ok=True)
-    (keep / "ingress.log").write_text(process.log_text())
+    (kept_logs_root() / "ingress.log").write_text(process.log_text())
 
 
 def new_whsec() -> str:

@@ -106,7 +106,7 @@ class _Pass:
         the next pass would find the attempt's Job gone and could no longer say why it failed.
         """
         for job in self.observed.jobs.values():
-            if job.can_never_start and when(job) and job.job_name not in self._deleted:
+            if job.credentials_missing and when(job) and job.job_name not in self._deleted:
                 self._deleted.add(job.job_name)
                 self.driver.actions.append(DeleteJob(job.job_name))
 

@@ -52,7 +52,7 @@ class JobObservation:
     reason: str | None = None
 
     @property
-    def can_never_start(self) -> bool:
+    def credentials_missing(self) -> bool:
         """Its step found a Secret it names missing (see REASON_UNMOUNTABLE)."""
         return self.reason == REASON_UNMOUNTABLE
 

@@ -18,19 +18,14 @@ from tests.integration.attacks.attack_support import (
     patch_as,
     refused,
     run_manifest,
-    wait_until_policies_enforced,
 )
 from tests.integration.support import get, step_status, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
-
-@pytest.fixture(autouse=True)
-def policies_enforced(towline_installed: ControlPlane) -> None:
-    wait_until_policies_enforced(towline_installed)
 
 OWNERSHIP = "Only the Towline operator may change an Approval's labels, ownerReferences or finalizers"
 

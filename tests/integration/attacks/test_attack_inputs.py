@@ -17,7 +17,6 @@ from tests.integration.attacks.attack_support import (
     jobs_of,
     refused,
     run_manifest,
-    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, step_status, wait_for_phase
 
@@ -25,12 +24,7 @@ from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_ITEMS
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def policies_enforced(towline_installed: ControlPlane) -> None:
-    wait_until_policies_enforced(towline_installed)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
 
 def nested_json(depth: int) -> str:

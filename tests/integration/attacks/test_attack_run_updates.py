@@ -15,19 +15,13 @@ from tests.integration.attacks.attack_support import (
     patch_as,
     refused,
     run_manifest,
-    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def policies_enforced(towline_installed: ControlPlane) -> None:
-    wait_until_policies_enforced(towline_installed)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
 
 def started(cluster: ControlPlane, ns: str, name: str = "alices-run", user: str = "alice") -> dict[str, Any]:

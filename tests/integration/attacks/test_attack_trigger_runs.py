@@ -13,7 +13,6 @@ from tests.integration.attacks.attack_support import (
     jobs_of,
     refused,
     run_manifest,
-    wait_until_policies_enforced,
 )
 from tests.integration.support import bind_role, get, list_objects, step_status, wait_for_phase
 
@@ -21,12 +20,8 @@ from towline.engine import job_name
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
-
-@pytest.fixture(autouse=True)
-def policies_enforced(towline_installed: ControlPlane) -> None:
-    wait_until_policies_enforced(towline_installed)
 
 @pytest.mark.parametrize("trigger", [
     {"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1", "data": {"ref": "main"}},

@@ -135,7 +135,7 @@ class World:
         if isinstance(action, CreateStepJob):
             key = (action.step_id, action.attempt)
             assert key not in self.jobs, f"attempt {key} created twice"
-            assert not any(job.can_never_start for (step, _), job in self.jobs.items() if step == action.step_id), (
+            assert not any(job.credentials_missing for (step, _), job in self.jobs.items() if step == action.step_id), (
                 f"attempt {key} created while an earlier attempt's pod still waits for its Secret"
             )
             self.created.append(key)
@@ -219,7 +219,7 @@ def simulate(
         if index not in crashes:
             status = decision.status
         if status.phase in TERMINAL_RUN_PHASES:
-            assert not any(job.can_never_start for job in world.jobs.values()), "a stuck Job outlived the run"
+            assert not any(job.credentials_missing for job in world.jobs.values()), "a stuck Job outlived the run"
             return status, world
         world.tick(status, decision.wake_at)
     raise AssertionError(f"run did not terminate in {MAX_PASSES} passes: {status.phase}, {status.message}")
@@ -338,7 +338,7 @@ def test_runs_terminate_under_suspend_resume_and_cancel(
             world.apply(action)
         status = decision.status
         if status.phase in TERMINAL_RUN_PHASES:
-            assert not any(job.can_never_start for job in world.jobs.values()), "a stuck Job outlived the run"
+            assert not any(job.credentials_missing for job in world.jobs.values()), "a stuck Job outlived the run"
             assert status.phase == "Cancelled" or not cancelled
             return
         world.tick(status, decision.wake_at)

@@ -66,7 +66,7 @@ def test_the_runners_missing_secret_failure_is_the_stuck_job_outcome(tmp_path: P
     (mounts / "api").mkdir(parents=True)  # what an optional Secret volume is when the Secret is missing
     message = runner_document(job, mounts, tmp_path / "termination-log")
     observed = observe(job, pod_of(job, message), trimmed=trimmed)
-    assert (observed.state, observed.reason, observed.can_never_start) == ("failed", REASON_UNMOUNTABLE, True)
+    assert (observed.state, observed.reason, observed.credentials_missing) == ("failed", REASON_UNMOUNTABLE, True)
     assert observed.result is not None and observed.result.error_class == "auth"
     assert observed.result.retryable is False
     assert observed.result.missing_secrets == ("api-token",)
@@ -81,7 +81,7 @@ def test_a_document_naming_a_secret_the_pod_does_not_mount_is_an_ordinary_failur
     # Whatever writes the termination message cannot make the operator treat another Secret as missing.
     job = rendered_job({"api": "api-token"})
     observed = observe(job, pod_of(job, document(missingSecrets=["api-token", "someone-elses"])))
-    assert observed.reason != REASON_UNMOUNTABLE and not observed.can_never_start
+    assert observed.reason != REASON_UNMOUNTABLE and not observed.credentials_missing
     assert observed.result.error_class == "auth"  # still its own step's auth failure, nothing more
 
 
@@ -95,14 +95,14 @@ def test_a_document_naming_a_secret_the_pod_does_not_mount_is_an_ordinary_failur
 ], ids=["not-auth", "ok", "not-a-list", "not-names", "empty", "absent"])
 def test_only_an_auth_failure_listing_mounted_secrets_counts(fields: dict[str, Any]) -> None:
     job = rendered_job({"api": "api-token"})
-    assert not observe(job, pod_of(job, document(**fields))).can_never_start
+    assert not observe(job, pod_of(job, document(**fields))).credentials_missing
 
 
 def test_a_job_still_running_is_never_marked_however_its_pod_reads() -> None:
     job = rendered_job({"api": "api-token"})
     job["status"] = {"active": 1}
     observed = observe(job, pod_of(job, document(missingSecrets=["api-token"])))
-    assert (observed.state, observed.can_never_start) == ("active", False)
+    assert (observed.state, observed.credentials_missing) == ("active", False)
 
 
 def test_the_cache_keeps_only_the_pods_secret_volume_names() -> None:
