@@ -1,0 +1,80 @@
+"""An API server outage longer than kopf's whole retry budget for one request: the operator stays up
+and, once the API server is back, its watches see new Workflows and runs again without a restart
+(as client-go's reflectors do: they re-list and re-watch for as long as it takes).
+
+kopf retries a failed watch request with its `error_backoffs` (1+1+2+3+5+8+13+21 = 54 s by default),
+then gives that request up, and starts a new one straight away: the outage here lasts past the budget,
+so the test covers the give-up path, not only the retries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import kopf
+import pytest
+from tests.integration.attacks.attack_support import echo_workflow, install, jobs_of, run_manifest
+from tests.integration.support import wait_for
+
+from towline_dev.binaries import BinarySet
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.local_only]
+
+NAMESPACE = "default"
+
+
+def kopf_retry_budget_seconds() -> float:
+    backoffs = kopf.OperatorSettings().networking.error_backoffs
+    return float(sum(backoffs)) if isinstance(backoffs, tuple) else float(backoffs)
+
+
+@pytest.fixture(scope="module")
+def plane(k8s_binaries: BinarySet) -> Iterator[ControlPlane]:
+    """A control plane of its own (no node: the test needs the operator's watches, not containers);
+    stopping the session's API server for a minute would disturb the node and the other tests."""
+    own = ControlPlane(k8s_binaries, install_signal_handlers=False).start()
+    install_crds(own)
+    install_chart(own)
+    yield own
+    own.remove_state()
+
+
+@pytest.fixture
+def operator(plane: ControlPlane, tmp_path: Path) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(kubeconfig=operator_kubeconfig(plane, tmp_path / "kubeconfig"),
+                              log_path=tmp_path / "operator.log").start()
+    yield process
+    process.stop()
+
+
+def start_run(plane: ControlPlane, name: str) -> None:
+    plane.kubectl("create", "-f", "-", stdin=json.dumps(run_manifest(NAMESPACE, "echo", name, "admin")))
+
+
+def wait_for_first_job(plane: ControlPlane, run: str, timeout: float) -> None:
+    wait_for(f"the operator to create the first Job of {run}", lambda: jobs_of(plane, NAMESPACE, run),
+             timeout=timeout)
+
+
+def test_the_operator_watches_again_after_an_outage_longer_than_kopfs_retries(
+    plane: ControlPlane, operator: OperatorProcess,
+) -> None:
+    install(plane, echo_workflow(NAMESPACE, "echo"))
+    start_run(plane, "before-outage")
+    wait_for_first_job(plane, "before-outage", timeout=90)
+
+    down = kopf_retry_budget_seconds() + 15
+    plane.restart_component("kube-apiserver", down_seconds=down)
+    assert operator.process is not None and operator.process.poll() is None, operator.log_text()[-3000:]
+    assert "escalating" in operator.log_text(), "the outage did not outlast kopf's retries of a watch request"
+
+    # A Workflow and a run created after the outage: both reach the operator through its watches. The last
+    # backoff before a new watch request is at most 21 s, so a minute is ample.
+    install(plane, echo_workflow(NAMESPACE, "after"))
+    start_run(plane, "after-outage")
+    wait_for_first_job(plane, "after-outage", timeout=90)
+    assert operator.process.poll() is None
