@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shlex
 import signal
 import subprocess
@@ -24,13 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.integration.dev.devsupport import require_the_machines_node, stop_leaving_nothing
 from tests.integration.support import wait_for
 
 from towline_dev.devenv import READY_LINE
-from towline_dev.node.leftovers import leftovers, netns_names
-from towline_dev.node.network import run as run_command
-from towline_dev.node.probehosts import NAMESPACE as TEST_HOSTS_NETNS
-from towline_dev.node.realnode import NODE_LOCK
+from towline_dev.node.leftovers import netns_names
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 START_TIMEOUT = 3000  # it may wait for another node first, and a first start builds the images
@@ -82,13 +79,7 @@ def _read(session: DevSession) -> None:
 
 @pytest.fixture
 def make_dev(tmp_path: Path) -> Iterator[DevSession]:
-    from tests import conftest  # noqa: PLC0415 - the session's node, if this process started one
-
-    if os.geteuid() != 0:
-        pytest.skip("make dev runs a real node, which needs root")
-    if conftest._NODE_CLUSTER is not None:
-        pytest.fail("the session's real node holds the machine's node lock: run tests/integration/dev first "
-                    "(its conftest orders it so) or on its own")
+    require_the_machines_node()
     home = tmp_path / "home"
     stderr = (tmp_path / "make-dev.stderr").open("w")
     process = subprocess.Popen([sys.executable, "-m", "towline_dev", "--home", str(home)], stdout=subprocess.PIPE,
@@ -169,28 +160,13 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
     state_dir = Path(json.loads((session.home / "cluster.json").read_text())["stateDir"])
     pod_netns = set(netns_names())
     assert pod_netns, "the node's pods have network namespaces while it runs"
-    # Queue for the machine's node lock now, so that (unless another waiting node wins it) nothing can
-    # start between make dev's exit and the check of the machine-wide state (chains, bridges, namespaces).
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_NODE_LOCK, str(NODE_LOCK)], stdout=subprocess.PIPE,
-                              text=True)
-    try:
+
+    def interrupt() -> None:
         session.process.send_signal(signal.SIGINT)
         assert session.process.wait(timeout=300) == 0, (
             (session.home.parent / "make-dev.stderr").read_text()[-4000:])
-        assert holder.stdout is not None
-        held = bool(select.select([holder.stdout], [], [], 30)[0]) and holder.stdout.readline().strip() == "held"
-        left = leftovers(state_dir, pod_netns)
-        if held:
-            assert left == []
-            assert TEST_HOSTS_NETNS not in run_command(["ip", "netns", "list"]).stdout
-        else:
-            # Another engineer's node took the machine first (its start clears the machine-wide state):
-            # what is this node's own must still be gone.
-            print("make dev test: another node took the machine's lock first; checked this node's own leftovers")
-            assert [item for item in left if item.startswith(("netns:", "mount:", "process"))] == []
-    finally:
-        holder.kill()
-        holder.wait()
+
+    stop_leaving_nothing(interrupt, state_dir, pod_netns)
     assert not state_dir.exists() and not (session.home / "cluster.json").exists()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -199,15 +175,6 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
             except OSError:
                 continue
             assert b"towline_dev.demoapi" not in argv and str(state_dir).encode() not in argv, argv
-
-
-_HOLD_NODE_LOCK = (
-    "import fcntl, sys, time\n"
-    "lock = open(sys.argv[1], 'a')\n"
-    "fcntl.flock(lock, fcntl.LOCK_EX)\n"
-    "print('held', flush=True)\n"
-    "time.sleep(600)\n"
-)
 
 
 @pytest.mark.parametrize("command", [[], ["cluster", "up"]], ids=["make-dev", "cluster-up"])
