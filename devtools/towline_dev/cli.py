@@ -76,6 +76,8 @@ def read_state(home: Path) -> dict[str, Any] | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` still runs. A process that has exited but was not yet reaped by its parent (a zombie:
+    `cluster up` started by a program that waits for it later) has stopped, though signal 0 still reaches it."""
     if pid <= 0:
         return False
     try:
@@ -84,7 +86,13 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def path_dirs(cluster: NodeCluster) -> list[str]:
