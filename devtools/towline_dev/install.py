@@ -39,6 +39,7 @@ CHART_TEMPLATES = (
     "templates/user-roles.yaml",
     "templates/admission-policies.yaml",
     "templates/admission-policy-credentials.yaml",
+    "templates/admission-policy-step-objects.yaml",
 )
 
 

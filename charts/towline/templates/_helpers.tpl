@@ -138,3 +138,15 @@ Controllers that legitimately rewrite ownerReferences and finalizers of any obje
 {{- define "towline.metadataControllers" -}}
 ["system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager"]
 {{- end }}
+
+{{- /*
+CEL list literal of the identities that create step pods: the Job controller, with per-controller
+credentials (kubeadm, kind, the local dev cluster) or without, and .Values.stepPodCreators.
+*/ -}}
+{{- define "towline.stepPodCreators" -}}
+{{- $users := list ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
+{{- range .Values.stepPodCreators }}
+{{- $users = append $users (. | quote) }}
+{{- end }}
+{{- printf "[%s]" (join ", " $users) }}
+{{- end }}

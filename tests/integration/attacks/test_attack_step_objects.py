@@ -1,0 +1,111 @@
+"""Attacks on a run's step Jobs and pods by someone with the built-in `edit` role in the namespace (who may
+create and change Jobs and pods there): a run trusts the Jobs and pods labelled for it, so forging or relabelling
+one is refused by the API server (admission policy towline-step-objects), while Jobs and pods of her own, and
+changes that leave a step object's ownership alone, still work."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tests.integration.attacks.attack_support import (
+    create_as,
+    echo_workflow,
+    install,
+    jobs_of,
+    patch_as,
+    refused,
+    run_manifest,
+)
+from tests.integration.support import bind_role, wait_for_phase
+
+from towline_dev.controlplane import ControlPlane
+from towline_dev.images import RUNNER_IMAGE
+from towline_dev.install import OperatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
+
+OPERATOR_ONLY = "Jobs labelled towline.dev/run are created by the Towline operator only; carol may not create one"
+JOB_CONTROLLER_ONLY = "pods labelled towline.dev/run are created by the Job controller only; carol may not create one"
+OWNERSHIP = "only the Towline operator and the Job controller may add the label towline.dev/run"
+
+
+def finished_run(cluster: ControlPlane, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run that Succeeded (its Job's pod was created by the Job controller under the policy) and its Job."""
+    install(cluster, echo_workflow(ns))
+    assert create_as(cluster, "admin", run_manifest(ns, "echo", "real-run", "admin")).returncode == 0
+    run = wait_for_phase(cluster, ns, "real-run", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    (job,) = jobs_of(cluster, ns, "real-run")
+    return run, job
+
+
+POD_SPEC: dict[str, Any] = {
+    "restartPolicy": "Never",
+    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [{"name": "c", "image": RUNNER_IMAGE, "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+}
+"""A pod spec Pod Security's restricted level admits, so only Towline's policy can refuse it."""
+
+
+def pod_manifest(ns: str, name: str, labels: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owners},
+        "spec": POD_SPEC,
+    }
+
+
+def job_manifest(ns: str, name: str, labels: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """A suspended Job: admitted or not, it never starts a pod."""
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owners},
+        "spec": {"suspend": True, "template": {"spec": POD_SPEC}},
+    }
+
+
+def owner(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True}
+
+
+def test_an_editor_cannot_forge_or_relabel_a_runs_jobs_and_pods(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, namespace: str,
+) -> None:
+    cluster, ns = towline_installed, namespace
+    bind_role(cluster, ns, "edit", users=("carol",))
+    run, job = finished_run(cluster, ns)
+    labels = dict(job["metadata"]["labels"])
+
+    # A forged Job for the run (its labels, controlled by the run) and a forged pod for its real Job.
+    refused(create_as(cluster, "carol", job_manifest(ns, "forged-job", labels, [owner(run)])), OPERATOR_ONLY)
+    pod_labels = {"towline.dev/run": "real-run", "job-name": job["metadata"]["name"]}
+    forged_pod = pod_manifest(ns, "forged-pod", pod_labels, [owner(job)])
+    refused(create_as(cluster, "carol", forged_pod, "--dry-run=server"), JOB_CONTROLLER_ONLY)
+
+    # Her own Job, unlabelled, is hers to make; labelling it for the run afterwards is not.
+    assert create_as(cluster, "carol", job_manifest(ns, "carols-job", {}, [])).returncode == 0
+    refused(patch_as(cluster, "carol", "job", "carols-job", ns, {"metadata": {"labels": labels}}), OWNERSHIP)
+    refused(patch_as(cluster, "carol", "job", "carols-job", ns, {"metadata": {"labels": {"towline.dev/run": "x"},
+                                                                              "ownerReferences": [owner(run)]}}),
+            OWNERSHIP)
+
+    # The real Job: its step, attempt, annotations and owner stay what the operator wrote.
+    name = job["metadata"]["name"]
+    for metadata in (
+        {"labels": {"towline.dev/attempt": "9"}},
+        {"labels": {"towline.dev/step": "other"}},
+        {"annotations": {key: "other" for key in job["metadata"].get("annotations", {})
+                         if key.startswith("towline.dev/")} or {"towline.dev/step-id": "other"}},
+        {"ownerReferences": []},
+    ):
+        refused(patch_as(cluster, "carol", "job", name, ns, {"metadata": metadata}), OWNERSHIP)
+    after = json.loads(cluster.kubectl("get", "job", name, "-n", ns, "-o", "json").stdout)
+    for field in ("labels", "ownerReferences"):
+        assert after["metadata"].get(field) == job["metadata"].get(field)
+    # A change that leaves ownership alone is still hers to make: the policy is not a blanket lock.
+    assert patch_as(cluster, "carol", "job", name, ns, {"metadata": {"labels": {"team": "a"}}}).returncode == 0
