@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from tests.integration.nodesupport import create, sleeper_pod, tcp_probe, wait_running
+from tests.integration.nodesupport import create, create_step_pod, sleeper_pod, tcp_probe, wait_running
 
 from towline.k8s.apiserver import host_networks, read_api_server_addresses
 from towline.k8s.client import KubeApi
@@ -78,7 +78,7 @@ def setup(real_node: NodeCluster) -> Iterator[Setup]:
             del policy["metadata"]["ownerReferences"]  # no WorkflowRun: the garbage collector would delete it
             for manifest in (build_default_deny_policy(namespace), policy):
                 create(plane, manifest)
-            create(plane, sleeper_pod("step", namespace, {**step_labels(run, "call"), LABEL_STEP_POD: "true"}))
+            create_step_pod(plane, sleeper_pod("step", namespace, {**step_labels(run, "call"), LABEL_STEP_POD: "true"}))
         for namespace in (OPEN, EXCEPTED):
             wait_running(plane, namespace, "step")
             wait_isolated(found, namespace)

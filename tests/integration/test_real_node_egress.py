@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from tests.integration.nodesupport import create, exec_in, sleeper_pod, tcp_probe, wait_running
+from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, tcp_probe, wait_running
 
 from towline.k8s.objects import LABEL_STEP_POD, RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
@@ -71,7 +71,7 @@ def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.Tem
             plane.kubectl("create", "namespace", namespace)
         for manifest in (build_default_deny_policy(step_ns), egress_policy):
             create(plane, manifest)
-        create(plane, sleeper_pod("probe", step_ns, {**step_labels(run, "fetch"), LABEL_STEP_POD: "true"}))
+        create_step_pod(plane, sleeper_pod("probe", step_ns, {**step_labels(run, "fetch"), LABEL_STEP_POD: "true"}))
         create(plane, sleeper_pod("probe", control_ns))
         wait_running(plane, control_ns, "probe")
         wait_running(plane, step_ns, "probe")
