@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from tests.integration.nodesupport import create
+from tests.integration.nodesupport import create, create_step_job
 
 from towline.k8s.objects import (
     RunRef,
@@ -64,7 +64,7 @@ def start_step(plane: ControlPlane, run: RunRef, attempt: int, *, isolation_prob
         settings=StepPodSettings(image=RUNNER_IMAGE, isolation_probe=isolation_probe),
     )
     del job["metadata"]["ownerReferences"]
-    create(plane, job)
+    create_step_job(plane, job)
     deadline = time.monotonic() + 120
     while True:
         pods = json.loads(plane.kubectl("get", "pods", "-n", run.namespace, "-l", f"job-name={job_name}",

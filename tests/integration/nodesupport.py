@@ -12,6 +12,7 @@ import time
 from typing import Any, Literal
 
 from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT
 from towline_dev.node.nodeimages import TEST_IMAGE
 
 Outcome = Literal["connected", "refused", "timeout"]
@@ -50,6 +51,17 @@ def create(plane: ControlPlane, manifest: dict[str, Any], *, user: str = "admin"
 
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
+OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
+
+
+def create_step_job(plane: ControlPlane, manifest: dict[str, Any]) -> Any:
+    """Create a step Job (labelled for a run) under the operator's user name, as the operator would: the chart's
+    admission policy towline-step-objects refuses such Jobs from anyone else. Admin impersonates that name with
+    admin's group, so it works whether or not the chart's RBAC is installed on `plane` yet."""
+    return plane.kubectl("create", "--as", OPERATOR_USER, "--as-group", "system:masters", "-f", "-",
+                         stdin=json.dumps(manifest))
 
 
 def create_step_pod(plane: ControlPlane, manifest: dict[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.integration.nodesupport import create, exec_in, sleeper_pod, wait_running
+from tests.integration.nodesupport import create, create_step_job, exec_in, sleeper_pod, wait_running
 
 from towline.k8s.objects import CREDENTIALS_DIR, RunRef, StepPodSettings, build_step_job
 from towline_dev.controlplane import ControlPlane
@@ -84,7 +84,7 @@ def step_pod(plane: ControlPlane) -> str:
     )
     del job["metadata"]["ownerReferences"]  # no WorkflowRun here; the garbage collector would delete the Job
     created = time.monotonic()
-    create(plane, job)
+    create_step_job(plane, job)
     deadline = created + 180
     while True:
         pods = json.loads(plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", "job-name=run-1-fetch-1",
