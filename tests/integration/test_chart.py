@@ -59,11 +59,23 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"operator.leaderElection.renewDeadlineSeconds": "soon"}, "renewDeadlineSeconds"),
     ({"operator.reconcileMaxRetries": "0"}, "reconcileMaxRetries"),
     ({"trustedTriggerRunCreators": '[{"serviceAccount": "no-namespace"}]'}, "trustedTriggerRunCreators"),
+    ({"stepPodCreators": '[""]'}, "stepPodCreators"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)
     assert result.returncode != 0, f"{values} rendered:\n{result.stdout[:400]}"
     assert "schema" in result.stderr and named in result.stderr, result.stderr
+
+
+def test_step_pod_creators_add_to_the_job_controller_in_the_step_objects_policy(k8s_binaries: BinarySet) -> None:
+    def pod_creators(values: dict[str, str]) -> str:
+        policy = find(render(k8s_binaries, values), "ValidatingAdmissionPolicy", "towline-step-objects")
+        return str(next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "creators"))
+
+    default = pod_creators({})
+    assert '"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"]' in default
+    extra = pod_creators({"stepPodCreators": '["system:serviceaccount:kube-system:my-job-controller"]'})
+    assert ('"system:kube-controller-manager", "system:serviceaccount:kube-system:my-job-controller"]' in extra), extra
 
 
 def test_service_monitor_is_off_by_default_and_explains_a_missing_crd(k8s_binaries: BinarySet) -> None:
