@@ -33,6 +33,8 @@ CHART = REPO_ROOT / "charts" / "towline"
 CRDS = REPO_ROOT / "crds"
 OPERATOR_NAMESPACE = "towline-system"
 SERVICE_ACCOUNT = "towline-operator"
+OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
+"""The user name the chart's operator acts as (its ServiceAccount)."""
 CHART_TEMPLATES = (
     "templates/serviceaccount.yaml",
     "templates/rbac.yaml",

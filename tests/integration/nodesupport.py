@@ -12,7 +12,7 @@ import time
 from typing import Any, Literal
 
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT
+from towline_dev.install import OPERATOR_USER
 from towline_dev.node.nodeimages import TEST_IMAGE
 
 Outcome = Literal["connected", "refused", "timeout"]
@@ -51,9 +51,6 @@ def create(plane: ControlPlane, manifest: dict[str, Any], *, user: str = "admin"
 
 
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
-
-
-OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
 def create_step_job(plane: ControlPlane, manifest: dict[str, Any]) -> Any:

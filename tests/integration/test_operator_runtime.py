@@ -11,7 +11,7 @@ import pytest
 from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess
+from towline_dev.install import OPERATOR_USER, OperatorProcess
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +73,8 @@ def jobs_of_poison_refused(towline_installed: ControlPlane, team_namespace: str)
 
     def refused() -> bool:
         # As the operator: anyone else is refused such a Job by the chart's towline-step-objects policy anyway.
-        result = cluster.kubectl("create", "--dry-run=server", "--as", f"system:serviceaccount:{OPERATOR_NAMESPACE}:"
-                                 f"{SERVICE_ACCOUNT}", "-f", "-", stdin=json.dumps(probe), check=False)
+        result = cluster.kubectl("create", "--dry-run=server", "--as", OPERATOR_USER, "-f", "-",
+                                 stdin=json.dumps(probe), check=False)
         return result.returncode != 0 and "refused by this test" in result.stderr
 
     wait_for("the test's admission policy to be enforced", refused, timeout=60)

@@ -25,11 +25,10 @@ from towline.k8s.apiserver import except_in_step_policies
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import RunRef, build_step_egress_policy
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess, StepPods
+from towline_dev.install import OPERATOR_USER, OperatorProcess, StepPods
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
-OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
 def api_server_addresses(cluster: ControlPlane) -> list[str]:
