@@ -143,6 +143,11 @@ class WorkflowSnapshot(TowlineModel):
     """The parts of a Workflow a run executes, copied once when the run starts."""
 
     generation: int = Field(ge=0)
+    uid: str | None = Field(
+        default=None, max_length=128,
+        description="The Workflow's metadata.uid: a Workflow deleted and created again under its name is another "
+        "Workflow, whose generation starts over, so a retry checks both.",
+    )
     steps: list[Step] = Field(max_length=1000)
     finally_: list[Step] = Field(default_factory=list, alias="finally")
     compensations: list[Step] = Field(default_factory=list)

@@ -95,7 +95,9 @@ async def snapshot_workflow(
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
-    started = start_run(spec, int(raw["metadata"].get("generation", 0)), run.spec)
+    started = start_run(
+        spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or "")
+    )
     if isinstance(started, list):
         return status, started
     snapshot, params = started
@@ -119,7 +121,10 @@ async def snapshot_retry(
     if workflow is None:
         return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
     generation = int(workflow["metadata"].get("generation", 0))
-    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation)
+    started = start_retry(
+        run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation,
+        workflow_uid=str(workflow["metadata"].get("uid") or ""),
+    )
     if isinstance(started, list):
         return status, started
     snapshot, params, reused, output_bytes = started
