@@ -15,11 +15,13 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from towline.api.common import (
+    MAX_EARLIER_REQUESTERS,
     Approvers,
     Condition,
     Identifier,
     ObjectName,
     TowlineModel,
+    UserName,
     cel_rule,
     cel_rules,
     immutable,
@@ -44,7 +46,7 @@ class ApprovalSpec(TowlineModel):
                 immutable(field, _SET_BY_OPERATOR)
                 for field in (
                     "runName", "workflowName", "step", "message", "preview",
-                    "approvers", "fourEyes", "requestedBy", "expiresAt",
+                    "approvers", "fourEyes", "requestedBy", "earlierRequesters", "expiresAt",
                 )
             ),
             cel_rule(
@@ -83,6 +85,10 @@ class ApprovalSpec(TowlineModel):
     approvers: Approvers = Field(default_factory=Approvers)
     four_eyes: bool = False
     requested_by: str | None = Field(default=None, max_length=253)
+    earlier_requesters: list[UserName] = Field(
+        default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
+        description="On a retry's gate: who requested the runs it repeats (their params); four-eyes refuses them too.",
+    )
     expires_at: datetime
     decision: Decision | None = Field(default=None, description="Approved or Rejected; final once set.")
     decided_by: str | None = Field(

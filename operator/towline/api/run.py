@@ -14,10 +14,12 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from towline.api.common import (
+    MAX_EARLIER_REQUESTERS,
     Condition,
     Identifier,
     ObjectName,
     TowlineModel,
+    UserName,
     cel_rule,
     cel_rules,
     immutable,
@@ -208,6 +210,7 @@ class StepStatus(TowlineModel):
     )
 
 
+
 class WorkflowRunStatus(TowlineModel):
     phase: RunPhase = "Pending"
     observed_generation: int | None = None
@@ -227,6 +230,11 @@ class WorkflowRunStatus(TowlineModel):
         description="The last towline.dev/resume annotation value the run consumed.",
     )
     output_bytes: int = Field(default=0, ge=0, description="Bytes of step outputs kept in this status.")
+    earlier_requesters: list[UserName] = Field(
+        default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
+        description="A retry's: who requested the runs it repeats (whose params it runs), oldest first. "
+        "Four-eyes gates count them as requesters too.",
+    )
 
 
 class WorkflowRun(TowlineModel):

@@ -13,6 +13,10 @@ because a Workflow deleted and created again (a GitOps replace) starts over at
 generation 1; a run whose snapshot records no uid cannot prove it, so it is
 not retried either.
 
+Four-eyes: the retry's requester chose only to run it again; whoever requested the
+runs it repeats chose its params, so a retry's gates refuse them too
+(`earlier_requesters`, recorded in status and on each Approval).
+
 Which steps may be reused: main-DAG steps that Succeeded, whose needs are all
 reused too (a reused step never sits downstream of one that runs again). Never
 an approval: an Approval counts only for the run and step that own it, so a
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from towline.api.common import MAX_EARLIER_REQUESTERS
 from towline.api.run import RetryOf, StepStatus, WorkflowRunSpec, WorkflowRunStatus, WorkflowSnapshot
 from towline.engine.phases import TERMINAL_RUN_PHASES
 from towline.engine.steps import output_size
@@ -81,6 +86,18 @@ def start_retry(
         return errors
     reused = [_reused(before[step_id], retry) for step_id in retry.reuse]
     return snapshot, dict(previous.params), reused, sum(output_size(entry.output) for entry in reused)
+
+
+def earlier_requesters(previous_requested_by: str | None, previous: WorkflowRunStatus) -> list[str]:
+    """Who requested the runs a retry of `previous` repeats, oldest first: they chose its params.
+
+    Read from the finished run's spec.requestedBy (admission makes it the creator) and its
+    status (the operator's), never from the retry. A long chain keeps the first and the latest.
+    """
+    names = list(dict.fromkeys([*previous.earlier_requesters, *filter(None, [previous_requested_by])]))
+    if len(names) > MAX_EARLIER_REQUESTERS:
+        names = [names[0], *names[len(names) - MAX_EARLIER_REQUESTERS + 1:]]
+    return names
 
 
 def workflow_changed(

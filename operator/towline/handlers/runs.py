@@ -19,6 +19,7 @@ from towline.engine import (
     TERMINAL_RUN_PHASES,
     RunView,
     decide,
+    earlier_requesters,
     reject_run,
     start_retry,
     start_run,
@@ -133,6 +134,7 @@ async def snapshot_retry(
     updated.params = params
     updated.steps = reused
     updated.output_bytes = output_bytes
+    updated.earlier_requesters = earlier_requesters(previous.spec.requested_by, previous.status or WorkflowRunStatus())
     return updated, []
 
 

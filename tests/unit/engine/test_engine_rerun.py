@@ -7,7 +7,7 @@ from typing import Any
 from engine_harness import WORKFLOW_UID, Sim, action, workflow
 
 from towline.api.run import WorkflowRunSpec, WorkflowRunStatus
-from towline.engine import REUSED_REASON, start_retry
+from towline.engine import REUSED_REASON, earlier_requesters, start_retry
 
 
 def three_steps() -> Any:
@@ -126,3 +126,13 @@ def test_a_run_whose_snapshot_records_no_workflow_uid_is_not_retried() -> None:
     old.status.workflow_spec.uid = None
     errors = retry(retry_spec(["fetch"]), old.status)
     assert isinstance(errors, list) and "records no Workflow uid" in errors[0]
+
+
+def test_a_retry_counts_who_requested_the_runs_it_repeats() -> None:
+    first = failed_at_push().status
+    assert earlier_requesters("carol", first) == ["carol"]
+    second = first.model_copy(update={"earlier_requesters": ["carol"]})
+    assert earlier_requesters("bob", second) == ["carol", "bob"]
+    assert earlier_requesters("carol", second) == ["carol"]
+    chain = first.model_copy(update={"earlier_requesters": [f"user{n}" for n in range(16)]})
+    assert earlier_requesters("last", chain) == ["user0", *[f"user{n}" for n in range(2, 16)], "last"]
