@@ -4,7 +4,8 @@ Created by the operator, owned by its run. A person decides with
 `kubectl patch approval NAME --type merge -p '{"spec":{"decision":"Approved","decidedBy":"bob"}}'`;
 the chart's ValidatingAdmissionPolicy checks that `decidedBy` is the requesting
 user, that they are an allowed approver, that four-eyes runs are not approved by
-their requester, and that a decision is final.
+their requester (nor a retry by the requesters of the runs it repeats), and that a
+decision is final.
 """
 
 from __future__ import annotations
