@@ -67,9 +67,9 @@ raw_messages = st.one_of(
 )
 
 
-def run_with_failed_attempt(message: str, *, ok_state: bool) -> Sim:
+def run_with_failed_attempt(message: str, *, ok_state: bool, **policy: Any) -> Sim:
     """A one-step run whose attempt-1 Job finished with `message` as its pod's termination message."""
-    sim = Sim(workflow([{"id": "a", "action": "crm.update", "retry": RETRY_ALL}]))
+    sim = Sim(workflow([{"id": "a", "action": "crm.update", "retry": RETRY_ALL}], policy=policy))
     sim.reconcile()
     created = sim.created[-1]
     job = {
@@ -129,6 +129,17 @@ def test_a_retry_after_of_300000000000_seconds_waits_the_documented_maximum() ->
     sim.reconcile()
     assert sim.phase_of("a") == "Retrying"
     assert sim.step("a").retry_at == sim.now + timedelta(seconds=MAX_RETRY_AFTER_SECONDS)
+
+
+def test_a_retry_after_past_the_run_deadline_fails_the_step_instead() -> None:
+    sim = run_with_failed_attempt(
+        json.dumps({"ok": False, "errorClass": "rate_limit", "retryAfterSeconds": BIG}), ok_state=False,
+        runTimeoutSeconds=3600,
+    )
+    sim.reconcile()
+    step = sim.step("a")
+    assert (step.phase, step.reason, step.retry_at) == ("Failed", "RetryPastDeadline", None)
+    assert "would start after the run deadline" in (step.message or "")
 
 
 def test_a_string_ok_is_a_failure_not_a_success() -> None:
