@@ -1,4 +1,4 @@
-"""Error classes every action reports, and the rules that map HTTP outcomes to them.
+"""The rules that map HTTP outcomes to error classes (the classes are the step protocol's).
 
 The class decides what the operator does next (DESIGN.md, "Error classes"), so
 the mapping lives in one place. This module never performs I/O and never puts a
@@ -8,26 +8,11 @@ response body or header value into a message without the caller redacting it.
 from __future__ import annotations
 
 import email.utils
-import enum
 from collections.abc import Mapping
 
+from towline_connectors.protocol import RETRYABLE_CLASSES, ErrorClass, clamp_delay_seconds
 
-class ErrorClass(enum.StrEnum):
-    """What went wrong, in the vocabulary the engine's retry policy understands."""
-
-    VALIDATION = "validation"
-    AUTH = "auth"
-    RATE_LIMIT = "rate_limit"
-    TRANSIENT = "transient"
-    PERMANENT = "permanent"
-    UNKNOWN_SIDE_EFFECT = "unknown_side_effect"
-    OUTPUT_TOO_LARGE = "output_too_large"
-    TIMEOUT = "timeout"
-
-
-# A deadline hit before anything left the pod is as safe to retry as a transient
-# failure; everything else needs a person or a reconciliation first.
-RETRYABLE_CLASSES = frozenset({ErrorClass.RATE_LIMIT, ErrorClass.TRANSIENT, ErrorClass.TIMEOUT})
+__all__ = ["RETRYABLE_CLASSES", "ActionError", "ErrorClass", "classify_http_status", "parse_retry_after"]
 
 
 class ActionError(Exception):
@@ -51,23 +36,27 @@ class ActionError(Exception):
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP-date).
+    """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP-date), within the protocol's bounds.
 
     `now` is passed in so tests are deterministic. Unparseable values are
-    ignored rather than guessed at: the engine then uses its own backoff.
+    ignored rather than guessed at: the engine then uses its own backoff. A
+    server's value is clamped to [0, MAX_RETRY_AFTER_SECONDS]: `300000000000`
+    or a date in the year 9999 means "a day", never a wake-up time past the calendar.
     """
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(text)
+    if text.isascii() and text.isdigit():
+        # Compared as text first: float() of thousands of digits is inf, int() of them is refused.
+        return clamp_delay_seconds(float(text[:20]) if len(text) <= 20 else float("inf"))
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
+        seconds = when.timestamp() - now
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         return None
-    return max(0.0, when.timestamp() - now)
+    return clamp_delay_seconds(seconds)
 
 
 def classify_http_status(

@@ -1,4 +1,4 @@
-"""The result document a step writes to its termination message, and the exit codes.
+"""Writing the result document (towline_connectors.protocol, version 1) to the termination message; exit codes.
 
 `{"ok", "output", "errorClass", "message", "retryable", "retryAfterSeconds",
 "usage"}` (plus `missingSecrets` when the step's Secrets are not there), at
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from towline_connectors.errors import RETRYABLE_CLASSES, ActionError, ErrorClass
+from towline_connectors.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import Redactor
 from towline_connectors.wire import MISSING_SECRETS_FIELD
 
-RESULT_LIMIT_BYTES = 4096  # kubelet truncates a termination message beyond this
 EXIT_OK = 0
 EXIT_PERMANENT = 1
 EXIT_USAGE = 2

@@ -4,7 +4,8 @@ Created by the operator, owned by its run. A person decides with
 `kubectl patch approval NAME --type merge -p '{"spec":{"decision":"Approved","decidedBy":"bob"}}'`;
 the chart's ValidatingAdmissionPolicy checks that `decidedBy` is the requesting
 user, that they are an allowed approver, that four-eyes runs are not approved by
-their requester, and that a decision is final.
+their requester (nor a retry by the requesters of the runs it repeats), and that a
+decision is final.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from towline.api.common import (
+    MAX_EARLIER_REQUESTERS,
     Approvers,
     Condition,
     Identifier,
     ObjectName,
     TowlineModel,
+    UserName,
     cel_rule,
     cel_rules,
     immutable,
@@ -44,7 +47,7 @@ class ApprovalSpec(TowlineModel):
                 immutable(field, _SET_BY_OPERATOR)
                 for field in (
                     "runName", "workflowName", "step", "message", "preview",
-                    "approvers", "fourEyes", "requestedBy", "expiresAt",
+                    "approvers", "fourEyes", "requestedBy", "earlierRequesters", "expiresAt",
                 )
             ),
             cel_rule(
@@ -83,6 +86,10 @@ class ApprovalSpec(TowlineModel):
     approvers: Approvers = Field(default_factory=Approvers)
     four_eyes: bool = False
     requested_by: str | None = Field(default=None, max_length=253)
+    earlier_requesters: list[UserName] = Field(
+        default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
+        description="On a retry's gate: who requested the runs it repeats (their params); four-eyes refuses them too.",
+    )
     expires_at: datetime
     decision: Decision | None = Field(default=None, description="Approved or Rejected; final once set.")
     decided_by: str | None = Field(

@@ -138,6 +138,11 @@ def immutable(field: str, hint: str) -> JsonDict:
     return cel_rule(unchanged(field), f"spec.{field} is immutable; {hint}", field_path=f".{field}")
 
 
+UserName = Annotated[str, Field(min_length=1, max_length=253)]
+"""A Kubernetes user name, as admission sees it (request.userInfo.username)."""
+MAX_EARLIER_REQUESTERS = 16
+"""A retry of a retry of ... names its first requester and the latest ones, up to this many."""
+
 SecretName = Annotated[str, Field(min_length=1, max_length=253), AfterValidator(_check_secret_name)]
 """The name of a Secret in the workflow's namespace: a reference, never a value."""
 

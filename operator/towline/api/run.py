@@ -14,10 +14,12 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from towline.api.common import (
+    MAX_EARLIER_REQUESTERS,
     Condition,
     Identifier,
     ObjectName,
     TowlineModel,
+    UserName,
     cel_rule,
     cel_rules,
     immutable,
@@ -143,6 +145,11 @@ class WorkflowSnapshot(TowlineModel):
     """The parts of a Workflow a run executes, copied once when the run starts."""
 
     generation: int = Field(ge=0)
+    uid: str | None = Field(
+        default=None, max_length=128,
+        description="The Workflow's metadata.uid: a Workflow deleted and created again under its name is another "
+        "Workflow, whose generation starts over, so a retry checks both.",
+    )
     steps: list[Step] = Field(max_length=1000)
     finally_: list[Step] = Field(default_factory=list, alias="finally")
     compensations: list[Step] = Field(default_factory=list)
@@ -203,6 +210,7 @@ class StepStatus(TowlineModel):
     )
 
 
+
 class WorkflowRunStatus(TowlineModel):
     phase: RunPhase = "Pending"
     observed_generation: int | None = None
@@ -222,6 +230,11 @@ class WorkflowRunStatus(TowlineModel):
         description="The last towline.dev/resume annotation value the run consumed.",
     )
     output_bytes: int = Field(default=0, ge=0, description="Bytes of step outputs kept in this status.")
+    earlier_requesters: list[UserName] = Field(
+        default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
+        description="A retry's: who requested the runs it repeats (whose params it runs), oldest first. "
+        "Four-eyes gates count them as requesters too.",
+    )
 
 
 class WorkflowRun(TowlineModel):

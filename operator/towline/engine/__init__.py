@@ -37,7 +37,7 @@ from towline.engine.phases import (
     transition_run,
     transition_step,
 )
-from towline.engine.rerun import REUSED_REASON, start_retry
+from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
@@ -67,6 +67,7 @@ __all__ = [
     "StepResult",
     "approval_name",
     "decide",
+    "earlier_requesters",
     "gate_id",
     "idempotency_key",
     "job_name",

@@ -49,6 +49,8 @@ class CreateApproval:
     four_eyes: bool
     requested_by: str | None
     expires_at: datetime
+    earlier_requesters: tuple[str, ...] = ()
+    """A retry's earlier requesters (status.earlierRequesters): four-eyes refuses them as it does `requested_by`."""
 
 
 @dataclass(frozen=True)

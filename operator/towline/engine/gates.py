@@ -17,6 +17,7 @@ from towline.api.common import Approvers, parse_duration
 from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
 from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
+from towline.engine.observed import ApprovalObservation
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
 from towline.expressions import ExpressionError
@@ -53,6 +54,7 @@ class Gates:
                 step_id=entry_id, name=entry.approval_name, message=message, preview=self.preview(gated),
                 approvers=gate.approval.approvers, four_eyes=gate.approval.four_eyes,
                 requested_by=self.driver.run.spec.requested_by, expires_at=entry.expires_at,
+                earlier_requesters=tuple(self.driver.state.status.earlier_requesters),
             ))
             self.driver.event("Normal", "ApprovalRequested",
                        f"approval {entry.approval_name} requested before {', '.join(gated) or 'the next steps'}; "
@@ -87,6 +89,9 @@ class Gates:
         decided_at = (observation.decided_at if observation is not None else None) or self.driver.now
         if decision is not None and entry.expires_at is not None and decided_at >= entry.expires_at:
             decision = None  # seen only after it expired: too late to count
+        if observation is not None and decision == "Approved" and self.approved_by_a_requester(entry_id, observation):
+            self.refuse_own_approval(entry_id, observation.decided_by)
+            return
         if observation is not None and decision is not None:
             edited = self.driver.state.edit(entry_id)
             edited.decided_by = observation.decided_by
@@ -113,6 +118,25 @@ class Gates:
             )
             self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
             self.driver.after_failure(entry_id)
+
+    def approved_by_a_requester(self, entry_id: str, observation: ApprovalObservation) -> bool:
+        """A four-eyes gate approved by whoever requested this run or a run it retries (admission refuses it too)."""
+        gate = self.driver.state.graph.steps.get(entry_id)
+        if gate is None or gate.approval is None or not gate.approval.four_eyes:
+            return False
+        requesters = {self.driver.run.spec.requested_by, *self.driver.state.status.earlier_requesters}
+        return observation.decided_by in requesters - {None}
+
+    def refuse_own_approval(self, entry_id: str, who: str | None) -> None:
+        edited = self.driver.state.edit(entry_id)
+        assert edited.approval_name is not None
+        self.driver.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
+        transition_step(
+            edited, "Failed", at=self.driver.now, reason="FourEyes",
+            message=f"approved by {who}, who requested this run or a run it retries; four-eyes does not count it",
+        )
+        self.driver.event("Warning", "ApprovalNotCounted", f"approval {edited.approval_name}: {edited.message}")
+        self.driver.after_failure(entry_id)
 
     # --- the policy's gate ----------------------------------------------------------------
 

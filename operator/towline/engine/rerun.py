@@ -7,8 +7,15 @@ of their own. The retry executes the finished run's snapshot with its params,
 so the reused outputs mean what they meant.
 
 A retry runs the old snapshot only while the Workflow is still what that run
-executed (same generation): otherwise a runner could bring back steps,
-credentials or hosts the author has since removed.
+executed (same uid and same generation): otherwise a runner could bring back
+steps, credentials or hosts the author has since removed. The uid matters
+because a Workflow deleted and created again (a GitOps replace) starts over at
+generation 1; a run whose snapshot records no uid cannot prove it, so it is
+not retried either.
+
+Four-eyes: the retry's requester chose only to run it again; whoever requested the
+runs it repeats chose its params, so a retry's gates refuse them too
+(`earlier_requesters`, recorded in status and on each Approval).
 
 Which steps may be reused: main-DAG steps that Succeeded, whose needs are all
 reused too (a reused step never sits downstream of one that runs again). Never
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from towline.api.common import MAX_EARLIER_REQUESTERS
 from towline.api.run import RetryOf, StepStatus, WorkflowRunSpec, WorkflowRunStatus, WorkflowSnapshot
 from towline.engine.phases import TERMINAL_RUN_PHASES
 from towline.engine.steps import output_size
@@ -29,11 +37,12 @@ REUSED_REASON = "Reused"
 
 def start_retry(
     spec: WorkflowRunSpec, previous_workflow: str, previous: WorkflowRunStatus, workflow_generation: int,
+    *, workflow_uid: str,
 ) -> tuple[WorkflowSnapshot, dict[str, Any], list[StepStatus], int] | list[str]:
     """The snapshot, params, reused step entries and their output bytes; or why it cannot retry.
 
     `previous_workflow` and `previous` are the finished run's `spec.workflowRef.name` and status;
-    `workflow_generation` is the Workflow's `metadata.generation` now.
+    `workflow_generation` and `workflow_uid` are the Workflow's `metadata.generation` and `metadata.uid` now.
     """
     retry = spec.retry_of
     assert retry is not None, "start_retry is for runs with spec.retryOf"
@@ -49,10 +58,9 @@ def start_retry(
         errors.append("spec.params: a retry runs with the params of the run it retries; remove spec.params")
     if errors or previous.workflow_spec is None:
         return errors
-    if previous.workflow_spec.generation != workflow_generation:
-        return [f"spec.retryOf.run: workflow {spec.workflow_ref.name!r} changed since run {retry.run!r} "
-                f"(generation {previous.workflow_spec.generation}, now {workflow_generation}); "
-                "a retry runs only what that run ran: start a new run instead"]
+    changed = workflow_changed(spec, previous.workflow_spec, workflow_generation, workflow_uid)
+    if changed:
+        return [changed]
     snapshot = previous.workflow_spec
     main = {step.id: step for step in snapshot.steps}
     before = {entry.id: entry for entry in previous.steps}
@@ -78,6 +86,36 @@ def start_retry(
         return errors
     reused = [_reused(before[step_id], retry) for step_id in retry.reuse]
     return snapshot, dict(previous.params), reused, sum(output_size(entry.output) for entry in reused)
+
+
+def earlier_requesters(previous_requested_by: str | None, previous: WorkflowRunStatus) -> list[str]:
+    """Who requested the runs a retry of `previous` repeats, oldest first: they chose its params.
+
+    Read from the finished run's spec.requestedBy (admission makes it the creator) and its
+    status (the operator's), never from the retry. A long chain keeps the first and the latest.
+    """
+    names = list(dict.fromkeys([*previous.earlier_requesters, *filter(None, [previous_requested_by])]))
+    if len(names) > MAX_EARLIER_REQUESTERS:
+        names = [names[0], *names[len(names) - MAX_EARLIER_REQUESTERS + 1:]]
+    return names
+
+
+def workflow_changed(
+    spec: WorkflowRunSpec, snapshot: WorkflowSnapshot, generation: int, uid: str
+) -> str | None:
+    """Why the Workflow is no longer the one the snapshot was taken from (uid, then generation); None if it is."""
+    assert spec.retry_of is not None
+    run, name = spec.retry_of.run, spec.workflow_ref.name
+    if snapshot.uid is None:
+        return (f"spec.retryOf.run: run {run!r} records no Workflow uid (it started before runs recorded one), "
+                f"so nothing shows workflow {name!r} is the one it ran: start a new run instead")
+    if snapshot.uid != uid:
+        return (f"spec.retryOf.run: workflow {name!r} was deleted and created again since run {run!r} "
+                f"(uid {snapshot.uid}, now {uid}); a retry runs only what that run ran: start a new run instead")
+    if snapshot.generation != generation:
+        return (f"spec.retryOf.run: workflow {name!r} changed since run {run!r} (generation {snapshot.generation}, "
+                f"now {generation}); a retry runs only what that run ran: start a new run instead")
+    return None
 
 
 def _reused(entry: StepStatus, retry: RetryOf) -> StepStatus:

@@ -11,6 +11,7 @@ import hashlib
 import random
 
 from towline.api.workflow import RetryPolicy
+from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS, clamp_delay_seconds
 
 
 def jitter_seed(run_uid: str, step_id: str, attempt: int) -> int:
@@ -25,7 +26,9 @@ def retry_delay_seconds(
     Exponential: full jitter, uniform(0, min(max, base * 2**(n-1))) (AWS's
     "full jitter", which spreads a thundering herd best). Fixed: `base`. A
     provider's Retry-After is a floor and wins even over the cap: retrying
-    earlier than the provider asked only earns another rate-limit error.
+    earlier than the provider asked only earns another rate-limit error. Whatever
+    it says, the delay stays within [0, MAX_RETRY_AFTER_SECONDS] (the observer
+    clamps it too), so the time it becomes is always one the calendar holds.
     """
     if policy.backoff == "fixed":
         delay = policy.base_delay_seconds
@@ -34,8 +37,10 @@ def retry_delay_seconds(
         ceiling = min(policy.max_delay_seconds, policy.base_delay_seconds * 2.0**exponent)
         delay = random.Random(seed).uniform(0.0, ceiling)  # noqa: S311 - jitter, not cryptography
     if retry_after_seconds is not None and retry_after_seconds > delay:
-        delay = float(retry_after_seconds)
-    return delay
+        # Compared before float(): an integer past a double's range would raise.
+        asked = retry_after_seconds
+        delay = MAX_RETRY_AFTER_SECONDS if asked >= MAX_RETRY_AFTER_SECONDS else float(asked)
+    return clamp_delay_seconds(delay)
 
 
 def may_retry(policy: RetryPolicy | None, failed_attempt: int, error_class: str, retryable: bool | None) -> bool:

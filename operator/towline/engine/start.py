@@ -23,9 +23,13 @@ from towline.engine.view import RunView
 
 
 def start_run(
-    workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec
+    workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec, *, workflow_uid: str | None = None
 ) -> tuple[WorkflowSnapshot, dict[str, Any]] | list[str]:
-    """The run's snapshot and resolved params, or the list of problems (each names the field and the fix)."""
+    """The run's snapshot and resolved params, or the list of problems (each names the field and the fix).
+
+    `generation` and `workflow_uid` are the Workflow's metadata.generation and metadata.uid, kept in the
+    snapshot so a retry can tell that Workflow from one created later under the same name.
+    """
     errors = input_limit_errors(run_spec)
     if errors:
         return errors
@@ -36,6 +40,7 @@ def start_run(
         return errors
     snapshot = WorkflowSnapshot(
         generation=generation,
+        uid=workflow_uid,
         steps=[step.model_copy(deep=True) for step in workflow_spec.steps],
         finally_=[step.model_copy(deep=True) for step in workflow_spec.finally_],
         compensations=[step.model_copy(deep=True) for step in workflow_spec.compensations],

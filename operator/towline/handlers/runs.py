@@ -19,6 +19,7 @@ from towline.engine import (
     TERMINAL_RUN_PHASES,
     RunView,
     decide,
+    earlier_requesters,
     reject_run,
     start_retry,
     start_run,
@@ -95,7 +96,9 @@ async def snapshot_workflow(
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
-    started = start_run(spec, int(raw["metadata"].get("generation", 0)), run.spec)
+    started = start_run(
+        spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or "")
+    )
     if isinstance(started, list):
         return status, started
     snapshot, params = started
@@ -119,7 +122,10 @@ async def snapshot_retry(
     if workflow is None:
         return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
     generation = int(workflow["metadata"].get("generation", 0))
-    started = start_retry(run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation)
+    started = start_retry(
+        run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation,
+        workflow_uid=str(workflow["metadata"].get("uid") or ""),
+    )
     if isinstance(started, list):
         return status, started
     snapshot, params, reused, output_bytes = started
@@ -128,6 +134,7 @@ async def snapshot_retry(
     updated.params = params
     updated.steps = reused
     updated.output_bytes = output_bytes
+    updated.earlier_requesters = earlier_requesters(previous.spec.requested_by, previous.status or WorkflowRunStatus())
     return updated, []
 
 

@@ -361,6 +361,7 @@ def build_approval(
     four_eyes: bool,
     requested_by: str | None,
     expires_at: str,
+    earlier_requesters: Sequence[str] = (),
 ) -> JSON:
     """The object a person patches to decide; owned by the run so it goes with it."""
     spec: JSON = {
@@ -375,6 +376,8 @@ def build_approval(
     }
     if requested_by:
         spec["requestedBy"] = requested_by
+    if earlier_requesters:
+        spec["earlierRequesters"] = list(earlier_requesters)
     return {
         "apiVersion": API_VERSION,
         "kind": "Approval",

@@ -13,7 +13,6 @@ Secret values.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,10 +28,10 @@ from towline.engine.observed import (
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
-from towline_connectors.wire import MISSING_SECRETS_FIELD, parse_rfc3339
+from towline_connectors.protocol import ResultDocument, read_result_message
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
-_MAX_NAMES = 64
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
@@ -151,7 +150,7 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
 
 
 def parse_result(pod: JSON) -> StepResult | None:
-    """The runner's JSON document from the container's termination message."""
+    """The runner's document from the container's termination message, read strictly by the step protocol."""
     for container in pod.get("status", {}).get("containerStatuses", []) or []:
         terminated = (container.get("state") or {}).get("terminated")
         if not terminated:
@@ -159,11 +158,8 @@ def parse_result(pod: JSON) -> StepResult | None:
         message = terminated.get("message")
         if not message:
             return None
-        try:
-            document = json.loads(message)
-        except ValueError:
-            return container_failure(terminated)
-        return result_from_document(document)
+        document = read_result_message(str(message))
+        return container_failure(terminated) if document is None else step_result(document)
     return None
 
 
@@ -183,30 +179,15 @@ def container_failure(terminated: Mapping[str, Any]) -> StepResult:
     )
 
 
-def result_from_document(document: Any) -> StepResult:
-    if not isinstance(document, dict) or "ok" not in document:
-        return StepResult(
-            ok=False, output=None, error_class="permanent",
-            message="the step's result document lacks the field 'ok'",
-            retryable=False, retry_after_seconds=None, usage=None,
-        )
+def step_result(document: ResultDocument) -> StepResult:
+    """The protocol's checked document as the engine's value (error classes as their names)."""
     return StepResult(
-        ok=bool(document.get("ok")),
-        output=document.get("output"),
-        error_class=document.get("errorClass"),
-        message=document.get("message"),
-        retryable=bool(document.get("retryable", False)),
-        retry_after_seconds=document.get("retryAfterSeconds"),
-        usage=document.get("usage"),
-        missing_secrets=_names(document.get(MISSING_SECRETS_FIELD)),
+        ok=document.ok, output=document.output,
+        error_class=None if document.error_class is None else document.error_class.value,
+        message=document.message, retryable=document.retryable,
+        retry_after_seconds=document.retry_after_seconds, usage=document.usage,
+        missing_secrets=document.missing_secrets,
     )
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    """A list of Secret names from a result document; anything else is none."""
-    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
-        return ()
-    return tuple(value[:_MAX_NAMES])
 
 
 def observe_approval(approval: JSON) -> ApprovalObservation:

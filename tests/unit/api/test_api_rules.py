@@ -128,7 +128,7 @@ def test_a_decision_records_who_decided() -> None:
 
 
 @pytest.mark.parametrize("field", ["runName", "workflowName", "step", "message", "preview", "approvers",
-                                   "fourEyes", "requestedBy", "expiresAt"])
+                                   "fourEyes", "requestedBy", "earlierRequesters", "expiresAt"])
 def test_an_approvals_gate_is_immutable(field: str) -> None:
     source = rule("approvals", f"spec.{field} is immutable")
     old = {field: "before"}

@@ -9,6 +9,7 @@ import pytest
 from connector_testkit import LoopbackHTTPServer, Reply, make_ctx, run_action
 
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status, parse_retry_after
+from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS
 
 NOW = 1_800_000_000.0
 
@@ -64,6 +65,33 @@ def test_service_unavailable_carries_retry_after_as_a_date() -> None:
 @pytest.mark.parametrize("value", ["soon", "", "-5", "Thu, 99 Foo 2026"])
 def test_unparseable_retry_after_is_ignored(value: str) -> None:
     assert parse_retry_after(value, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("300000000000", MAX_RETRY_AFTER_SECONDS),
+        ("9" * 5000, MAX_RETRY_AFTER_SECONDS),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", MAX_RETRY_AFTER_SECONDS),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),
+        ("86400", MAX_RETRY_AFTER_SECONDS),
+        ("7", 7.0),
+    ],
+)
+def test_retry_after_is_clamped_to_the_protocols_maximum(value: str, expected: float) -> None:
+    assert parse_retry_after(value, NOW) == expected
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663\u0660", "Mon, 01 Jan 99999999 00:00:00 GMT"])
+def test_retry_after_in_other_digits_or_past_the_calendar_is_ignored(value: str) -> None:
+    assert parse_retry_after(value, NOW) is None
+
+
+def test_a_429_asking_for_300000000000_seconds_reports_the_maximum(http_server: LoopbackHTTPServer) -> None:
+    http_server.routes["/"] = Reply(429, headers={"Retry-After": "300000000000"})
+    with pytest.raises(ActionError) as caught:
+        run_action("http.request", {"url": http_server.url("/")}, make_ctx())
+    assert caught.value.retry_after_seconds == MAX_RETRY_AFTER_SECONDS
 
 
 def test_success_statuses_are_not_errors() -> None:

@@ -34,6 +34,7 @@ from towline.engine import (
 from towline_connectors.spec import url_destination
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+WORKFLOW_UID = "workflow-uid-1"
 MUTATING_ACTIONS = frozenset({"crm.update", "tasks.create"})
 
 
@@ -84,7 +85,7 @@ class Sim:
         self.run_spec = WorkflowRunSpec.model_validate(
             {"workflowRef": {"name": "renewal-watch"}, "params": self.params, "requestedBy": self.requested_by}
         )
-        started = start_run(self.spec, 1, self.run_spec)
+        started = start_run(self.spec, 1, self.run_spec, workflow_uid=WORKFLOW_UID)
         assert not isinstance(started, list), started
         snapshot, params = started
         self.status = WorkflowRunStatus(workflow_spec=snapshot, params=params)
@@ -205,6 +206,7 @@ class Sim:
 
 __all__ = [
     "T0",
+    "WORKFLOW_UID",
     "CloseApproval",
     "FakeCatalog",
     "Sim",

@@ -287,3 +287,28 @@ def test_a_counted_decision_is_mirrored_into_the_approval_status() -> None:
     decision = sim.reconcile()
     recorded = [a for a in decision.actions if isinstance(a, RecordApprovalDecision)]
     assert [(r.name, r.phase) for r in recorded] == [(f"{sim.name}-review", "Rejected")]
+
+
+def test_a_four_eyes_gate_approved_by_the_runs_requester_does_not_count() -> None:
+    sim = gated_run()
+    sim.decide_approval("review", "Approved", by="alice")
+    sim.reconcile()
+    review = sim.step("review")
+    assert (review.phase, review.reason) == ("Failed", "FourEyes")
+    assert "approved by alice, who requested this run" in (review.message or "")
+    assert sim.phase_of("create_tasks") != "Running" and "create_tasks" not in sim.started()
+    assert CloseApproval(f"{sim.name}-review", "Cancelled") in sim.of_type(CloseApproval)
+
+
+def test_a_retrys_four_eyes_gate_names_and_refuses_the_earlier_requesters() -> None:
+    """carol chose the params; bob retried: neither may approve the retry's gate."""
+    sim = Sim(workflow([action("load"), REVIEW, CREATE]), requested_by="bob")
+    sim.status.earlier_requesters = ["carol"]
+    sim.reconcile()
+    sim.finish("load", output={"accounts": []})
+    sim.reconcile()
+    assert sim.requested[0].earlier_requesters == ("carol",)
+    sim.decide_approval("review", "Approved", by="carol")
+    sim.reconcile()
+    assert (sim.step("review").phase, sim.step("review").reason) == ("Failed", "FourEyes")
+    assert "create_tasks" not in sim.started()
