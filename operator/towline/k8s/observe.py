@@ -2,7 +2,8 @@
 
 Children are found by label, never from memory, and count only when the run
 controls them: a Job whose controller ownerReference is the run's UID, a pod
-controlled by such a Job that ran the image its Job asked for (towline.k8s.stepimage), an Approval whose name is the gate's deterministic
+controlled by such a Job (whose result counts only if it ran the image its Job
+asked for: towline.k8s.stepimage), an Approval whose name is the gate's deterministic
 name and whose spec.runName, spec.step and controller ownerReference all name
 this run. Anything else wearing the run's label is ignored. A step's result is the JSON
 document the runner wrote to its termination message (an `auth` failure naming

@@ -55,12 +55,12 @@ def same_image(asked: str, reported: str, image_id: Any = None) -> bool:
 
 def _normal(reference: str) -> str:
     name, at, digest = reference.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    if ":" not in last and not at:
+    if ":" not in name.rsplit("/", 1)[-1] and not at:
         name += ":latest"
-    first = name.split("/", 1)[0]
-    if "/" not in name or not any(mark in first for mark in ".:") and first != "localhost":
-        name = ("library/" if "/" not in name else "") + name
+    first, slash, _ = name.partition("/")
+    if not slash:
+        name = f"{_DEFAULT_REGISTRY}library/{name}"
+    elif not ("." in first or ":" in first or first == "localhost"):
         name = _DEFAULT_REGISTRY + name
     return name + at + digest
 

@@ -63,8 +63,9 @@ def test_a_pod_that_ran_the_asked_image_supplies_the_result(trimmed: bool) -> No
 
 @pytest.mark.parametrize("trimmed", [True, False], ids=["through-the-cache", "listed"])
 @pytest.mark.parametrize(("ran", "spec_image", "restarts", "said"), [
-    ("localhost/forger:dev", None, 1, "was changed to image localhost/forger:dev; its Job asked for " + ASKED),
-    ("localhost/forger:dev", ASKED, 0, f"ran image localhost/forger:dev, not {ASKED}"),  # swapped before it started, then back
+    ("localhost/forger:dev", None, 1, f"was changed to image localhost/forger:dev; its Job asked for {ASKED}"),
+    # swapped before the container started, then back:
+    ("localhost/forger:dev", ASKED, 0, f"ran image localhost/forger:dev, not {ASKED}"),
     (ASKED, "localhost/forger:dev", 0, "was changed to image localhost/forger:dev"),
     (ASKED, None, 1, "was restarted"),  # swapped there and back: the restart gives it away
 ], ids=["swapped-while-running", "swapped-and-back", "spec-changed", "restarted"])
