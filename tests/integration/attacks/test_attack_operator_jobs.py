@@ -102,7 +102,8 @@ def _container(job: dict[str, Any]) -> dict[str, Any]:
 
 
 ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
-    "unlabelled": (lambda j: j["metadata"].pop("labels"), STEP_SHAPE),
+    # (A Job with no labels at all gets its template's: the API server's defaulting copies them.)
+    "labelled-as-no-run": (lambda j: j["metadata"].update(labels={"app": "mine"}), STEP_SHAPE),
     "pod-template-unlabelled": (lambda j: j["spec"]["template"].pop("metadata"), STEP_SHAPE),
     "not-named-as-a-step": (lambda j: j["metadata"].update(name="anything-1"), STEP_SHAPE),
     "owned-by-nothing": (lambda j: j["metadata"].pop("ownerReferences"), STEP_SHAPE),
@@ -131,8 +132,8 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "host-network": (lambda j: _pod(j).update(hostNetwork=True), HOST),
     "host-pid": (lambda j: _pod(j).update(hostPID=True), HOST),
     "pinned-to-a-node": (lambda j: _pod(j).update(nodeName="control-plane-1"), HOST),
-    "privileged": (lambda j: _container(j)["securityContext"].update(privileged=True,
-                                                                     allowPrivilegeEscalation=True), RESTRICTED),
+    "privilege-escalation": (lambda j: _container(j)["securityContext"].update(allowPrivilegeEscalation=True),
+                             RESTRICTED),
     "added-capability": (lambda j: _container(j)["securityContext"].update(
         capabilities={"drop": ["ALL"], "add": ["SYS_ADMIN"]}), RESTRICTED),
     "root": (lambda j: _container(j)["securityContext"].update(runAsUser=0, runAsNonRoot=False), RESTRICTED),

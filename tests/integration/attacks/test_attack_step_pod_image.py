@@ -21,6 +21,7 @@ import yaml
 from tests.integration.attacks.attack_support import install, refused, run_manifest
 from tests.integration.support import (
     ScriptedServer,
+    apply,
     bind_role,
     create,
     list_objects,
@@ -129,11 +130,23 @@ def test_an_editor_cannot_swap_a_running_step_pods_image_relabel_it_or_get_insid
             assert status == 403 and INSIDE_REFUSED in body, (what, status, body)
         # The control: the same request for a pod that is not a step's passes admission (and finds no pod).
         assert connect_as(cluster, "carol", ns, "carols-pod", "exec")[0] == 404
+        # `edit` grants no ephemeral containers; a team that grants them (a debugging role) is refused all the same.
+        apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": "debugger", "namespace": ns},
+                        "rules": [{"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]}]})
+        apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": "debugger", "namespace": ns},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "debugger"},
+                        "subjects": [{"kind": "User", "name": "carol", "apiGroup": "rbac.authorization.k8s.io"}]})
         debug = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": forger_image, "command": ["/bin/python3"],
                                                    "securityContext": RESTRICTED}]}}
-        refused(cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource", "ephemeralcontainers",
-                                "--type", "strategic", "-p", json.dumps(debug), user="carol", check=False),
-                INSIDE_REFUSED)
+
+        def add_debug_container() -> Any:
+            result = cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource", "ephemeralcontainers",
+                                     "--type", "strategic", "-p", json.dumps(debug), user="carol", check=False)
+            return None if "cannot patch resource" in result.stderr else result  # RBAC not caught up yet
+
+        refused(wait_for("carol's debugging role to apply", add_debug_container, timeout=30), INSIDE_REFUSED)
 
         run = wait_for_phase(cluster, ns, "slow-1", {"Succeeded", "Failed"}, timeout=180)
     assert run["status"]["phase"] == "Succeeded", run["status"]
