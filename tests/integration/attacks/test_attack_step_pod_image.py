@@ -133,7 +133,8 @@ def test_an_editor_cannot_swap_a_running_step_pods_image_relabel_it_or_get_insid
         # `edit` grants no ephemeral containers; a team that grants them (a debugging role) is refused all the same.
         apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                         "metadata": {"name": "debugger", "namespace": ns},
-                        "rules": [{"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]}]})
+                        "rules": [{"apiGroups": [""], "resources": ["pods/ephemeralcontainers"],
+                                   "verbs": ["get", "patch"]}]})
         apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                         "metadata": {"name": "debugger", "namespace": ns},
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "debugger"},
@@ -144,7 +145,8 @@ def test_an_editor_cannot_swap_a_running_step_pods_image_relabel_it_or_get_insid
         def add_debug_container() -> Any:
             result = cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource", "ephemeralcontainers",
                                      "--type", "strategic", "-p", json.dumps(debug), user="carol", check=False)
-            return None if "cannot patch resource" in result.stderr else result  # RBAC not caught up yet
+            rbac_behind = "cannot get resource" in result.stderr or "cannot patch resource" in result.stderr
+            return None if rbac_behind else result
 
         refused(wait_for("carol's debugging role to apply", add_debug_container, timeout=30), INSIDE_REFUSED)
 
