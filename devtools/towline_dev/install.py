@@ -42,6 +42,7 @@ CHART_TEMPLATES = (
     "templates/admission-policies.yaml",
     "templates/admission-policy-credentials.yaml",
     "templates/admission-policy-step-objects.yaml",
+    "templates/admission-policy-operator-jobs.yaml",
 )
 
 
@@ -52,8 +53,11 @@ def install_crds(cluster: ControlPlane) -> None:
 
 def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> str:
     """The chart's RBAC, ServiceAccount and admission policies, as `helm template` renders them."""
+    # The chart admits step Jobs of the runner image only: the one the tests' operator runs (the local image, or
+    # the one an existing cluster's nodes pull, as tests/integration/conftest.py picks it).
+    runner_image = os.environ.get("TOWLINE_TEST_RUNNER_IMAGE") or RUNNER_IMAGE
     args = [str(cluster.binaries.path("helm")), "template", "towline", str(CHART), "--namespace", namespace,
-            "--kube-version", KUBERNETES_VERSION]
+            "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}"]
     for template in CHART_TEMPLATES:
         args += ["--show-only", template]
     return subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout

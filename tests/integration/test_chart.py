@@ -1,4 +1,4 @@
-"""The Helm chart: it lints, renders, refuses bad values by name, and its roles never reach Secrets.
+"""The Helm chart: it lints, renders, refuses bad values by name, and its values reach its policies.
 
 Rendered with the pinned helm (`helm template`); nothing here needs a cluster.
 """
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from tests.integration.helmsupport import find, helm, render, template
 
+from towline.engine.naming import STEP_JOB_PREFIX
 from towline_dev.binaries import BinarySet
 from towline_dev.install import CHART
 from towline_dev.versions import KUBERNETES_VERSION
@@ -26,16 +27,31 @@ def test_chart_lints_cleanly(k8s_binaries: BinarySet) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet) -> None:
+def test_step_jobs_values_reach_the_operator_jobs_policy(k8s_binaries: BinarySet) -> None:
+    """What the operator may create is proved by attack (attacks/test_attack_operator_jobs.py); here, that
+    the values reach the policy: the runner image plus stepJobs.images, and the excluded namespaces
+    (templates: the default names the release namespace)."""
+    def policy(values: dict[str, str]) -> dict[str, Any]:
+        found: dict[str, Any] = find(render(k8s_binaries, values), "ValidatingAdmissionPolicy", "towline-operator-jobs")
+        return found
+
+    def images(values: dict[str, str]) -> str:
+        return str(next(v["expression"] for v in policy(values)["spec"]["variables"] if v["name"] == "images"))
+
+    assert images({"runner.image": "r.example/runner:1"}) == '["r.example/runner:1"]'
+    assert images({"runner.image": "r.example/runner:1", "stepJobs.images": '["r.example/step:2"]'}) == \
+        '["r.example/runner:1", "r.example/step:2"]'
+    excluded = policy({})["spec"]["validations"][0]["expression"]
+    assert '["kube-system", "towline-system"]' in excluded, excluded
+    assert '["team-x"]' in policy({"stepJobs.excludedNamespaces": '["team-x"]'})["spec"]["validations"][0]["expression"]
+
+
+def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_binaries: BinarySet) -> None:
     documents = render(k8s_binaries)
-    roles = [d for d in documents if d["kind"] in {"ClusterRole", "Role"}]
-    assert {r["metadata"]["name"] for r in roles} >= {"towline-operator", "towline-operator-leader-election"}
-    for role in roles:
-        for rule in role["rules"]:
-            assert "secrets" not in rule.get("resources", []), role["metadata"]["name"]
-            assert "*" not in rule.get("resources", []) and "*" not in rule.get("verbs", []), role["metadata"]["name"]
-    kinds = sorted({d["kind"] for d in documents})
-    assert "ValidatingAdmissionPolicy" in kinds and "Deployment" in kinds
+    for name in ("towline-step-objects", "towline-step-pod-access", "towline-operator-jobs"):
+        spec = find(documents, "ValidatingAdmissionPolicy", name)["spec"]
+        expressions = [entry["expression"] for key in ("matchConditions", "validations") for entry in spec.get(key, [])]
+        assert any(f'startsWith("{STEP_JOB_PREFIX}")' in text for text in expressions), name
 
 
 @pytest.mark.parametrize(("values", "named"), [
@@ -60,6 +76,8 @@ def test_operator_cluster_role_grants_nothing_on_secrets(k8s_binaries: BinarySet
     ({"operator.reconcileMaxRetries": "0"}, "reconcileMaxRetries"),
     ({"trustedTriggerRunCreators": '[{"serviceAccount": "no-namespace"}]'}, "trustedTriggerRunCreators"),
     ({"stepPodCreators": '[""]'}, "stepPodCreators"),
+    ({"stepJobs.images": '[""]'}, "images"),
+    ({"stepJobs.imgs": '["x"]'}, "imgs"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)

@@ -21,6 +21,12 @@ import hashlib
 import re
 
 MAX_NAME_LENGTH = 63
+STEP_JOB_PREFIX = "towline-step-"
+"""The start of every step Job's name, and so of every step pod's (the Job controller names a Job's pods
+`<job>-<random>`, cutting the Job's name at 58 characters). The chart reserves it (admission policy
+towline-step-objects): only the operator creates Jobs, and only the Job controller pods, named so, and
+nobody may exec, attach or port-forward into such a pod. Exec and attach arrive at the API server with the
+pod's name only, no labels: the name is what tells a step pod apart there."""
 GATE_SUFFIX = "__approval"
 """Step ids ending in this are reserved for approval gates the policy inserts."""
 
@@ -43,9 +49,10 @@ def short_hash(text: str) -> str:
 
 
 def job_name(run_name: str, step_id: str, attempt: int) -> str:
-    """`<run>-<step>-<attempt>`; the attempt number always survives shortening."""
+    """`towline-step-<run>-<step>-<attempt>`; the prefix and the attempt number always survive shortening."""
     suffix = f"-{attempt}"
-    return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH - len(suffix)) + suffix
+    limit = MAX_NAME_LENGTH - len(STEP_JOB_PREFIX) - len(suffix)
+    return STEP_JOB_PREFIX + run_step_label(run_name, step_id, limit=limit) + suffix
 
 
 def approval_name(run_name: str, step_id: str) -> str:

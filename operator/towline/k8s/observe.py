@@ -2,7 +2,8 @@
 
 Children are found by label, never from memory, and count only when the run
 controls them: a Job whose controller ownerReference is the run's UID, a pod
-controlled by such a Job, an Approval whose name is the gate's deterministic
+controlled by such a Job (whose result counts only if it ran the image its Job
+asked for: towline.k8s.stepimage), an Approval whose name is the gate's deterministic
 name and whose spec.runName, spec.step and controller ownerReference all name
 this run. Anything else wearing the run's label is ignored. A step's result is the JSON
 document the runner wrote to its termination message (an `auth` failure naming
@@ -28,6 +29,7 @@ from towline.engine.observed import (
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.protocol import ResultDocument, read_result_message
 from towline_connectors.wire import parse_rfc3339
 
@@ -105,6 +107,8 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
     status = job.get("status", {})
     state, reason = job_state(status)
     result = parse_result(pod) if pod is not None else None
+    if pod is not None and result is not None and (foreign := foreign_run(job, pod)) is not None:
+        result = refused_result(pod, foreign)
     if state == "failed" and pod is not None and result is not None and lacked_its_secrets(result, pod):
         reason = REASON_UNMOUNTABLE
     # A failed Job with no result document (deadline, eviction, lost node) stays result=None: only

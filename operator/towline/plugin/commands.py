@@ -124,8 +124,8 @@ async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -
 
 
 async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:
-    await _run_or_fail(api, namespace, name)
-    pods = await session.step_pods(api, namespace, name, step)
+    run = await _run_or_fail(api, namespace, name)
+    pods = runs_own_pods(run, await session.step_pods(api, namespace, name, step))
     if not pods:
         what = f"step {step} of run {name}" if step else f"run {name}"
         io.err(f"no step pods for {what} (yet); `kubectl towline status {name}` shows where it stands")
@@ -144,6 +144,27 @@ async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None
                    f"{error.message}). The node that ran it does not serve logs, or the pod is gone. "
                    f"The step's result is in `kubectl towline status {name}`.")
     return 1 if missing == len(pods) else 0
+
+
+def runs_own_pods(run: JSON, pods: list[JSON]) -> list[JSON]:
+    """The pods whose controlling Job is one the run's status names (only the operator writes status).
+
+    The run label proves nothing: a Job somebody else made with that label on its pod template gets
+    labelled pods from the Job controller, and their logs must never pass for the run's.
+    """
+    names = set()
+    for entry in (run.get("status") or {}).get("steps") or []:
+        names.add(entry.get("jobName"))
+        names.update(record.get("jobName") for record in entry.get("history") or [])
+    names.discard(None)
+    return [pod for pod in pods if _controlling_job(pod) in names]
+
+
+def _controlling_job(pod: JSON) -> str | None:
+    for owner in pod["metadata"].get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1":
+            return str(owner.get("name"))
+    return None
 
 
 async def draw(api: KubeApi, namespace: str, io: Io, *, name: str, kind: str, form: str) -> int:

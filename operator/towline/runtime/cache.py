@@ -13,8 +13,9 @@ not been recorded — `covers` says no and the reconcile lists live instead.
 A cache that is merely behind shows an older world; the late watch event
 enqueues the run again.
 
-Keeps a trimmed copy of each object: names, labels, owners, and the status
-the observation reads; never a pod spec, never an environment.
+Keeps a trimmed copy of each object: names, labels, owners, the status the
+observation reads, and of a spec only Secret volume names and container
+images; never an environment.
 """
 
 from __future__ import annotations
@@ -55,13 +56,20 @@ def trim(kind: str, body: JSON) -> JSON:
         if ANNOTATION_STEP_ID in annotations:
             kept["metadata"]["annotations"] = {ANNOTATION_STEP_ID: annotations[ANNOTATION_STEP_ID]}
         kept["status"] = body.get("status") or {}
+        template = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+        kept["spec"] = {"template": {"spec": {"containers": container_images(template)}}}
     elif kind == "Pod":
         kept["status"] = {"containerStatuses": (body.get("status") or {}).get("containerStatuses") or []}
-        kept["spec"] = {"volumes": secret_volumes(body)}
+        kept["spec"] = {"volumes": secret_volumes(body), "containers": container_images(body.get("spec") or {})}
     else:
         kept["spec"] = body.get("spec") or {}
         kept["status"] = body.get("status") or {}
     return kept
+
+
+def container_images(spec: JSON) -> list[JSON]:
+    """Each container's name and image: what `stepimage.foreign_run` compares (never its environment)."""
+    return [{"name": c.get("name"), "image": c.get("image")} for c in spec.get("containers") or []]
 
 
 def _version(body: JSON) -> int | None:

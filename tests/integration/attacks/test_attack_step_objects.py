@@ -26,9 +26,12 @@ from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
-OPERATOR_ONLY = "Jobs labelled towline.dev/run are created by the Towline operator only; carol may not create one"
-JOB_CONTROLLER_ONLY = "pods labelled towline.dev/run are created by the Job controller only; carol may not create one"
-OWNERSHIP = "only the Towline operator and the Job controller may add the label towline.dev/run"
+OPERATOR_ONLY = ("Jobs labelled towline.dev/run (on the Job or its pod template) or named towline-step-* are created "
+                 "by the Towline operator only; carol may not create one")
+JOB_CONTROLLER_ONLY = "pods labelled towline.dev/run or named towline-step-* are created by the Job controller only; " \
+    "carol may not create one"
+OWNERSHIP = "only the Towline operator and the Job controller may add or remove the label towline.dev/run"
+SPEC = "the spec of a step Job (its image, above all) is what the run trusts for the step's result"
 
 
 def finished_run(cluster: ControlPlane, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -58,12 +61,13 @@ def pod_manifest(ns: str, name: str, labels: dict[str, str], owners: list[dict[s
     }
 
 
-def job_manifest(ns: str, name: str, labels: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+def job_manifest(ns: str, name: str, labels: dict[str, str], owners: list[dict[str, Any]],
+                 pod_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A suspended Job: admitted or not, it never starts a pod."""
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": owners},
-        "spec": {"suspend": True, "template": {"spec": POD_SPEC}},
+        "spec": {"suspend": True, "template": {"metadata": {"labels": pod_labels or {}}, "spec": POD_SPEC}},
     }
 
 
@@ -109,3 +113,31 @@ def test_an_editor_cannot_forge_or_relabel_a_runs_jobs_and_pods(
         assert after["metadata"].get(field) == job["metadata"].get(field)
     # A change that leaves ownership alone is still hers to make: the policy is not a blanket lock.
     assert patch_as(cluster, "carol", "job", name, ns, {"metadata": {"labels": {"team": "a"}}}).returncode == 0
+
+
+def test_an_editor_cannot_make_step_objects_by_pod_template_or_reserved_name(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, namespace: str,
+) -> None:
+    """The Job controller copies a Job's pod template labels onto its pods: an unlabelled Job whose template says
+    towline.dev/run=<victim> would get pods labelled for the victim's run. And a step pod's name is all that exec
+    or attach requests show, so the step-name prefix is the operator's alone."""
+    cluster, ns = towline_installed, namespace
+    bind_role(cluster, ns, "edit", users=("carol",))
+    _, job = finished_run(cluster, ns)
+    victim = {"towline.dev/run": "real-run", "towline.dev/step-pod": "true"}
+
+    refused(create_as(cluster, "carol", job_manifest(ns, "template-labelled", {}, [], victim)), OPERATOR_ONLY)
+    refused(create_as(cluster, "carol", job_manifest(ns, "towline-step-mine-1", {}, [])), OPERATOR_ONLY)
+    refused(create_as(cluster, "carol", pod_manifest(ns, "towline-step-mine-1-abcde", {}, []), "--dry-run=server"),
+            JOB_CONTROLLER_ONLY)
+    # A suspended Job's template labels may change (Kubernetes allows it before the Job starts): not to a run's.
+    assert create_as(cluster, "carol", job_manifest(ns, "later", {}, [], {"app": "mine"})).returncode == 0
+    refused(patch_as(cluster, "carol", "job", "later", ns, {"spec": {"template": {"metadata": {"labels": victim}}}}),
+            OWNERSHIP)
+
+    # A patch that drops the run label from a step Job is still judged as the step Job it was.
+    name = job["metadata"]["name"]
+    refused(patch_as(cluster, "carol", "job", name, ns, {"metadata": {"labels": {"towline.dev/run": None}}}),
+            OWNERSHIP)
+    refused(patch_as(cluster, "carol", "job", name, ns, {"spec": {"activeDeadlineSeconds": 1}}), SPEC)
+    assert name.startswith("towline-step-"), "step Jobs carry the reserved prefix"

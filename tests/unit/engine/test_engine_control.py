@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from engine_harness import T0, Sim, action, workflow
 
-from towline.engine import DeleteJob
+from towline.engine import DeleteJob, job_name
 
 
 def test_cancel_deletes_running_jobs_and_cancels_unfinished_steps() -> None:
@@ -15,7 +15,7 @@ def test_cancel_deletes_running_jobs_and_cancels_unfinished_steps() -> None:
     sim.finish("b")
     sim.set_spec(cancel=True)
     sim.reconcile()
-    assert sim.of_type(DeleteJob) == [DeleteJob(f"{sim.name}-a-1")]
+    assert sim.of_type(DeleteJob) == [DeleteJob(job_name(sim.name, "a", 1))]
     assert [sim.phase_of(s) for s in "abc"] == ["Cancelled", "Succeeded", "Cancelled"]
     assert sim.phase == "Cancelled" and sim.condition("Succeeded").reason == "Cancelled"
 
@@ -94,7 +94,7 @@ def test_run_deadline_stops_jobs_fails_the_run_and_still_runs_finally() -> None:
     assert first.wake_at == T0 + timedelta(seconds=600)
     sim.advance(600)
     sim.reconcile()
-    assert sim.of_type(DeleteJob) == [DeleteJob(f"{sim.name}-a-1")]
+    assert sim.of_type(DeleteJob) == [DeleteJob(job_name(sim.name, "a", 1))]
     a, b = sim.step("a"), sim.step("b")
     assert (a.phase, a.error_class, a.reason) == ("Failed", "timeout", "RunTimeout")
     assert (b.phase, b.reason) == ("Skipped", "RunTimeout")

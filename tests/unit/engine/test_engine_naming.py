@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from towline.api.common import IDENTIFIER_PATTERN
 from towline.api.workflow import RetryPolicy
 from towline.engine import approval_name, gate_id, idempotency_key, job_name
+from towline.engine.naming import STEP_JOB_PREFIX
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -19,7 +20,8 @@ step_ids = st.from_regex(IDENTIFIER_PATTERN, fullmatch=True)
 
 
 def test_job_name_joins_run_step_and_attempt() -> None:
-    assert job_name("renewal-watch-20261130-0800", "load_accounts", 2) == "renewal-watch-20261130-0800-load--accounts-2"
+    assert job_name("renewal-watch-20261130-0800", "load_accounts", 2) == (
+        "towline-step-renewal-watch-20261130-0800-load--accounts-2")
 
 
 @pytest.mark.parametrize(("first", "second"), [
@@ -53,6 +55,7 @@ def test_job_name_is_a_dns_label_that_keeps_the_attempt(run: str, step: str, att
     name = job_name(run, step, attempt)
     assert len(name) <= 63
     assert DNS_LABEL.match(name)
+    assert name.startswith(STEP_JOB_PREFIX)
     assert name.endswith(f"-{attempt}")
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from engine_harness import FakeCatalog, Sim, action, workflow
 
 from towline.api.workflow import RetryPolicy
-from towline.engine import HISTORY_LIMIT
+from towline.engine import HISTORY_LIMIT, job_name
 
 RETRY = {"limit": 3, "baseDelaySeconds": 10, "maxDelaySeconds": 300}
 
@@ -35,7 +35,7 @@ def test_retry_starts_the_next_attempt_only_at_retry_at() -> None:
     assert len(sim.created) == 1
     sim.advance(1)
     sim.reconcile()
-    assert [(j.attempt, j.job_name) for j in sim.created][-1] == (2, f"{sim.name}-a-2")
+    assert [(j.attempt, j.job_name) for j in sim.created][-1] == (2, job_name(sim.name, "a", 2))
     assert sim.phase_of("a") == "Running"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine_harness import Sim, action, workflow
 
-from towline.engine import DeleteJob
+from towline.engine import DeleteJob, job_name
 from towline.engine.observed import REASON_UNMOUNTABLE
 
 
@@ -26,7 +26,7 @@ def test_the_stuck_job_goes_once_the_status_records_its_failure() -> None:
     # next pass would find the Job gone and could no longer tell why the attempt failed.
     assert not any(isinstance(a, DeleteJob) for a in first.actions)
     second = sim.reconcile()
-    assert second.actions[0] == DeleteJob("renewal-watch-1-load-1")
+    assert second.actions[0] == DeleteJob(job_name("renewal-watch-1", "load", 1))
     assert sim.jobs == {}
 
 
@@ -49,5 +49,5 @@ def test_a_run_that_ends_in_the_same_pass_deletes_the_stuck_job() -> None:
     sim.set_spec(cancel=True)
     decision = sim.reconcile()
     assert sim.phase == "Cancelled"
-    assert DeleteJob("renewal-watch-1-load-1") in decision.actions
+    assert DeleteJob(job_name("renewal-watch-1", "load", 1)) in decision.actions
     assert sim.jobs == {}

@@ -41,7 +41,8 @@ def pod_of(job: dict[str, Any], message: str) -> dict[str, Any]:
         "metadata": {"name": f"{JOB}-x", "labels": job["spec"]["template"]["metadata"]["labels"],
                      "ownerReferences": [{"kind": "Job", "name": JOB, "uid": "job-uid", "controller": True}]},
         "spec": job["spec"]["template"]["spec"],
-        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 1, "message": message}}}]},
+        "status": {"containerStatuses": [{"name": "step", "image": StepPodSettings().image,
+                                          "state": {"terminated": {"exitCode": 1, "message": message}}}]},
     }
 
 
@@ -109,4 +110,5 @@ def test_the_cache_keeps_only_the_pods_secret_volume_names() -> None:
     job = rendered_job({"api": "api-token", "crm": "crm-api"})
     kept = trim("Pod", pod_of(job, document()))
     assert sorted(v["secret"]["secretName"] for v in kept["spec"]["volumes"]) == ["api-token", "crm-api"]
-    assert set(kept["spec"]) == {"volumes"}
+    assert set(kept["spec"]) == {"volumes", "containers"}
+    assert kept["spec"]["containers"] == [{"name": "step", "image": StepPodSettings().image}]

@@ -9,6 +9,7 @@ from towline.engine import approval_name, job_name
 from towline.k8s.observe import build_observed, decision_time
 
 RUN, UID = "deploy-1", "uid-of-deploy-1"
+IMAGE = "ghcr.io/towline/runner:0.1.0"
 
 
 def owned_by(uid: str, kind: str = "WorkflowRun") -> list[dict[str, Any]]:
@@ -27,6 +28,7 @@ def approval(*, name: str | None = None, run: str = RUN, step: str = "review", o
 def job(*, owner: str = UID, uid: str = "job-uid") -> dict[str, Any]:
     return {"metadata": {"name": job_name(RUN, "deploy", 1), "uid": uid, "ownerReferences": owned_by(owner),
                          "labels": {"towline.dev/attempt": "1"}, "annotations": {"towline.dev/step-id": "deploy"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "step", "image": IMAGE}]}}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
 
 
@@ -34,7 +36,9 @@ def pod(*, owner: str, output: str) -> dict[str, Any]:
     message = json.dumps({"ok": True, "output": output})
     return {"metadata": {"name": f"p-{output}", "labels": {"job-name": job_name(RUN, "deploy", 1)},
                          "ownerReferences": owned_by(owner, "Job")},
-            "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": message}}}]}}
+            "spec": {"containers": [{"name": "step", "image": IMAGE}]},
+            "status": {"containerStatuses": [{"name": "step", "image": IMAGE,
+                                              "state": {"terminated": {"exitCode": 0, "message": message}}}]}}
 
 
 def observe(jobs: list[Any] = (), pods: list[Any] = (), approvals: list[Any] = ()) -> Any:  # type: ignore[assignment]

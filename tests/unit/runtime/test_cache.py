@@ -15,6 +15,7 @@ from towline.runtime.operator import Operator
 
 NS, RUN, RUN_UID = "team", "release", "run-uid"
 KEY = (NS, RUN)
+IMAGE = "ghcr.io/towline/runner:0.1.0"
 
 
 def job(name: str, *, version: str = "10", uid: str = "job-uid", complete: bool = False) -> dict[str, Any]:
@@ -27,7 +28,8 @@ def job(name: str, *, version: str = "10", uid: str = "job-uid", complete: bool 
                      "labels": {LABEL_RUN: RUN, LABEL_ATTEMPT: "1"},
                      "ownerReferences": [{"kind": "WorkflowRun", "name": RUN, "uid": RUN_UID, "controller": True}],
                      "annotations": {ANNOTATION_STEP_ID: "build", "unrelated": "x" * 1000}},
-        "spec": {"template": {"spec": {"containers": [{"env": [{"name": "TOKEN", "value": "not kept"}]}]}}},
+        "spec": {"template": {"spec": {"containers": [{"name": "step", "image": IMAGE,
+                                                       "env": [{"name": "TOKEN", "value": "not kept"}]}]}}},
         "status": status,
     }
 
@@ -38,8 +40,8 @@ def pod(job_name: str, *, terminated: bool, job_uid: str = "job-uid") -> dict[st
     return {"metadata": {"name": f"{job_name}-abcde", "namespace": NS, "uid": "pod-uid",
                          "labels": {LABEL_RUN: RUN, "job-name": job_name},
                          "ownerReferences": [{"kind": "Job", "name": job_name, "uid": job_uid, "controller": True}]},
-            "spec": {"containers": [{"env": [{"name": "TOKEN", "value": "not kept"}]}]},
-            "status": {"containerStatuses": [{"state": state}]}}
+            "spec": {"containers": [{"name": "step", "image": IMAGE, "env": [{"name": "TOKEN", "value": "not kept"}]}]},
+            "status": {"containerStatuses": [{"name": "step", "image": IMAGE, "state": state}]}}
 
 
 def running(job_name: str | None = None, approval: str | None = None) -> WorkflowRunStatus:
@@ -110,13 +112,14 @@ def test_a_deleted_job_leaves_the_cache_and_the_run_is_listed_again() -> None:
     assert len(cache) == 0
 
 
-def test_the_cache_keeps_no_pod_spec_environment_or_unrelated_annotation() -> None:
+def test_the_cache_keeps_no_environment_or_unrelated_annotation_only_images() -> None:
     cache = ChildCache()
     cache.saw("Job", job("release-build-1"))
     cache.saw("Pod", pod("release-build-1", terminated=True))
     jobs, pods, _ = cache.children(KEY)
     assert "not kept" not in repr(jobs) + repr(pods)
-    assert "spec" not in jobs[0]
+    assert jobs[0]["spec"] == {"template": {"spec": {"containers": [{"name": "step", "image": IMAGE}]}}}
+    assert pods[0]["spec"]["containers"] == [{"name": "step", "image": IMAGE}]
     assert jobs[0]["metadata"]["annotations"] == {ANNOTATION_STEP_ID: "build"}
 
 

@@ -1,0 +1,182 @@
+"""A compromised operator, acting with the operator ServiceAccount's own token: it may create Jobs in every
+namespace it watches and read pods (their termination messages), but not Secrets. Through a Job of its own
+design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-operator-jobs
+admits only step-shaped Jobs (towline.k8s.objects.build_step_job) of the runner image, and none in kube-system
+or the operator's own namespace. Each escape is refused while a real run's step Jobs still run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.attacks.attack_support import create_as, echo_workflow, install, refused, run_manifest
+from tests.integration.support import wait_for, wait_for_phase
+
+from towline.engine import job_name
+from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline_dev.controlplane import ControlPlane
+from towline_dev.images import RUNNER_IMAGE
+from towline_dev.install import OPERATOR_NAMESPACE, operator_kubeconfig
+from towline_dev.node.nodeimages import TEST_IMAGE
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
+
+CANARY = "crown-jewels-4b1d9e-do-not-leak"
+STEP_SHAPE = "a Job of the Towline operator is a step Job"
+IMAGES = "a step Job runs only the images the chart allows"
+CONTAINERS = "a step Job's only containers run the runner"
+ACCOUNT = "a step Job's pod runs as the namespace's default ServiceAccount"
+VOLUMES = "a step Job's pod mounts only emptyDir volumes and Secret volumes with optional: true"
+HOST = "a step Job's pod uses no host network, PID or IPC namespace"
+RESTRICTED = "a step Job's pod has the restricted security context"
+EXCLUDED = "the Towline operator may not create, change or delete Jobs, pods or NetworkPolicies in namespace"
+
+AsOperator = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def as_operator(towline_installed: ControlPlane, tmp_path: Path) -> AsOperator:
+    """kubectl with a token of the operator's ServiceAccount, and nothing else."""
+    kubeconfig = operator_kubeconfig(towline_installed, tmp_path / "operator.kubeconfig")
+    kubectl = str(towline_installed.binaries.path("kubectl"))
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    return run
+
+
+def step_job(namespace: str) -> dict[str, Any]:
+    """A Job exactly as the operator builds one, mounting the namespace's Secret `crown-jewels`."""
+    run = RunRef(name="victim-run", namespace=namespace, uid="00000000-0000-0000-0000-000000000019", workflow="wf")
+    return build_step_job(
+        run, job_name=job_name(run.name, "call", 1), step_id="call", attempt=1, action="http.request",
+        inputs={"url": "https://example.com/"}, credentials={"api": "crown-jewels"}, idempotency_key="k",
+        timeout_seconds=60, settings=StepPodSettings(image=RUNNER_IMAGE),
+    )
+
+
+def test_a_compromised_operator_cannot_read_a_secret_through_a_job_of_its_own(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+) -> None:
+    cluster, ns = towline_installed, namespace
+    cluster.kubectl("create", "secret", "generic", "crown-jewels", "-n", ns, f"--from-literal=token={CANARY}")
+    assert as_operator("get", "secret", "crown-jewels", "-n", ns).returncode != 0, "RBAC: no Secret for the operator"
+    job = step_job(ns)
+    job["metadata"] = {"name": "exfiltrate", "namespace": ns}
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", "-c", "import shutil; shutil.copy("
+                            "'/var/run/towline/credentials/api/token', '/dev/termination-log')"]
+    job["spec"]["template"]["metadata"] = {}
+
+    created = as_operator("create", "-f", "-", stdin=json.dumps(job))
+    if created.returncode == 0:  # without the policy: read back what the Job's pod found, as the operator may
+        def message() -> str | None:
+            pods = json.loads(as_operator("get", "pods", "-n", ns, "-l", "job-name=exfiltrate", "-o", "json").stdout)
+            for pod in pods["items"]:
+                for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                    terminated = (status.get("state") or {}).get("terminated")
+                    if terminated:
+                        return str(terminated.get("message"))
+            return None
+
+        assert CANARY not in wait_for("the exfiltrating pod to finish", message, timeout=180), \
+            "the operator read the Secret's value from its own Job's termination message"
+    refused(created, STEP_SHAPE)
+
+
+def _pod(job: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = job["spec"]["template"]["spec"]
+    return spec
+
+
+def _container(job: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = _pod(job)["containers"][0]
+    return container
+
+
+ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    # (A Job with no labels at all gets its template's: the API server's defaulting copies them.)
+    "labelled-as-no-run": (lambda j: j["metadata"].update(labels={"app": "mine"}), STEP_SHAPE),
+    "pod-template-unlabelled": (lambda j: j["spec"]["template"].pop("metadata"), STEP_SHAPE),
+    "not-named-as-a-step": (lambda j: j["metadata"].update(name="anything-1"), STEP_SHAPE),
+    "owned-by-nothing": (lambda j: j["metadata"].pop("ownerReferences"), STEP_SHAPE),
+    "another-image": (lambda j: _container(j).update(image=TEST_IMAGE), IMAGES),
+    "the-runner-image-running-other-code": (
+        lambda j: _container(j).update(command=["python3", "-c", "print(open('/etc/hostname').read())"]), CONTAINERS),
+    "extra-args": (lambda j: _container(j).update(args=["--debug"]), CONTAINERS),
+    "a-secret-in-the-environment": (lambda j: _container(j)["env"].append(
+        {"name": "TOWLINE_X", "valueFrom": {"secretKeyRef": {"name": "crown-jewels", "key": "token"}}}), CONTAINERS),
+    "env-from-a-secret": (lambda j: _container(j).update(envFrom=[{"secretRef": {"name": "crown-jewels"}}]),
+                          CONTAINERS),
+    "python-environment": (lambda j: _container(j)["env"].append({"name": "PYTHONWARNINGS", "value": "x"}),
+                           CONTAINERS),
+    "post-start-hook": (lambda j: _container(j).update(
+        lifecycle={"postStart": {"exec": {"command": ["python3", "-c", "1"]}}}), CONTAINERS),
+    "exec-probe": (lambda j: _container(j).update(livenessProbe={"exec": {"command": ["python3", "-c", "1"]}}),
+                   CONTAINERS),
+    "host-port": (lambda j: _container(j).update(ports=[{"containerPort": 80, "hostPort": 80}]), CONTAINERS),
+    "init-container": (lambda j: _pod(j).update(initContainers=[{**copy.deepcopy(_container(j)), "name": "i"}]),
+                       CONTAINERS),
+    "a-privileged-service-account": (lambda j: _pod(j).update(serviceAccountName="cluster-admin-sa"), ACCOUNT),
+    "a-service-account-token": (lambda j: _pod(j).update(automountServiceAccountToken=True), ACCOUNT),
+    "host-path": (lambda j: _pod(j)["volumes"].append({"name": "root", "hostPath": {"path": "/"}}), VOLUMES),
+    "projected-token": (lambda j: _pod(j)["volumes"].append({"name": "t", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "audience": "vault"}}]}}), VOLUMES),
+    "host-network": (lambda j: _pod(j).update(hostNetwork=True), HOST),
+    "host-pid": (lambda j: _pod(j).update(hostPID=True), HOST),
+    "pinned-to-a-node": (lambda j: _pod(j).update(nodeName="control-plane-1"), HOST),
+    "privilege-escalation": (lambda j: _container(j)["securityContext"].update(allowPrivilegeEscalation=True),
+                             RESTRICTED),
+    "added-capability": (lambda j: _container(j)["securityContext"].update(
+        capabilities={"drop": ["ALL"], "add": ["SYS_ADMIN"]}), RESTRICTED),
+    "root": (lambda j: _container(j)["securityContext"].update(runAsUser=0, runAsNonRoot=False), RESTRICTED),
+    "writable-root-filesystem": (lambda j: _container(j)["securityContext"].update(readOnlyRootFilesystem=False),
+                                 RESTRICTED),
+    "unconfined-seccomp": (lambda j: _pod(j)["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+                           RESTRICTED),
+}
+
+
+@pytest.mark.parametrize("escape", list(ESCAPES))
+def test_the_operator_may_create_only_step_shaped_jobs(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+) -> None:
+    job = step_job(namespace)
+    mutate, reason = ESCAPES[escape]
+    mutate(job)
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), reason)
+
+
+@pytest.mark.parametrize("where", ["kube-system", OPERATOR_NAMESPACE])
+def test_the_operator_reaches_nothing_in_kube_system_or_its_own_namespace(
+    towline_installed: ControlPlane, as_operator: AsOperator, where: str,
+) -> None:
+    job = step_job(where)
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), f"{EXCLUDED} {where}")
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "towline-steps-default-deny", "namespace": where},
+              "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(policy)), f"{EXCLUDED} {where}")
+
+
+def test_the_operator_creates_no_pods_and_its_step_jobs_still_run(
+    towline_operator: Any, towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+) -> None:
+    cluster, ns = towline_installed, namespace
+    job = step_job(ns)
+    assert as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)).returncode == 0, \
+        "the control: a Job exactly as the operator builds it is admitted"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "towline-step-victim-run-call-1-x", "namespace": ns},
+           "spec": _pod(job)}
+    assert as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod)).returncode != 0
+    install(cluster, echo_workflow(ns))
+    assert create_as(cluster, "admin", run_manifest(ns, "echo", "real-run", "admin")).returncode == 0
+    run = wait_for_phase(cluster, ns, "real-run", {"Succeeded", "Failed"})
+    assert run["status"]["phase"] == "Succeeded", run["status"]
