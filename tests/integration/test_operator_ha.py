@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
 
+from towline.engine.naming import STEP_JOB_PREFIX
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
@@ -48,7 +49,7 @@ def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
     start_run(cluster, ns, "chain", "ha-1")
     assert wait_for_phase(cluster, ns, "ha-1", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
     jobs = list_objects(cluster, "jobs", ns, "towline.dev/run=ha-1")
-    assert sorted(j["metadata"]["name"] for j in jobs) == ["ha-1-s0-1", "ha-1-s1-1", "ha-1-s2-1"]
+    assert sorted(j["metadata"]["name"] for j in jobs) == [f"{STEP_JOB_PREFIX}ha-1-s{i}-1" for i in range(3)]
     assert lease_holder(cluster) == first_holder, "leadership is stable while the holder lives"
 
     leader = towline_operator if first_holder == towline_operator.identity else second_replica
@@ -112,7 +113,7 @@ def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
 
     for run in ("paused", "after"):
         jobs = list_objects(cluster, "jobs", ns, f"towline.dev/run={run}")
-        assert sorted(j["metadata"]["name"] for j in jobs) == [f"{run}-s0-1", f"{run}-s1-1", f"{run}-s2-1"]
+        assert sorted(j["metadata"]["name"] for j in jobs) == [f"{STEP_JOB_PREFIX}{run}-s{i}-1" for i in range(3)]
     again = get(cluster, "workflowrun", "paused", ns)
     assert again is not None
     assert again["metadata"]["resourceVersion"] == finished["metadata"]["resourceVersion"], "no later status write"

@@ -26,6 +26,7 @@ from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS, ErrorClass
 RETRY_ALL = {"limit": 3, "baseDelaySeconds": 1, "maxDelaySeconds": 5,
              "retryOn": ["rate_limit", "transient", "timeout", "permanent", "validation", "output_too_large"]}
 BIG = 300_000_000_000
+RUNNER_IMAGE = "localhost/towline-runner:dev"
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
@@ -76,11 +77,15 @@ def run_with_failed_attempt(message: str, *, ok_state: bool, **policy: Any) -> S
         "metadata": {"name": created.job_name, "uid": "job-uid", "labels": {LABEL_RUN: sim.name, LABEL_ATTEMPT: "1"},
                      "annotations": {ANNOTATION_STEP_ID: "a"},
                      "ownerReferences": [{"kind": "WorkflowRun", "uid": sim.uid, "controller": True}]},
+        "spec": {"template": {"spec": {"containers": [{"name": "step", "image": RUNNER_IMAGE}]}}},
         "status": {"conditions": [{"type": "Complete" if ok_state else "Failed", "status": "True"}]},
     }
     pod = {
         "metadata": {"name": f"{created.job_name}-x", "ownerReferences": [{"uid": "job-uid", "controller": True}]},
-        "status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": message}}}]},
+        # The pod ran exactly what its Job asked for, so its termination message is read as the result.
+        "spec": {"containers": [{"name": "step", "image": RUNNER_IMAGE}]},
+        "status": {"containerStatuses": [{"name": "step", "image": RUNNER_IMAGE,
+                                          "state": {"terminated": {"exitCode": 0, "message": message}}}]},
     }
     observed = build_observed([job], [pod], [], run_name=sim.name, run_uid=sim.uid)
     sim.jobs[("a", 1)] = observed.jobs[("a", 1)]
