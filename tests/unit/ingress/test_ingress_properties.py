@@ -80,6 +80,6 @@ def test_parsing_and_mapping_any_body_answers_a_value_or_a_4xx(kind: str, raw: b
     context = {"body": body, "headers": visible_headers(headers)}
     for outcome in (passes_filter(trigger, context), trigger_data(trigger, context)):
         assert not isinstance(outcome, Refusal) or 400 <= outcome.status < 500
-    verified = Verified(delivery_id=None, timestamp=None, signed_digest="0" * 64)
+    verified = Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest="0" * 64)
     identity = delivery_identity(trigger, verified, headers, body, now=NOW)
     assert not isinstance(identity, Refusal) or identity.status == 400

@@ -22,7 +22,7 @@ from towline.triggers.cron import LABEL_TRIGGER
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
-from towline.triggers.ingress.runname import delivery_identity, webhook_run_name
+from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity, webhook_run_name
 from towline.triggers.ingress.verify import SigningKeys, decode_keys, verify_delivery
 from towline.triggers.ingress.workflows import Target
 
@@ -102,10 +102,11 @@ class DeliveryHandler:
         identity = delivery_identity(target.webhook, verified, headers, body, now=now)
         if isinstance(identity, Refusal):
             return identity
-        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity[0])
-        return await self._create(target, name, identity[1], data)
+        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity.key)
+        return await self._create(target, name, identity, data)
 
-    async def _create(self, target: Target, name: str, delivery_id: str | None, data: JSON) -> Accepted | Refusal:
+    async def _create(self, target: Target, name: str, identity: DeliveryIdentity, data: JSON) -> Accepted | Refusal:
+        delivery_id = identity.delivery_id
         trigger: JSON = {"type": "webhook", "name": target.trigger.name, "data": data}
         if delivery_id is not None:
             trigger["deliveryId"] = delivery_id
@@ -139,7 +140,7 @@ class DeliveryHandler:
         same = (spec.get("workflowRef", {}).get("name") == target.workflow
                 and spec.get("trigger", {}).get("type") == "webhook"
                 and spec.get("trigger", {}).get("name") == target.trigger.name
-                and spec.get("trigger", {}).get("deliveryId") == delivery_id)
+                and (not identity.keyed_by_id or spec.get("trigger", {}).get("deliveryId") == delivery_id))
         if not same:
             log.warning("%s/%s trigger %s: run %s exists but was not started by this trigger's delivery",
                         target.namespace, target.workflow, target.trigger.name, name)

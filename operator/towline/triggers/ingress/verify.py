@@ -45,6 +45,8 @@ class Verified:
 
     delivery_id: str | None
     """The scheme's own delivery id (X-GitHub-Delivery, webhook-id), if the sender sent one."""
+    id_is_signed: bool
+    """Whether the signature covers `delivery_id` (webhook-id is signed; X-GitHub-Delivery is not)."""
     timestamp: int | None
     """The signed timestamp, for schemes that sign one."""
     signed_digest: str
@@ -91,7 +93,7 @@ def verify_delivery(
     if verify.scheme == "bearer":
         return _bearer(keys, headers, body)
     if verify.allow_unsigned:
-        return Verified(delivery_id=None, timestamp=None, signed_digest=_digest(body))
+        return Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest=_digest(body))
     return _unauthorized("the trigger is unsigned (scheme none) but does not set allowUnsigned: true")
 
 
@@ -130,7 +132,9 @@ def _github(keys: SigningKeys, headers: Mapping[str, str], body: bytes) -> Verif
     expected = _hmac_sha256(keys.secret, body).hex()
     if not hmac.compare_digest(expected.encode(), _utf8(hex_digest.lower())):
         return _unauthorized("X-Hub-Signature-256 does not match the body; check the webhook's secret")
-    return Verified(delivery_id=headers.get("x-github-delivery"), timestamp=None, signed_digest=_digest(body))
+    # X-GitHub-Delivery is not signed: anyone holding one delivery can resend it with a fresh value.
+    return Verified(delivery_id=headers.get("x-github-delivery"), id_is_signed=False, timestamp=None,
+                    signed_digest=_digest(body))
 
 
 def _timestamp(text: str | None, header: str, tolerance: int, now: float) -> int | Refusal:
@@ -174,7 +178,7 @@ def _standard_webhooks(
     else:
         return _unauthorized(f"none of the {min(len(entries), MAX_SIGNATURES)} signature(s) in webhook-signature "
                              "matches; check the signing secret")
-    return Verified(delivery_id=delivery_id, timestamp=stamp, signed_digest=_digest(content))
+    return Verified(delivery_id=delivery_id, id_is_signed=True, timestamp=stamp, signed_digest=_digest(content))
 
 
 def _ed25519_matches(public_key: Ed25519PublicKey, value: str, content: bytes) -> bool:
@@ -203,7 +207,7 @@ def _hmac_with_timestamp(
     content = f"{stamp}.".encode() + body
     if not hmac.compare_digest(_hmac_sha256(keys.secret, content).hex().encode(), _utf8(hex_digest)):
         return _unauthorized(f"{header} does not match HMAC-SHA256 of '<timestamp>.<body>'; check the secret")
-    return Verified(delivery_id=None, timestamp=stamp, signed_digest=_digest(content))
+    return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=_digest(content))
 
 
 def _bearer(keys: SigningKeys, headers: Mapping[str, str], body: bytes) -> Verified | Refusal:
@@ -213,4 +217,4 @@ def _bearer(keys: SigningKeys, headers: Mapping[str, str], body: bytes) -> Verif
     assert keys.secret is not None
     if not hmac.compare_digest(_utf8(token.strip()), keys.secret):
         return _unauthorized("the bearer token does not match")
-    return Verified(delivery_id=None, timestamp=None, signed_digest=_digest(body))
+    return Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest=_digest(body))
