@@ -48,10 +48,11 @@ def test_a_github_delivery_resent_with_fresh_delivery_ids_starts_one_run(
     wait_until_cached(ingress, namespace, "deploy")
     captured = sign.github_headers(secret.encode(), RELEASE, str(uuid.uuid4()))
 
-    answers = []
-    for _ in range(3):
+    url = hook_url(ingress, namespace, "deploy")
+    answers = [post(url, RELEASE, {"Content-Type": "application/json", **captured})]
+    for _ in range(2):
         replay = {"Content-Type": "application/json", **captured, "X-GitHub-Delivery": str(uuid.uuid4())}
-        answers.append(post(hook_url(ingress, namespace, "deploy"), RELEASE, replay))
+        answers.append(post(url, RELEASE, replay))
 
     assert [a.status_code for a in answers] == [202, 200, 200], [a.text for a in answers]
     assert len({refusal(a)["run"] for a in answers}) == 1

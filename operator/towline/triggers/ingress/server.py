@@ -5,6 +5,10 @@ sent) and its default header limits (8 KiB lines, 128 headers). Its keep-alive
 timer starts when a connection opens (and again after each response) and is
 not reset by incoming bytes: a connection whose request head is not complete
 when it fires is closed. That is the header timeout (`header_timeout_seconds`).
+
+Two listeners: the public port serves only deliveries; the admin port serves
+`/healthz`, `/readyz` and `/metrics` (the chart exposes it to the kubelet and
+to whoever `networkPolicy.metricsFrom` names, never through the public Service).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from towline.triggers.ingress.deliveries import DeliveryHandler
 log = logging.getLogger(__name__)
 
 
-async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings) -> None:
+async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings, admin_port: int) -> None:
     api = await KubeApi.connect(kubeconfig)
     cache = WorkflowCache(api)
     try:
@@ -36,10 +40,13 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         cache.start()
         runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
                                keepalive_timeout=settings.header_timeout_seconds)
+        admin = web.AppRunner(ingress.admin_application(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        log.info("webhook ingress listening on %s:%d as %s", host, port, identity)
+        await admin.setup()
+        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(admin, host, admin_port).start()
+        log.info("webhook ingress listening on %s:%d (health and metrics on %d) as %s", host, port, admin_port,
+                 identity)
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -48,11 +55,12 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         await stopping.wait()
         log.info("webhook ingress stopping")
         await runner.cleanup()
+        await admin.cleanup()
     finally:
         await cache.stop()
         await api.close()
 
 
-def run_ingress(kubeconfig: str | None, host: str, port: int, settings: IngressSettings) -> int:
-    asyncio.run(serve(kubeconfig, host, port, settings))
+def run_ingress(kubeconfig: str | None, host: str, port: int, settings: IngressSettings, admin_port: int) -> int:
+    asyncio.run(serve(kubeconfig, host, port, settings, admin_port))
     return 0
