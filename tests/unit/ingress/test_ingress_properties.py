@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import string
 
@@ -17,6 +18,7 @@ from towline.triggers.ingress.runname import delivery_identity
 from towline.triggers.ingress.verify import Verified, body_mac, decode_keys, precheck, verify_delivery
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 24).decode()
+PLAIN_SECRET = b"plain-secret-of-32-bytes-length"
 NOW = 1_800_000_000.0
 HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=120)
 NAMES = ["webhook-id", "webhook-timestamp", "webhook-signature", "x-hub-signature-256", "x-hub-signature",
@@ -38,7 +40,7 @@ HEADERS = st.dictionaries(st.sampled_from(NAMES), st.one_of(HEADER_TEXT, signatu
        body=st.binary(max_size=256))
 def test_random_deliveries_are_refused_with_a_4xx(scheme: str, headers: dict[str, str], body: bytes) -> None:
     verify = WebhookVerification.model_validate({"scheme": scheme, "secretRef": {"name": "s", "key": "k"}})
-    keys = decode_keys(scheme, SECRET.encode() if scheme == "standard-webhooks" else b"plain-secret-of-32-bytes-length", None)
+    keys = decode_keys(scheme, SECRET.encode() if scheme == "standard-webhooks" else PLAIN_SECRET, None)
     outcome = verify_delivery(verify, keys, headers, body, now=NOW)
     assert isinstance(outcome, Refusal)
     assert 400 <= outcome.status < 500
@@ -53,7 +55,7 @@ def test_a_mac_fed_while_the_body_streams_decides_as_the_whole_body_does(
     scheme: str, body: bytes, cuts: list[int], forged: bool
 ) -> None:
     verify = WebhookVerification.model_validate({"scheme": scheme, "secretRef": {"name": "s", "key": "k"}})
-    raw_secret = SECRET if scheme == "standard-webhooks" else "plain-secret-of-32-bytes-length"
+    raw_secret = SECRET if scheme == "standard-webhooks" else PLAIN_SECRET.decode()
     keys = decode_keys(scheme, raw_secret.encode(), None)
     signed_body = body + b"!" if forged else body
     headers = {k.lower(): v for k, v in {
@@ -65,7 +67,7 @@ def test_a_mac_fed_while_the_body_streams_decides_as_the_whole_body_does(
     mac = body_mac(verify, keys, headers, now=NOW)
     assert mac is not None
     edges = [0, *sorted(cuts), len(body)]
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise(edges):
         mac.update(body[start:max(start, end)])
     streamed = verify_delivery(verify, keys, headers, body, now=NOW, mac=mac)
     whole = verify_delivery(verify, keys, headers, body, now=NOW)

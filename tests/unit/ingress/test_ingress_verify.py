@@ -16,6 +16,7 @@ from towline.triggers.ingress.verify import Verified, decode_keys, precheck, ver
 
 # GitHub's documented example ("Validating webhook deliveries").
 GITHUB_SECRET = b"It's a Secret to Everybody"
+TOKEN = "s3cret-token-of-32-bytes-length"
 GITHUB_PAYLOAD = b"Hello, World!"
 GITHUB_SIGNATURE = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 
@@ -147,10 +148,10 @@ def test_hmac_with_timestamp_verifies_and_binds_the_timestamp() -> None:
 
 
 def test_bearer_token_is_compared_exactly() -> None:
-    keys = decode_keys("bearer", b"s3cret-token-of-32-bytes-length\n", None)
-    assert isinstance(verify_delivery(verification("bearer"), keys, {"authorization": "Bearer s3cret-token-of-32-bytes-length"},
+    keys = decode_keys("bearer", TOKEN.encode() + b"\n", None)
+    assert isinstance(verify_delivery(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN}"},
                                       b"{}", now=NOW), Verified)
-    refused(verify_delivery(verification("bearer"), keys, {"authorization": "Bearer s3cret-token-of-32-bytes-lengtj"}, b"{}", now=NOW),
+    refused(verify_delivery(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN[:-1]}j"}, b"{}", now=NOW),
             401, "does not match")
     refused(verify_delivery(verification("bearer"), keys, {}, b"{}", now=NOW), 401, "missing Authorization")
 
@@ -177,9 +178,9 @@ def test_unusable_key_material_says_what_it_should_look_like(
 
 
 def test_a_bad_bearer_token_or_stale_timestamp_is_refused_before_the_body_is_read() -> None:
-    keys = decode_keys("bearer", b"s3cret-token-of-32-bytes-length", None)
+    keys = decode_keys("bearer", TOKEN.encode(), None)
     refused(precheck(verification("bearer"), keys, {"authorization": "Bearer guess"}, now=NOW), 401, "does not match")
-    assert precheck(verification("bearer"), keys, {"authorization": "Bearer s3cret-token-of-32-bytes-length"},
+    assert precheck(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN}"},
                     now=NOW) is None
     sw_keys = decode_keys("standard-webhooks", SW_SECRET.encode(), None)
     stale = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TIMESTAMP), "webhook-signature": SW_V1}
