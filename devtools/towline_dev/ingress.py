@@ -46,12 +46,17 @@ def ingress_kubeconfig(cluster: ControlPlane, path: Path, namespace: str = OPERA
 
 @dataclass
 class IngressProcess:
-    """A running `towline ingress` on a loopback port."""
+    """A running `towline ingress` on a loopback port (deliveries), and its admin port (health, metrics)."""
 
     kubeconfig: Path
     log_path: Path
     port: int = 0
+    admin_port: int = 0
     max_in_flight: int = 64
+    namespace_in_flight: int = 16
+    max_buffered_bytes: int = 64 * 1024 * 1024
+    namespace_buffered_bytes: int = 16 * 1024 * 1024
+    min_body_rate: float = 8192.0
     body_timeout: float = 10.0
     header_timeout: float = 15.0
     process: subprocess.Popen[bytes] | None = None
@@ -60,12 +65,21 @@ class IngressProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
     def start(self, *, wait_ready: bool = True) -> IngressProcess:
         self.port = self.port or free_loopback_port()
+        self.admin_port = self.admin_port or free_loopback_port()
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "ingress", "--kubeconfig", str(self.kubeconfig),
-             "--host", "127.0.0.1", "--port", str(self.port), "--max-in-flight", str(self.max_in_flight),
+             "--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port),
+             "--max-in-flight", str(self.max_in_flight), "--namespace-in-flight", str(self.namespace_in_flight),
+             "--max-buffered-bytes", str(self.max_buffered_bytes),
+             "--namespace-buffered-bytes", str(self.namespace_buffered_bytes),
+             "--min-body-rate", str(self.min_body_rate),
              "--body-timeout", str(self.body_timeout), "--header-timeout", str(self.header_timeout)],
             log_path=self.log_path, env=env,
         )
@@ -79,7 +93,7 @@ class IngressProcess:
         if self.process is not None and self.process.poll() is not None:
             raise RuntimeError(f"the ingress exited with {self.process.returncode}; log: {self.log_path}")
         try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as response:  # noqa: S310 - loopback
+            with urllib.request.urlopen(f"{self.admin_url}/readyz", timeout=2) as response:  # noqa: S310 - loopback
                 return bool(response.status == 200)
         except OSError:
             return False

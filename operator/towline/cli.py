@@ -31,8 +31,24 @@ def main(argv: list[str] | None = None) -> int:
     ingress.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     ingress.add_argument("--host", default=os.environ.get("TOWLINE_INGRESS_HOST", "0.0.0.0"))  # noqa: S104
     ingress.add_argument("--port", type=int, default=int(os.environ.get("TOWLINE_INGRESS_PORT", "8080")))
+    ingress.add_argument("--admin-port", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_ADMIN_PORT", "9090")),
+                         help="port for /healthz, /readyz and /metrics (never served on --port)")
     ingress.add_argument("--max-in-flight", type=int,
                          default=int(os.environ.get("TOWLINE_INGRESS_MAX_IN_FLIGHT", "64")))
+    ingress.add_argument("--namespace-in-flight", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_NAMESPACE_IN_FLIGHT", "16")),
+                         help="deliveries to one namespace handled at once (its share of --max-in-flight)")
+    ingress.add_argument("--max-buffered-bytes", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_MAX_BUFFERED_BYTES", str(64 * 1024 * 1024))),
+                         help="body bytes held in memory at once, all deliveries together (then 503 Busy)")
+    ingress.add_argument("--namespace-buffered-bytes", type=int,
+                         default=int(os.environ.get("TOWLINE_INGRESS_NAMESPACE_BUFFERED_BYTES",
+                                                    str(16 * 1024 * 1024))),
+                         help="body bytes held at once for one namespace's deliveries")
+    ingress.add_argument("--min-body-rate", type=float,
+                         default=float(os.environ.get("TOWLINE_INGRESS_MIN_BODY_RATE", "8192")),
+                         help="bytes a second a body must average after its first second (then 408)")
     ingress.add_argument("--body-timeout", type=float,
                          default=float(os.environ.get("TOWLINE_INGRESS_BODY_TIMEOUT", "10")),
                          help="seconds a request body may take to arrive (then 408)")
@@ -81,8 +97,10 @@ def run_ingress(parsed: argparse.Namespace) -> int:
     # The redacting formatter: every signing key the ingress reads is scrubbed from every line.
     configure_logging(parsed.log_level, parsed.log_format)
     return serve(parsed.kubeconfig, parsed.host, parsed.port, IngressSettings(
-        max_in_flight=parsed.max_in_flight, body_timeout_seconds=parsed.body_timeout,
-        header_timeout_seconds=parsed.header_timeout))
+        max_in_flight=parsed.max_in_flight, namespace_in_flight=parsed.namespace_in_flight,
+        max_buffered_bytes=parsed.max_buffered_bytes, namespace_buffered_bytes=parsed.namespace_buffered_bytes,
+        min_body_bytes_per_second=parsed.min_body_rate, body_timeout_seconds=parsed.body_timeout,
+        header_timeout_seconds=parsed.header_timeout), parsed.admin_port)
 
 
 def watch_namespaces_from(value: str) -> list[str]:

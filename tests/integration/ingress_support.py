@@ -12,6 +12,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -85,14 +86,18 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
 
 
 def wait_until_cached(ingress: IngressProcess, namespace: str, workflow: str, trigger: str = "hook",
-                      *, generation_marker: str | None = None) -> None:
-    """The ingress's watch has delivered the Workflow (an unsigned probe no longer answers 404)."""
+                      *, gone: bool = False, log_marker: str | None = None) -> None:
+    """The ingress's watch has delivered the Workflow: an unsigned probe is refused for its signature (401)
+    rather than answered with the uniform 404; with `gone`, the reverse. With `log_marker`, the ingress has
+    logged that text for a probe (an invalid Workflow answers 404 either way; only its log says why)."""
     def known() -> bool:
         response = post(hook_url(ingress, namespace, workflow, trigger), b"{}", {"Content-Type": "application/json"})
+        if log_marker is not None:
+            return log_marker in ingress.log_text()
         reason = response.json().get("reason")
-        if generation_marker is not None:
-            return generation_marker in response.text
-        return reason not in {"UnknownWorkflow", "UnknownTrigger", "NotReady"}
+        if gone:
+            return bool(reason == "NotFound")
+        return reason not in {"NotFound", "NotReady"}
     wait_for(f"the ingress to see Workflow {namespace}/{workflow}", known, timeout=30, interval=0.1)
 
 
@@ -103,3 +108,25 @@ def runs(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]]:
 def refusal(response: httpx.Response) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(response.text)
     return body
+
+
+@contextmanager
+def another_namespace(cluster: ControlPlane, namespace: str, suffix: str) -> Iterator[str]:
+    """A second tenant's namespace next to the test's own, deleted afterwards."""
+    name = f"{namespace[:56]}-{suffix}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def signed_trigger(cluster: ControlPlane, ingress: IngressProcess, namespace: str, workflow: str,
+                   **webhook: Any) -> tuple[str, str]:
+    """A Workflow with a standard-webhooks trigger `hook` whose granted Secret holds a fresh key; (url, key)."""
+    secret = new_whsec()
+    create_secret(cluster, namespace, f"{workflow}-key", {"signing-secret": secret})
+    opt_in(cluster, namespace, f"{workflow}-key")
+    apply(cluster, webhook_workflow(workflow, namespace, standard_webhook(f"{workflow}-key", **webhook)))
+    wait_until_cached(ingress, namespace, workflow)
+    return hook_url(ingress, namespace, workflow), secret

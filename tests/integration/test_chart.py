@@ -189,7 +189,8 @@ def test_ingress_network_policy_only_when_the_ingress_is_enabled(k8s_binaries: B
     policy = find(render(k8s_binaries, {"ingress.enabled": "true", "ingress.port": "8443"}),
                   "NetworkPolicy", "towline-ingress")["spec"]
     assert policy["podSelector"] == {"matchLabels": INGRESS_POD_LABELS}
-    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]}]
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]},
+                                 {"ports": [{"protocol": "TCP", "port": 9090}]}]
     assert [rule["ports"][0]["port"] for rule in policy["egress"]] == [443, 53]
 
 

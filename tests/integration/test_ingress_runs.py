@@ -39,6 +39,9 @@ __all__ = ["ingress"]
 INGRESS_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{INGRESS_SERVICE_ACCOUNT}"
 BODY = b'{"type": "order.paid", "data": {"id": "A-1001", "total": 12.5, "card": "4111-1111"}}'
 
+HMAC_KEY = "hmac-secret-of-32-bytes-length"
+TOKEN = "bearer-token-of-32-bytes-length"
+
 
 @pytest.fixture
 def shop(towline_installed: ControlPlane, ingress: IngressProcess, namespace: str) -> tuple[str, str]:
@@ -137,12 +140,12 @@ def test_the_ingress_identity_may_not_read_or_write_anything_else(towline_instal
 
 
 def test_health_readiness_and_metrics(ingress: IngressProcess, shop: tuple[str, str]) -> None:
-    assert httpx.get(f"{ingress.url}/healthz").status_code == 200
-    ready = httpx.get(f"{ingress.url}/readyz")
+    assert httpx.get(f"{ingress.admin_url}/healthz").status_code == 200
+    ready = httpx.get(f"{ingress.admin_url}/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     url, secret = shop
     post(url, BODY, signed_standard(secret, BODY, delivery_id=f"msg_{secrets.token_hex(4)}"))
-    metrics = httpx.get(f"{ingress.url}/metrics").text
+    metrics = httpx.get(f"{ingress.admin_url}/metrics").text
     assert 'towline_webhook_deliveries_total{reason="Accepted",status="202"}' in metrics
     assert "towline_webhook_request_seconds_bucket" in metrics
 
@@ -171,7 +174,7 @@ def test_an_ed25519_standard_webhooks_trigger_verifies_with_the_public_key_from_
 def test_hmac_and_bearer_triggers_over_http(
     towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
 ) -> None:
-    create_secret(towline_installed, namespace, "generic", {"secret": "hmac-secret", "token": "bearer-token"})
+    create_secret(towline_installed, namespace, "generic", {"secret": HMAC_KEY, "token": TOKEN})
     opt_in(towline_installed, namespace, "generic")
     apply(towline_installed, webhook_workflow("generic", namespace, {
         "verify": {"scheme": "hmac", "secretRef": {"name": "generic", "key": "secret"},
@@ -181,17 +184,17 @@ def test_hmac_and_bearer_triggers_over_http(
         "verify": {"scheme": "bearer", "secretRef": {"name": "generic", "key": "token"}}}))
     wait_until_cached(ingress, namespace, "generic")
     wait_until_cached(ingress, namespace, "token")
-    signed = sign.hmac_headers(b"hmac-secret", int(time.time()), BODY, signature_header="X-Shop-Signature",
+    signed = sign.hmac_headers(HMAC_KEY.encode(), int(time.time()), BODY, signature_header="X-Shop-Signature",
                                timestamp_header="X-Shop-Time")
     first = post(hook_url(ingress, namespace, "generic"), BODY, {"Content-Type": "application/json", **signed})
     assert first.status_code == 202, first.text
-    resigned = sign.hmac_headers(b"hmac-secret", int(time.time()) + 1, BODY, signature_header="X-Shop-Signature",
+    resigned = sign.hmac_headers(HMAC_KEY.encode(), int(time.time()) + 1, BODY, signature_header="X-Shop-Signature",
                                  timestamp_header="X-Shop-Time")
     again = post(hook_url(ingress, namespace, "generic"), BODY, {"Content-Type": "application/json", **resigned})
     assert again.status_code == 200, again.text  # same data.id: the same delivery, signed anew
     token_url = hook_url(ingress, namespace, "token")
     assert post(token_url, BODY, {"Content-Type": "application/json", "Authorization": "Bearer nope"}
                 ).status_code == 401
-    accepted = post(token_url, BODY, {"Content-Type": "application/json", **sign.bearer_headers("bearer-token")})
+    accepted = post(token_url, BODY, {"Content-Type": "application/json", **sign.bearer_headers(TOKEN)})
     assert accepted.status_code == 202, accepted.text
     assert len(runs(towline_installed, namespace)) == 2

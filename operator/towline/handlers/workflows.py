@@ -48,7 +48,8 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     if last is not None:
         status.last_run = last
     limits = spec.policy.history if spec is not None else HistoryLimits()
-    await enforce_history_limits(operator.api, namespace, name, limits, operator.finished_runs_of(namespace, name))
+    await enforce_history_limits(operator.api, namespace, name, limits, operator.finished_runs_of(namespace, name),
+                                 now=now)
     try:
         await write_workflow_status(operator.api, raw, status.to_wire())
     except Conflict:

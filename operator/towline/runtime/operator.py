@@ -23,7 +23,7 @@ from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
-from towline.handlers.history import FinishedRun
+from towline.handlers.history import FinishedRun, kept_until
 from towline.handlers.runs import reconcile_run
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
@@ -52,6 +52,8 @@ class RunSummary:
     phase: str
     started_at: str | None
     finished_at: str | None
+    webhook: bool
+    """Started by a webhook delivery (kept through the replay window, see handlers/history.py)."""
     open_gates: int
     """Approval gates waiting for a decision (the approvals-pending gauge)."""
 
@@ -64,6 +66,7 @@ class RunSummary:
             phase=str(status.get("phase") or "Pending"),
             started_at=status.get("startedAt"),
             finished_at=status.get("finishedAt"),
+            webhook=(((body.get("spec") or {}).get("trigger") or {}).get("type") == "webhook"),
             open_gates=open_approval_gates(body),
         )
 
@@ -164,7 +167,8 @@ class Operator:
         return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
 
     def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
-        return [FinishedRun(name, summary.phase, summary.finished_at or "")
+        return [FinishedRun(name, summary.phase, summary.finished_at or "",
+                            kept_until(summary.created, summary.webhook))
                 for (ns, name), summary in self.run_summaries.items()
                 if ns == namespace and summary.workflow == workflow and summary.phase in TERMINAL_RUN_PHASES]
 

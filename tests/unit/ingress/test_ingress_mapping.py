@@ -9,7 +9,7 @@ from towline.api.workflow import WebhookTrigger
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
-from towline.triggers.ingress.runname import delivery_identity, webhook_run_name
+from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity, webhook_run_name
 from towline.triggers.ingress.verify import Verified
 
 
@@ -18,32 +18,74 @@ def trigger(**extra: Any) -> WebhookTrigger:
         {"verify": {"scheme": "github", "secretRef": {"name": "hook", "key": "secret"}}, **extra})
 
 
-SIGNED = Verified(delivery_id="gh-1", timestamp=None, signed_digest="ab" * 32)
+GITHUB = Verified(delivery_id="gh-1", id_is_signed=False, timestamp=None, signed_digest="ab" * 32)
+STANDARD = Verified(delivery_id="msg_1", id_is_signed=True, timestamp=1000, signed_digest="cd" * 32)
 
 
-def test_the_scheme_delivery_id_names_the_run() -> None:
-    assert delivery_identity(trigger(), SIGNED, {}, {}, now=0) == ("id:gh-1", "gh-1")
+def standard(**extra: Any) -> WebhookTrigger:
+    return WebhookTrigger.model_validate(
+        {"verify": {"scheme": "standard-webhooks", "secretRef": {"name": "hook", "key": "secret"}}, **extra})
 
 
-def test_a_configured_header_or_body_field_takes_precedence() -> None:
-    by_header = trigger(deliveryId={"header": "X-Order-Event"})
-    assert delivery_identity(by_header, SIGNED, {"x-order-event": "e-7"}, {}, now=0) == ("id:e-7", "e-7")
+def test_a_github_delivery_is_named_by_its_body_not_its_unsigned_delivery_header() -> None:
+    identity = delivery_identity(trigger(), GITHUB, {}, {}, now=0)
+    assert isinstance(identity, DeliveryIdentity)
+    assert identity.key == "body:" + "ab" * 32 and identity.delivery_id == "gh-1"
+    replayed = Verified(delivery_id="gh-2", id_is_signed=False, timestamp=None, signed_digest="ab" * 32)
+    later = delivery_identity(trigger(), replayed, {}, {}, now=10**9)
+    assert isinstance(later, DeliveryIdentity) and later.key == identity.key
+
+
+def test_the_signed_webhook_id_names_a_standard_webhooks_run() -> None:
+    assert delivery_identity(standard(), STANDARD, {}, {}, now=0) == DeliveryIdentity("id:msg_1", "msg_1", True)
+
+
+def test_a_configured_header_never_overrides_what_is_signed() -> None:
+    by_header = standard(deliveryId={"header": "X-Order-Event"})
+    first = delivery_identity(by_header, STANDARD, {"x-order-event": "e-7"}, {}, now=0)
+    again = delivery_identity(by_header, STANDARD, {"x-order-event": "e-8"}, {}, now=0)
+    assert isinstance(first, DeliveryIdentity) and isinstance(again, DeliveryIdentity)
+    assert first.key == again.key == "id:msg_1"
+    github = delivery_identity(trigger(deliveryId={"header": "X-Order-Event"}), GITHUB, {"x-order-event": "e-7"},
+                               {}, now=0)
+    assert isinstance(github, DeliveryIdentity)
+    assert github.key == "body:" + "ab" * 32 and github.delivery_id == "e-7" and not github.keyed_by_id
+
+
+def test_a_configured_header_names_the_run_only_where_nothing_is_signed() -> None:
+    bearer = WebhookTrigger.model_validate({"verify": {"scheme": "bearer", "secretRef": {"name": "h", "key": "t"}},
+                                            "deliveryId": {"header": "X-Order-Event"}})
+    unsigned = Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest="ef" * 32)
+    assert delivery_identity(bearer, unsigned, {"x-order-event": "e-7"}, {}, now=0) == DeliveryIdentity(
+        "id:e-7", "e-7", True)
+
+
+def test_a_configured_body_field_names_the_run() -> None:
     by_field = trigger(deliveryId={"field": "data.id"})
-    assert delivery_identity(by_field, SIGNED, {}, {"data": {"id": 42}}, now=0) == ("id:42", "42")
+    assert delivery_identity(by_field, GITHUB, {}, {"data": {"id": 42}}, now=0) == DeliveryIdentity(
+        "id:42", "42", True)
 
 
 def test_a_missing_configured_delivery_id_is_a_400_naming_it() -> None:
-    outcome = delivery_identity(trigger(deliveryId={"field": "data.id"}), SIGNED, {}, {"data": {}}, now=0)
+    outcome = delivery_identity(trigger(deliveryId={"field": "data.id"}), GITHUB, {}, {"data": {}}, now=0)
     assert isinstance(outcome, Refusal) and outcome.status == 400 and "data.id" in outcome.message
+    outcome = delivery_identity(standard(deliveryId={"header": "X-Event"}), STANDARD, {}, {}, now=0)
+    assert isinstance(outcome, Refusal) and outcome.status == 400 and "X-Event" in outcome.message
 
 
-def test_without_an_id_the_signed_content_within_the_window_names_the_run() -> None:
-    unnamed = Verified(delivery_id=None, timestamp=None, signed_digest="cd" * 32)
-    first = delivery_identity(trigger(), unnamed, {}, {}, now=1000)
-    assert first == delivery_identity(trigger(), unnamed, {}, {}, now=1001)
-    assert first != delivery_identity(trigger(), unnamed, {}, {}, now=1000 + 300)
-    stamped = Verified(delivery_id=None, timestamp=1000, signed_digest="ef" * 32)
-    assert delivery_identity(trigger(), stamped, {}, {}, now=5000) == ("signed:" + "ef" * 32, None)
+def test_hmac_deliveries_are_named_by_the_signed_timestamp_and_body() -> None:
+    hmac_trigger = WebhookTrigger.model_validate({"verify": {"scheme": "hmac", "secretRef": {"name": "h", "key": "s"}}})
+    stamped = Verified(delivery_id=None, id_is_signed=False, timestamp=1000, signed_digest="ef" * 32)
+    identity = delivery_identity(hmac_trigger, stamped, {}, {}, now=5000)
+    assert identity == DeliveryIdentity("signed:" + "ef" * 32, None, False)
+
+
+def test_without_anything_signed_the_content_within_the_window_names_the_run() -> None:
+    bearer = WebhookTrigger.model_validate({"verify": {"scheme": "bearer", "secretRef": {"name": "h", "key": "t"}}})
+    unnamed = Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest="cd" * 32)
+    first = delivery_identity(bearer, unnamed, {}, {}, now=1000)
+    assert first == delivery_identity(bearer, unnamed, {}, {}, now=1001)
+    assert first != delivery_identity(bearer, unnamed, {}, {}, now=1000 + 300)
 
 
 def test_run_names_are_dns_labels_and_differ_per_trigger_and_delivery() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import string
 
@@ -14,9 +15,10 @@ from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
 from towline.triggers.ingress.runname import delivery_identity
-from towline.triggers.ingress.verify import Verified, decode_keys, verify_delivery
+from towline.triggers.ingress.verify import Verified, body_mac, decode_keys, precheck, verify_delivery
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 24).decode()
+PLAIN_SECRET = b"plain-secret-of-32-bytes-length"
 NOW = 1_800_000_000.0
 HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=120)
 NAMES = ["webhook-id", "webhook-timestamp", "webhook-signature", "x-hub-signature-256", "x-hub-signature",
@@ -38,10 +40,38 @@ HEADERS = st.dictionaries(st.sampled_from(NAMES), st.one_of(HEADER_TEXT, signatu
        body=st.binary(max_size=256))
 def test_random_deliveries_are_refused_with_a_4xx(scheme: str, headers: dict[str, str], body: bytes) -> None:
     verify = WebhookVerification.model_validate({"scheme": scheme, "secretRef": {"name": "s", "key": "k"}})
-    keys = decode_keys(scheme, SECRET.encode() if scheme == "standard-webhooks" else b"plain-secret", None)
+    keys = decode_keys(scheme, SECRET.encode() if scheme == "standard-webhooks" else PLAIN_SECRET, None)
     outcome = verify_delivery(verify, keys, headers, body, now=NOW)
     assert isinstance(outcome, Refusal)
     assert 400 <= outcome.status < 500
+    early = precheck(verify, keys, headers, now=NOW)
+    assert early is None or early.status == 401
+
+
+@settings(max_examples=300, deadline=None)
+@given(scheme=st.sampled_from(["github", "standard-webhooks", "hmac"]), body=st.binary(max_size=512),
+       cuts=st.lists(st.integers(0, 512), max_size=6), forged=st.booleans())
+def test_a_mac_fed_while_the_body_streams_decides_as_the_whole_body_does(
+    scheme: str, body: bytes, cuts: list[int], forged: bool
+) -> None:
+    verify = WebhookVerification.model_validate({"scheme": scheme, "secretRef": {"name": "s", "key": "k"}})
+    raw_secret = SECRET if scheme == "standard-webhooks" else PLAIN_SECRET.decode()
+    keys = decode_keys(scheme, raw_secret.encode(), None)
+    signed_body = body + b"!" if forged else body
+    headers = {k.lower(): v for k, v in {
+        "github": lambda: sign.github_headers(raw_secret.encode(), signed_body),
+        "standard-webhooks": lambda: sign.standard_webhooks_headers(raw_secret, "msg_1", int(NOW), signed_body),
+        "hmac": lambda: sign.hmac_headers(raw_secret.encode(), int(NOW), signed_body),
+    }[scheme]().items()}
+    assert precheck(verify, keys, headers, now=NOW) is None
+    mac = body_mac(verify, keys, headers, now=NOW)
+    assert mac is not None
+    edges = [0, *sorted(cuts), len(body)]
+    for start, end in itertools.pairwise(edges):
+        mac.update(body[start:max(start, end)])
+    streamed = verify_delivery(verify, keys, headers, body, now=NOW, mac=mac)
+    whole = verify_delivery(verify, keys, headers, body, now=NOW)
+    assert isinstance(streamed, Refusal) == isinstance(whole, Refusal) == forged
 
 
 @settings(max_examples=300, deadline=None)
@@ -80,6 +110,6 @@ def test_parsing_and_mapping_any_body_answers_a_value_or_a_4xx(kind: str, raw: b
     context = {"body": body, "headers": visible_headers(headers)}
     for outcome in (passes_filter(trigger, context), trigger_data(trigger, context)):
         assert not isinstance(outcome, Refusal) or 400 <= outcome.status < 500
-    verified = Verified(delivery_id=None, timestamp=None, signed_digest="0" * 64)
+    verified = Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest="0" * 64)
     identity = delivery_identity(trigger, verified, headers, body, now=NOW)
     assert not isinstance(identity, Refusal) or identity.status == 400

@@ -12,10 +12,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from towline.api.workflow import WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
-from towline.triggers.ingress.verify import Verified, decode_keys, verify_delivery
+from towline.triggers.ingress.verify import Verified, decode_keys, precheck, verify_delivery
 
 # GitHub's documented example ("Validating webhook deliveries").
 GITHUB_SECRET = b"It's a Secret to Everybody"
+TOKEN = "s3cret-token-of-32-bytes-length"
 GITHUB_PAYLOAD = b"Hello, World!"
 GITHUB_SIGNATURE = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 
@@ -134,7 +135,7 @@ def test_timestamp_outside_the_window_is_refused_both_ways(offset: int, words: s
 
 
 def test_hmac_with_timestamp_verifies_and_binds_the_timestamp() -> None:
-    secret = b"generic-secret"
+    secret = b"generic-secret-of-32-bytes-length"
     verify = verification("hmac", signatureHeader="X-Shop-Signature", timestampHeader="X-Shop-Time")
     keys = decode_keys("hmac", secret, None)
     headers = lower(sign.hmac_headers(secret, 1000, b"{}", signature_header="X-Shop-Signature",
@@ -147,10 +148,10 @@ def test_hmac_with_timestamp_verifies_and_binds_the_timestamp() -> None:
 
 
 def test_bearer_token_is_compared_exactly() -> None:
-    keys = decode_keys("bearer", b"s3cret-token\n", None)
-    assert isinstance(verify_delivery(verification("bearer"), keys, {"authorization": "Bearer s3cret-token"},
+    keys = decode_keys("bearer", TOKEN.encode() + b"\n", None)
+    assert isinstance(verify_delivery(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN}"},
                                       b"{}", now=NOW), Verified)
-    refused(verify_delivery(verification("bearer"), keys, {"authorization": "Bearer s3cret-tokem"}, b"{}", now=NOW),
+    refused(verify_delivery(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN[:-1]}j"}, b"{}", now=NOW),
             401, "does not match")
     refused(verify_delivery(verification("bearer"), keys, {}, b"{}", now=NOW), 401, "missing Authorization")
 
@@ -165,10 +166,23 @@ def test_unsigned_needs_the_explicit_opt_in() -> None:
 @pytest.mark.parametrize(("scheme", "secret", "public", "words"), [
     ("standard-webhooks", b"whsec_not base64!", None, "whsec_"),
     ("standard-webhooks", None, b"whpk_" + base64.b64encode(b"short"), "32 bytes"),
-    ("github", b"   ", None, "empty"),
+    ("github", b"   ", None, "0 bytes; use at least 16"),
+    ("github", b"team-b", None, "6 bytes; use at least 16"),
+    ("standard-webhooks", b"whsec_" + base64.b64encode(b"nine-byte"), None, "9 bytes; use at least 16"),
 ])
 def test_unusable_key_material_says_what_it_should_look_like(
     scheme: str, secret: bytes | None, public: bytes | None, words: str
 ) -> None:
     with pytest.raises(ValueError, match=words):
         decode_keys(scheme, secret, public)
+
+
+def test_a_bad_bearer_token_or_stale_timestamp_is_refused_before_the_body_is_read() -> None:
+    keys = decode_keys("bearer", TOKEN.encode(), None)
+    refused(precheck(verification("bearer"), keys, {"authorization": "Bearer guess"}, now=NOW), 401, "does not match")
+    assert precheck(verification("bearer"), keys, {"authorization": f"Bearer {TOKEN}"},
+                    now=NOW) is None
+    sw_keys = decode_keys("standard-webhooks", SW_SECRET.encode(), None)
+    stale = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TIMESTAMP), "webhook-signature": SW_V1}
+    refused(precheck(verification("standard-webhooks"), sw_keys, stale, now=NOW + 3600), 401, "s old")
+    refused(precheck(verification("github"), keys, {}, now=NOW), 401, "missing X-Hub-Signature-256")

@@ -1,13 +1,15 @@
-"""The ingress's HTTP surface: `POST /hooks/{namespace}/{workflow}/{trigger}`, health and metrics.
+"""The ingress's HTTP surfaces: the public `POST /hooks/{namespace}/{workflow}/{trigger}`, and an admin
+application (health, readiness, metrics) served on its own port, never the public one.
 
-Plumbing only: bounded concurrency, content checks, a capped and timed body
-read, then `DeliveryHandler` decides. Every refusal is JSON saying why, and
-creates nothing. Logs name the trigger and the outcome, never the body.
+Plumbing only: resolve the path, content checks, a share of the capacity
+(capacity.py), the header checks and the trigger's keys, a capped, timed,
+rate-floored body read that feeds the MAC (body.py), then `DeliveryHandler`
+decides. Every refusal is JSON saying why, and creates nothing. Logs name the
+trigger and the outcome, never the body.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
@@ -16,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from towline.k8s.workflowcache import WorkflowCache
+from towline.triggers.ingress.body import BodyLimits, busy, read_body
+from towline.triggers.ingress.capacity import Capacity, CapacityLimits
 from towline.triggers.ingress.deliveries import Accepted, DeliveryHandler
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import media_type
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DELIVERIES = Counter("towline_webhook_deliveries_total", "Webhook deliveries by outcome.", ["status", "reason"])
 LATENCY = Histogram("towline_webhook_request_seconds", "Time to answer a webhook delivery.")
+BUFFERED = Gauge("towline_webhook_buffered_bytes", "Body bytes the ingress holds in memory now.")
 MAX_BODY_LIMIT = 10_485_760
 """The largest maxBodyBytes a trigger may set; the server never reads more."""
 
@@ -36,11 +41,24 @@ MAX_BODY_LIMIT = 10_485_760
 class IngressSettings:
     max_in_flight: int = 64
     """Deliveries handled at once; more answer 503 with Retry-After instead of queueing."""
+    namespace_in_flight: int = 16
+    """Deliveries to one namespace handled at once: one namespace's flood leaves the rest to the others."""
+    max_buffered_bytes: int = 64 * 1024 * 1024
+    """Body bytes held in memory at once, across all deliveries."""
+    namespace_buffered_bytes: int = 16 * 1024 * 1024
+    """Body bytes held at once for one namespace's deliveries."""
     body_timeout_seconds: float = 10.0
     """A body that takes longer to arrive answers 408."""
+    min_body_bytes_per_second: float = 8192.0
+    """After `body_grace_seconds`, a body slower than this on average is cut (408 BodyTooSlow)."""
+    body_grace_seconds: float = 1.0
     header_timeout_seconds: float = 15.0
     """A connection that has not sent a complete request head this long after it opened (or after the
     previous response) is closed; also the idle keep-alive limit."""
+
+    def capacity(self) -> CapacityLimits:
+        return CapacityLimits(self.max_in_flight, self.namespace_in_flight, self.max_buffered_bytes,
+                              self.namespace_buffered_bytes)
 
 
 class Ingress:
@@ -54,13 +72,20 @@ class Ingress:
         self._deliveries = deliveries
         self._resolver = TriggerResolver()
         self._settings = settings or IngressSettings()
-        self._slots = asyncio.Semaphore(self._settings.max_in_flight)
+        self._capacity = Capacity(self._settings.capacity())
+        BUFFERED.set_function(lambda: self._capacity.buffered_bytes)
         self._clock = clock
         self._monotonic = monotonic
 
     def application(self) -> web.Application:
+        """The public port: deliveries only."""
         app = web.Application(client_max_size=MAX_BODY_LIMIT + 1)
         app.router.add_post("/hooks/{namespace}/{workflow}/{trigger}", self.hook)
+        return app
+
+    def admin_application(self) -> web.Application:
+        """The admin port (probes, Prometheus): not exposed by the public Service."""
+        app = web.Application()
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics)
@@ -80,16 +105,11 @@ class Ingress:
 
     async def hook(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
-        if self._slots.locked():
-            outcome: Accepted | Refusal = Refusal(503, "Busy", "too many deliveries in flight; retry shortly",
-                                                  retry_after=1)
-        else:
-            async with self._slots:
-                outcome = await self._hook(request)
+        outcome = await self._hook(request)
         LATENCY.observe(time.perf_counter() - started)
         return self._answer(request, outcome)
 
-    async def _hook(self, request: web.Request) -> Accepted | Refusal:
+    async def _hook(self, request: web.Request) -> Accepted | Refusal:  # noqa: PLR0911 - one answer per check
         namespace, name, trigger = (request.match_info[k] for k in ("namespace", "workflow", "trigger"))
         if not self._workflows.synced.is_set():
             return Refusal(503, "NotReady", "the ingress has not loaded the Workflows yet", retry_after=1)
@@ -105,30 +125,23 @@ class Ingress:
         if media not in webhook.content_types:
             return Refusal(415, "UnsupportedContentType", f"content type {media[:80] or '(none)'} is not accepted; "
                            f"this trigger accepts {', '.join(webhook.content_types)} (contentTypes)")
-        raw = await self._read_body(request, webhook.max_body_bytes)
-        if isinstance(raw, Refusal):
-            return raw
-        headers = {k.lower(): v for k, v in reversed(list(request.headers.items()))}
-        return await self._deliveries.handle(target, headers, media, raw, now=self._clock(),
-                                             monotonic=self._monotonic())
-
-    async def _read_body(self, request: web.Request, limit: int) -> bytes | Refusal:
-        too_large = Refusal(413, "BodyTooLarge", f"the body is larger than the trigger's maxBodyBytes ({limit})")
-        if request.content_length is not None and request.content_length > limit:
-            return too_large
-        chunks: list[bytes] = []
-        size = 0
+        lease = self._capacity.lease(namespace)
+        if lease is None:
+            return busy("too many deliveries in flight for this namespace or this ingress; retry shortly")
         try:
-            async with asyncio.timeout(self._settings.body_timeout_seconds):
-                while chunk := await request.content.read(65536):
-                    size += len(chunk)
-                    if size > limit:
-                        return too_large
-                    chunks.append(chunk)
-        except TimeoutError:
-            return Refusal(408, "BodyTimeout",
-                           f"the body did not arrive within {self._settings.body_timeout_seconds:g} s")
-        return b"".join(chunks)
+            headers = {k.lower(): v for k, v in reversed(list(request.headers.items()))}
+            prepared = await self._deliveries.prepare(target, headers, now=self._clock())
+            if isinstance(prepared, Refusal):
+                return prepared
+            limits = BodyLimits(webhook.max_body_bytes, self._settings.body_timeout_seconds,
+                                self._settings.min_body_bytes_per_second, self._settings.body_grace_seconds)
+            raw = await read_body(request.content, request.content_length, limits, lease, prepared.mac,
+                                  monotonic=self._monotonic)
+            if isinstance(raw, Refusal):
+                return raw
+            return await self._deliveries.handle(prepared, media, raw, now=self._clock(), monotonic=self._monotonic())
+        finally:
+            lease.release()
 
     def _answer(self, request: web.Request, outcome: Accepted | Refusal) -> web.Response:
         path = request.match_info
@@ -139,7 +152,8 @@ class Ingress:
                                           "message": outcome.message}
             if outcome.retry_after is not None:
                 headers["Retry-After"] = str(max(1, math.ceil(outcome.retry_after)))
-            log.info("delivery to %s refused: %d %s: %s", where, outcome.status, outcome.reason, outcome.message)
+            log.info("delivery to %s refused: %d %s: %s", where, outcome.status, outcome.reason,
+                     outcome.detail or outcome.message)
             DELIVERIES.labels(str(outcome.status), outcome.reason).inc()
         else:
             payload = {"status": outcome.status, "run": outcome.run, "message": outcome.message}

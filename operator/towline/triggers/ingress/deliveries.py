@@ -1,9 +1,12 @@
 """One delivery, from verified bytes to exactly one WorkflowRun (or a refusal that creates nothing).
 
-Order matters: the signature is checked before anything the body says is
-believed, the rate limit counts only verified deliveries (so unsigned junk
-cannot use up a trigger's budget), and the run's name comes from the
-delivery's identity so a redelivery finds the run it already started.
+Order matters: what the headers alone can refuse (a missing or malformed
+signature, a stale timestamp, a wrong bearer token) is refused before the
+body is read (`prepare`); the signature is checked before anything the body
+says is believed; only then is a caller told that the Workflow is suspended;
+the rate limit counts only verified deliveries (so unsigned junk cannot use up
+a trigger's budget), and the run's name comes from the delivery's signed
+identity so a redelivery or a replay finds the run it already started.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from towline.triggers.cron import LABEL_TRIGGER
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
-from towline.triggers.ingress.runname import delivery_identity, webhook_run_name
-from towline.triggers.ingress.verify import SigningKeys, decode_keys, verify_delivery
+from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity, webhook_run_name
+from towline.triggers.ingress.verify import BodyMac, SigningKeys, body_mac, decode_keys, precheck, verify_delivery
 from towline.triggers.ingress.workflows import Target
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,16 @@ class Accepted:
     status: int
     run: str | None
     message: str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A delivery whose headers passed every check that needs no body, ready for its body."""
+
+    target: Target
+    keys: SigningKeys
+    headers: dict[str, str]
+    mac: BodyMac | None
 
 
 @lru_cache(maxsize=1024)
@@ -73,15 +86,26 @@ class DeliveryHandler:
                         target.namespace, target.workflow, target.trigger.name, error)
             return _key_unavailable()
 
-    async def handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
-        self, target: Target, headers: dict[str, str], media: str, raw: bytes, *, now: float, monotonic: float
-    ) -> Accepted | Refusal:
+    async def prepare(self, target: Target, headers: dict[str, str], *, now: float) -> Prepared | Refusal:
+        """The trigger's keys, and every check of the headers that can be made before the body is read."""
         keys = await self.signing_keys(target, now=now)
         if isinstance(keys, Refusal):
             return keys
-        verified = verify_delivery(target.webhook.verify, keys, headers, raw, now=now)
+        early = precheck(target.webhook.verify, keys, headers, now=now)
+        if early is not None:
+            return early
+        return Prepared(target, keys, headers, body_mac(target.webhook.verify, keys, headers, now=now))
+
+    async def handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
+        self, prepared: Prepared, media: str, raw: bytes, *, now: float, monotonic: float
+    ) -> Accepted | Refusal:
+        target, headers = prepared.target, prepared.headers
+        verified = verify_delivery(target.webhook.verify, prepared.keys, headers, raw, now=now, mac=prepared.mac)
         if isinstance(verified, Refusal):
             return verified
+        if target.suspended:
+            return Refusal(409, "Suspended", f"Workflow {target.namespace}/{target.workflow} is suspended "
+                           "(spec.suspend: true); no run starts until it is resumed")
         limit = target.webhook.rate_limit_per_minute
         wait = self._limiter.take((target.namespace, target.workflow, target.trigger.name), limit, monotonic)
         if wait is not None:
@@ -102,10 +126,11 @@ class DeliveryHandler:
         identity = delivery_identity(target.webhook, verified, headers, body, now=now)
         if isinstance(identity, Refusal):
             return identity
-        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity[0])
-        return await self._create(target, name, identity[1], data)
+        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity.key)
+        return await self._create(target, name, identity, data)
 
-    async def _create(self, target: Target, name: str, delivery_id: str | None, data: JSON) -> Accepted | Refusal:
+    async def _create(self, target: Target, name: str, identity: DeliveryIdentity, data: JSON) -> Accepted | Refusal:
+        delivery_id = identity.delivery_id
         trigger: JSON = {"type": "webhook", "name": target.trigger.name, "data": data}
         if delivery_id is not None:
             trigger["deliveryId"] = delivery_id
@@ -139,7 +164,7 @@ class DeliveryHandler:
         same = (spec.get("workflowRef", {}).get("name") == target.workflow
                 and spec.get("trigger", {}).get("type") == "webhook"
                 and spec.get("trigger", {}).get("name") == target.trigger.name
-                and spec.get("trigger", {}).get("deliveryId") == delivery_id)
+                and (not identity.keyed_by_id or spec.get("trigger", {}).get("deliveryId") == delivery_id))
         if not same:
             log.warning("%s/%s trigger %s: run %s exists but was not started by this trigger's delivery",
                         target.namespace, target.workflow, target.trigger.name, name)

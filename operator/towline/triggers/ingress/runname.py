@@ -1,17 +1,33 @@
-"""Exactly once: the run's name is a function of the delivery, so a redelivery finds its run.
+"""Exactly once: the run's name is a function of what the sender signed, so a replay finds its run.
 
-The delivery's identity is, in order: the header or body field the trigger
-names in `deliveryId`, the scheme's own id (`X-GitHub-Delivery`, `webhook-id`),
-or a hash of the signed content (which includes the signed timestamp, when the
-scheme signs one, or else the current tolerance window). Two deliveries with
-the same identity get the same name, and the API server's 409 makes the
-second create find the first run: nothing fires twice, even when they race.
+The delivery's identity comes only from signed content, never from a header
+the signature does not cover (anyone holding one delivery could otherwise
+resend it under a fresh value as a new run):
+
+- a `deliveryId.field` the trigger names (it is inside the signed body);
+- else Standard Webhooks' `webhook-id`, which is signed with the timestamp;
+- else, for GitHub (which signs neither an id nor a time), the body itself:
+  an identical body is one delivery, however often and whenever it arrives;
+- else, for `hmac`, the signed timestamp and body.
+
+A configured `deliveryId.header` is never signed: for signed schemes it must
+be present, and is recorded in the run where no signed id is, but it never
+names the run (so it can neither split one delivery into several runs nor
+override the signed `webhook-id`). Only `bearer`
+and `none`, which sign nothing at all, name the run from it (there the
+sender's token, or nothing, is all that stands between anyone and a run
+anyway), else from the body within the current tolerance window.
+
+Two deliveries with the same identity get the same name, and the API
+server's 409 makes the second create find the first run: nothing fires
+twice, even when they race.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from towline.api.workflow import WebhookTrigger
@@ -21,37 +37,64 @@ from towline.triggers.ingress.verify import Verified
 
 MAX_DELIVERY_ID = 256
 _DIGEST_LENGTH = 16
+UNSIGNED_SCHEMES = frozenset({"bearer", "none"})
+"""Schemes whose signature covers nothing a delivery carries: any id is as good as the sender's word."""
 
 
-def delivery_identity(  # noqa: PLR0911 - the sources of an id, in order of preference
+@dataclass(frozen=True)
+class DeliveryIdentity:
+    """What names the run (`key`), and the delivery id recorded in it (`delivery_id`)."""
+
+    key: str
+    delivery_id: str | None
+    keyed_by_id: bool
+    """Whether `delivery_id` is part of `key` (then an existing run must record the same id)."""
+
+
+def delivery_identity(  # noqa: PLR0911 - the sources of an identity, in order of preference
     trigger: WebhookTrigger, verified: Verified, headers: Mapping[str, str], body: Any, *, now: float
-) -> tuple[str, str | None] | Refusal:
-    """(identity for the run name, delivery id to record in the run) or why the delivery cannot be named."""
+) -> DeliveryIdentity | Refusal:
+    """The delivery's identity, from signed content only, or why the delivery cannot be named."""
     configured = trigger.delivery_id
+    unsigned = trigger.verify.scheme in UNSIGNED_SCHEMES
+    header_id: str | None = None
     if configured is not None and configured.header is not None:
-        value = headers.get(configured.header.lower())
-        if not value:
+        header_id = headers.get(configured.header.lower())
+        if not header_id:
             return Refusal(400, "MissingDeliveryId", f"missing {configured.header}, the trigger's deliveryId header")
-        return _checked(value)
+        if len(header_id) > MAX_DELIVERY_ID:
+            return _too_long()
+        if unsigned:
+            return DeliveryIdentity(f"id:{header_id}", header_id, keyed_by_id=True)
     if configured is not None and configured.field is not None:
         found = _field(body, configured.field)
         if not isinstance(found, (str, int)) or isinstance(found, bool) or found == "":
             return Refusal(400, "MissingDeliveryId",
                            f"the body has no string or integer at {configured.field}, the trigger's deliveryId field")
-        return _checked(str(found))
-    if verified.delivery_id:
-        return _checked(verified.delivery_id)
+        return _by_id(str(found))
+    if verified.delivery_id and verified.id_is_signed:
+        return _by_id(verified.delivery_id)
+    recorded = header_id or verified.delivery_id
+    if recorded is not None and len(recorded) > MAX_DELIVERY_ID:
+        return _too_long()
+    if trigger.verify.scheme == "github":
+        # GitHub signs no time: the same body is the same delivery forever (docs/ingress.md, Exactly once).
+        return DeliveryIdentity(f"body:{verified.signed_digest}", recorded, keyed_by_id=False)
     if verified.timestamp is not None:
-        return f"signed:{verified.signed_digest}", None
+        return DeliveryIdentity(f"signed:{verified.signed_digest}", recorded, keyed_by_id=False)
     # Nothing signed says when: the same content within one tolerance window is the same delivery.
     window = int(now // trigger.verify.tolerance_seconds)
-    return f"content:{verified.signed_digest}:{window}", None
+    return DeliveryIdentity(f"content:{verified.signed_digest}:{window}", recorded, keyed_by_id=False)
 
 
-def _checked(value: str) -> tuple[str, str | None] | Refusal:
+def _by_id(value: str) -> DeliveryIdentity | Refusal:
     if len(value) > MAX_DELIVERY_ID:
-        return Refusal(400, "MissingDeliveryId", f"the delivery id is longer than {MAX_DELIVERY_ID} characters")
-    return f"id:{value}", value
+        return _too_long()
+    return DeliveryIdentity(f"id:{value}", value, keyed_by_id=True)
+
+
+def _too_long() -> Refusal:
+    return Refusal(400, "MissingDeliveryId", f"the delivery id is longer than {MAX_DELIVERY_ID} characters")
 
 
 def _field(body: Any, path: str) -> Any:

@@ -1,8 +1,11 @@
 """Which webhook trigger a path names, and whether its Workflow may start a run now.
 
 Reads the cached Workflow (never the API server), parses and checks it once
-per resourceVersion and trigger, and answers the refusals a sender's operator can act on:
-unknown workflow or trigger (404), invalid Workflow (422), suspended (409).
+per resourceVersion and trigger. The caller is not yet authenticated here, so
+every path that is not a usable webhook trigger (no such Workflow or trigger,
+a schedule trigger, an invalid Workflow) gets the same 404; what was wrong
+goes to the ingress log (`Refusal.detail`) and, for an invalid Workflow, is in
+its status. Whether a Workflow is suspended is told only to a signed delivery.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError as PydanticError
 
 from towline.api.workflow import Trigger, WebhookTrigger, WorkflowSpec
-from towline.triggers.ingress.outcome import Refusal
+from towline.triggers.ingress.outcome import Refusal, not_found
 from towline.validation.triggers import webhook_errors, webhook_mapping_errors
 
 JSON = dict[str, Any]
@@ -30,6 +33,7 @@ class Target:
     uid: str
     trigger: Trigger
     webhook: WebhookTrigger
+    suspended: bool = False
 
 
 class TriggerResolver:
@@ -41,7 +45,7 @@ class TriggerResolver:
 
     def resolve(self, workflow: JSON | None, namespace: str, name: str, trigger_name: str) -> Target | Refusal:
         if workflow is None:
-            return Refusal(404, "UnknownWorkflow", f"no Workflow {name} in namespace {namespace}")
+            return not_found(f"no Workflow {name} in namespace {namespace}")
         # Any change to the Workflow (spec, status, suspend) changes its resourceVersion.
         key = (namespace, name, str(workflow["metadata"].get("resourceVersion")), trigger_name)
         resolved = self._resolved.get(key)
@@ -61,25 +65,22 @@ class TriggerResolver:
         trigger = next((t for t in spec.triggers if t.name == trigger_name), None)
         if trigger is None or trigger.webhook is None:
             names = ", ".join(t.name for t in spec.triggers if t.webhook is not None) or "none"
-            return Refusal(404, "UnknownTrigger",
-                           f"Workflow {namespace}/{name} has no webhook trigger {trigger_name!r} (webhook triggers: "
-                           f"{names})")
+            return not_found(f"Workflow {namespace}/{name} has no webhook trigger {trigger_name!r} (webhook "
+                             f"triggers: {names})")
         problems = webhook_errors(trigger.webhook.verify, "verify")
         problems += webhook_mapping_errors(trigger.webhook, "webhook")
         if problems:
             first_problem = problems[0]
-            return Refusal(422, "InvalidWorkflow",
-                           f"trigger {trigger_name}: {first_problem.field}: {first_problem.message}")
+            return not_found(f"Workflow {namespace}/{name} is not valid: trigger {trigger_name}: "
+                             f"{first_problem.field}: {first_problem.message}")
         status = workflow.get("status") or {}
         errors = status.get("validationErrors") or []
         if errors and status.get("observedGeneration") == workflow["metadata"].get("generation"):
             first = errors[0]
-            return Refusal(422, "InvalidWorkflow", f"the Workflow is not valid ({len(errors)} problem(s)); first: "
-                           f"{first.get('field')}: {first.get('message')}")
-        if spec.suspend:
-            return Refusal(409, "Suspended", f"Workflow {namespace}/{name} is suspended (spec.suspend: true); "
-                           "no run starts until it is resumed")
-        return Target(namespace, name, workflow["metadata"].get("uid", ""), trigger, trigger.webhook)
+            return not_found(f"Workflow {namespace}/{name} is not valid ({len(errors)} problem(s)); first: "
+                             f"{first.get('field')}: {first.get('message')}")
+        return Target(namespace, name, workflow["metadata"].get("uid", ""), trigger, trigger.webhook,
+                      suspended=spec.suspend)
 
     def _spec(self, workflow: JSON, namespace: str, name: str) -> WorkflowSpec | Refusal:
         key = (namespace, name, str(workflow["metadata"].get("resourceVersion")))
@@ -90,8 +91,8 @@ class TriggerResolver:
             except PydanticError as error:
                 first = error.errors()[0]
                 where = ".".join(str(part) for part in first["loc"])
-                cached = Refusal(422, "InvalidWorkflow", f"the Workflow's spec does not parse: spec.{where}: "
-                                 f"{first['msg']}")
+                cached = not_found(f"Workflow {namespace}/{name}'s spec does not parse: spec.{where}: "
+                                   f"{first['msg']}")
             self._parsed[key] = cached
             while len(self._parsed) > _PARSED_CACHE:
                 self._parsed.popitem(last=False)
