@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
-from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
+from towline_connectors.netguard import (
+    METADATA_ADDRESSES,
+    NAT64_WELL_KNOWN,
+    NEVER_OPENED_NETWORKS,
+    IPAddress,
+    IPNetwork,
+    blocked_cidrs,
+)
 from towline_connectors.wire import CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
@@ -271,13 +278,15 @@ def forbidden_networks(
 ) -> list[IPNetwork]:
     """What no step pod may reach: the guard's blocked ranges and the cluster's, minus the step's opt-ins.
 
-    Metadata addresses and `never_open` stay forbidden whatever the step opted into.
+    Metadata addresses, local-use NAT64 (64:ff9b:1::/48) and `never_open` stay forbidden whatever
+    the step opted into (even `::/0`, which validation refuses anyway).
     """
     blocked = [ipaddress.ip_network(c) for c in (*blocked_cidrs(), *cluster_cidrs)]
     allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
     metadata = [ipaddress.ip_network(f"{a}/{a.max_prefixlen}") for a in METADATA_ADDRESSES]
+    never = [net for net, _ in NEVER_OPENED_NETWORKS]
     pinned = [ipaddress.ip_network(c, strict=False) for c in never_open]
-    return _collapse([*_subtract(blocked, allowed), *metadata, *pinned])
+    return _collapse([*_subtract(blocked, allowed), *metadata, *never, *pinned])
 
 
 def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[JSON]:

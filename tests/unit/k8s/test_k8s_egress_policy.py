@@ -78,6 +78,16 @@ def test_an_opted_in_private_range_opens_but_metadata_never_does() -> None:
     assert allowed_by(blocks, "169.254.1.1") and not allowed_by(blocks, "169.254.169.254")
 
 
+@pytest.mark.parametrize("opt_in", ["::/0", "64:ff9b:1::/48", "64:ff9b::/32"])
+def test_local_use_nat64_stays_carved_out_whatever_the_step_opts_into(opt_in: str) -> None:
+    """An opt-in as broad as ::/0 once re-opened 64:ff9b:1::/48, and so 169.254.169.254 behind a NAT64 gateway."""
+    blocks = ip_blocks(policy(egress=[{"cidr": "::/0"}, {"cidr": "64:ff9b:1::/48"}],
+                              allow_private_networks=[opt_in]))
+    for address in ("64:ff9b:1::a9fe:a9fe", "64:ff9b:1::a00:1", "64:ff9b:1:ffff::1"):
+        assert not allowed_by(blocks, address), f"{address} open with allowPrivateNetworks {opt_in}"
+    assert not allowed_by(blocks, "fd00:ec2::254")
+
+
 def test_an_egress_rule_inside_a_refused_range_without_opt_in_is_dropped() -> None:
     document = policy(egress=[{"cidr": "10.1.0.0/16", "ports": [5432]}], connector_ports=[])
     assert ip_blocks(document) == []
