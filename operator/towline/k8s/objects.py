@@ -4,7 +4,8 @@ Pure functions from engine actions to manifests (no API calls here). The pod
 is hardened to Pod Security "restricted": non-root, no privilege escalation,
 all capabilities dropped, read-only root filesystem, RuntimeDefault seccomp,
 no service account token. Credentials are mounted as read-only Secret volumes
-of exactly the Secrets the step names; their values never enter a manifest.
+holding exactly the keys the step reads (towline.k8s.mounts); their values
+never enter a manifest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline_connectors.netguard import (
     METADATA_ADDRESSES,
     NAT64_WELL_KNOWN,
@@ -24,7 +26,7 @@ from towline_connectors.netguard import (
     IPNetwork,
     blocked_cidrs,
 )
-from towline_connectors.wire import CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
+from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -36,7 +38,6 @@ ANNOTATION_STEP_ID = "towline.dev/step-id"
 ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
 MANAGER = "towline"
 
-CREDENTIALS_DIR = "/var/run/towline/credentials"
 RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
@@ -110,6 +111,7 @@ def build_step_job(
     """One Job per step attempt; `backoffLimit: 0` because the engine owns retries."""
     deadline = timeout_seconds or settings.default_timeout_seconds
     labels = step_labels(run, step_id, attempt)
+    keys = credential_keys(action, inputs, credentials)
     env = {
         "TOWLINE_ACTION": action,
         "TOWLINE_INPUT": json.dumps(inputs, separators=(",", ":"), sort_keys=True),
@@ -122,21 +124,17 @@ def build_step_job(
             {"allowHosts": list(allow_hosts), "allowPrivateCidrs": list(allow_private_networks)},
             separators=(",", ":"),
         ),
-        # Names only (never values): the runner says which Secret is missing and how to create it.
-        CREDENTIAL_SECRETS_ENV: json.dumps(dict(sorted(credentials.items())), separators=(",", ":")),
+        # Names only (never values): the runner says which Secret or key is missing and how to add it.
+        CREDENTIAL_SECRETS_ENV: json.dumps({alias: credentials[alias] for alias in keys}, separators=(",", ":")),
+        CREDENTIAL_KEYS_ENV: json.dumps(keys, separators=(",", ":")),
         NAMESPACE_ENV: run.namespace,
         **settings.extra_env,
     }
     if settings.isolation_probe:
         env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
-    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
-    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 - the pod's own scratch space
-    for alias, secret in sorted(credentials.items()):
-        volume = f"cred-{alias.replace('_', '-')}"
-        # Optional: a missing Secret mounts as an empty directory, so the pod starts and the runner fails
-        # the attempt naming it (a required one leaves the pod waiting, the reason only in an Event).
-        volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440, "optional": True}})
-        mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
+    secret_volumes, secret_mounts = credential_volumes(credentials, keys)
+    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}, *secret_volumes]
+    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}, *secret_mounts]  # noqa: S108 - the pod's own scratch
     container = {
         "name": "step",
         "image": settings.image,
