@@ -95,15 +95,16 @@ def test_the_ingress_identity_may_create_webhook_runs(
 
 
 @pytest.mark.parametrize(("case", "spec", "reason"), [
-    ("manual", {"requestedBy": INGRESS}, "creates only webhook runs"),
-    ("schedule", {"requestedBy": INGRESS, "trigger": {"type": "schedule", "name": "nightly",
-                                                      "scheduledTime": "2026-11-30T02:00:00Z"}},
-     "creates only webhook runs"),
-    ("someone-else-as-requester", {"requestedBy": "carol", "trigger": WEBHOOK}, "name the ingress as spec.requestedBy"),
-    ("no-requester", {"trigger": WEBHOOK}, "name the ingress as spec.requestedBy"),
-    ("retry", {"requestedBy": INGRESS, "trigger": WEBHOOK, "retryOf": {"run": "earlier"}},
-     "does not retry runs"),
-], ids=lambda value: value if isinstance(value, str) and " " not in value else "")
+    pytest.param("manual", {"requestedBy": INGRESS}, "creates only webhook runs", id="manual"),
+    pytest.param("schedule", {"requestedBy": INGRESS, "trigger": {"type": "schedule", "name": "nightly",
+                                                                  "scheduledTime": "2026-11-30T02:00:00Z"}},
+                 "creates only webhook runs", id="schedule"),
+    pytest.param("someone-else", {"requestedBy": "carol", "trigger": WEBHOOK},
+                 "name the ingress as spec.requestedBy", id="requested-by-carol"),
+    pytest.param("no-requester", {"trigger": WEBHOOK}, "name the ingress as spec.requestedBy", id="no-requester"),
+    pytest.param("retry", {"requestedBy": INGRESS, "trigger": WEBHOOK, "retryOf": {"run": "earlier"}},
+                 "does not retry runs", id="retry"),
+])
 def test_a_compromised_ingress_can_create_only_webhook_runs_as_itself(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
     case: str, spec: dict[str, Any], reason: str,
