@@ -105,6 +105,30 @@ def test_allow_hosts_that_are_names_keep_public_space_and_are_recorded() -> None
     assert document["metadata"]["annotations"] == {"towline.dev/allow-hosts": "api.example.com"}
 
 
+DNS_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+def test_a_step_that_may_reach_names_gets_cluster_dns() -> None:
+    assert DNS_RULE in policy()["spec"]["egress"]
+    assert DNS_RULE in policy(allow_hosts=["api.example.com", "203.0.113.10"])["spec"]["egress"]
+    assert DNS_RULE in policy(egress=[{"cidr": "203.0.113.0/24"}], connector_ports=[])["spec"]["egress"]
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"allow_hosts": ["203.0.113.10", "2001:db8::10"]}, "every host it may reach is an address"),
+    ({"connector_ports": [], "egress": []}, "it connects nowhere (data.transform)"),
+])
+def test_a_step_that_resolves_no_name_gets_no_dns_so_it_cannot_tunnel_through_it(
+    extra: dict[str, Any], why: str
+) -> None:
+    """DNS carries data out whatever allowHosts says; a step that never needs it does not get it."""
+    rules = policy(**extra)["spec"]["egress"]
+    assert DNS_RULE not in rules, why
+    assert not any(p.get("port") == 53 for rule in rules for p in rule.get("ports", [])), why
+
+
 def test_default_deny_selects_every_step_pod_and_allows_nothing() -> None:
     spec = build_default_deny_policy("team")["spec"]
     assert spec == {"podSelector": {"matchLabels": {"towline.dev/step-pod": "true"}},
