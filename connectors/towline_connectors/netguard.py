@@ -76,6 +76,15 @@ METADATA_HOSTNAMES = frozenset(
     }
 )
 
+# Like the metadata addresses, never reachable whatever a step opts into. RFC 8215 local-use
+# NAT64 is translated by a gateway inside this network, so the IPv4 address it embeds says
+# nothing about where the packet really goes (169.254.169.254 behind it, for one).
+NEVER_OPENED_NETWORKS: tuple[tuple[IPNetwork, str], ...] = (
+    *((net, "NAT64 local-use address (64:ff9b:1::/48)") for net in _nets("64:ff9b:1::/48")),
+)
+MIN_OPT_IN_PREFIX = {4: 8, 6: 7}
+"""The broadest private range a step may opt into per IP version: 10.0.0.0/8, fc00::/7."""
+
 # Labelled so a refusal says what the address is. Documentation ranges
 # (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32) are
 # deliberately absent: they are never assigned to infrastructure, and examples
@@ -91,9 +100,7 @@ BLOCKED_NETWORKS: tuple[tuple[IPNetwork, str], ...] = (
     *((net, "multicast address") for net in _nets("224.0.0.0/4", "ff00::/8")),
     *((net, "benchmarking address") for net in _nets("198.18.0.0/15")),
     *((net, "IETF protocol assignment") for net in _nets("192.0.0.0/24", "2001::/23")),
-    # RFC 8215 local-use NAT64: translated by a gateway inside this network, so the IPv4 address it
-    # embeds says nothing about where the packet really goes.
-    *((net, "NAT64 local-use address (64:ff9b:1::/48)") for net in _nets("64:ff9b:1::/48")),
+    *NEVER_OPENED_NETWORKS,
     *((net, "reserved address") for net in _nets("240.0.0.0/4", "::/8", "100::/64", "192.88.99.0/24")),
 )
 _DOCUMENTATION = _nets("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
@@ -121,10 +128,33 @@ def _within(address: IPAddress, networks: Iterable[IPNetwork]) -> bool:
     return any(address.version == net.version and address in net for net in networks)
 
 
-def refusal_reason(address: IPAddress, allow_private: Sequence[IPNetwork] = ()) -> str | None:
-    """Why `address` must not be contacted, or None when it may be."""
+def never_opened_reason(address: IPAddress) -> str | None:
+    """Why no opt-in ever opens `address` (a metadata address, local-use NAT64), or None."""
     if address in METADATA_ADDRESSES:
         return "cloud metadata address"
+    for net, label in NEVER_OPENED_NETWORKS:
+        if address.version == net.version and address in net:
+            return label
+    return None
+
+
+def opt_in_problem(network: IPNetwork) -> str | None:
+    """Why a step may not opt into `network` (too broad, or never opened), or None; names the fix."""
+    shortest = MIN_OPT_IN_PREFIX[network.version]
+    if network.prefixlen < shortest:
+        return (f"{network} is too broad to opt into (prefixes shorter than /{shortest} for IPv{network.version} "
+                "are refused); name the private range the step needs, e.g. 10.20.0.0/16 or fd12:3456:789a::/48")
+    for net, _label in NEVER_OPENED_NETWORKS:
+        if network.version == net.version and network.overlaps(net):
+            return f"{network} overlaps {net}, which no opt-in opens; name a range outside it"
+    return None
+
+
+def refusal_reason(address: IPAddress, allow_private: Sequence[IPNetwork] = ()) -> str | None:
+    """Why `address` must not be contacted, or None when it may be."""
+    never = never_opened_reason(address)
+    if never is not None:
+        return never
     inner = embedded_ipv4(address)
     if inner is not None:
         reason = refusal_reason(inner, allow_private)
@@ -207,6 +237,9 @@ class NetworkRules:
             networks = tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
         except ValueError as exc:
             raise ValueError(f"TOWLINE_NETWORK.allowPrivateCidrs: {exc}") from None
+        problems = [problem for network in networks if (problem := opt_in_problem(network)) is not None]
+        if problems:
+            raise ValueError(f"TOWLINE_NETWORK.allowPrivateCidrs (the step's allowPrivateNetworks): {problems[0]}")
         return cls(allow_hosts=tuple(hosts), allow_private=networks)
 
     def with_default_hosts(self, hosts: Sequence[str]) -> NetworkRules:
@@ -283,6 +316,8 @@ class NetGuard:
         reason = refusal_reason(address, self.rules.allow_private)
         if reason is None:
             return
-        hint = "" if "metadata" in reason else "; a step may opt in with network.allowPrivateCidrs"
+        inner = embedded_ipv4(address)
+        never = never_opened_reason(address) or (inner is not None and never_opened_reason(inner))
+        hint = "" if never else "; a step may opt in with network.allowPrivateCidrs"
         shown = str(address) if normalise_hostname(host.strip("[]")) == str(address) else f"{host} ({address})"
         raise DestinationRefusedError(shown, reason + hint)

@@ -47,7 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from towline_connectors.context import ActionContext, default_ssl_context, load_credentials, read_secret_files
-from towline_connectors.credcheck import check_credentials, credential_secrets
+from towline_connectors.credcheck import check_credentials, credential_keys, credential_secrets
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.isolation import (
     ISOLATION_PROBE_ENV,
@@ -121,6 +121,8 @@ class StepConfig:
     secrets: Mapping[str, str] = field(default_factory=dict)
     """alias -> Secret name (names only), from TOWLINE_CREDENTIAL_SECRETS."""
     namespace: str = ""
+    credential_keys: Mapping[str, list[str]] = field(default_factory=dict)
+    """alias -> the keys the step reads (names only), from TOWLINE_CREDENTIAL_KEYS."""
 
 
 def _usage_error(message: str) -> ActionError:
@@ -156,7 +158,8 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -
     probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
     probe = ProbeTarget.parse(probe_text) if probe_text else None
     secrets = credential_secrets(environ)
-    return StepConfig(spec, inputs, key, deadline, network, probe, secrets, environ.get(NAMESPACE_ENV, "").strip())
+    return StepConfig(spec, inputs, key, deadline, network, probe, secrets, environ.get(NAMESPACE_ENV, "").strip(),
+                      credential_keys(environ))
 
 
 def check_isolation(config: StepConfig, logger: logging.Logger, seams: RunnerSeams) -> StepConfig | StepResult:
@@ -324,7 +327,7 @@ def run_step(
             result = StepResult.failure(exc)
         else:
             shrink_hint = config.spec.shrink_hint
-            missing = check_credentials(config.secrets, config.namespace, credentials_dir)
+            missing = check_credentials(config.secrets, config.namespace, credentials_dir, config.credential_keys)
             checked = missing or check_isolation(config, logger, seams)
             if isinstance(checked, StepResult):
                 result = checked

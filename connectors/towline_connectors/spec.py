@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from towline_connectors.context import ActionContext
 from towline_connectors.wire import is_template
@@ -98,10 +98,20 @@ class ActionSpec:
         return self.destinations_for(inputs)
 
     def credential_refs(self, inputs: Inputs) -> list[tuple[str, str]]:
-        """(alias, key) pairs these inputs read, defaults included."""
+        """(alias, key) pairs these inputs read, defaults included.
+
+        The step's pod mounts exactly these keys, so a default the inputs leave out (webhook.send's
+        `{credential: webhook, key: signing-secret}`) must be here: inputs that fit the action's
+        model are read through it, defaults filled in.
+        """
         if self.credential_refs_for is not None:
             return self.credential_refs_for(inputs)
-        return find_credential_refs(inputs)
+        found = find_credential_refs(inputs)
+        try:
+            model = self.input_model.model_validate(dict(inputs))
+        except (ValidationError, TypeError, ValueError):
+            return found
+        return list(dict.fromkeys([*found, *find_credential_refs(model.model_dump(by_alias=True))]))
 
 
 def find_credential_refs(value: Any) -> list[tuple[str, str]]:

@@ -25,6 +25,8 @@ EGRESS_NOT_ISOLATED_MESSAGE = (
 
 CREDENTIAL_SECRETS_ENV = "TOWLINE_CREDENTIAL_SECRETS"
 """Step pod env: JSON alias -> Secret name, the step's `credentials` (names only, never values)."""
+CREDENTIAL_KEYS_ENV = "TOWLINE_CREDENTIAL_KEYS"
+"""Step pod env: JSON alias -> the Secret keys the step reads, the only keys its pod mounts (names only)."""
 NAMESPACE_ENV = "TOWLINE_NAMESPACE"
 """Step pod env: the run's namespace, named in the missing-Secret failure's fix."""
 

@@ -19,6 +19,7 @@ import yaml
 from tests.integration.support import (
     ScriptedServer,
     apply,
+    bind_role,
     create,
     get,
     list_objects,
@@ -116,6 +117,7 @@ def test_run_status_approve_as_allowed_and_forbidden_user_graph_export_logs(
         assert {"uid", "resourceVersion", "annotations"} <= set(server["metadata"]) and "status" in server, \
             "there was something to drop"
 
+        bind_role(cluster, ns, "towline-log-reader", users=("carol",))  # the runner role reads no pod logs
         logs = towline(cluster, ns, "logs", run, "check")
         assert logs.returncode == 0, logs.stderr
         # The container's own output, read through the API server from the kubelet as carol.

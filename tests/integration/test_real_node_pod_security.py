@@ -4,7 +4,7 @@ The step Job comes from the operator's own builder (`build_step_job`) with only 
 image swapped for the busybox test image, in a namespace that enforces `restricted`:
 that it runs at all shows the operator's pod spec passes; inside, it runs as a
 non-root uid on a read-only root, has no ServiceAccount token, and sees only the
-Secret its step names.
+Secret its step names, and of it only the key its step reads.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from towline_dev.node.realnode import NodeCluster
 
 NAMESPACE = "psa-restricted"
 CANARY = "canary-7f3a9c-never-log-me"
+ADMIN_CANARY = "admin-canary-2b8e41-not-for-this-step"
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,9 @@ def plane(real_node: NodeCluster) -> Iterator[ControlPlane]:
     plane.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", NAMESPACE)
     for name, value in (("api-token", CANARY), ("unrelated", CANARY + "-unrelated")):
         plane.kubectl("create", "secret", "generic", name, f"--from-literal=token={value}", "-n", NAMESPACE)
+    # A second key of the step's own Secret, which the step does not read.
+    plane.kubectl("patch", "secret", "api-token", "-n", NAMESPACE, "--type", "merge",
+                  "-p", json.dumps({"stringData": {"admin-token": ADMIN_CANARY}}))
     yield plane
     plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false", "--ignore-not-found", check=False)
 
@@ -78,7 +82,8 @@ def test_alice_may_create_a_compliant_pod(plane: ControlPlane) -> None:
 def step_pod(plane: ControlPlane) -> str:
     run = RunRef(name="run-1", namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000002", workflow="wf")
     job = build_step_job(
-        run, job_name="run-1-fetch-1", step_id="fetch", attempt=1, action="http.request", inputs={},
+        run, job_name="run-1-fetch-1", step_id="fetch", attempt=1, action="http.request",
+        inputs={"url": "https://api.example.com/", "auth": {"bearer": {"credential": "api", "key": "token"}}},
         credentials={"api": "api-token"}, idempotency_key="k", timeout_seconds=600,
         settings=StepPodSettings(image=TEST_IMAGE, command=("/bin/busybox", "sleep", "600")),
     )
@@ -129,6 +134,17 @@ def test_step_container_sees_only_the_secret_its_step_names(plane: ControlPlane,
     search = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "grep", "-rl", CANARY + "-unrelated",
                      "/var", "/etc", "/tmp", "/run")
     assert search.stdout.strip() == "", "the unrelated Secret's value is visible inside the step"
+
+
+def test_step_container_holds_only_the_secret_key_its_step_reads(plane: ControlPlane, step_pod: str) -> None:
+    """api-token holds token and admin-token; the step reads token, so admin-token is nowhere in the pod."""
+    secret = json.loads(plane.kubectl("get", "secret", "api-token", "-n", NAMESPACE, "-o", "json").stdout)
+    assert sorted(secret["data"]) == ["admin-token", "token"], "the control: the Secret has both keys"
+    listing = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "ls", f"{CREDENTIALS_DIR}/api")
+    assert listing.returncode == 0 and listing.stdout.split() == ["token"]
+    search = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "grep", "-rl", ADMIN_CANARY,
+                     CREDENTIALS_DIR, "/var", "/etc", "/tmp", "/run")
+    assert search.stdout.strip() == "", "the key the step does not read is visible inside the step"
 
 
 def test_kubectl_logs_reads_the_container_through_the_kubelet(plane: ControlPlane) -> None:

@@ -65,11 +65,18 @@ class ApprovalSpec(TowlineModel):
                 f"spec.reason cannot change after the decision; {_FINAL}",
                 field_path=".reason",
             ),
+            # decidedBy is final once set, so one set without a decision would leave the gate
+            # impossible to decide (the admission policy checks the decider only with a decision).
             cel_rule(
-                "!has(self.decision) || has(self.decidedBy)",
-                "set spec.decidedBy to your Kubernetes user name together with spec.decision, "
+                "has(self.decidedBy) == has(self.decision)",
+                "set spec.decidedBy to your Kubernetes user name together with spec.decision, in one patch, "
                 """e.g. -p '{"spec":{"decision":"Approved","decidedBy":"bob"}}'""",
                 field_path=".decidedBy",
+            ),
+            cel_rule(
+                "!has(self.reason) || has(self.decision)",
+                "spec.reason is the decider's; set it together with spec.decision and spec.decidedBy",
+                field_path=".reason",
             ),
         )
     )

@@ -12,8 +12,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, WorkflowRunSpec, WorkflowSnapshot
-from towline.api.workflow import Param, WorkflowSpec, fits_param_type
+from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, TriggerInfo, WorkflowRunSpec, WorkflowSnapshot
+from towline.api.workflow import Param, Trigger, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
 from towline.engine.phases import transition_run
@@ -33,7 +33,8 @@ def start_run(
     errors = input_limit_errors(run_spec)
     if errors:
         return errors
-    errors = structure_errors(workflow_spec.steps, workflow_spec.finally_, workflow_spec.compensations)
+    errors = trigger_errors(workflow_spec.triggers, run_spec.trigger)
+    errors += structure_errors(workflow_spec.steps, workflow_spec.finally_, workflow_spec.compensations)
     params, param_errors = resolve_params(workflow_spec.params, run_spec.params)
     errors.extend(param_errors)
     if errors:
@@ -64,6 +65,25 @@ def input_limit_errors(run_spec: WorkflowRunSpec) -> list[str]:
                 "(a URL or an object name) instead of the data"
             )
     return errors
+
+
+def trigger_errors(declared: list[Trigger], trigger: TriggerInfo) -> list[str]:
+    """A webhook or schedule run must name a trigger of that kind the workflow declares.
+
+    The API server lets only the ingress, the operator and trusted systems create such runs, but
+    cannot read the Workflow: without this check a compromised ingress could start a webhook run of
+    any workflow, with trigger data the workflow's author never agreed to receive from outside.
+    """
+    if trigger.type == "manual":
+        return []
+    found = next((t for t in declared if t.name == trigger.name), None)
+    if found is not None and (found.webhook if trigger.type == "webhook" else found.schedule) is not None:
+        return []
+    kinds = [t.name for t in declared if (t.webhook if trigger.type == "webhook" else t.schedule) is not None]
+    listed = ", ".join(kinds) or "none"
+    return [f"spec.trigger.name: the workflow declares no {trigger.type} trigger named {trigger.name!r} "
+            f"(its {trigger.type} triggers: {listed}); {trigger.type} runs come only from one of them: "
+            "start a manual run instead, or add the trigger to the Workflow"]
 
 
 def nesting_depth(value: Any, *, limit: int) -> int:

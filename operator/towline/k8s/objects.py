@@ -4,7 +4,8 @@ Pure functions from engine actions to manifests (no API calls here). The pod
 is hardened to Pod Security "restricted": non-root, no privilege escalation,
 all capabilities dropped, read-only root filesystem, RuntimeDefault seccomp,
 no service account token. Credentials are mounted as read-only Secret volumes
-of exactly the Secrets the step names; their values never enter a manifest.
+holding exactly the keys the step reads (towline.k8s.mounts); their values
+never enter a manifest.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
-from towline_connectors.netguard import METADATA_ADDRESSES, NAT64_WELL_KNOWN, IPAddress, IPNetwork, blocked_cidrs
-from towline_connectors.wire import CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
+from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
+from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
+from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -29,7 +31,6 @@ ANNOTATION_STEP_ID = "towline.dev/step-id"
 ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
 MANAGER = "towline"
 
-CREDENTIALS_DIR = "/var/run/towline/credentials"
 RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
@@ -103,6 +104,7 @@ def build_step_job(
     """One Job per step attempt; `backoffLimit: 0` because the engine owns retries."""
     deadline = timeout_seconds or settings.default_timeout_seconds
     labels = step_labels(run, step_id, attempt)
+    keys = credential_keys(action, inputs, credentials)
     env = {
         "TOWLINE_ACTION": action,
         "TOWLINE_INPUT": json.dumps(inputs, separators=(",", ":"), sort_keys=True),
@@ -115,21 +117,17 @@ def build_step_job(
             {"allowHosts": list(allow_hosts), "allowPrivateCidrs": list(allow_private_networks)},
             separators=(",", ":"),
         ),
-        # Names only (never values): the runner says which Secret is missing and how to create it.
-        CREDENTIAL_SECRETS_ENV: json.dumps(dict(sorted(credentials.items())), separators=(",", ":")),
+        # Names only (never values): the runner says which Secret or key is missing and how to add it.
+        CREDENTIAL_SECRETS_ENV: json.dumps({alias: credentials[alias] for alias in keys}, separators=(",", ":")),
+        CREDENTIAL_KEYS_ENV: json.dumps(keys, separators=(",", ":")),
         NAMESPACE_ENV: run.namespace,
         **settings.extra_env,
     }
     if settings.isolation_probe:
         env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
-    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]
-    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 - the pod's own scratch space
-    for alias, secret in sorted(credentials.items()):
-        volume = f"cred-{alias.replace('_', '-')}"
-        # Optional: a missing Secret mounts as an empty directory, so the pod starts and the runner fails
-        # the attempt naming it (a required one leaves the pod waiting, the reason only in an Event).
-        volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440, "optional": True}})
-        mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
+    secret_volumes, secret_mounts = credential_volumes(credentials, keys)
+    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}, *secret_volumes]
+    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}, *secret_mounts]  # noqa: S108 - the pod's own scratch
     container = {
         "name": "step",
         "image": settings.image,
@@ -214,7 +212,8 @@ def build_step_egress_policy(
     cluster_cidrs: Sequence[str] = (),
     never_open: Sequence[str] = (),
 ) -> JSON:
-    """DNS, the step's declared CIDRs, and the connector's ports: never what the in-pod guard refuses.
+    """DNS (when the step may resolve names), the step's declared CIDRs, and the connector's ports: never
+    what the in-pod guard refuses.
 
     Every peer carves out the ranges the runner's SSRF guard blocks (private,
     loopback, link-local, CGNAT, metadata, NAT64 local-use ...) plus the
@@ -225,15 +224,16 @@ def build_step_egress_policy(
     address space, and the guard enforces the names inside the pod.
     """
     forbidden = forbidden_networks(allow_private_networks, cluster_cidrs, never_open)
-    rules: list[JSON] = [
-        {
+    rules: list[JSON] = []
+    if needs_dns(egress, connector_ports, allow_hosts):
+        # DNS is a way out for a compromised step whatever else is closed (docs/security-egress-isolation.md).
+        rules.append({
             "to": [{
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
             }],
             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        }
-    ]
+        })
     for rule in egress:
         peers = ip_block_peers(ipaddress.ip_network(rule["cidr"], strict=False), forbidden)
         if not peers:
@@ -243,7 +243,7 @@ def build_step_egress_policy(
             entry["ports"] = [{"protocol": "TCP", "port": p} for p in rule["ports"]]
         rules.append(entry)
     if connector_ports:
-        peers = _connector_peers(allow_hosts, forbidden)
+        peers = connector_peers(allow_hosts, forbidden)
         if peers:
             rules.append({"to": peers, "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(connector_ports))]})
     metadata: JSON = {
@@ -266,88 +266,12 @@ def build_step_egress_policy(
     }
 
 
-def forbidden_networks(
-    allow_private: Sequence[str], cluster_cidrs: Sequence[str], never_open: Sequence[str] = ()
-) -> list[IPNetwork]:
-    """What no step pod may reach: the guard's blocked ranges and the cluster's, minus the step's opt-ins.
-
-    Metadata addresses and `never_open` stay forbidden whatever the step opted into.
-    """
-    blocked = [ipaddress.ip_network(c) for c in (*blocked_cidrs(), *cluster_cidrs)]
-    allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
-    metadata = [ipaddress.ip_network(f"{a}/{a.max_prefixlen}") for a in METADATA_ADDRESSES]
-    pinned = [ipaddress.ip_network(c, strict=False) for c in never_open]
-    return _collapse([*_subtract(blocked, allowed), *metadata, *pinned])
-
-
-def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[JSON]:
-    """`network` as NetworkPolicy peers with every forbidden range inside it carved out."""
-    same = [f for f in forbidden if f.version == network.version]
-    if any(network.subnet_of(f) for f in same):  # type: ignore[arg-type]
-        return []
-    carved = sorted(str(f) for f in same if f != network and f.subnet_of(network))  # type: ignore[arg-type]
-    block: JSON = {"cidr": str(network)}
-    if carved:
-        block["except"] = carved
-    return [{"ipBlock": block}]
-
-
-def _connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork]) -> list[JSON]:
-    literals = [_ip_literal(host) for host in allow_hosts]
-    if allow_hosts and all(address is not None for address in literals):
-        return [peer for address in literals if address is not None
-                for peer in ip_block_peers(ipaddress.ip_network(f"{address}/{address.max_prefixlen}"), forbidden)]
-    peers = ip_block_peers(ipaddress.ip_network("0.0.0.0/0"), forbidden)
-    peers += ip_block_peers(ipaddress.ip_network("::/0"), forbidden)
-    # The well-known NAT64 prefix reaches public IPv4 through a translator: open it with the
-    # translated forms of the forbidden IPv4 ranges carved out, as the guard does.
-    nat64 = nat64_forms(forbidden)
-    inside = [f for f in forbidden if isinstance(f, ipaddress.IPv6Network) and not NAT64_WELL_KNOWN.subnet_of(f)]
-    peers += ip_block_peers(NAT64_WELL_KNOWN, [*nat64, *inside])
-    return peers
-
-
-def nat64_forms(networks: Sequence[IPNetwork]) -> list[IPNetwork]:
-    """The IPv4 networks among `networks` as the well-known NAT64 prefix translates them."""
-    return [ipaddress.ip_network(f"{NAT64_WELL_KNOWN.network_address + int(n.network_address)}/{96 + n.prefixlen}")
-            for n in networks if n.version == 4]
-
-
 def isolation_probe_network(probe: str | None) -> tuple[str, ...]:
     """The isolation probe's address as a host network, for `never_open`; () without a probe."""
     if not probe:
         return ()
     address = ipaddress.ip_address(parse_address_port(probe)[0])
     return (f"{address}/{address.max_prefixlen}",)
-
-
-def _ip_literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def _subtract(networks: Sequence[IPNetwork], removed: Sequence[IPNetwork]) -> list[IPNetwork]:
-    """`networks` without the parts inside any of `removed` (CIDRs either nest or are disjoint)."""
-    result = list(networks)
-    for cut in removed:
-        next_round: list[IPNetwork] = []
-        for net in result:
-            if net.version != cut.version or not net.overlaps(cut):
-                next_round.append(net)
-            elif net.subnet_of(cut):  # type: ignore[arg-type]
-                continue
-            else:
-                next_round.extend(net.address_exclude(cut))  # type: ignore[arg-type]
-        result = next_round
-    return result
-
-
-def _collapse(networks: Sequence[IPNetwork]) -> list[IPNetwork]:
-    v4 = ipaddress.collapse_addresses(n for n in networks if isinstance(n, ipaddress.IPv4Network))
-    v6 = ipaddress.collapse_addresses(n for n in networks if isinstance(n, ipaddress.IPv6Network))
-    return [*v4, *v6]
 
 
 def build_approval(

@@ -16,6 +16,7 @@ from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.expressions import string_leaves
 from towline.validation.actions import ActionCatalog
 from towline.validation.graph import LocatedStep, locate_steps, suggestion
+from towline_connectors.netguard import opt_in_problem
 from towline_connectors.wire import is_template, parse_rfc3339
 
 # Shapes of well-known tokens and of an Authorization header with a literal value.
@@ -154,6 +155,11 @@ def _network_errors(item: LocatedStep) -> list[ValidationError]:
         problem = cidr_problem(text)
         if problem is not None:
             errors.append(ValidationError(field=field, message=problem))
+    for index, text in enumerate(item.step.allow_private_networks):
+        # The in-pod guard refuses the same opt-ins (one rule, from towline_connectors.netguard).
+        problem = None if cidr_problem(text) else opt_in_problem(ipaddress.ip_network(text))
+        if problem is not None:
+            errors.append(ValidationError(field=f"{item.path}.allowPrivateNetworks[{index}]", message=problem))
     return errors
 
 

@@ -104,3 +104,23 @@ def test_a_decision_the_operator_first_sees_after_expiry_never_counts(
     assert done["status"]["phase"] == "Failed", done["status"]
     assert step_status(done, "review")["reason"] == "Expired"
     assert jobs_of(cluster, ns, "late", "deploy") == []
+
+
+def test_an_approver_not_listed_cannot_block_a_gate_by_setting_decided_by_alone(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """alice (approver role, not on the gate's list) once set only `decidedBy`; it is final, so bob never could."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, gated_workflow(ns))
+    assert create_as(cluster, "carol", run_manifest(ns, "gated", "blocked", "carol")).returncode == 0
+    approval = gate_approval(cluster, ns, "blocked")
+    for squat in ({"decidedBy": "alice"}, {"decidedBy": "bob"}, {"reason": "bob said yes"}):
+        refused(patch_as(cluster, "alice", "approval", approval, ns, {"spec": squat}),
+                "together with spec.decision" if "decidedBy" in squat else "set it together with spec.decision")
+    untouched = get(cluster, APPROVALS, approval, ns)
+    assert untouched is not None and not {"decidedBy", "decision", "reason"} & set(untouched["spec"])
+    decided = decide(cluster, ns, approval, "bob")
+    assert decided.returncode == 0, decided.stderr
+    done = wait_for_phase(cluster, ns, "blocked", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert step_status(done, "review")["decidedBy"] == "bob"

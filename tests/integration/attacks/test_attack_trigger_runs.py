@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from tests.integration.attacks.attack_support import (
     AS_INGRESS,
@@ -62,21 +64,78 @@ def test_schedule_run_names_are_reserved(
     assert get(cluster, RUNS, "echo-nightly-202612010200", ns) is None
 
 
+def hooked_workflow(namespace: str) -> dict[str, Any]:
+    """The echo workflow with a webhook trigger `deploy_hook` (unsigned: these runs are created directly)."""
+    workflow = echo_workflow(namespace, "hooked")
+    workflow["spec"]["triggers"] = [{"name": "deploy_hook", "webhook": {"verify": {"scheme": "none",
+                                                                                   "allowUnsigned": True}}}]
+    return workflow
+
+
+def as_ingress(cluster: ControlPlane, manifest: dict[str, Any]) -> Any:
+    return create_as(cluster, "admin", manifest, *AS_INGRESS)
+
+
+WEBHOOK = {"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1", "data": {"ref": "main"}}
+
+
 def test_the_ingress_identity_may_create_webhook_runs(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     """What carol may not do, the webhook ingress's ServiceAccount may (RBAC aside, which the chart grants it)."""
     cluster, ns = towline_installed, team_namespace
-    install(cluster, echo_workflow(ns))
+    install(cluster, hooked_workflow(ns))
     bind_role(cluster, ns, "towline-runner", users=(INGRESS,))
-    delivered = run_manifest(ns, "echo", "echo-hook-d1", INGRESS, params={"who": "hook"},
-                             trigger={"type": "webhook", "name": "deploy_hook", "deliveryId": "d-1",
-                                      "data": {"ref": "main"}})
-    created = create_as(cluster, "admin", delivered, *AS_INGRESS)
+    delivered = run_manifest(ns, "hooked", "hooked-hook-d1", INGRESS, params={"who": "hook"}, trigger=WEBHOOK)
+    created = as_ingress(cluster, delivered)
     assert created.returncode == 0, created.stderr
-    done = wait_for_phase(cluster, ns, "echo-hook-d1", {"Succeeded", "Failed"})
+    done = wait_for_phase(cluster, ns, "hooked-hook-d1", {"Succeeded", "Failed"})
     assert done["status"]["phase"] == "Succeeded", done["status"]
     assert done["spec"]["trigger"]["type"] == "webhook"
+
+
+@pytest.mark.parametrize(("case", "spec", "reason"), [
+    pytest.param("manual", {"requestedBy": INGRESS}, "creates only webhook runs", id="manual"),
+    pytest.param("schedule", {"requestedBy": INGRESS, "trigger": {"type": "schedule", "name": "nightly",
+                                                                  "scheduledTime": "2026-11-30T02:00:00Z"}},
+                 "creates only webhook runs", id="schedule"),
+    pytest.param("someone-else", {"requestedBy": "carol", "trigger": WEBHOOK},
+                 "name the ingress as spec.requestedBy", id="requested-by-carol"),
+    pytest.param("no-requester", {"trigger": WEBHOOK}, "name the ingress as spec.requestedBy", id="no-requester"),
+    pytest.param("retry", {"requestedBy": INGRESS, "trigger": WEBHOOK, "retryOf": {"run": "earlier"}},
+                 "does not retry runs", id="retry"),
+])
+def test_a_compromised_ingress_can_create_only_webhook_runs_as_itself(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+    case: str, spec: dict[str, Any], reason: str,
+) -> None:
+    """The ingress's identity (policy towline-ingress-runs): webhook runs, requested by itself, never a retry."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, hooked_workflow(ns))
+    bind_role(cluster, ns, "towline-runner", users=(INGRESS,))
+    forged = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+              "metadata": {"name": f"forged-{case}", "namespace": ns},
+              "spec": {"workflowRef": {"name": "hooked"}, **spec}}
+    refused(as_ingress(cluster, forged), reason)
+    assert get(cluster, RUNS, f"forged-{case}", ns) is None
+
+
+def test_a_webhook_run_of_a_trigger_the_workflow_does_not_declare_fails_before_any_job(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """The API server cannot read the Workflow; the operator does, and the run fails at once naming why."""
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    install(cluster, hooked_workflow(ns))
+    bind_role(cluster, ns, "towline-runner", users=(INGRESS,))
+    undeclared = {**WEBHOOK, "name": "other"}
+    for run, workflow, trigger in (("no-hooks", "echo", WEBHOOK), ("other-hook", "hooked", undeclared)):
+        created = as_ingress(cluster, run_manifest(ns, workflow, run, INGRESS, trigger=trigger))
+        assert created.returncode == 0, created.stderr
+        done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Failed", done["status"]
+        assert f"declares no webhook trigger named {trigger['name']!r}" in done["status"]["message"]
+        assert jobs_of(cluster, ns, run) == []
 
 
 def test_runs_whose_names_differ_only_in_dots_get_their_own_jobs(

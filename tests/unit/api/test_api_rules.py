@@ -125,6 +125,20 @@ def test_a_decision_records_who_decided() -> None:
     source = rule("approvals", "set spec.decidedBy to your Kubernetes user name")
     assert not holds(source, {"decision": "Approved"})
     assert holds(source, {"decision": "Approved", "decidedBy": "bob"})
+    assert holds(source, {})
+
+
+def test_decided_by_alone_is_refused() -> None:
+    """decidedBy is final once set: alone, it would leave the gate impossible for anyone to decide."""
+    source = rule("approvals", "set spec.decidedBy to your Kubernetes user name")
+    assert not holds(source, {"decidedBy": "alice"})
+
+
+def test_a_reason_comes_only_with_a_decision() -> None:
+    source = rule("approvals", "spec.reason is the decider's")
+    assert not holds(source, {"reason": "bob approved this"})
+    assert holds(source, {"decision": "Rejected", "decidedBy": "bob", "reason": "not today"})
+    assert holds(source, {})
 
 
 @pytest.mark.parametrize("field", ["runName", "workflowName", "step", "message", "preview", "approvers",

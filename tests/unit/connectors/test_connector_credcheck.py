@@ -37,7 +37,8 @@ def seams_recording(calls: list[str]) -> RunnerSeams:
 
 
 def run(tmp_path: Path, secrets: dict[str, str], action: str = "test.fake",
-        inputs: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any], str, list[str]]:
+        inputs: dict[str, Any] | None = None,
+        keys: dict[str, list[str]] | None = None) -> tuple[Any, dict[str, Any], str, list[str]]:
     env = {
         "TOWLINE_ACTION": action,
         "TOWLINE_INPUT": json.dumps(inputs or {}),
@@ -46,6 +47,7 @@ def run(tmp_path: Path, secrets: dict[str, str], action: str = "test.fake",
         "TOWLINE_CREDENTIAL_SECRETS": json.dumps(secrets),
         "TOWLINE_NAMESPACE": "team",
         "TOWLINE_NETWORK": json.dumps({"allowPrivateCidrs": ["127.0.0.0/8"]}),
+        **({"TOWLINE_CREDENTIAL_KEYS": json.dumps(keys)} if keys is not None else {}),
     }
     calls: list[str] = []
     log = io.StringIO()
@@ -124,3 +126,32 @@ def run_raw(tmp_path: Path, text: str) -> tuple[Any, dict[str, Any], str, list[s
     calls: list[str] = []
     result = run_step(env, redactor=Redactor(), log=io.StringIO(), seams=seams_recording(calls))
     return result, json.loads(Path(env["TOWLINE_RESULT_PATH"]).read_text()), "", calls
+
+
+def test_a_key_the_step_reads_that_its_secret_lacks_ends_the_attempt_naming_secret_and_key(
+    tmp_path: Path, mounts: Path
+) -> None:
+    """The pod mounts only the keys the step reads; the kubelet leaves out one the Secret lacks (optional volume)."""
+    write_secret(mounts, "svc", {"username": VALUE})
+    env_keys = {"svc": ["password", "username"]}
+    _, document, log, calls = run(tmp_path, {"svc": "svc-login"}, keys=env_keys)
+    assert calls == [] and (document["errorClass"], document["retryable"]) == ("auth", False)
+    assert document["missingSecrets"] == ["svc-login"]
+    assert "Secret 'svc-login' (credential 'svc') has no key 'password', which the step reads" in document["message"]
+    assert """kubectl patch secret svc-login -n team --type merge -p '{"stringData":{"password":"VALUE"}}'""" in \
+        document["message"]
+    assert VALUE not in json.dumps(document) and VALUE not in log
+
+
+def test_a_secret_with_none_of_the_keys_the_step_reads_names_them_in_the_fix(tmp_path: Path, mounts: Path) -> None:
+    write_secret(mounts, "crm", {})
+    _, document, _, calls = run(tmp_path, {"crm": "crm-api"}, keys={"crm": ["token"]})
+    assert calls == [] and document["missingSecrets"] == ["crm-api"]
+    assert "has none of the keys the step reads (token)" in document["message"]
+    assert "kubectl create secret generic crm-api --from-literal=token=VALUE -n team" in document["message"]
+
+
+def test_every_key_the_step_reads_present_lets_the_action_run(tmp_path: Path, mounts: Path) -> None:
+    write_secret(mounts, "svc", {"username": "u", "password": VALUE})
+    _, document, _, calls = run(tmp_path, {"svc": "svc-login"}, keys={"svc": ["password", "username"]})
+    assert calls == ["ran"] and document["ok"] is True

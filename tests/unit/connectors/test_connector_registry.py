@@ -92,6 +92,10 @@ def test_credential_references_include_defaults() -> None:
         ("smtp", "username"),
         ("smtp", "password"),
     ]
+    # A default slot the inputs leave out is read through the action's model (the pod mounts only these keys).
+    assert spec("webhook.send").credential_refs({"url": "https://hooks.example.com", "payload": {}}) == [
+        ("webhook", "signing-secret")
+    ]
 
 
 def test_metadata_uses_known_vocabularies() -> None:

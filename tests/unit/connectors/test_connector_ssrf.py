@@ -7,6 +7,8 @@ the request would really succeed: an empty request log proves the refusal.
 from __future__ import annotations
 
 import ipaddress
+import json
+import re
 
 import pytest
 from connector_testkit import (
@@ -25,6 +27,7 @@ from towline_connectors.netguard import (
     NetGuard,
     NetworkRules,
     host_matches,
+    opt_in_problem,
     parse_ip_host,
     refusal_reason,
 )
@@ -277,6 +280,43 @@ def test_azure_wireserver_and_local_use_nat64_are_refused_even_when_opted_in(
     with pytest.raises(ActionError, match=reason):
         run_action("http.request", {"url": "http://wire.example.com/machine"}, ctx)
     assert seen == [] and http_server.requests == []
+
+
+@pytest.mark.parametrize("opt_in", ["::/0", "64:ff9b:1::/48", "64:ff9b::/32"])
+@pytest.mark.parametrize("answer", ["64:ff9b:1::a9fe:a9fe", "64:ff9b:1::7f00:1"])
+def test_no_opt_in_reaches_local_use_nat64(http_server: LoopbackHTTPServer, opt_in: str, answer: str) -> None:
+    """`::/0` or the prefix itself once re-opened local-use NAT64, and 169.254.169.254 through its gateway."""
+    http_server.routes["/latest/meta-data/"] = Reply(200, "reached")
+    seen: list[tuple[str, int]] = []
+    rules = NetworkRules(allow_private=(ipaddress.ip_network(opt_in),))
+    ctx = make_ctx(rules=rules, hosts={"nat.example.com": [answer]},
+                   connector=redirecting_connector(http_server.port, seen))
+    with pytest.raises(ActionError, match="NAT64 local-use address") as refused:
+        run_action("http.request", {"url": "http://nat.example.com/latest/meta-data/"}, ctx)
+    assert "opt in" not in str(refused.value), "no opt-in reaches it, so none is suggested"
+    assert seen == [] and http_server.requests == []
+
+
+@pytest.mark.parametrize(("cidr", "problem"), [
+    ("::/0", "too broad to opt into"),
+    ("0.0.0.0/0", "too broad to opt into"),
+    ("10.0.0.0/7", "prefixes shorter than /8 for IPv4"),
+    ("::/6", "prefixes shorter than /7 for IPv6"),
+    ("64:ff9b:1::/48", "64:ff9b:1::/48 overlaps 64:ff9b:1::/48, which no opt-in opens"),
+    ("64:ff9b:1:5::/64", "overlaps 64:ff9b:1::/48"),
+    ("::/7", "overlaps 64:ff9b:1::/48"),
+])
+def test_the_guard_refuses_an_opt_in_too_broad_or_never_opened(cidr: str, problem: str) -> None:
+    """A run snapshot from before validation refused them still gets no such opt-in in its pod."""
+    assert opt_in_problem(ipaddress.ip_network(cidr)) is not None
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        NetworkRules.from_json(json.dumps({"allowPrivateCidrs": [cidr]}))
+
+
+@pytest.mark.parametrize("cidr", ["10.0.0.0/8", "fc00::/7", "fd12:3456:789a::/48", "169.254.0.0/16"])
+def test_private_ranges_up_to_the_documented_minimum_may_be_opted_into(cidr: str) -> None:
+    assert opt_in_problem(ipaddress.ip_network(cidr)) is None
+    assert NetworkRules.from_json(json.dumps({"allowPrivateCidrs": [cidr]})).allow_private
 
 
 def test_well_known_nat64_of_a_public_address_stays_reachable(http_server: LoopbackHTTPServer) -> None:

@@ -117,3 +117,37 @@ def test_nesting_depth_counts_lists_and_objects_without_recursion() -> None:
     assert nesting_depth("x", limit=10) == 0
     assert nesting_depth({"a": [1, {"b": []}]}, limit=10) == 4
     assert nesting_depth(nested(5000), limit=33) == 33
+
+
+HOOKS = [
+    {"name": "deploy_hook", "webhook": {"verify": {"scheme": "none", "allowUnsigned": True}}},
+    {"name": "nightly", "schedule": {"cron": "0 2 * * *"}},
+]
+
+
+def trigger_run(**trigger: object) -> WorkflowRunSpec:
+    return WorkflowRunSpec.model_validate({"workflowRef": {"name": "wf"}, "trigger": trigger})
+
+
+def test_a_webhook_run_of_a_declared_webhook_trigger_starts() -> None:
+    spec = workflow([action("a")], triggers=HOOKS)
+    assert not isinstance(start_run(spec, 1, trigger_run(type="webhook", name="deploy_hook")), list)
+    assert not isinstance(start_run(spec, 1, trigger_run(type="schedule", name="nightly")), list)
+
+
+def test_a_webhook_run_naming_a_trigger_the_workflow_does_not_declare_as_a_webhook_cannot_start() -> None:
+    """What a compromised ingress would send: the API server cannot read the Workflow, the operator does."""
+    spec = workflow([action("a")], triggers=HOOKS)
+    for forged in (trigger_run(type="webhook", name="nightly"), trigger_run(type="webhook", name="other"),
+                   trigger_run(type="webhook")):
+        [problem] = start_run(spec, 1, forged)  # type: ignore[misc]
+        assert problem.startswith("spec.trigger.name: the workflow declares no webhook trigger named ")
+        assert "(its webhook triggers: deploy_hook)" in problem and "start a manual run" in problem
+    [problem] = start_run(workflow([action("a")]), 1, trigger_run(type="webhook", name="deploy_hook"))  # type: ignore[misc]
+    assert "(its webhook triggers: none)" in problem
+
+
+def test_a_schedule_run_must_name_a_declared_schedule() -> None:
+    spec = workflow([action("a")], triggers=HOOKS)
+    [problem] = start_run(spec, 1, trigger_run(type="schedule", name="deploy_hook"))  # type: ignore[misc]
+    assert "declares no schedule trigger named 'deploy_hook' (its schedule triggers: nightly)" in problem

@@ -78,6 +78,16 @@ def test_an_opted_in_private_range_opens_but_metadata_never_does() -> None:
     assert allowed_by(blocks, "169.254.1.1") and not allowed_by(blocks, "169.254.169.254")
 
 
+@pytest.mark.parametrize("opt_in", ["::/0", "64:ff9b:1::/48", "64:ff9b::/32"])
+def test_local_use_nat64_stays_carved_out_whatever_the_step_opts_into(opt_in: str) -> None:
+    """An opt-in as broad as ::/0 once re-opened 64:ff9b:1::/48, and so 169.254.169.254 behind a NAT64 gateway."""
+    blocks = ip_blocks(policy(egress=[{"cidr": "::/0"}, {"cidr": "64:ff9b:1::/48"}],
+                              allow_private_networks=[opt_in]))
+    for address in ("64:ff9b:1::a9fe:a9fe", "64:ff9b:1::a00:1", "64:ff9b:1:ffff::1"):
+        assert not allowed_by(blocks, address), f"{address} open with allowPrivateNetworks {opt_in}"
+    assert not allowed_by(blocks, "fd00:ec2::254")
+
+
 def test_an_egress_rule_inside_a_refused_range_without_opt_in_is_dropped() -> None:
     document = policy(egress=[{"cidr": "10.1.0.0/16", "ports": [5432]}], connector_ports=[])
     assert ip_blocks(document) == []
@@ -93,6 +103,30 @@ def test_allow_hosts_that_are_names_keep_public_space_and_are_recorded() -> None
     document = policy(allow_hosts=["api.example.com"])
     assert allowed_by(ip_blocks(document), "8.8.8.8")
     assert document["metadata"]["annotations"] == {"towline.dev/allow-hosts": "api.example.com"}
+
+
+DNS_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+def test_a_step_that_may_reach_names_gets_cluster_dns() -> None:
+    assert DNS_RULE in policy()["spec"]["egress"]
+    assert DNS_RULE in policy(allow_hosts=["api.example.com", "203.0.113.10"])["spec"]["egress"]
+    assert DNS_RULE in policy(egress=[{"cidr": "203.0.113.0/24"}], connector_ports=[])["spec"]["egress"]
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"allow_hosts": ["203.0.113.10", "2001:db8::10"]}, "every host it may reach is an address"),
+    ({"connector_ports": [], "egress": []}, "it connects nowhere (data.transform)"),
+])
+def test_a_step_that_resolves_no_name_gets_no_dns_so_it_cannot_tunnel_through_it(
+    extra: dict[str, Any], why: str
+) -> None:
+    """DNS carries data out whatever allowHosts says; a step that never needs it does not get it."""
+    rules = policy(**extra)["spec"]["egress"]
+    assert DNS_RULE not in rules, why
+    assert not any(p.get("port") == 53 for rule in rules for p in rule.get("ports", [])), why
 
 
 def test_default_deny_selects_every_step_pod_and_allows_nothing() -> None:

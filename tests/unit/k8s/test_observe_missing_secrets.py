@@ -25,9 +25,12 @@ JOB = job_name(RUN.name, "call", 1)
 
 
 def rendered_job(credentials: dict[str, str]) -> dict[str, Any]:
+    """The step reads key `token` of each credential (a pod mounts only what its step reads)."""
+    reads = {alias: {"credential": alias, "key": "token"} for alias in credentials}
     job = build_step_job(
         RUN, job_name=JOB, step_id="call", attempt=1, action="http.request",
-        inputs={"url": "https://example.com"}, credentials=credentials, idempotency_key="k",
+        inputs={"url": "https://example.com", "method": "POST", "json": reads}, credentials=credentials,
+        idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(),
     )
     job["metadata"]["uid"] = "job-uid"
@@ -71,7 +74,23 @@ def test_the_runners_missing_secret_failure_is_the_stuck_job_outcome(tmp_path: P
     assert observed.result is not None and observed.result.error_class == "auth"
     assert observed.result.retryable is False
     assert observed.result.missing_secrets == ("api-token",)
-    assert "kubectl create secret generic api-token --from-literal=KEY=VALUE -n team" in observed.result.message
+    assert "kubectl create secret generic api-token --from-literal=token=VALUE -n team" in observed.result.message
+
+
+def test_a_secret_without_the_key_the_step_reads_is_the_stuck_job_outcome_naming_the_key(tmp_path: Path) -> None:
+    """Only the keys the step reads are mounted (optional volume items): a Secret lacking one shows up empty."""
+    job = rendered_job({"api": "api-token", "crm": "crm-api"})
+    mounts = tmp_path / "credentials"
+    (mounts / "api").mkdir(parents=True)
+    (mounts / "api" / "token").write_text("s3cret-never-shown")
+    (mounts / "crm").mkdir()  # crm-api exists without `token`: the kubelet skips that item of the optional volume
+    message = runner_document(job, mounts, tmp_path / "termination-log")
+    observed = observe(job, pod_of(job, message))
+    assert (observed.reason, observed.credentials_missing) == (REASON_UNMOUNTABLE, True)
+    assert observed.result is not None and observed.result.missing_secrets == ("crm-api",)
+    assert ("Secret 'crm-api' (credential 'crm') does not exist in this namespace or has none of the keys the "
+            "step reads (token)") in observed.result.message
+    assert "never-shown" not in message
 
 
 def document(**fields: Any) -> str:

@@ -102,6 +102,19 @@ def test_private_network_opt_ins_are_checked_too(check: Check) -> None:
     assert [e.field for e in errors] == ["spec.steps[0].allowPrivateNetworks[1]"]
 
 
+@pytest.mark.parametrize(("cidr", "says"), [
+    ("::/0", "::/0 is too broad to opt into (prefixes shorter than /7 for IPv6 are refused); name the private range"),
+    ("0.0.0.0/0", "prefixes shorter than /8 for IPv4 are refused"),
+    ("64:ff9b:1::/48", "overlaps 64:ff9b:1::/48, which no opt-in opens; name a range outside it"),
+])
+def test_an_opt_in_too_broad_or_never_opened_is_refused_naming_the_field_and_the_fix(
+    check: Check, cidr: str, says: str
+) -> None:
+    errors = check({"steps": [http(allowPrivateNetworks=["10.20.0.0/16", cidr])]})
+    assert [e.field for e in errors] == ["spec.steps[0].allowPrivateNetworks[1]"]
+    assert says in errors[0].message
+
+
 def test_retry_max_delay_cannot_be_below_the_base_delay(check: Check) -> None:
     errors = check({"steps": [http(retry={"limit": 3, "baseDelaySeconds": 600})]})
     assert [e.field for e in errors] == ["spec.steps[0].retry.maxDelaySeconds"]

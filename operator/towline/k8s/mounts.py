@@ -1,0 +1,53 @@
+"""A step pod's credential volumes: exactly the Secret keys the step reads, nothing else of the Secret.
+
+The keys come from the step's resolved inputs as the connector's metadata reads them
+(`{credential: crm, key: token}`, a connector's default slot such as Slack's `url`). Each
+Secret volume lists them under `items` and stays optional, so a missing Secret or key leaves
+the file absent and the runner fails the attempt naming the Secret and the key. Names only:
+this module never reads a Secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from towline.validation.catalog import connector_catalog
+
+CREDENTIALS_DIR = "/var/run/towline/credentials"
+
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+"""What a Secret's data key may be (Kubernetes' rule); nothing else can be in a Secret, so nothing else is mounted."""
+
+JSON = dict[str, Any]
+
+
+def credential_keys(action: str, inputs: Mapping[str, Any], credentials: Mapping[str, str]) -> dict[str, list[str]]:
+    """alias -> the keys of its Secret the step reads, for the aliases the step names; sorted, no duplicates."""
+    keys: dict[str, set[str]] = {}
+    for alias, key in connector_catalog().credential_refs(action, inputs):
+        if alias in credentials and _SECRET_KEY.match(key) and key not in (".", ".."):
+            keys.setdefault(alias, set()).add(key)
+    return {alias: sorted(found) for alias, found in sorted(keys.items())}
+
+
+def credential_volumes(credentials: Mapping[str, str], keys: Mapping[str, list[str]]) -> tuple[list[JSON], list[JSON]]:
+    """Volumes and read-only mounts for the aliases in `keys`, each holding only those keys of its Secret.
+
+    An alias the step names but never reads gets no volume: an empty `items` would mount every key.
+    """
+    volumes: list[JSON] = []
+    mounts: list[JSON] = []
+    for alias, names in sorted(keys.items()):
+        if not names:
+            continue
+        volume = f"cred-{alias.replace('_', '-')}"
+        # Optional: a missing Secret or key leaves its file absent, so the pod starts and the runner fails
+        # the attempt naming it (a required one leaves the pod waiting, the reason only in an Event).
+        volumes.append({"name": volume, "secret": {
+            "secretName": credentials[alias], "defaultMode": 0o440, "optional": True,
+            "items": [{"key": name, "path": name} for name in names],
+        }})
+        mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
+    return volumes, mounts
