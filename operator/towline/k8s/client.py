@@ -30,6 +30,9 @@ API_LATENCY = Histogram("towline_api_request_seconds", "Latency of Kubernetes AP
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 5
+# The API server asks for a second or so; a larger Retry-After (from a proxy in front of it) is capped
+# so one answer cannot park a reconcile pass for hours.
+MAX_API_RETRY_AFTER_SECONDS = 10.0
 
 JSON = dict[str, Any]
 
@@ -171,7 +174,8 @@ class KubeApi:
             message = str(payload.get("message") or raw[:500])
             if status in RETRYABLE_STATUS and attempt < MAX_ATTEMPTS:
                 retry_after = response.headers.get("Retry-After")
-                await asyncio.sleep(float(retry_after) if retry_after and retry_after.isdigit() else delay)
+                await asyncio.sleep(min(float(retry_after), MAX_API_RETRY_AFTER_SECONDS)
+                                    if retry_after and retry_after.isdigit() else delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if status == 409:
