@@ -45,8 +45,9 @@ binaries: install
 integration: binaries
 	$(PYTHON) -m pytest tests/integration -q
 
+# The concurrent part on one shared node, then the tests that must own the machine (tests/suite.py).
 test: install lint typecheck imports crds-check binaries
-	$(PYTHON) -m pytest tests -q
+	$(PYTHON) -m tests.suite
 
 bench: install
 	$(PYTHON) -m tests.bench

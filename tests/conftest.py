@@ -26,11 +26,13 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.keptlogs import kept_logs_root
+from tests.workers import SHARED_NODE, namespace_prefix
 from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
@@ -72,6 +74,12 @@ def real_node() -> Iterator[NodeCluster]:
     global _NODE_CLUSTER  # noqa: PLW0603 - the failure hook needs it
     if os.geteuid() != 0:
         pytest.skip("the real node needs root")
+    if os.environ.get(SHARED_NODE):
+        # `python -m tests.suite` started it for every worker, and stops it after them.
+        _NODE_CLUSTER = NodeCluster.attach(Path(os.environ[SHARED_NODE]))
+        yield _NODE_CLUSTER
+        _NODE_CLUSTER = None
+        return
     cluster = NodeCluster(progress=_progress).start()
     assert cluster.node is not None
     _progress(f"real node Ready in {cluster.node.startup_seconds:.1f} s ({cluster.startup_seconds:.1f} s "
@@ -141,8 +149,8 @@ def carol_client(control_plane: ControlPlane) -> Iterator[KubeClients]:
 
 
 def _namespace_name(test_name: str) -> str:
-    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
-    return f"t-{stem}-{secrets.token_hex(3)}"
+    stem = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:36].strip("-")
+    return f"{namespace_prefix()}{stem}-{secrets.token_hex(3)}"
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ crossing the "only towline.k8s talks to the API server" contract.
 from __future__ import annotations
 
 import atexit
+import csv
 import json
 import shutil
 import signal
@@ -26,10 +27,13 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import yaml
 
 from towline_dev.binaries import BinarySet
 from towline_dev.certs import ControlPlaneCerts, generate_certs
@@ -87,6 +91,26 @@ class ControlPlane:
         self.etcd_port = 0
         self.startup_seconds: float | None = None
         """Wall time of the last `start()`, from nothing to a usable cluster."""
+        self.attached = False
+        """Started by another process (see `attach`): `stop()` and `remove_state()` leave it alone."""
+
+    @classmethod
+    def attach(cls, binaries: BinarySet, state_dir: Path, *, node_address: str | None = None) -> ControlPlane:
+        """The control plane another process started in `state_dir`, to use but not to own.
+
+        Concurrent test workers share one plane this way: they read its kubeconfig and tokens;
+        `stop()` and `restart_component()` have no processes of theirs to act on.
+        """
+        plane = cls(binaries, state_dir, install_signal_handlers=False, node_address=node_address)
+        plane.attached = True
+        with (state_dir / "tokens.csv").open(newline="") as tokens:
+            plane._tokens = {row[1]: row[0] for row in csv.reader(tokens) if len(row) >= 2}
+        document = yaml.safe_load(plane.kubeconfig.read_text())
+        server = urllib.parse.urlsplit(document["clusters"][0]["cluster"]["server"])
+        if server.port is None or server.hostname != plane.address:
+            raise ControlPlaneError(f"{plane.kubeconfig} serves {server.geturl()}, not a plane on {plane.address}")
+        plane.apiserver_port = server.port
+        return plane
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -154,6 +178,8 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop the components in reverse order; idempotent and safe to call from atexit."""
+        if self.attached:
+            return
         with self._lock:
             for component in reversed(COMPONENTS):
                 process = self._processes.pop(component, None)
@@ -166,6 +192,8 @@ class ControlPlane:
 
     def remove_state(self) -> None:
         """Stop, and delete the state directory (logs included)."""
+        if self.attached:
+            return
         self.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role
 from tests.keptlogs import kept_logs_root
+from tests.workers import SHARED_NODE, operator_scope, worker_id
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
@@ -45,15 +46,18 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def crds_installed(control_plane: ControlPlane) -> ControlPlane:
-    """`crds/*.yaml` applied (server-side) and Established; the control plane, for chaining."""
-    install_crds(control_plane)
+    """`crds/*.yaml` applied (server-side) and Established; the control plane, for chaining.
+    On the suite's shared node the suite applied them once, before any worker started."""
+    if not os.environ.get(SHARED_NODE):
+        install_crds(control_plane)
     return control_plane
 
 
 @pytest.fixture(scope="session")
 def towline_installed(crds_installed: ControlPlane) -> ControlPlane:
-    """CRDs plus the chart's RBAC, ServiceAccount and admission policies."""
-    install_chart(crds_installed)
+    """CRDs plus the chart's RBAC, ServiceAccount and admission policies (the suite's, on its shared node)."""
+    if not os.environ.get(SHARED_NODE):
+        install_chart(crds_installed)
     return crds_installed
 
 
@@ -73,14 +77,20 @@ def towline_operator(
     pods = StepPods()
     if existing_cluster is not None:
         pods = cluster_step_pods(existing_cluster, os.environ.get("TOWLINE_TEST_RUNNER_IMAGE") or pods.runner_image)
+    # Under `tests.suite` each worker's operator has its own Lease and watches only its worker's namespaces.
+    scope, worker = operator_scope(), worker_id()
     process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log", metrics_port=free_port(),
-                              pods=pods).start()
+                              pods=pods, watch_namespaces=scope,
+                              identity=f"towline-operator-{worker}" if worker else "towline-operator-0",
+                              settings={"TOWLINE_LEASE_NAME": f"towline-operator-{worker}"} if worker else {},
+                              ).start()
     _SESSION["operator"] = process
     yield process
     _SESSION.pop("operator", None)
     process.stop()
     log = Path(process.log_path)
-    (kept_logs_root() / "operator.log").write_bytes(log.read_bytes() if log.exists() else b"")
+    kept = kept_logs_root() / (f"operator-{worker}.log" if worker else "operator.log")
+    kept.write_bytes(log.read_bytes() if log.exists() else b"")
 
 
 @pytest.fixture(scope="module")

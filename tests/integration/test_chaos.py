@@ -24,7 +24,8 @@ from tests.integration.support import wait_for
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 from towline_dev.node.realnode import NodeCluster
 
-pytestmark = pytest.mark.integration
+# exclusive: kills and pauses operators, restarts the API server and etcd.
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 CHAOS_TIMEOUT = 1500
 """Seconds for the whole test (the runner image may be built first; 10 runs through 4 disruptions)."""
 

@@ -11,7 +11,8 @@ from tests.integration.support import wait_for
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 
-pytestmark = [pytest.mark.integration, pytest.mark.local_only]
+# exclusive: restarts control-plane components.
+pytestmark = [pytest.mark.integration, pytest.mark.local_only, pytest.mark.exclusive]
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,9 @@ from towline_dev.controlplane import ControlPlane
 from towline_dev.node.probehosts import ProbeHosts
 from towline_dev.node.realnode import NodeCluster, RealNode
 
+# exclusive: pauses the node's NetworkPolicy enforcer.
+pytestmark = pytest.mark.exclusive
+
 NAMESPACE = "isolation-check"
 PAUSE_SECONDS = 5.0
 

@@ -30,7 +30,8 @@ from tests.integration.support import wait_for
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import IngressProcess
 
-pytestmark = pytest.mark.integration
+# exclusive: floods an ingress: the load would slow every other worker's tests.
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 __all__ = ["ingress"]
 
 MIB = 1024 * 1024

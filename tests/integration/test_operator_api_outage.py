@@ -22,7 +22,8 @@ from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.local_only]
+# exclusive: takes the API server away from an operator.
+pytestmark = [pytest.mark.integration, pytest.mark.local_only, pytest.mark.exclusive]
 
 NAMESPACE = "default"
 

@@ -13,7 +13,8 @@ from towline.engine.naming import STEP_JOB_PREFIX
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
-pytestmark = pytest.mark.integration
+# exclusive: runs replicas on the default Lease and replaces the session operator.
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 
 @pytest.fixture

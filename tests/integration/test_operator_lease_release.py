@@ -22,7 +22,8 @@ from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
-pytestmark = pytest.mark.integration
+# exclusive: runs replicas on the default Lease.
+pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 
 LONG_LEASE = {"TOWLINE_LEASE_DURATION_SECONDS": "60", "TOWLINE_LEASE_RENEW_DEADLINE_SECONDS": "40",
               "TOWLINE_LEASE_RETRY_PERIOD_SECONDS": "1"}

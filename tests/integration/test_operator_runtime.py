@@ -3,6 +3,7 @@ times and then marked, once, while other runs progress."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +23,10 @@ MAX_RETRIES = 4
 def small_budget_operator(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
     """The session's operator, replaced for one test by one that gives up after four retries."""
     towline_operator.stop()
-    replacement = OperatorProcess(
-        # The session operator's identity: the Lease passes straight back to it afterwards.
-        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "operator.log", identity=towline_operator.identity,
-        settings={"TOWLINE_RECONCILE_MAX_RETRIES": str(MAX_RETRIES)}, pods=towline_operator.pods,
+    # The session operator's identity, Lease and namespaces: the Lease passes straight back to it afterwards.
+    replacement = dataclasses.replace(
+        towline_operator, log_path=tmp_path / "operator.log", process=None,
+        settings={**towline_operator.settings, "TOWLINE_RECONCILE_MAX_RETRIES": str(MAX_RETRIES)},
     ).start()
     yield replacement
     replacement.stop()

@@ -5,11 +5,15 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
 from tests.integration.nodesupport import create, sleeper_pod, wait_running
 
 from towline_dev.node.leftovers import leftovers, netns_names
 from towline_dev.node.network import run
 from towline_dev.node.realnode import NodeCluster
+
+# exclusive: stops and starts the node.
+pytestmark = pytest.mark.exclusive
 
 
 def test_node_stops_without_leftovers_and_starts_again(real_node: NodeCluster) -> None:

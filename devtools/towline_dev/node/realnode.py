@@ -66,8 +66,10 @@ class RealNode:
 
     def __init__(
         self, plane: ControlPlane, state_dir: Path | None = None, *, progress: Progress = _quiet,
-        ready_timeout: float = 180.0,
+        ready_timeout: float = 180.0, attached: bool = False,
     ) -> None:
+        """`attached`: the node another process runs in `state_dir`; `start()` and `stop()` refuse or
+        leave it, `paused()` has no process to pause."""
         if plane.address != NODE_ADDRESS:
             raise ValueError(
                 f"the control plane must serve on the node address: ControlPlane(node_address={NODE_ADDRESS!r})"
@@ -81,6 +83,7 @@ class RealNode:
         self._lock = threading.Lock()
         self.startup_seconds: float | None = None
         """Wall time of the last `start()`: nothing to a Ready node with cluster DNS serving."""
+        self.attached = attached
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -92,6 +95,8 @@ class RealNode:
 
     def start(self, images: Sequence[Path] = ()) -> RealNode:
         """Start every component, load `images` (OCI archives), return once Ready with DNS."""
+        if self.attached:
+            raise RuntimeError(f"the node in {self.paths.root} belongs to another process; it starts it")
         started = time.monotonic()
         binaries = _node_prerequisites(self._progress)
         try:
@@ -136,6 +141,8 @@ class RealNode:
 
     def stop(self) -> None:
         """Tear pods down through the kubelet, stop every component, remove what they left."""
+        if self.attached:
+            return
         with self._lock:
             if not self._processes and not self.paths.root.exists():
                 return
@@ -164,6 +171,8 @@ class RealNode:
             self._saved_sysctls = {}
 
     def remove_state(self) -> None:
+        if self.attached:
+            return
         self.stop()
         cleanup.unmount_all(self.paths.root)
         shutil.rmtree(self.paths.root, ignore_errors=True)
@@ -292,6 +301,18 @@ class NodeCluster:
         self.node: RealNode | None = None
         self.startup_seconds: float | None = None
         self._lock_file: IO[str] | None = None
+        self.attached = False
+        """Started by another process (see `attach`): this one uses it and never stops it."""
+
+    @classmethod
+    def attach(cls, state_dir: Path) -> NodeCluster:
+        """The cluster another process started in `state_dir` and still runs (it holds the node lock
+        and stops it): for concurrent test workers sharing one node. `stop()` leaves it running."""
+        cluster = cls(state_dir)
+        cluster.attached = True
+        cluster.plane = ControlPlane.attach(find_binaries(), state_dir / "control-plane", node_address=NODE_ADDRESS)
+        cluster.node = RealNode(cluster.plane, state_dir / "node", attached=True)
+        return cluster
 
     def start(self, images: Sequence[Path] = ()) -> NodeCluster:
         started = time.monotonic()
@@ -309,6 +330,9 @@ class NodeCluster:
         return self
 
     def stop(self) -> None:
+        if self.attached:
+            self.node = self.plane = None
+            return
         if self._lock_file is None:
             # Never took the machine (e.g. interrupted while waiting for the lock): the node
             # address, bridge and rules belong to whoever holds it, so touch nothing of theirs.

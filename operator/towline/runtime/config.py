@@ -123,6 +123,7 @@ class OperatorConfig:
             identity=env.get("TOWLINE_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
             service_account=env.get("TOWLINE_SERVICE_ACCOUNT", "towline-operator"),
             pod_settings=pod_settings,
+            lease_name=env.get("TOWLINE_LEASE_NAME") or "towline-operator",
             leader_timings=leader_timings_from(env),
             max_retries=int(retries_text),
         )

@@ -175,6 +175,7 @@ def step_objects_policy_off(towline_installed: ControlPlane) -> Iterator[None]:
             "create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe), check=False).returncode != 0)
 
 
+@pytest.mark.exclusive  # deletes the cluster-wide binding of towline-step-objects for a while
 def test_without_the_policy_a_swapped_image_fails_the_step_and_never_supplies_its_result(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, namespace: str, forger_image: str,
     step_objects_policy_off: None,

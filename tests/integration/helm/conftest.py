@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.integration.helm.release import (
@@ -85,3 +86,16 @@ def running_release(node_cluster: Cluster) -> Iterator[Cluster]:
         yield cluster
     finally:
         uninstall(cluster, RELEASE, NAMESPACE)
+
+
+HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here is exclusive: it installs the chart with Helm on the shared node (stopping the session
+    operator and removing the chart objects every worker relies on) or on a plane of its own. `make test` runs
+    them after the concurrent part."""
+    for item in items:
+        if HERE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.exclusive)
