@@ -130,3 +130,12 @@ def signed_trigger(cluster: ControlPlane, ingress: IngressProcess, namespace: st
     apply(cluster, webhook_workflow(workflow, namespace, standard_webhook(f"{workflow}-key", **webhook)))
     wait_until_cached(ingress, namespace, workflow)
     return hook_url(ingress, namespace, workflow), secret
+
+
+def ingress_gauge(ingress: IngressProcess, name: str) -> float:
+    """The value of an unlabelled gauge on the ingress's admin /metrics, e.g. `towline_webhook_buffered_bytes`."""
+    text = httpx.get(f"{ingress.admin_url}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} is not on {ingress.admin_url}/metrics")

@@ -16,6 +16,7 @@ from tests.integration.ingress_support import (
     create_secret,
     hook_url,
     ingress,
+    ingress_gauge,
     new_whsec,
     opt_in,
     post,
@@ -268,7 +269,8 @@ def test_slow_body_is_408_and_a_full_ingress_answers_503_busy(
             if name != "Content-Type":
                 head += f"{name}: {value}\r\n"
         slow.sendall((head + "\r\n").encode() + BODY[:5])  # the rest never comes
-        time.sleep(0.3)
+        wait_for("the slow delivery to hold the only slot (its 5 bytes buffered)",
+                 lambda: ingress_gauge(tight_ingress, "towline_webhook_buffered_bytes") >= 5, timeout=10, interval=0.05)
         busy = post(f"{tight_ingress.url}{path}", BODY, signed_standard(secret, BODY))
         assert_refused(towline_installed, namespace, busy, 503, "Busy", "in flight")
         assert busy.headers["Retry-After"] == "1"
@@ -298,7 +300,7 @@ def test_a_slow_request_head_is_cut_off(tight_ingress: IngressProcess) -> None:
     try:
         slow.sendall(b"POST /hooks/ns/wf/hook HTTP/1.1\r\nHost: x\r\n")
         for index in range(40):
-            time.sleep(0.5)
+            time.sleep(0.5)  # the attack's own pace: one header line every half second
             try:
                 slow.sendall(f"X-Drip-{index}: 1\r\n".encode())
             except OSError:

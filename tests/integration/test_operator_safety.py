@@ -137,7 +137,7 @@ def test_operator_killed_at_several_points_completes_the_run_without_a_second_jo
         for moment in ("a's first Job", "a's retry", "b's Job"):
             wait_for(moment, lambda m=moment: _reached(cluster, ns, m), timeout=60, interval=0.1)
             towline_operator.kill()
-            time.sleep(1)
+            time.sleep(1)  # down for a moment, as a crash-looping pod is; the run must not move meanwhile
             towline_operator.start()
         done = wait_for_phase(cluster, ns, "crash-run", {"Succeeded", "Failed"})
     stop.set()
@@ -180,10 +180,12 @@ def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
     wait_for("the first scheduled run", scheduled_runs, timeout=75)
     first_slot = min(_slot(r) for r in scheduled_runs())
     # Restart the operator right around the next slot boundary.
+    # The operator runs on the machine's clock (no clock of its own to inject): the restart must straddle a
+    # real minute boundary, so the test waits for it, then keeps the operator down across it.
     next_boundary = 60 - datetime.now(UTC).second
     time.sleep(max(0, next_boundary - 1))
     towline_operator.kill()
-    time.sleep(3)
+    time.sleep(3)  # down across the boundary
     towline_operator.start()
     wait_for("two more slots", lambda: len({_slot(r) for r in scheduled_runs()}) >= 3, timeout=150)
     runs = scheduled_runs()

@@ -94,6 +94,7 @@ def test_a_decision_the_operator_first_sees_after_expiry_never_counts(
     expires_at = datetime.fromisoformat(found["spec"]["expiresAt"].replace("Z", "+00:00"))
     towline_operator.kill()
     try:
+        # The attack is a decision made after the deadline on the API server's clock: real time must pass.
         time.sleep(max(0.0, (expires_at - datetime.now(UTC)).total_seconds()) + 2)
         # Still Pending (nobody marked it Expired), so the admission policy lets the decision in.
         decision = decide(cluster, ns, approval, "bob", metadata={"managedFields": [{}]})

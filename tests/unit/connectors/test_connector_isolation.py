@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import select
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ class Listener:
         self.port = self.sock.getsockname()[1]
         self.accepted = 0
         self.payload = b""
+        self.served = threading.Event()
+        """Set once a connection has been read to its end (the peer closed it) or for 5 s."""
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
@@ -49,9 +51,10 @@ class Listener:
                 return
             self.accepted += 1
             with conn:
-                conn.settimeout(0.5)
+                conn.settimeout(5)
                 with contextlib.suppress(OSError):
                     self.payload += conn.recv(100)
+            self.served.set()
 
     def close(self) -> None:
         self.sock.close()
@@ -86,7 +89,9 @@ def blackholed_port() -> Iterator[int]:
         filler.setblocking(False)
         filler.connect_ex(("127.0.0.1", port))
         fillers.append(filler)
-    time.sleep(0.1)
+    # The queue is full once the first filler's handshake has completed (it sits unaccepted in it).
+    _, connected, _ = select.select([], fillers, [], 10)
+    assert connected, "no filler connected: the accept queue is not full"
     yield port
     for filler in fillers:
         filler.close()
@@ -95,7 +100,7 @@ def blackholed_port() -> Iterator[int]:
 
 def test_a_listening_target_is_reachable_and_gets_no_payload(listener: Listener) -> None:
     assert probe_once(ProbeTarget("127.0.0.1", listener.port)) is ProbeOutcome.CONNECTED
-    time.sleep(0.6)
+    assert listener.served.wait(10), "the listener never saw the probe's connection end"
     assert listener.accepted == 1
     assert listener.payload == b"", "the probe must never send a byte"
 
