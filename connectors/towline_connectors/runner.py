@@ -58,6 +58,8 @@ from towline_connectors.isolation import (
     isolation_budget,
 )
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
+from towline_connectors.prepare import PREPARE_FLAG
+from towline_connectors.prepare import main as prepare_main
 from towline_connectors.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import RedactingStream, Redactor, TextSink
 from towline_connectors.registry import ACTIONS, format_validation_errors
@@ -381,7 +383,9 @@ def _write_result(path: Path, text: str, logger: logging.Logger) -> None:
 
 
 def main() -> int:
-    """Entry point: wrap stdout/stderr in the redactor first, then run the step."""
+    """Entry point: wrap stdout/stderr in the redactor first, then run the step (or only prepare a user type's)."""
+    if sys.argv[1:] == [PREPARE_FLAG]:
+        return prepare_main()
     redactor = Redactor()
     stdout = RedactingStream(sys.stdout, redactor)
     stderr = RedactingStream(sys.stderr, redactor)

@@ -14,13 +14,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from towline.api.approval import Approval
 from towline.api.common import GROUP, VERSION, TowlineModel
 from towline.api.run import WorkflowRun
+from towline.api.steptype import ClusterStepType, StepType
 from towline.api.structural import structural_schema
 from towline.api.workflow import Workflow
 
@@ -49,6 +50,13 @@ class Column:
 
 
 AGE = Column("Age", ".metadata.creationTimestamp", "date")
+_STEP_TYPE_COLUMNS = (
+    Column("Ready", f"{_READY}.status", description="Whether the type is valid and its image allowed"),
+    Column("Image", ".spec.image"),
+    Column("Reason", f"{_READY}.reason", priority=1),
+    Column("Message", f"{_READY}.message", priority=1),
+    AGE,
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Resource:
     plural: str
     short_names: tuple[str, ...]
     columns: tuple[Column, ...]
+    scope: Literal["Namespaced", "Cluster"] = "Namespaced"
 
     @property
     def kind(self) -> str:
@@ -112,11 +121,13 @@ RESOURCES: tuple[Resource, ...] = (
             AGE,
         ),
     ),
+    Resource(StepType, "steptypes", ("tlst",), _STEP_TYPE_COLUMNS),
+    Resource(ClusterStepType, "clustersteptypes", ("tlcst",), _STEP_TYPE_COLUMNS, scope="Cluster"),
 )
 
 
 def custom_resource_definition(resource: Resource) -> dict[str, Any]:
-    """The CRD object for one resource: namespaced, one served and stored version, status subresource."""
+    """The CRD object for one resource: one served and stored version, status subresource."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -134,7 +145,7 @@ def custom_resource_definition(resource: Resource) -> dict[str, Any]:
                 "shortNames": list(resource.short_names),
                 "categories": [CATEGORY],
             },
-            "scope": "Namespaced",
+            "scope": resource.scope,
             "versions": [
                 {
                     "name": VERSION,

@@ -25,6 +25,7 @@ from towline.api.common import (
     immutable,
     list_map,
 )
+from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import ErrorClass, Policy, Step
 
 RunPhase = Literal[
@@ -154,6 +155,11 @@ class WorkflowSnapshot(TowlineModel):
     finally_: list[Step] = Field(default_factory=list, alias="finally")
     compensations: list[Step] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    step_types: dict[str, ResolvedStepType] = Field(
+        default_factory=dict, max_length=100,
+        description="The user step types the steps name (`steptype/<name>`, `clustersteptype/<name>`), resolved "
+        "when the run started: a type changed or deleted later does not change this run.",
+    )
 
 
 class AttemptRecord(TowlineModel):

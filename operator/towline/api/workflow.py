@@ -64,6 +64,11 @@ Cidr = Annotated[
     ),
 ]
 Port = Annotated[int, Field(ge=1, le=65535)]
+ACTION_PATTERN = (
+    r"^([a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+"
+    r"|(steptype|clustersteptype)/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$"
+)
+"""A built-in action (`http.request`) or a user step type by kind and name (`steptype/deploy-cli`)."""
 HostPattern = Annotated[
     str,
     Field(
@@ -156,8 +161,9 @@ class Step(TowlineModel):
 
     id: Identifier = Field(description="snake_case, unique across steps, finally and compensations.")
     action: str | None = Field(
-        default=None, max_length=128, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$",
-        description="The connector action to run, e.g. http.request, notify.slack.",
+        default=None, max_length=300, pattern=ACTION_PATTERN,
+        description="A built-in action, e.g. http.request, notify.slack; or a user step type: "
+        "steptype/<name> (this namespace) or clustersteptype/<name>.",
     )
     with_: dict[str, Any] = Field(
         default_factory=dict, alias="with",

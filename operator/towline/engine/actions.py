@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from towline.api.common import Approvers
 from towline.api.run import WorkflowRunStatus
+from towline.api.steptype import ResolvedStepType
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class CreateStepJob:
     timeout_seconds: int | None
     idempotency_key: str
     mutating: bool
+    step_type: ResolvedStepType | None = None
+    """The user type the step runs, as the run resolved it when it started; None for a built-in action."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from towline.api.run import StepStatus
 from towline.engine.actions import Decision, DeleteJob
@@ -35,6 +36,7 @@ from towline.engine.summary import current_step_text, has_condition, phase_messa
 from towline.engine.text import clip
 from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline.validation.steptypes import input_errors
 from towline_connectors.wire import rfc3339
 
 
@@ -223,6 +225,7 @@ class _Pass:
             return
         try:
             hosts = allowed_hosts(step, self.catalog)
+            self._check_type_inputs(step.action, inputs)
         except ExpressionError as error:
             self.driver.fail_before_start(step_id, error)
             return
@@ -231,6 +234,16 @@ class _Pass:
             return
         slots.free -= 1
         self.driver.start_attempt(step_id, inputs, mutating, hosts)
+
+    def _check_type_inputs(self, action: str, inputs: dict[str, Any]) -> None:
+        """A user type's inputs with bindings resolved fit its input schema; else the step cannot start."""
+        step_type = self.driver.step_type(action)
+        if step_type is None:
+            return
+        problems = input_errors(step_type.spec.inputs, inputs, allow_templates=False)
+        if problems:
+            raise ExpressionError(f"the inputs, resolved, do not match {action}'s inputs schema: "
+                                  + "; ".join(problems))
 
     def _gate_passed(self, step_id: str) -> bool:
         """The policy's approval gate before a mutating step: open it, wait for it, or pass."""

@@ -9,10 +9,12 @@ run in flight).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, TriggerInfo, WorkflowRunSpec, WorkflowSnapshot
+from towline.api.steptype import ResolvedStepType, step_type_reference
 from towline.api.workflow import Param, Trigger, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
@@ -23,12 +25,14 @@ from towline.engine.view import RunView
 
 
 def start_run(
-    workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec, *, workflow_uid: str | None = None
+    workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec, *, workflow_uid: str | None = None,
+    step_types: Mapping[str, ResolvedStepType | str] | None = None,
 ) -> tuple[WorkflowSnapshot, dict[str, Any]] | list[str]:
     """The run's snapshot and resolved params, or the list of problems (each names the field and the fix).
 
     `generation` and `workflow_uid` are the Workflow's metadata.generation and metadata.uid, kept in the
-    snapshot so a retry can tell that Workflow from one created later under the same name.
+    snapshot so a retry can tell that Workflow from one created later under the same name. `step_types`
+    maps every user type the steps name to the type as it is now, or to why it cannot be used.
     """
     errors = input_limit_errors(run_spec)
     if errors:
@@ -37,6 +41,8 @@ def start_run(
     errors += structure_errors(workflow_spec.steps, workflow_spec.finally_, workflow_spec.compensations)
     params, param_errors = resolve_params(workflow_spec.params, run_spec.params)
     errors.extend(param_errors)
+    resolved, type_errors = resolve_step_types(workflow_spec, step_types or {})
+    errors.extend(type_errors)
     if errors:
         return errors
     snapshot = WorkflowSnapshot(
@@ -46,8 +52,27 @@ def start_run(
         finally_=[step.model_copy(deep=True) for step in workflow_spec.finally_],
         compensations=[step.model_copy(deep=True) for step in workflow_spec.compensations],
         policy=workflow_spec.policy.model_copy(deep=True),
+        step_types=resolved,
     )
     return snapshot, params
+
+
+def resolve_step_types(
+    workflow_spec: WorkflowSpec, available: Mapping[str, ResolvedStepType | str]
+) -> tuple[dict[str, ResolvedStepType], list[str]]:
+    """The user types the workflow's steps name, each copied into the snapshot, or why one cannot run."""
+    resolved: dict[str, ResolvedStepType] = {}
+    errors = []
+    for step in (*workflow_spec.steps, *workflow_spec.finally_, *workflow_spec.compensations):
+        if step.action is None or step_type_reference(step.action) is None or step.action in resolved:
+            continue
+        found = available.get(step.action)
+        if isinstance(found, ResolvedStepType):
+            resolved[step.action] = found.model_copy(deep=True)
+        else:
+            errors.append(f"step {step.id}: {step.action} {found or 'is not registered'}; "
+                          "register it (kubectl apply -f its manifest) or change the step's action")
+    return resolved, errors
 
 
 def input_limit_errors(run_spec: WorkflowRunSpec) -> list[str]:

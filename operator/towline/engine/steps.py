@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
 from towline.api.run import AttemptRecord, StepStatus
+from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import ErrorClass, RetryPolicy
 from towline.engine.actions import (
     Action,
@@ -31,6 +32,7 @@ from towline.engine.state import RunState
 from towline.engine.text import clip
 from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline.validation.steptypes import output_errors
 from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, rfc3339
 
 EGRESS_ISOLATION_MISSING = "EgressIsolationMissing"
@@ -96,13 +98,20 @@ class StepDriver:
             self.observe_job(step_id)
             return
         assert step.action is not None
+        step_type = self.step_type(step.action)
         self.actions.append(CreateStepJob(
             step_id=step_id, attempt=attempt, job_name=entry.job_name, action=step.action, inputs=inputs,
             credentials=dict(step.credentials),
             egress=tuple(rule.to_wire() for rule in step.egress),
             allow_private_networks=tuple(step.allow_private_networks), allow_hosts=allow_hosts,
-            timeout_seconds=step.timeout_seconds, idempotency_key=entry.idempotency_key, mutating=mutating,
+            timeout_seconds=step.timeout_seconds or (step_type.spec.timeout_seconds if step_type else None),
+            idempotency_key=entry.idempotency_key, mutating=mutating, step_type=step_type,
         ))
+
+    def step_type(self, action: str | None) -> ResolvedStepType | None:
+        """The user type `action` names, as this run resolved it when it started."""
+        snapshot = self.run.status.workflow_spec
+        return snapshot.step_types.get(action) if snapshot is not None and action else None
 
     def observe_job(self, step_id: str) -> None:
         entry = self.state.get(step_id)
@@ -126,6 +135,11 @@ class StepDriver:
                 f"({observation.reason or 'no reason given'})",
                 retryable=None, finished_at=finished_at,
             )
+        elif result.ok and (problems := self.output_problems(step_id, result.output)):
+            self.fail_attempt(
+                step_id, "permanent", "the step's output does not match its type's outputs schema: "
+                + "; ".join(problems), retryable=False, finished_at=finished_at,
+            )
         elif result.ok:
             self.complete_attempt(step_id, result.output, result.usage, finished_at)
         else:
@@ -138,6 +152,11 @@ class StepDriver:
                 retry_after=result.retry_after_seconds, finished_at=finished_at,
                 usage=dict(result.usage) if result.usage is not None else None,
             )
+
+    def output_problems(self, step_id: str, output: Any) -> list[str]:
+        """What is wrong with a user type's output, by its outputs schema; [] for built-ins."""
+        step_type = self.step_type(self.state.graph.steps[step_id].action)
+        return output_errors(step_type.spec.outputs, output) if step_type is not None else []
 
     def complete_attempt(self, step_id: str, output: Any, usage: Any, finished_at: datetime) -> None:
         size = output_size(output)

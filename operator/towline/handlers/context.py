@@ -7,15 +7,18 @@ itself in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from towline.api.run import WorkflowRunStatus
+from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
+from towline.validation.steptypes import StepTypeCatalog
 
 Key = tuple[str, str]
 """(namespace, name)"""
@@ -27,7 +30,20 @@ class ReconcileContext(Protocol):
         """The API connection reconciles write through (refuses writes once the Lease is lost)."""
 
     @property
-    def catalog(self) -> ConnectorCatalog: ...
+    def catalog(self) -> ConnectorCatalog:
+        """The built-in actions."""
+
+    def catalog_for(self, namespace: str) -> StepTypeCatalog:
+        """The built-in actions and the step types usable in `namespace` now (for validating a Workflow)."""
+
+    def step_types_for(self, namespace: str) -> Mapping[str, ResolvedStepType | str]:
+        """action (`steptype/<name>`, `clustersteptype/<name>`) -> the type now, or why it cannot be used."""
+
+    def step_type_problems(self, body: dict[str, Any]) -> list[str]:
+        """Why this StepType or ClusterStepType cannot be used (each names the field); [] when it can."""
+
+    def requeue_step_type(self, key: Key) -> None:
+        """Look at this type again soon; `key` is (namespace, name), namespace "" for a ClusterStepType."""
 
     @property
     def action_context(self) -> ActionContext: ...

@@ -33,8 +33,17 @@ from towline.k8s.runs import read_run, read_workflow, write_run_status
 from towline.logs import log_context
 from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import ConnectorCatalog
+from towline.validation.steptypes import StepTypeCatalog
 
 log = logging.getLogger(__name__)
+
+
+def run_catalog(builtins: ConnectorCatalog, status: WorkflowRunStatus) -> StepTypeCatalog:
+    """The built-ins and the step types as this run resolved them when it started (never as they are now)."""
+    snapshot = status.workflow_spec
+    types = {action: resolved.spec for action, resolved in snapshot.step_types.items()} if snapshot else {}
+    return StepTypeCatalog(builtins, types)
 
 async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
@@ -69,7 +78,7 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         decision = reject_run(view, problems, now)
     else:
         observed = await operator.observe(namespace, name, meta["uid"], status)
-        decision = decide(view, observed, now, operator.catalog)
+        decision = decide(view, observed, now, run_catalog(operator.catalog, status))
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
@@ -92,12 +101,13 @@ async def snapshot_workflow(
     raw = await read_workflow(operator.api, namespace, workflow_name)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
-    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog)
+    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog_for(namespace))
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
     started = start_run(
-        spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or "")
+        spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or ""),
+        step_types=operator.step_types_for(namespace),
     )
     if isinstance(started, list):
         return status, started

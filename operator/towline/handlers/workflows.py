@@ -34,7 +34,7 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     now = datetime.now(UTC)
     generation = int(raw["metadata"].get("generation", 0))
     previous = WorkflowStatus.model_validate(raw.get("status") or {})
-    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog)
+    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog_for(namespace))
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]

@@ -29,6 +29,7 @@ from towline.k8s.objects import (
     isolation_probe_network,
 )
 from towline.k8s.observe import controller_uid
+from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
 from towline_connectors.wire import rfc3339
 
@@ -180,14 +181,20 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         name=action.job_name,
         step_id=action.step_id,
         egress=list(action.egress),
-        connector_ports=context.connector_ports(action.action, action.inputs),
+        connector_ports=(sorted(set(action.step_type.spec.egress.ports)) if action.step_type is not None
+                         else context.connector_ports(action.action, action.inputs)),
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,
         never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
-    job = build_step_job(
+    job = build_user_step_job(
+        run, job_name=action.job_name, step_id=action.step_id, attempt=action.attempt, action=action.action,
+        step_type=action.step_type, inputs=action.inputs, credentials=action.credentials,
+        idempotency_key=action.idempotency_key, timeout_seconds=action.timeout_seconds,
+        allow_hosts=action.allow_hosts, settings=context.pod_settings,
+    ) if action.step_type is not None else build_step_job(
         run,
         job_name=action.job_name,
         step_id=action.step_id,

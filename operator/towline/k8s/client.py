@@ -90,6 +90,8 @@ class Resource:
 WORKFLOWS = Resource("towline.dev", "v1alpha1", "workflows")
 WORKFLOW_RUNS = Resource("towline.dev", "v1alpha1", "workflowruns")
 APPROVALS = Resource("towline.dev", "v1alpha1", "approvals")
+STEP_TYPES = Resource("towline.dev", "v1alpha1", "steptypes")
+CLUSTER_STEP_TYPES = Resource("towline.dev", "v1alpha1", "clustersteptypes", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs")
 PODS = Resource("", "v1", "pods")
 EVENTS = Resource("", "v1", "events")

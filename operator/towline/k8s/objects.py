@@ -136,23 +136,58 @@ def build_step_job(
         "volumeMounts": mounts,
         "terminationMessagePath": RESULT_PATH,
         "terminationMessagePolicy": "File",
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "resources": {"requests": dict(DEFAULT_REQUESTS), "limits": dict(DEFAULT_LIMITS)},
+        "securityContext": container_security_context(),
+    }
+    return step_job_manifest(run, job_name=job_name, step_id=step_id, labels=labels, deadline=deadline,
+                             settings=settings, containers=[container], volumes=volumes)
+
+
+DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
+DEFAULT_LIMITS = {"memory": "256Mi"}
+
+
+def container_security_context() -> JSON:
+    """Pod Security "restricted" for one container, with a read-only root filesystem."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def step_job_manifest(
+    run: RunRef, *, job_name: str, step_id: str, labels: Mapping[str, str], deadline: int,
+    settings: StepPodSettings, containers: list[JSON], volumes: list[JSON], init_containers: Sequence[JSON] = (),
+) -> JSON:
+    """The Job around a step's containers: owned by the run, never retried by the Job controller, no token."""
+    pod_labels = {**labels, LABEL_STEP_POD: "true"}
+    pod_spec: JSON = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "activeDeadlineSeconds": deadline,
         "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
             "runAsNonRoot": True,
+            "runAsUser": settings.run_as_user,
+            "runAsGroup": settings.run_as_user,
+            "fsGroup": settings.run_as_user,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
+        "containers": containers,
+        "volumes": volumes,
     }
-    pod_labels = {**labels, LABEL_STEP_POD: "true"}
+    if init_containers:
+        pod_spec["initContainers"] = list(init_containers)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": job_name,
             "namespace": run.namespace,
-            "labels": labels,
+            "labels": dict(labels),
             # Labels are DNS-safe and lossy (`_` -> `-`); the exact step id rides along here.
             "annotations": {ANNOTATION_STEP_ID: step_id},
             "ownerReferences": [run.owner_reference()],
@@ -161,24 +196,7 @@ def build_step_job(
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline,
             "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "activeDeadlineSeconds": deadline,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": settings.run_as_user,
-                        "runAsGroup": settings.run_as_user,
-                        "fsGroup": settings.run_as_user,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
         },
     }
 

@@ -28,12 +28,13 @@ from towline.engine.observed import (
     StepResult,
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, RESULT_PATH
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.protocol import ResultDocument, read_result_message
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
+EXIT_RETRYABLE = 75
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
@@ -154,17 +155,49 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
 
 
 def parse_result(pod: JSON) -> StepResult | None:
-    """The runner's document from the container's termination message, read strictly by the step protocol."""
-    for container in pod.get("status", {}).get("containerStatuses", []) or []:
+    """The step's document from its container's termination message, read strictly by the step protocol.
+
+    A user step type's pod runs the runner's `prepare` first: when that failed (the pod never became
+    isolated, a Secret is missing) its document is the attempt's result and the user's container never ran.
+    """
+    status = pod.get("status") or {}
+    for container in status.get("initContainerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated")
-        if not terminated:
-            continue
-        message = terminated.get("message")
-        if not message:
-            return None
-        document = read_result_message(str(message))
-        return container_failure(terminated) if document is None else step_result(document)
+        if terminated and terminated.get("exitCode") != 0:
+            return _terminated_result(terminated, user_container=False)
+    user_type = bool((pod.get("spec") or {}).get("initContainers"))
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return _terminated_result(terminated, user_container=user_type)
     return None
+
+
+def _terminated_result(terminated: Mapping[str, Any], *, user_container: bool) -> StepResult | None:
+    message = terminated.get("message")
+    if not message:
+        return no_document(terminated) if user_container else None
+    document = read_result_message(str(message))
+    return container_failure(terminated) if document is None else step_result(document)
+
+
+def no_document(terminated: Mapping[str, Any]) -> StepResult | None:
+    """A user's container ended without a result document: its exit code says what the protocol allows.
+
+    75 is a retryable failure, any other code a permanent one. Killed by the kernel or the kubelet
+    (OOMKilled, a deadline) stays None: the engine decides, as for the runner, whether a mutating
+    step may have had an effect.
+    """
+    code = terminated.get("exitCode")
+    if terminated.get("reason") not in (None, "Completed", "Error") or not isinstance(code, int):
+        return None
+    retryable = code == EXIT_RETRYABLE
+    return StepResult(
+        ok=False, output=None, error_class="transient" if retryable else "permanent", retryable=retryable,
+        retry_after_seconds=None, usage=None,
+        message=f"the step's container exited with code {code} without writing a result document to "
+        f"{RESULT_PATH} (docs/step-protocol.md)",
+    )
 
 
 def container_failure(terminated: Mapping[str, Any]) -> StepResult:

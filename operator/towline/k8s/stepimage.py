@@ -28,7 +28,8 @@ def foreign_run(job: JSON, pod: JSON) -> str | None:
     for name, image in _images(pod.get("spec")).items():
         if asked.get(name) != image:
             return f"its container {name} was changed to image {image}; its Job asked for {asked.get(name)}"
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+    pod_status = pod.get("status") or {}
+    for status in [*(pod_status.get("initContainerStatuses") or []), *(pod_status.get("containerStatuses") or [])]:
         name = status.get("name")
         if name not in asked:
             return f"it ran a container {name} its Job never asked for"
@@ -66,8 +67,11 @@ def _normal(reference: str) -> str:
 
 
 def _images(spec: Any) -> dict[str, str]:
-    containers = (spec or {}).get("containers") if isinstance(spec, dict) else None
-    return {str(c.get("name")): str(c.get("image")) for c in containers or [] if isinstance(c, dict)}
+    """Container name -> image, init containers (a user step type's `prepare`) included."""
+    if not isinstance(spec, dict):
+        return {}
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    return {str(c.get("name")): str(c.get("image")) for c in containers if isinstance(c, dict)}
 
 
 def refused_result(pod: JSON, reason: str) -> StepResult:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
+from towline.validation.steptypes import StepImagePolicy
 from towline_connectors.wire import parse_address_port
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,18 @@ def isolation_probe(env: Mapping[str, str]) -> str | None:
     return target
 
 
+def step_image_policy(env: Mapping[str, str]) -> StepImagePolicy:
+    """TOWLINE_STEP_TYPE_IMAGE_PREFIXES (comma separated) and TOWLINE_STEP_TYPE_REQUIRE_DIGEST, from the chart's
+    stepTypes values; no prefixes: no user step type is usable."""
+    prefixes = tuple(part.strip() for part in env.get("TOWLINE_STEP_TYPE_IMAGE_PREFIXES", "").split(",")
+                     if part.strip())
+    digest = env.get("TOWLINE_STEP_TYPE_REQUIRE_DIGEST", "false").strip().lower()
+    if digest not in ("true", "false"):
+        raise ValueError(f"TOWLINE_STEP_TYPE_REQUIRE_DIGEST must be true or false, not {digest!r}; set "
+                         "stepTypes.requireDigest in the chart values to true or false")
+    return StepImagePolicy(allowed_prefixes=prefixes, require_digest=digest == "true")
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     namespace: str
@@ -100,6 +113,7 @@ class OperatorConfig:
     lease_name: str = "towline-operator"
     leader_timings: LeaderTimings = field(default_factory=LeaderTimings)
     max_retries: int = DEFAULT_MAX_RETRIES
+    step_image_policy: StepImagePolicy = field(default_factory=StepImagePolicy)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -126,4 +140,5 @@ class OperatorConfig:
             lease_name=env.get("TOWLINE_LEASE_NAME") or "towline-operator",
             leader_timings=leader_timings_from(env),
             max_retries=int(retries_text),
+            step_image_policy=step_image_policy(env),
         )

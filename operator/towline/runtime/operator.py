@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
+from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.observed import Observed
@@ -25,6 +26,7 @@ from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
 from towline.handlers.history import FinishedRun, kept_until
 from towline.handlers.runs import reconcile_run
+from towline.handlers.steptypes import reconcile_step_type
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
@@ -36,9 +38,11 @@ from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig
+from towline.runtime.steptypes import StepTypeCache, TypeKey, check_step_type
 from towline.runtime.workqueue import WorkQueue
 from towline.validation import connector_catalog
 from towline.validation.catalog import ConnectorCatalog
+from towline.validation.steptypes import StepTypeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,7 @@ class Operator:
     """The unfenced connection: the Lease and closing use it; reconciles use `api`."""
     runs: WorkQueue = field(default_factory=lambda: WorkQueue("runs"))
     workflows: WorkQueue = field(default_factory=lambda: WorkQueue("workflows"))
+    step_type_queue: WorkQueue = field(default_factory=lambda: WorkQueue("steptypes"))
     run_summaries: dict[Key, RunSummary] = field(default_factory=dict)
     workflow_keys: set[Key] = field(default_factory=set)
     children: ChildCache = field(default_factory=ChildCache)
@@ -89,7 +94,9 @@ class Operator:
 
     def __post_init__(self) -> None:
         self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
+        self.step_type_queue.max_retries = self.config.max_retries
         self._catalog = connector_catalog()
+        self.step_types = StepTypeCache(self.config.step_image_policy)
         self.leader = LeaderElector(
             self.connection, namespace=self.config.namespace, name=self.config.lease_name,
             identity=self.config.identity, timings=self.config.leader_timings,
@@ -111,6 +118,29 @@ class Operator:
     @property
     def catalog(self) -> ConnectorCatalog:
         return self._catalog
+
+    def catalog_for(self, namespace: str) -> StepTypeCatalog:
+        return self.step_types.catalog_for(namespace, self._catalog)
+
+    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
+        return self.step_types.available(namespace)
+
+    def step_type_problems(self, body: dict[str, Any]) -> list[str]:
+        checked = check_step_type(body, self.config.step_image_policy)
+        return [] if isinstance(checked, ResolvedStepType) else checked
+
+    def requeue_step_type(self, key: TypeKey) -> None:
+        self.step_type_queue.add(key)
+
+    def saw_step_type(self, body: dict[str, Any], *, deleted: bool) -> None:
+        """A type changed or went: report on it, and validate again every Workflow that may name it."""
+        key = self.step_types.saw(body, deleted=deleted)
+        namespace = key[0]
+        if not deleted:
+            self.step_type_queue.add(key)
+        for workflow in list(self.workflow_keys):
+            if not namespace or workflow[0] == namespace:
+                self.workflows.add(workflow)
 
     @property
     def action_context(self) -> ActionContext:
@@ -213,6 +243,10 @@ class Operator:
         self.tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
+        self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))
+        self.tasks.append(asyncio.create_task(
+            self.step_type_queue.run_worker(self._leading(self._reconcile_step_type), self._give_up_step_type),
+            name="steptype-worker"))
         for index in range(self.config.workers):
             self.tasks.append(asyncio.create_task(
                 self.runs.run_worker(self._leading(self._reconcile_run), self._give_up_run),
@@ -267,6 +301,8 @@ class Operator:
                 self.runs.add(key)
             for key in list(self.workflow_keys):
                 self.workflows.add(key)
+            for key in self.step_types.type_keys():
+                self.step_type_queue.add(key)
             await self.leader.lost_leadership.wait()
 
     async def _reconcile_run(self, key: Key) -> None:
@@ -278,6 +314,13 @@ class Operator:
         wake_at = await reconcile_workflow(self, *key)
         if wake_at is not None:
             self.workflows.add_at(key, wake_at)
+
+    async def _reconcile_step_type(self, key: Key) -> None:
+        await reconcile_step_type(self, *key)
+
+    async def _give_up_step_type(self, key: Key, attempts: int, error: BaseException) -> None:
+        log.error("step type %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__,
+                  error)
 
     async def _give_up_run(self, key: Key, attempts: int, error: BaseException) -> None:
         if self.leader.is_leader:

@@ -66,6 +66,14 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         operator.workflow_keys.add(key)
         operator.workflows.add(key)
 
+    @kopf.on.event("towline.dev", "v1alpha1", "steptypes", registry=registry)
+    async def step_type_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        _saw_step_type(operator_of(memo), kwargs["event"], "StepType")
+
+    @kopf.on.event("towline.dev", "v1alpha1", "clustersteptypes", registry=registry)
+    async def cluster_step_type_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        _saw_step_type(operator_of(memo), kwargs["event"], "ClusterStepType")
+
     @kopf.on.event("towline.dev", "v1alpha1", "workflowruns", registry=registry)
     async def run_event(memo: kopf.Memo, **kwargs: Any) -> None:
         operator, event, body = operator_of(memo), kwargs["event"], kwargs["body"]
@@ -129,6 +137,12 @@ def _tune(settings: kopf.OperatorSettings) -> None:
     # finished runs never holds them all at once.
     settings.watching.chunk_size = 500
     settings.queueing.idle_timeout = 0.5
+
+
+def _saw_step_type(operator: Operator, event: Any, kind: str) -> None:
+    body = (event or {}).get("object")
+    if isinstance(body, dict):  # the watch's own dict, with its kind (kopf's body is a read-only view)
+        operator.saw_step_type({**body, "kind": kind}, deleted=event.get("type") == "DELETED")
 
 
 def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:

@@ -56,8 +56,15 @@ def workflow_conditions(
             type=STALLED, status="True", reason=REASON_INVALID, message=ready.message,
             last_transition_time=now, observed_generation=generation,
         ))
+    return merge_conditions(previous, wanted, replaced={READY, STALLED})
+
+
+def merge_conditions(
+    previous: Sequence[Condition], wanted: Sequence[Condition], *, replaced: set[str]
+) -> list[Condition]:
+    """`previous` with the `replaced` types swapped for `wanted`; a lastTransitionTime moves only with the status."""
     by_type = {c.type: c for c in previous}
-    result = [c for c in previous if c.type not in {READY, STALLED}]
+    result = [c for c in previous if c.type not in replaced]
     for condition in wanted:
         old = by_type.get(condition.type)
         unchanged = old is not None and old.status == condition.status

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from towline.api.run import StepStatus, WorkflowRunSpec, WorkflowRunStatus
+from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import RetryPolicy, WorkflowSpec
 from towline.engine import (
     Action,
@@ -75,17 +76,20 @@ class Sim:
 
     spec: WorkflowSpec
     params: dict[str, Any] = field(default_factory=dict)
-    catalog: FakeCatalog = field(default_factory=FakeCatalog)
+    catalog: Any = field(default_factory=FakeCatalog)
+    """An engine ActionCatalog: FakeCatalog, or a StepTypeCatalog for runs of user step types."""
     name: str = "renewal-watch-1"
     uid: str = "uid-1"
     now: datetime = T0
     requested_by: str | None = "alice"
+    step_types: Mapping[str, ResolvedStepType | str] = field(default_factory=dict)
+    """What the operator would resolve `steptype/...` actions to when the run starts."""
 
     def __post_init__(self) -> None:
         self.run_spec = WorkflowRunSpec.model_validate(
             {"workflowRef": {"name": "renewal-watch"}, "params": self.params, "requestedBy": self.requested_by}
         )
-        started = start_run(self.spec, 1, self.run_spec, workflow_uid=WORKFLOW_UID)
+        started = start_run(self.spec, 1, self.run_spec, workflow_uid=WORKFLOW_UID, step_types=self.step_types)
         assert not isinstance(started, list), started
         snapshot, params = started
         self.status = WorkflowRunStatus(workflow_spec=snapshot, params=params)

@@ -1,0 +1,169 @@
+"""StepType and ClusterStepType: a user's own container as a step, declared like a built-in action.
+
+A type says which image runs (and optionally its command and args), the JSON
+Schemas of its inputs and outputs, the credential slots a workflow step binds
+to Secrets, the TCP ports it needs egress on (hosts come from the step's
+`allowHosts`, as for `http.request`), default resources, timeout and retry,
+and whether it honours the idempotency key. Workflows name one in `action:` as
+`steptype/<name>` (same namespace) or `clustersteptype/<name>`: the kind is
+explicit, so a namespaced type never shadows a cluster type and no name is
+ambiguous.
+
+Pure data: the operator reports `Ready` (the schemas are valid JSON Schema, the
+image is allowed) in status; the chart's admission policy enforces who may
+register which images.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from towline.api.common import (
+    SECRET_KEY_PATTERN,
+    Condition,
+    TowlineModel,
+    list_map,
+)
+from towline.api.workflow import Port, RetryPolicy
+
+STEP_TYPE_PREFIX = "steptype/"
+"""`action: steptype/<name>`: a StepType in the run's namespace."""
+CLUSTER_STEP_TYPE_PREFIX = "clustersteptype/"
+"""`action: clustersteptype/<name>`: a ClusterStepType."""
+
+IMAGE_PATTERN = (
+    r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+"""An OCI image reference as the kubelet pulls it: registry/path[:tag][@sha256:digest], lower case path."""
+SLOT_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+"""A credential slot's name: the directory its keys are mounted under, and the key of a step's `credentials`."""
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
+"""A resource quantity as people write them for CPU and memory: `100m`, `0.5`, `128Mi`, `1Gi`."""
+
+EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+
+SlotName = Annotated[str, Field(pattern=SLOT_PATTERN, max_length=63)]
+SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)]
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
+JsonSchema = Annotated[
+    dict[str, Any],
+    Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class CredentialSlot(TowlineModel):
+    """A named credential the type reads: a workflow step binds the slot to a Secret holding these keys."""
+
+    name: SlotName = Field(description="The slot, e.g. api; mounted at /var/run/towline/credentials/<slot>/<key>.")
+    keys: list[SecretKey] = Field(min_length=1, max_length=16, description="The Secret keys read, e.g. [token].")
+    description: str = Field(default="", max_length=1024)
+    optional: bool = Field(default=False, description="A step may leave this slot unbound.")
+
+
+class StepEgress(TowlineModel):
+    """Where the type's container may connect: these ports, to the step's `allowHosts` only."""
+
+    ports: list[Port] = Field(default_factory=list, max_length=16, description="TCP ports, e.g. [443].")
+
+
+class ResourceAmounts(TowlineModel):
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+
+
+class StepResources(TowlineModel):
+    """The container's requests and limits; unset ones take the built-in steps' defaults."""
+
+    requests: ResourceAmounts = Field(default_factory=ResourceAmounts)
+    limits: ResourceAmounts = Field(default_factory=ResourceAmounts)
+
+
+class StepTypeSpec(TowlineModel):
+    """What runs, what it takes and returns, which credentials and egress it needs, how it is retried."""
+
+    description: str = Field(default="", max_length=4096, description="One paragraph for the catalog.")
+    image: str = Field(
+        max_length=512, pattern=IMAGE_PATTERN,
+        description="The image, e.g. registry.example.com/team/deploy@sha256:...; the chart's image policy "
+        "decides which registries are allowed and whether a digest is required.",
+    )
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64, description="Overrides the image's entrypoint."
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64, description="Overrides the image's default arguments."
+    )
+    inputs: JsonSchema = Field(
+        default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA),
+        description="A JSON Schema (draft 2020-12) for the step's `with`; checked before anything runs.",
+    )
+    outputs: JsonSchema = Field(
+        default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA),
+        description="A JSON Schema (draft 2020-12) the result's `output` must match.",
+    )
+    credentials: list[CredentialSlot] = Field(
+        default_factory=list, max_length=16, json_schema_extra=list_map("name")
+    )
+    egress: StepEgress = Field(default_factory=StepEgress)
+    resources: StepResources = Field(default_factory=StepResources)
+    timeout_seconds: int | None = Field(
+        default=None, ge=1, le=86400, description="Per attempt; a step's own timeoutSeconds wins."
+    )
+    retry: RetryPolicy | None = Field(default=None, description="A step's own retry wins.")
+    idempotency_key: bool = Field(
+        default=False,
+        description="The container honours TOWLINE_IDEMPOTENCY_KEY, so retrying a mutating attempt is safe.",
+    )
+    mutating: bool = Field(
+        default=True, description="Running it changes something outside the pod (retries then need the key)."
+    )
+
+
+StepTypeKind = Literal["StepType", "ClusterStepType"]
+
+
+class StepTypeStatus(TowlineModel):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
+
+
+class StepType(TowlineModel):
+    """A namespaced step type: usable by workflows in its namespace as `action: steptype/<name>`."""
+
+    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
+    kind: Literal["StepType"] = "StepType"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: StepTypeSpec
+    status: StepTypeStatus | None = None
+
+
+class ClusterStepType(TowlineModel):
+    """A cluster-wide step type: usable by every namespace as `action: clustersteptype/<name>`."""
+
+    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
+    kind: Literal["ClusterStepType"] = "ClusterStepType"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: StepTypeSpec
+    status: StepTypeStatus | None = None
+
+
+class ResolvedStepType(TowlineModel):
+    """A type as a run resolved it when it started: what ran is in the run's history, whatever the type says now."""
+
+    kind: StepTypeKind
+    name: str = Field(max_length=253)
+    uid: str | None = Field(default=None, max_length=128)
+    generation: int | None = Field(default=None, ge=0)
+    spec: StepTypeSpec
+
+
+def step_type_reference(action: str) -> tuple[StepTypeKind, str] | None:
+    """(kind, name) when `action` names a user type, None for a built-in action such as `http.request`."""
+    if action.startswith(STEP_TYPE_PREFIX):
+        return "StepType", action.removeprefix(STEP_TYPE_PREFIX)
+    if action.startswith(CLUSTER_STEP_TYPE_PREFIX):
+        return "ClusterStepType", action.removeprefix(CLUSTER_STEP_TYPE_PREFIX)
+    return None

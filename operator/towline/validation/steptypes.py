@@ -1,0 +1,203 @@
+"""User step types as validation and the engine see them: JSON Schema checks and a catalog over built-ins + types.
+
+A StepType declares its inputs and outputs as JSON Schema (draft 2020-12). The
+schemas are checked with `jsonschema`, never by hand: a type whose schema is
+not valid JSON Schema is not Ready, a step whose literal `with` breaks its
+type's input schema keeps its Workflow not Ready with the field path, and an
+output that breaks the output schema fails the attempt. A `${{ }}` binding
+counts as valid for any field, as it does for built-in actions: it resolves
+at run time, and the resolved value is checked again before the Job is made.
+
+`StepTypeCatalog` answers the catalog questions (validation's and the
+engine's) for built-ins and for the types a namespace may use, so every
+caller asks one object and a type behaves like a built-in everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import ValidationError as SchemaViolation
+
+from towline.api.steptype import StepTypeSpec, step_type_reference
+from towline.api.workflow import RetryPolicy
+from towline_connectors.wire import is_template
+
+MAX_SCHEMA_ERRORS = 5
+"""Messages reported per schema check: enough to fix several fields at once, never a wall of text."""
+
+
+class BuiltinCatalog(Protocol):
+    """The questions asked of the built-in actions (towline.validation.catalog.ConnectorCatalog answers them)."""
+
+    def known_actions(self) -> list[str]: ...
+    def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]: ...
+    def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool: ...
+    def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]: ...
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]: ...
+    def default_retry(self, action: str) -> RetryPolicy | None: ...
+    def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]: ...
+
+
+def type_schema_errors(spec: StepTypeSpec) -> list[str]:
+    """Why a type cannot be used: a schema that is not JSON Schema, or inputs that are not an object."""
+    errors = []
+    for field, schema in (("spec.inputs", spec.inputs), ("spec.outputs", spec.outputs)):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as error:
+            where = _path(field, error.path)
+            errors.append(f"{where}: not a valid JSON Schema (draft 2020-12): {error.message}")
+    if spec.inputs.get("type", "object") != "object":
+        errors.append("spec.inputs: must describe an object (type: object): a step's `with` is a mapping")
+    return errors
+
+
+def input_errors(schema: Mapping[str, Any], inputs: Mapping[str, Any], *, allow_templates: bool = True) -> list[str]:
+    """Messages naming each `with` field that breaks the type's input schema, and how.
+
+    With `allow_templates`, an error about a value that is (or sits under) a `${{ }}` binding is dropped:
+    the operator checks again with the resolved values before the step runs.
+    """
+    messages = []
+    for error in _violations(schema, dict(inputs)):
+        if allow_templates and _about_a_template(error, inputs):
+            continue
+        messages.append(f"{_path('with', error.absolute_path)}: {_describe(error)}")
+    return messages[:MAX_SCHEMA_ERRORS]
+
+
+def output_errors(schema: Mapping[str, Any], output: Any) -> list[str]:
+    """Messages naming each output field that breaks the type's output schema."""
+    return [f"{_path('output', error.absolute_path)}: {_describe(error)}"
+            for error in _violations(schema, output)][:MAX_SCHEMA_ERRORS]
+
+
+def _violations(schema: Mapping[str, Any], instance: Any) -> list[SchemaViolation]:
+    try:
+        validator = Draft202012Validator(dict(schema))
+        return sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    except SchemaError as error:  # a type that is not Ready never gets here; a stale snapshot might
+        return [SchemaViolation(f"the type's schema is not valid JSON Schema: {error.message}")]
+
+
+def _describe(error: SchemaViolation) -> str:
+    """jsonschema's message, without echoing a long value back (a pasted secret must not reach a status)."""
+    message = error.message
+    instance = error.instance
+    if isinstance(instance, str) and len(instance) > 32 and instance in message:
+        message = message.replace(repr(instance), "the given string").replace(instance, "the given string")
+    return message[:300]
+
+
+def _about_a_template(error: SchemaViolation, inputs: Mapping[str, Any]) -> bool:
+    if is_template(error.instance):
+        return True
+    value: Any = inputs
+    for part in error.absolute_path:
+        if is_template(value):
+            return True
+        try:
+            value = value[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return is_template(value)
+
+
+def _path(root: str, parts: Iterable[Any]) -> str:
+    path = root
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+class StepTypeCatalog:
+    """Built-in actions plus the user types one namespace may use, keyed by `steptype/<n>` / `clustersteptype/<n>`.
+
+    The operator builds one per namespace from its StepType cache (validation) or per run from the run's
+    snapshot (the engine and the Job builder), so a type changed mid-run does not change a running run.
+    """
+
+    def __init__(
+        self, builtins: BuiltinCatalog, types: Mapping[str, StepTypeSpec], unusable: Mapping[str, str] | None = None
+    ) -> None:
+        self.builtins = builtins
+        self.types = types
+        self.unusable = unusable or {}
+        """Types that exist but cannot run, with why (not Ready): a step naming one is told the reason."""
+
+    def step_type(self, action: str) -> StepTypeSpec | None:
+        return self.types.get(action)
+
+    def known_actions(self) -> list[str]:
+        return sorted([*self.builtins.known_actions(), *self.types, *self.unusable])
+
+    def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
+        spec = self.types.get(action)
+        if spec is None:
+            if action in self.unusable:
+                return [f"{action} cannot be used: {self.unusable[action]}"]
+            if step_type_reference(action) is not None:
+                return [f"{action} is not registered; create it (kubectl apply -f its manifest) or fix the name"]
+            return self.builtins.validate_inputs(action, inputs)
+        if not isinstance(inputs, Mapping):
+            return ["with: must be a mapping of input names to values"]
+        return input_errors(spec.inputs, inputs)
+
+    def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool:
+        spec = self.types.get(action)
+        return self.builtins.is_mutating(action, inputs) if spec is None else spec.mutating
+
+    def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """For a type, every required slot and its first key: a step must bind each to a Secret."""
+        spec = self.types.get(action)
+        if spec is None:
+            return self.builtins.credential_refs(action, inputs)
+        return [(slot.name, slot.keys[0]) for slot in spec.credentials if not slot.optional]
+
+    def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
+        """For a type, one unknown host per port: where it connects is the step's allowHosts."""
+        spec = self.types.get(action)
+        if spec is None:
+            return self.builtins.destination_hosts(action, inputs)
+        return [None for _ in spec.egress.ports]
+
+    def default_retry(self, action: str) -> RetryPolicy | None:
+        spec = self.types.get(action)
+        if spec is None:
+            return self.builtins.default_retry(action)
+        return spec.retry
+
+    def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]:
+        spec = self.types.get(action)
+        if spec is None:
+            return self.builtins.connector_ports(action, inputs)
+        return sorted(set(spec.egress.ports))
+
+
+@dataclass(frozen=True)
+class StepImagePolicy:
+    """Which images user step types may run: the chart's `stepTypes.allowedImagePrefixes` and `requireDigest`.
+
+    The same values feed the admission policy that refuses such a type at creation; the operator checks
+    again (a type created before the policy changed, or while admission was off, is not Ready).
+    """
+
+    allowed_prefixes: tuple[str, ...] = ()
+    require_digest: bool = False
+
+    def problem(self, image: str) -> str | None:
+        """Why `image` may not run as a step type, naming the chart value to change; None when allowed."""
+        if not any(image.startswith(prefix) for prefix in self.allowed_prefixes):
+            allowed = ", ".join(self.allowed_prefixes) or "none are configured"
+            return (f"image {image} is not allowed for step types (allowed prefixes: {allowed}); use an image "
+                    "from an allowed registry, or ask the cluster admin to add its prefix to the chart value "
+                    "stepTypes.allowedImagePrefixes")
+        if self.require_digest and "@sha256:" not in image:
+            return (f"image {image} has no digest and the chart requires one (stepTypes.requireDigest); "
+                    "pin it as registry/name@sha256:<digest>")
+        return None
