@@ -32,7 +32,13 @@ from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_images
 from towline_dev.node.packages import NodeUnavailable
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.release import api_server_egress, install_args, local_image_values, printable
+from towline_dev.release import (
+    api_server_egress,
+    example_step_type_values,
+    install_args,
+    local_image_values,
+    printable,
+)
 from towline_dev.versions import KUBERNETES_VERSION
 
 NEEDS_ROOT = ("the local cluster runs a real node (kubelet, containerd and runc, CNI, iptables), which needs root: "
@@ -185,7 +191,8 @@ def _up(home: Path) -> int:
 
 def _banner(cluster: NodeCluster, state: dict[str, Any]) -> str:
     assert cluster.plane is not None and cluster.node is not None
-    helm = printable(["helm", *install_args({**local_image_values(), **api_server_egress(cluster.plane)})])
+    values = {**local_image_values(), **example_step_type_values(), **api_server_egress(cluster.plane)}
+    helm = printable(["helm", *install_args(values)])
     return (
         f"Towline dev cluster is up: Kubernetes {KUBERNETES_VERSION} at {cluster.plane.server} with a real node "
         f"(ready in {cluster.startup_seconds or 0:.1f} s).\n"

@@ -53,6 +53,7 @@ from towline_dev.release import (
     NAMESPACE,
     ReleaseFailed,
     api_server_egress,
+    example_step_type_values,
     install_release,
     local_image_values,
     printable,
@@ -130,7 +131,7 @@ def _start_demo(cluster: NodeCluster) -> tuple[list[str], str, str, str]:
     plane = cluster.plane
     assert plane is not None
     progress("helm install towline charts/towline (the operator and the webhook ingress, as containers)")
-    helm = install_release(plane, {**local_image_values(), **api_server_egress(plane)})
+    helm = install_release(plane, {**local_image_values(), **example_step_type_values(), **api_server_egress(plane)})
     for namespace in (DEMO_NAMESPACE, EXAMPLES_NAMESPACE):
         plane.kubectl("create", "namespace", namespace, check=False)
     grant_demo_roles(plane)

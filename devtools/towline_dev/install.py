@@ -43,7 +43,11 @@ CHART_TEMPLATES = (
     "templates/admission-policy-credentials.yaml",
     "templates/admission-policy-step-objects.yaml",
     "templates/admission-policy-operator-jobs.yaml",
+    "templates/admission-policy-step-types.yaml",
 )
+STEP_TYPE_IMAGE_PREFIX = "localhost/towline-step-"
+"""Where the example step types' images live on the local node: the chart value stepTypes.allowedImagePrefixes
+the local installs set, so the examples (and nothing from another registry) may run as step types."""
 
 
 def install_crds(cluster: ControlPlane) -> None:
@@ -57,7 +61,8 @@ def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> 
     # the one an existing cluster's nodes pull, as tests/integration/conftest.py picks it).
     runner_image = os.environ.get("TOWLINE_TEST_RUNNER_IMAGE") or RUNNER_IMAGE
     args = [str(cluster.binaries.path("helm")), "template", "towline", str(CHART), "--namespace", namespace,
-            "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}"]
+            "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}",
+            "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}"]
     for template in CHART_TEMPLATES:
         args += ["--show-only", template]
     return subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
@@ -158,6 +163,7 @@ class OperatorProcess:
             TOWLINE_WATCH_NAMESPACES=",".join(self.watch_namespaces),
             TOWLINE_METRICS_ADDRESS="127.0.0.1",
             TOWLINE_LOG_FORMAT="json",
+            TOWLINE_STEP_TYPE_IMAGE_PREFIXES=STEP_TYPE_IMAGE_PREFIX,
         )
         env.pop("TOWLINE_RUNNER_COMMAND", None)
         env.pop("TOWLINE_REQUIRE_ISOLATION", None)

@@ -1,7 +1,8 @@
 """`helm install` of charts/towline, as the README's install section runs it, into a local cluster.
 
 The values are the README's (`image.repository`, `image.tag`, `runner.image`),
-pointing at the images the local node has loaded (`towline_dev.images`), plus
+pointing at the images the local node has loaded (`towline_dev.images`), the
+example step types' image prefix (`stepTypes.allowedImagePrefixes`), plus
 `networkPolicy.apiServer` narrowed to where this cluster's API server really is,
 as the README tells users to set it. Runs only the pinned helm and kubectl.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
+from towline_dev.install import STEP_TYPE_IMAGE_PREFIX
 
 CHART = REPO_ROOT / "charts" / "towline"
 RELEASE = "towline"
@@ -30,6 +32,11 @@ def local_image_values() -> dict[str, str]:
     """The README's image values, for the images `towline_dev.images` builds and the node loads."""
     repository, tag = TOWLINE_IMAGE.rsplit(":", 1)
     return {"image.repository": repository, "image.tag": tag, "runner.image": RUNNER_IMAGE}
+
+
+def example_step_type_values() -> dict[str, str]:
+    """stepTypes.allowedImagePrefixes for the example step types' local images (and nothing else)."""
+    return {"stepTypes.allowedImagePrefixes": json.dumps([STEP_TYPE_IMAGE_PREFIX])}
 
 
 def set_args(values: dict[str, str]) -> list[str]:

@@ -49,6 +49,12 @@ learns of a missing one from the pod's status.
   resources: [approvals]
   verbs: [get, list, watch, create, delete]
 - apiGroups: [towline.dev]
+  resources: [steptypes]
+  verbs: [get, list, watch]
+- apiGroups: [towline.dev]
+  resources: [steptypes/status]
+  verbs: [get, patch, update]
+- apiGroups: [towline.dev]
   resources: [approvals/status]
   verbs: [get, patch, update]
 - apiGroups: [batch]
@@ -72,7 +78,7 @@ A digest of everything the operator's pods are configured from; in the pod
 template, so that any change of it rolls the Deployment.
 */}}
 {{- define "towline.operatorConfigChecksum" -}}
-{{- list .Values.image .Values.runner .Values.operator .Values.watchNamespaces .Values.serviceAccount | toJson | sha256sum -}}
+{{- list .Values.image .Values.runner .Values.operator .Values.watchNamespaces .Values.serviceAccount .Values.stepTypes | toJson | sha256sum -}}
 {{- end }}
 
 {{/* Egress rules of Towline's own pods: the API server and cluster DNS only. */}}
