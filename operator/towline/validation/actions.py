@@ -33,6 +33,10 @@ class ActionCatalog(Protocol):
         """(alias, key) of every credential the action reads with these inputs, defaults included."""
         ...
 
+    def credential_slots(self, action: str) -> list[str] | None:
+        """The only credential aliases a step of `action` may bind (a user type's slots); None: any alias."""
+        ...
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
         ...

@@ -38,6 +38,10 @@ class ConnectorCatalog:
             return []
         return list(spec.credential_refs(inputs))
 
+    def credential_slots(self, action: str) -> list[str] | None:
+        """Built-ins read any alias a step declares (through `{credential: alias}` in `with`)."""
+        return None
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
         spec = registry.get_action(action)

@@ -116,6 +116,14 @@ def _credential_errors(item: LocatedStep, catalog: ActionCatalog) -> list[Valida
                 message=f"credential {alias!r} is not declared; {_declare(item, alias)}{suggestion(alias, declared)}",
             ))
     action = item.step.action
+    slots = catalog.credential_slots(action) if action is not None else None
+    for alias in item.step.credentials:
+        if slots is not None and alias not in slots:
+            errors.append(ValidationError(
+                field=f"{item.path}.credentials.{alias}",
+                message=f"{action} has no credential slot {alias!r}; its slots: {', '.join(slots) or 'none'}. "
+                "Bind only those: nothing else is mounted into its pod",
+            ))
     if action is not None and action in catalog.known_actions():
         written = {alias for _, alias in explicit}
         for alias, key in dict.fromkeys(catalog.credential_refs(action, item.step.with_)):

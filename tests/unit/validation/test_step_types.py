@@ -171,3 +171,16 @@ def test_check_step_type_reports_a_spec_that_does_not_parse() -> None:
                                POLICY)
     assert isinstance(problems, list) and len(problems) == 1
     assert problems[0].startswith("spec.image: String should match pattern")
+
+
+def test_a_step_may_bind_only_its_types_slots() -> None:
+    manifest = {"steps": [{
+        "id": "roll", "action": "steptype/deploy", "with": {"service": "api", "replicas": 2},
+        "credentials": {"api": "deploy-token", "admin": "cluster-admin"}, "allowHosts": ["deploy.example.com"],
+    }]}
+    _, errors = validate_workflow_manifest(manifest, catalog(deploy=deploy_type()))
+    assert [(e.field, e.message) for e in errors] == [(
+        "spec.steps[0].credentials.admin",
+        "steptype/deploy has no credential slot 'admin'; its slots: api, extra. Bind only those: nothing else is "
+        "mounted into its pod",
+    )]
