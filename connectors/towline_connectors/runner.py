@@ -58,7 +58,7 @@ from towline_connectors.isolation import (
     isolation_budget,
 )
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
-from towline_connectors.protocol import RESULT_LIMIT_BYTES
+from towline_step.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import RedactingStream, Redactor, TextSink
 from towline_connectors.registry import ACTIONS, format_validation_errors
 from towline_connectors.result import (

@@ -30,9 +30,6 @@ CREDENTIAL_KEYS_ENV = "TOWLINE_CREDENTIAL_KEYS"
 NAMESPACE_ENV = "TOWLINE_NAMESPACE"
 """Step pod env: the run's namespace, named in the missing-Secret failure's fix."""
 
-MISSING_SECRETS_FIELD = "missingSecrets"
-"""Result-document field: the names of the Secrets the step names but whose mount is empty (an `auth` failure)."""
-
 
 def parse_address_port(text: str) -> tuple[str, int]:
     """`address:port` (`[v6]:port`) with an IP literal, as TOWLINE_ISOLATION_PROBE takes it; else ValueError.

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from towline.k8s.observe import parse_result
-from towline_connectors.protocol import RESULT_LIMIT_BYTES
+from towline_step.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import Redactor
 from towline_connectors.result import StepResult, render_result
 from towline_dev.simnode import (

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from towline_connectors.errors import ActionError
-from towline_connectors.protocol import (
+from towline_step.protocol import (
     MAX_RETRY_AFTER_SECONDS,
     RESULT_LIMIT_BYTES,
     ErrorClass,
