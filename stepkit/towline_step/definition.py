@@ -127,14 +127,17 @@ def _check_name(name: str) -> None:
 
 
 def _credential_slots(credentials: Mapping[str, Sequence[str]] | Sequence[CredentialSlot]) -> tuple[CredentialSlot, ...]:
-    if isinstance(credentials, Mapping):
-        slots = [CredentialSlot(slot, tuple(keys)) for slot, keys in credentials.items()]
-    else:
-        slots = [CredentialSlot(slot.name, tuple(slot.keys), slot.description) for slot in credentials]
+    pairs = (
+        [(slot, keys, "") for slot, keys in credentials.items()] if isinstance(credentials, Mapping)
+        else [(slot.name, slot.keys, slot.description) for slot in credentials]
+    )
+    slots = []
+    for name, keys, description in pairs:
+        if isinstance(keys, str) or not keys:  # a bare string would otherwise become one key per letter
+            raise ValueError(f"credential slot {name!r} must list the Secret keys it needs, e.g. ['token']")
+        slots.append(CredentialSlot(name, tuple(keys), description))
     names = [slot.name for slot in slots]
     for slot in slots:
-        if isinstance(slot.keys, str) or not slot.keys:
-            raise ValueError(f"credential slot {slot.name!r} must list the Secret keys it needs, e.g. ['token']")
         if not _SLOT.fullmatch(slot.name) or names.count(slot.name) > 1:
             raise ValueError(f"credential slot names are unique and match [a-z][a-z0-9_-]*, not {slot.name!r}")
         for key in slot.keys:
