@@ -126,7 +126,9 @@ def _check_name(name: str) -> None:
         )
 
 
-def _credential_slots(credentials: Mapping[str, Sequence[str]] | Sequence[CredentialSlot]) -> tuple[CredentialSlot, ...]:
+def _credential_slots(
+    credentials: Mapping[str, Sequence[str]] | Sequence[CredentialSlot],
+) -> tuple[CredentialSlot, ...]:
     pairs = (
         [(slot, keys, "") for slot, keys in credentials.items()] if isinstance(credentials, Mapping)
         else [(slot.name, slot.keys, slot.description) for slot in credentials]

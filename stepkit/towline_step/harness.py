@@ -141,7 +141,9 @@ def run_locally(
     return _judge(exit_code, raw, logs, notes, credentials or {})
 
 
-def _run(command: Sequence[str], environ: dict[str, str], deadline: float, cwd: Path | None) -> tuple[int, str, list[str]]:
+def _run(
+    command: Sequence[str], environ: dict[str, str], deadline: float, cwd: Path | None
+) -> tuple[int, str, list[str]]:
     notes: list[str] = []
     try:
         process = subprocess.Popen(list(command), env=environ, cwd=cwd, stdin=subprocess.DEVNULL,

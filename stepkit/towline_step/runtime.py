@@ -57,11 +57,14 @@ def read_inputs(path: Path, model: type[BaseModel]) -> BaseModel:
         raise PermanentError(f"could not read the inputs file {path}: {error}") from None
     try:
         data = json.loads(text)
-    except ValueError as error:
-        line_and_column = f" (line {error.lineno}, column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
-        raise InvalidInputError(f"the inputs file {path} is not valid JSON{line_and_column}") from None
+    except json.JSONDecodeError as error:  # where, not what: the text is the workflow's data
+        raise InvalidInputError(
+            f"the inputs file {path} is not valid JSON (line {error.lineno}, column {error.colno})"
+        ) from None
     if not isinstance(data, dict):
-        raise InvalidInputError(f"the inputs file {path} must hold a JSON object (the step's `with`), not {type(data).__name__}")
+        raise InvalidInputError(
+            f"the inputs file {path} must hold a JSON object (the step's `with`), not {type(data).__name__}"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as error:
@@ -157,7 +160,9 @@ def call(step: Step[Any, Any], inputs: BaseModel, ctx: Context, stopper: _Stoppe
                 f"{step.name} {why} while running; it mutates and sends no idempotency key, so it may have made "
                 "its change: check before replaying it",
             )
-        return Outcome.failure(ErrorClass.TIMEOUT, f"{step.name} {why}; raise the step's timeoutSeconds if it needs longer")
+        return Outcome.failure(
+            ErrorClass.TIMEOUT, f"{step.name} {why}; raise the step's timeoutSeconds if it needs longer"
+        )
     except StepError as error:
         return Outcome.from_error(error)
     except (Exception, SystemExit) as error:

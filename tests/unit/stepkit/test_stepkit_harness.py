@@ -15,7 +15,9 @@ from towline_step.protocol import EXIT_RETRYABLE, ErrorClass
 
 # A step written by hand in another language: POSIX shell, no SDK, only the protocol.
 SHELL_STEP = r"""
-printf '{"ok":true,"output":{"inputs":%s,"key":"%s","type":"%s","hosts":%s,"deadline":"%s","version":"%s","token":"%s"}}' \
+format='{"ok":true,"output":{"inputs":%s,"key":"%s","type":"%s","hosts":%s,'
+format="$format"'"deadline":"%s","version":"%s","token":"%s"}}'
+printf "$format" \
   "$(cat "$TOWLINE_INPUTS_PATH")" "$TOWLINE_IDEMPOTENCY_KEY" "$TOWLINE_STEP_TYPE" "$TOWLINE_ALLOW_HOSTS" \
   "$TOWLINE_DEADLINE_SECONDS" "$TOWLINE_PROTOCOL_VERSION" \
   "$(test -f "$TOWLINE_CREDENTIALS_DIR/api/token" && echo present || echo absent)" > "$TOWLINE_RESULT_PATH"
