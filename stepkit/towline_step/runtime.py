@@ -127,10 +127,9 @@ class _Stopper:
             raise _StopError
 
     @contextlib.contextmanager
-    def installed(self, budget_seconds: float | None) -> Iterator[None]:
+    def installed(self) -> Iterator[None]:
+        """From the start of the attempt: a SIGTERM while the inputs are read is remembered, not fatal."""
         saved = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGALRM, signal.SIGTERM)}
-        if budget_seconds is not None:
-            signal.setitimer(signal.ITIMER_REAL, budget_seconds)
         try:
             yield
         finally:
@@ -183,23 +182,8 @@ def run_step(step: Step[Any, Any], environ: Mapping[str, str], *, redactor: Reda
     stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
     with _logger_to(stream, step.name) as logger:
         stopper = _Stopper() if handle_signals else None
-        try:
-            environment = read_environment(environ)
-            credentials = load_credentials(environment.credentials_dir, redactor)
-            inputs = read_inputs(environment.inputs_path, step.input_model)
-            budget = None if environment.deadline_seconds is None else function_budget(environment.deadline_seconds)
-            ctx = Context(
-                credentials=credentials, declared=step.declared_credentials(),
-                idempotency_key=environment.idempotency_key, budget_seconds=budget,
-                allow_hosts=environment.allow_hosts, step_type=environment.step_type, logger=logger,
-            )
-            if stopper is None:
-                outcome = call(step, inputs, ctx, None)
-            else:
-                with stopper.installed(budget):
-                    outcome = call(step, inputs, ctx, stopper)
-        except StepError as error:
-            outcome = Outcome.from_error(error)
+        with contextlib.nullcontext() if stopper is None else stopper.installed():
+            outcome = _attempt(step, environ, redactor, logger, stopper)
         outcome, text = render(outcome, redactor)
         path = result_path_from(environ)
         try:
@@ -212,6 +196,25 @@ def run_step(step: Step[Any, Any], environ: Mapping[str, str], *, redactor: Reda
             logger.info("step failed: %s: %s", outcome.error_class, outcome.message)
     stream.flush()
     return outcome
+
+
+def _attempt(step: Step[Any, Any], environ: Mapping[str, str], redactor: Redactor, logger: logging.Logger,
+             stopper: _Stopper | None) -> Outcome:
+    try:
+        environment = read_environment(environ)
+        credentials = load_credentials(environment.credentials_dir, redactor)
+        inputs = read_inputs(environment.inputs_path, step.input_model)
+    except StepError as error:
+        return Outcome.from_error(error)
+    budget = None if environment.deadline_seconds is None else function_budget(environment.deadline_seconds)
+    ctx = Context(
+        credentials=credentials, declared=step.declared_credentials(),
+        idempotency_key=environment.idempotency_key, budget_seconds=budget,
+        allow_hosts=environment.allow_hosts, step_type=environment.step_type, logger=logger,
+    )
+    if stopper is not None and budget is not None:
+        signal.setitimer(signal.ITIMER_REAL, budget)
+    return call(step, inputs, ctx, stopper)
 
 
 @contextlib.contextmanager
