@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 from collections.abc import Mapping
 
-from towline_connectors.protocol import RETRYABLE_CLASSES, ErrorClass, clamp_delay_seconds
+from towline_step.protocol import RETRYABLE_CLASSES, ErrorClass, clamp_delay_seconds
 
 __all__ = ["RETRYABLE_CLASSES", "ActionError", "ErrorClass", "classify_http_status", "parse_retry_after"]
 

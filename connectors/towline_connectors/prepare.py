@@ -36,12 +36,18 @@ from towline_connectors.isolation import (
 )
 from towline_connectors.redact import RedactingStream, Redactor, TextSink
 from towline_connectors.result import StepResult, render_result
-from towline_connectors.wire import NAMESPACE_ENV
+from towline_connectors.wire import NAMESPACE_ENV, PREPARE_FLAG
+from towline_step.protocol import (
+    CREDENTIALS_DIR_ENV,
+    DEADLINE_SECONDS_ENV,
+    DEFAULT_CREDENTIALS_DIR,
+    DEFAULT_INPUTS_PATH,
+    DEFAULT_RESULT_PATH,
+    INPUTS_PATH_ENV,
+    RESULT_PATH_ENV,
+)
 
-PREPARE_FLAG = "--prepare"
-DEFAULT_INPUTS_PATH = "/var/run/towline/step/inputs.json"
-_DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
-_DEFAULT_RESULT_PATH = "/dev/termination-log"
+__all__ = ["PREPARE_FLAG", "main", "prepare", "run_prepare"]
 _DEFAULT_DEADLINE_SECONDS = 300.0
 
 Isolation = Callable[[ProbeTarget, float], IsolationReport]
@@ -53,7 +59,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
         inputs = json.loads(environ.get("TOWLINE_INPUT") or "{}")
         if not isinstance(inputs, dict):
             raise ValueError("not a JSON object")
-        deadline = float(environ.get("TOWLINE_DEADLINE_SECONDS") or _DEFAULT_DEADLINE_SECONDS)
+        deadline = float(environ.get(DEADLINE_SECONDS_ENV) or _DEFAULT_DEADLINE_SECONDS)
         secrets = credential_secrets(environ)
         keys = credential_keys(environ)
         probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
@@ -62,7 +68,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
         return StepResult.failure(error)
     except ValueError as error:
         return StepResult.failure(ActionError(ErrorClass.VALIDATION, f"the step pod's settings are broken: {error}"))
-    credentials_dir = Path(environ.get("TOWLINE_CREDENTIALS_DIR") or _DEFAULT_CREDENTIALS_DIR)
+    credentials_dir = Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR)
     missing = check_credentials(secrets, environ.get(NAMESPACE_ENV, "").strip(), credentials_dir, keys)
     if missing is not None:
         return missing
@@ -74,7 +80,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
             return StepResult.failure(ActionError(ErrorClass.TRANSIENT, NOT_ISOLATED_MESSAGE))
         log.info("egress isolation in effect after %.3fs (%d probes, %s)",
                  report.waited_seconds, report.attempts, report.last.value)
-    target = Path(environ.get("TOWLINE_INPUTS_PATH") or DEFAULT_INPUTS_PATH)
+    target = Path(environ.get(INPUTS_PATH_ENV) or DEFAULT_INPUTS_PATH)
     try:
         target.write_text(json.dumps(inputs, separators=(",", ":")), encoding="utf-8")
     except OSError as error:
@@ -97,7 +103,7 @@ def run_prepare(environ: Mapping[str, str], *, log: TextSink, isolation: Isolati
         result = prepare(environ, log=logger, isolation=isolation)
         if not result.ok:
             result, text = render_result(result, redactor, "")
-            path = Path(environ.get("TOWLINE_RESULT_PATH") or _DEFAULT_RESULT_PATH)
+            path = Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
             try:
                 path.write_text(text, encoding="utf-8")
             except OSError as error:

@@ -1,4 +1,4 @@
-"""Writing the result document (towline_connectors.protocol, version 1) to the termination message; exit codes.
+"""Writing the result document (towline_step.protocol, version 1) to the termination message; exit codes.
 
 `{"ok", "output", "errorClass", "message", "retryable", "retryAfterSeconds",
 "usage"}` (plus `missingSecrets` when the step's Secrets are not there), at
@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from towline_connectors.errors import RETRYABLE_CLASSES, ActionError, ErrorClass
-from towline_connectors.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import Redactor
-from towline_connectors.wire import MISSING_SECRETS_FIELD
+from towline_step.protocol import (
+    EXIT_OK,
+    EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    MISSING_SECRETS_FIELD,
+    RESULT_LIMIT_BYTES,
+    exit_code_for,
+)
 
-EXIT_OK = 0
-EXIT_PERMANENT = 1
-EXIT_USAGE = 2
-EXIT_RETRYABLE = 75  # EX_TEMPFAIL
+__all__ = ["EXIT_OK", "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "StepResult", "render_result"]
 
 _MAX_MESSAGE_CHARS = 1500
 
@@ -50,11 +54,7 @@ class StepResult:
 
     @property
     def exit_code(self) -> int:
-        if self.ok:
-            return EXIT_OK
-        if self.error_class is ErrorClass.VALIDATION:
-            return EXIT_USAGE
-        return EXIT_RETRYABLE if self.retryable else EXIT_PERMANENT
+        return exit_code_for(None if self.ok else (self.error_class or ErrorClass.PERMANENT))
 
     def document(self) -> dict[str, Any]:
         document: dict[str, Any] = {

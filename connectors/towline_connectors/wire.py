@@ -27,11 +27,10 @@ CREDENTIAL_SECRETS_ENV = "TOWLINE_CREDENTIAL_SECRETS"
 """Step pod env: JSON alias -> Secret name, the step's `credentials` (names only, never values)."""
 CREDENTIAL_KEYS_ENV = "TOWLINE_CREDENTIAL_KEYS"
 """Step pod env: JSON alias -> the Secret keys the step reads, the only keys its pod mounts (names only)."""
+PREPARE_FLAG = "--prepare"
+"""The runner's argument in a user step type's init container: prepare the pod, run no action."""
 NAMESPACE_ENV = "TOWLINE_NAMESPACE"
 """Step pod env: the run's namespace, named in the missing-Secret failure's fix."""
-
-MISSING_SECRETS_FIELD = "missingSecrets"
-"""Result-document field: the names of the Secrets the step names but whose mount is empty (an `auth` failure)."""
 
 
 def parse_address_port(text: str) -> tuple[str, int]:

@@ -7,7 +7,7 @@
 
 The archives are cached under a content key: the hash of every file the build
 reads (the Containerfiles, the constraints, pyproject.toml, README.md and the
-operator and connector sources) and of the pinned tool and base versions. An
+operator, connector and step-kit sources) and of the pinned tool and base versions. An
 unchanged tree reuses them; any change to those inputs builds again. Builds
 run from a staged copy of exactly those files, so what is hashed is what is
 built. A file lock serialises concurrent builders (two test sessions, a test
@@ -65,7 +65,7 @@ RUNNER_IMAGE = "localhost/towline-runner:dev"
 KEY_FORMAT = 1
 """Bump when the cache layout or the way images are assembled changes."""
 
-CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors")
+CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors", "stepkit")
 """Everything the Containerfiles may COPY; the build context holds nothing else."""
 _IGNORED_DIRECTORIES = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")

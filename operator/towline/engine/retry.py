@@ -11,7 +11,7 @@ import hashlib
 import random
 
 from towline.api.workflow import RetryPolicy
-from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS, clamp_delay_seconds
+from towline_step.protocol import MAX_RETRY_AFTER_SECONDS, clamp_delay_seconds
 
 
 def jitter_seed(run_uid: str, step_id: str, attempt: int) -> int:

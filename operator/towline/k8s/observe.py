@@ -28,13 +28,12 @@ from towline.engine.observed import (
     StepResult,
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, RESULT_PATH
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 from towline.k8s.stepimage import foreign_run, refused_result
-from towline_connectors.protocol import ResultDocument, read_result_message
 from towline_connectors.wire import parse_rfc3339
+from towline_step.protocol import ResultDocument, missing_result, read_result_message
 
 JSON = dict[str, Any]
-EXIT_RETRYABLE = 75
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:
@@ -184,20 +183,13 @@ def _terminated_result(terminated: Mapping[str, Any], *, user_container: bool) -
 def no_document(terminated: Mapping[str, Any]) -> StepResult | None:
     """A user's container ended without a result document: its exit code says what the protocol allows.
 
-    75 is a retryable failure, any other code a permanent one. Killed by the kernel or the kubelet
-    (OOMKilled, a deadline) stays None: the engine decides, as for the runner, whether a mutating
-    step may have had an effect.
+    Killed by the kernel or the kubelet (OOMKilled, a deadline) stays None: the engine decides, as for
+    the runner, whether a mutating step may have had an effect. Otherwise towline_step.protocol's rule.
     """
     code = terminated.get("exitCode")
     if terminated.get("reason") not in (None, "Completed", "Error") or not isinstance(code, int):
         return None
-    retryable = code == EXIT_RETRYABLE
-    return StepResult(
-        ok=False, output=None, error_class="transient" if retryable else "permanent", retryable=retryable,
-        retry_after_seconds=None, usage=None,
-        message=f"the step's container exited with code {code} without writing a result document to "
-        f"{RESULT_PATH} (docs/step-protocol.md)",
-    )
+    return step_result(missing_result(code))
 
 
 def container_failure(terminated: Mapping[str, Any]) -> StepResult:

@@ -34,12 +34,22 @@ from towline.k8s.objects import (
     step_job_manifest,
     step_labels,
 )
-from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV
+from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, PREPARE_FLAG
+from towline_step.protocol import (
+    ALLOW_HOSTS_ENV,
+    CREDENTIALS_DIR_ENV,
+    DEADLINE_SECONDS_ENV,
+    DEFAULT_INPUTS_PATH,
+    IDEMPOTENCY_KEY_ENV,
+    INPUTS_PATH_ENV,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_ENV,
+    RESULT_PATH_ENV,
+    STEP_TYPE_ENV,
+)
 
-STEP_DIR = "/var/run/towline/step"
-INPUTS_PATH = f"{STEP_DIR}/inputs.json"
-PREPARE_ARGS = ("--prepare",)
-PROTOCOL_VERSION = "1"
+INPUTS_PATH = DEFAULT_INPUTS_PATH
+STEP_DIR = INPUTS_PATH.rsplit("/", 1)[0]
 
 
 def _compact(value: Any) -> str:
@@ -79,10 +89,10 @@ def build_user_step_job(
     tmp_mount = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 - the pod's own scratch
     prepare_env = {
         "TOWLINE_INPUT": _compact(dict(inputs)),
-        "TOWLINE_INPUTS_PATH": INPUTS_PATH,
-        "TOWLINE_DEADLINE_SECONDS": str(max(1, deadline - 5)),
-        "TOWLINE_CREDENTIALS_DIR": CREDENTIALS_DIR,
-        "TOWLINE_RESULT_PATH": RESULT_PATH,
+        INPUTS_PATH_ENV: INPUTS_PATH,
+        DEADLINE_SECONDS_ENV: str(max(1, deadline - 5)),
+        CREDENTIALS_DIR_ENV: CREDENTIALS_DIR,
+        RESULT_PATH_ENV: RESULT_PATH,
         CREDENTIAL_SECRETS_ENV: _compact({slot: credentials[slot] for slot in keys}),
         CREDENTIAL_KEYS_ENV: _compact(keys),
         NAMESPACE_ENV: run.namespace,
@@ -94,7 +104,7 @@ def build_user_step_job(
         "name": "prepare",
         "image": settings.image,
         "command": list(settings.command),
-        "args": list(PREPARE_ARGS),
+        "args": [PREPARE_FLAG],
         "env": _env(prepare_env),
         "volumeMounts": [tmp_mount, {"name": "step", "mountPath": STEP_DIR}, *secret_mounts],
         "terminationMessagePath": RESULT_PATH,
@@ -103,14 +113,14 @@ def build_user_step_job(
         "securityContext": container_security_context(),
     }
     user_env = {
-        "TOWLINE_PROTOCOL_VERSION": PROTOCOL_VERSION,
-        "TOWLINE_STEP_TYPE": action,
-        "TOWLINE_INPUTS_PATH": INPUTS_PATH,
-        "TOWLINE_CREDENTIALS_DIR": CREDENTIALS_DIR,
-        "TOWLINE_RESULT_PATH": RESULT_PATH,
-        "TOWLINE_IDEMPOTENCY_KEY": idempotency_key,
-        "TOWLINE_DEADLINE_SECONDS": str(max(1, deadline - 5)),
-        "TOWLINE_ALLOW_HOSTS": _compact(list(allow_hosts)),
+        PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
+        STEP_TYPE_ENV: action,
+        INPUTS_PATH_ENV: INPUTS_PATH,
+        CREDENTIALS_DIR_ENV: CREDENTIALS_DIR,
+        RESULT_PATH_ENV: RESULT_PATH,
+        IDEMPOTENCY_KEY_ENV: idempotency_key,
+        DEADLINE_SECONDS_ENV: str(max(1, deadline - 5)),
+        ALLOW_HOSTS_ENV: _compact(list(allow_hosts)),
     }
     user: JSON = {
         "name": "step",

@@ -9,7 +9,7 @@ import pytest
 from connector_testkit import LoopbackHTTPServer, Reply, make_ctx, run_action
 
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status, parse_retry_after
-from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS
+from towline_step.protocol import MAX_RETRY_AFTER_SECONDS
 
 NOW = 1_800_000_000.0
 

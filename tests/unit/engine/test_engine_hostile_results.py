@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from towline.engine import JobObservation
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 from towline.k8s.observe import build_observed
-from towline_connectors.protocol import MAX_RETRY_AFTER_SECONDS, ErrorClass
+from towline_step.protocol import MAX_RETRY_AFTER_SECONDS, ErrorClass
 
 RETRY_ALL = {"limit": 3, "baseDelaySeconds": 1, "maxDelaySeconds": 5,
              "retryOn": ["rate_limit", "transient", "timeout", "permanent", "validation", "output_too_large"]}

@@ -7,15 +7,21 @@ import json
 import pytest
 
 from towline_connectors.errors import ActionError
-from towline_connectors.protocol import (
+from towline_connectors.redact import Redactor
+from towline_connectors.result import StepResult, render_result
+from towline_step.protocol import (
+    EXIT_OK,
+    EXIT_PERMANENT,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
     MAX_RETRY_AFTER_SECONDS,
     RESULT_LIMIT_BYTES,
     ErrorClass,
     ResultDocument,
+    exit_code_for,
+    missing_result,
     read_result_message,
 )
-from towline_connectors.redact import Redactor
-from towline_connectors.result import StepResult, render_result
 
 
 def read(text: str) -> ResultDocument:
@@ -90,3 +96,22 @@ def test_what_the_runner_renders_reads_back_as_it_was_written() -> None:
 
 def test_the_size_limit_is_the_runners() -> None:
     assert read_result_message('{"ok":true,"output":"' + "x" * (RESULT_LIMIT_BYTES - 21) + '"}') is not None
+
+
+@pytest.mark.parametrize(("error_class", "code"), [
+    (None, EXIT_OK), (ErrorClass.VALIDATION, EXIT_USAGE), (ErrorClass.TRANSIENT, EXIT_RETRYABLE),
+    (ErrorClass.RATE_LIMIT, EXIT_RETRYABLE), (ErrorClass.TIMEOUT, EXIT_RETRYABLE), (ErrorClass.AUTH, EXIT_PERMANENT),
+    (ErrorClass.PERMANENT, EXIT_PERMANENT), (ErrorClass.UNKNOWN_SIDE_EFFECT, EXIT_PERMANENT),
+    (ErrorClass.OUTPUT_TOO_LARGE, EXIT_PERMANENT),
+])
+def test_each_error_class_has_one_exit_code(error_class: ErrorClass | None, code: int) -> None:
+    assert exit_code_for(error_class) == code
+
+
+def test_a_container_without_a_result_is_retried_only_when_it_exited_75() -> None:
+    retried = missing_result(EXIT_RETRYABLE)
+    assert (retried.ok, retried.error_class, retried.retryable) == (False, ErrorClass.TRANSIENT, True)
+    assert "exited with code 75 without writing a result document" in (retried.message or "")
+    for code in (EXIT_OK, EXIT_PERMANENT, EXIT_USAGE, 137, -15):
+        failed = missing_result(code)
+        assert (failed.ok, failed.error_class, failed.retryable) == (False, ErrorClass.PERMANENT, False)

@@ -1,16 +1,20 @@
-"""The step protocol, version 1: the result document a step writes and the operator reads.
+"""The step protocol, version 1: the contract between a step's container and the operator.
 
-A contract crossed by two processes (the runner in a step pod, the operator), so it
-is defined once, here: the fields and their types, the error classes, the size,
-depth and delay limits, and `read_result_message`, the strict reading the operator
-applies to whatever a pod's termination message holds. docs/engine.md ("The result
-document") is its prose.
+A contract crossed by several processes (the runner in a step pod, a step
+type's own image, the operator), so it is defined once, here: where a step
+finds its inputs and credentials (the environment variables and their
+defaults), the result document's fields and their types, the error classes and
+which are retried, the exit codes, the size, depth and delay limits, and
+`read_result_message`, the strict reading the operator applies to whatever a
+pod's termination message holds. docs/step-protocol.md is its prose for
+step-type authors; docs/engine.md ("The result document") the operator's side.
 
-The operator imports this module (an edge the import contracts allow explicitly),
-so it must stay standard library only: no pydantic, no I/O. Whatever the message
-holds, reading it never raises: a document that breaks the contract becomes a
-`permanent` failure that names the field, and every number that later becomes a
-time is clamped here (and again where the engine turns it into one).
+The operator, the runner and the step SDK import this module, and a step type
+written by hand may copy it, so it must stay standard library only: no
+pydantic, no I/O. Whatever the message holds, reading it never raises: a
+document that breaks the contract becomes a `permanent` failure that names the
+field, and every number that later becomes a time is clamped here (and again
+where the engine turns it into one).
 """
 
 from __future__ import annotations
@@ -22,10 +26,46 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from towline_connectors.wire import MISSING_SECRETS_FIELD
-
 PROTOCOL_VERSION = 1
 """The document's optional `version`; a document without one is version 1."""
+
+# The step container's environment (a step type's image reads these; the runner's own step reads some).
+PROTOCOL_VERSION_ENV = "TOWLINE_PROTOCOL_VERSION"
+"""The protocol version the operator speaks, `1`."""
+STEP_TYPE_ENV = "TOWLINE_STEP_TYPE"
+"""`steptype/<name>` or `clustersteptype/<name>`: which registered type this container runs as."""
+INPUTS_PATH_ENV = "TOWLINE_INPUTS_PATH"
+"""A file holding the step's inputs, one JSON object (the step's `with`, bindings resolved)."""
+CREDENTIALS_DIR_ENV = "TOWLINE_CREDENTIALS_DIR"
+"""A directory with one `<slot>/<key>` file per credential key bound to the step."""
+RESULT_PATH_ENV = "TOWLINE_RESULT_PATH"
+"""Where the result document goes: the container's termination message file."""
+IDEMPOTENCY_KEY_ENV = "TOWLINE_IDEMPOTENCY_KEY"
+"""The same for every attempt of one attempt group: send it to providers that deduplicate on a key."""
+DEADLINE_SECONDS_ENV = "TOWLINE_DEADLINE_SECONDS"
+"""The attempt's time budget in seconds (a number); the pod is stopped (SIGTERM, then SIGKILL) past it."""
+ALLOW_HOSTS_ENV = "TOWLINE_ALLOW_HOSTS"
+"""A JSON list of the host names the step's egress policy allows (its `allowHosts`)."""
+
+DEFAULT_INPUTS_PATH = "/var/run/towline/step/inputs.json"
+DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
+DEFAULT_RESULT_PATH = "/dev/termination-log"
+
+EXIT_OK = 0
+EXIT_PERMANENT = 1
+"""A failure a retry would not fix (and any exit code the protocol does not name)."""
+EXIT_USAGE = 2
+"""The inputs are not what the step accepts (`validation`)."""
+EXIT_RETRYABLE = 75
+"""EX_TEMPFAIL: worth another attempt."""
+
+CREDENTIAL_SLOT_PATTERN = r"[a-z][a-z0-9_-]*"
+"""A credential slot's name (a directory under the credentials directory)."""
+CREDENTIAL_KEY_PATTERN = r"[-._a-zA-Z0-9]+"
+"""A credential key: a Secret data key, as the API server accepts it (a file in its slot's directory)."""
+
+MISSING_SECRETS_FIELD = "missingSecrets"
+"""Result-document field: the names of the Secrets the step names but whose mount is empty (an `auth` failure)."""
 RESULT_LIMIT_BYTES = 4096
 """The kubelet truncates a termination message beyond this; a longer message is refused."""
 MAX_RETRY_AFTER_SECONDS = 86_400.0
@@ -55,6 +95,15 @@ class ErrorClass(enum.StrEnum):
 # A deadline hit before anything left the pod is as safe to retry as a transient
 # failure; everything else needs a person or a reconciliation first.
 RETRYABLE_CLASSES = frozenset({ErrorClass.RATE_LIMIT, ErrorClass.TRANSIENT, ErrorClass.TIMEOUT})
+
+
+def exit_code_for(error_class: ErrorClass | None) -> int:
+    """The exit code that goes with a result: EXIT_OK for none (success), else by the class's retry rule."""
+    if error_class is None:
+        return EXIT_OK
+    if error_class is ErrorClass.VALIDATION:
+        return EXIT_USAGE
+    return EXIT_RETRYABLE if error_class in RETRYABLE_CLASSES else EXIT_PERMANENT
 
 
 @dataclass(frozen=True)
@@ -112,11 +161,25 @@ def parse_result_document(document: object) -> ResultDocument:
         return refused(str(error))
 
 
+def missing_result(exit_code: int) -> ResultDocument:
+    """What an attempt whose container exited without a result document counts as.
+
+    The exit code is the only word the step left: EXIT_RETRYABLE asks for another
+    attempt (`transient`), anything else is `permanent`, never retried on a guess.
+    """
+    retryable = exit_code == EXIT_RETRYABLE
+    return ResultDocument(
+        ok=False, error_class=ErrorClass.TRANSIENT if retryable else ErrorClass.PERMANENT, retryable=retryable,
+        message=f"the step's container exited with code {exit_code} without writing a result document to "
+        f"${RESULT_PATH_ENV}; a step must write one (docs/step-protocol.md)",
+    )
+
+
 def refused(why: str) -> ResultDocument:
     return ResultDocument(
         ok=False, error_class=ErrorClass.PERMANENT, retryable=False,
-        message=f"the step's result document breaks the step protocol: {why}; the runner writes it, so "
-        "check that the step runs the runner image and nothing else writes its termination message",
+        message=f"the step's result document breaks the step protocol: {why}; a built-in step's runner or a "
+        "step type's image writes it (docs/step-protocol.md), and nothing else may write its termination message",
     )
 
 
