@@ -27,6 +27,7 @@ from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP, POD_CIDR, SERVICE_CIDR
 from towline_dev.processes import spawn, stop_process
+from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
 from towline_dev.versions import KUBERNETES_VERSION
 
 CHART = REPO_ROOT / "charts" / "towline"
@@ -45,9 +46,7 @@ CHART_TEMPLATES = (
     "templates/admission-policy-operator-jobs.yaml",
     "templates/admission-policy-step-types.yaml",
 )
-STEP_TYPE_IMAGE_PREFIX = "localhost/towline-step-"
-"""Where the example step types' images live on the local node: the chart value stepTypes.allowedImagePrefixes
-the local installs set, so the examples (and nothing from another registry) may run as step types."""
+
 
 
 def install_crds(cluster: ControlPlane) -> None:

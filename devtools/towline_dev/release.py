@@ -17,11 +17,13 @@ from pathlib import Path
 from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
-from towline_dev.install import STEP_TYPE_IMAGE_PREFIX
 
 CHART = REPO_ROOT / "charts" / "towline"
 RELEASE = "towline"
 NAMESPACE = "towline-system"
+STEP_TYPE_IMAGE_PREFIX = "localhost/towline-step-"
+"""Where the example step types' images live on the local node: the chart value stepTypes.allowedImagePrefixes
+the local installs set, so the examples (and nothing from another registry) may run as step types."""
 
 
 class ReleaseFailed(RuntimeError):  # noqa: N818 - reads as the condition it reports

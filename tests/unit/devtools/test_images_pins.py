@@ -82,7 +82,17 @@ def _imported_top_level_modules(package: Path) -> set[str]:
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    return names - set(sys.stdlib_module_names) - {"towline_connectors"}
+    return names - set(sys.stdlib_module_names) - FIRST_PARTY
+
+
+FIRST_PARTY = {"towline_connectors", "towline_step"}
+"""Packages of this repository the runner image copies in itself (images/runner.Containerfile), not from PyPI."""
+
+
+def test_the_runner_image_copies_the_first_party_packages_the_connectors_import() -> None:
+    containerfile = (IMAGES_DIR / "runner.Containerfile").read_text()
+    assert "COPY connectors/towline_connectors " in containerfile
+    assert "COPY stepkit/towline_step " in containerfile
 
 
 def _closure(names: list[str]) -> set[str]:
