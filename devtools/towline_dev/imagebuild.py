@@ -8,7 +8,9 @@ store, the base rootfs and pip's download cache live under the cache
 directory, never in the repository or in the machine's default store.
 
 Command lines are built by pure functions (tested without running them);
-`run_logged` runs one and turns its output into progress lines.
+`run_logged` runs one and turns its output into progress lines. The pieces every
+image build shares live here too: the cache directory, the content key, staging
+a build context, the base image in the store, dropping superseded builds.
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import ssl
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from towline_dev.aptsources import host_debian_mirrors
+from towline_dev.binaries import cache_root
+from towline_dev.ocilayout import write_archive
 from towline_dev.versions import IMAGE_BASE_PACKAGES, IMAGE_DEBIAN_SUITE, IMAGE_TOOL_PACKAGES
 
 Progress = Callable[[str], None]
@@ -122,18 +127,19 @@ def import_base_commands(store: BuildahStore, rootfs_tar: Path, reference: str, 
 
 
 def bud_command(
-    store: BuildahStore, *, containerfile: Path, context: Path, base: str, reference: str, ca_bundle: Path | None
+    store: BuildahStore, *, containerfile: Path, context: Path, base: str | None, reference: str,
+    ca_bundle: Path | None,
 ) -> list[str]:
-    """`buildah bud` of one Containerfile against the local base, never pulling from a registry."""
+    """`buildah bud` of one Containerfile against the local base (None: it needs none), never pulling."""
     command = [
         "buildah", *store.global_args(), "bud",
         "--isolation", "chroot",
         "--pull=never",
         "--format", "oci",
-        "--build-arg", f"BASE={base}",
-        "--file", str(containerfile),
-        "--tag", reference,
     ]
+    if base is not None:
+        command += ["--build-arg", f"BASE={base}"]
+    command += ["--file", str(containerfile), "--tag", reference]
     if ca_bundle is not None:
         # A build secret: pip trusts the machine's CAs (a TLS-inspecting proxy) without a layer holding them.
         command += ["--secret", f"id={PIP_CA_SECRET},src={ca_bundle}"]
@@ -219,3 +225,77 @@ def _run_once(args: list[str], progress: Progress, label: str, *, env: dict[str,
 
 def _shorten(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# What every build shares: where it lives, what decides a rebuild, the base, the archives.
+
+def images_cache() -> Path:
+    """Every image build's state: the base rootfs, the buildah store, one directory per content key."""
+    return cache_root() / "images"
+
+
+def content_key(root: Path, files: Iterable[str], pins: Mapping[str, object]) -> str:
+    """A digest of the pins and of each file's path and bytes."""
+    digest = hashlib.sha256(json.dumps(pins, sort_keys=True).encode())
+    for relative in files:
+        digest.update(b"\0" + relative.encode() + b"\0")
+        digest.update(hashlib.sha256((root / relative).read_bytes()).digest())
+    return digest.hexdigest()[:20]
+
+
+def stage_files(root: Path, files: Iterable[str], context: Path) -> None:
+    """Copy exactly `files` (relative to `root`) into the build context `context`."""
+    for relative in files:
+        destination = context / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / relative, destination)
+
+
+def ensure_base(store: BuildahStore, progress: Progress, log: Path) -> str:
+    """The base image in the store, from the cached rootfs tarball, made with mmdebstrap if needed."""
+    key = base_key()
+    reference = base_reference(key)
+    present = subprocess.run(image_exists_command(store, reference), env=store.env(),
+                             capture_output=True, check=False)
+    if present.returncode == 0:
+        return reference
+    rootfs = images_cache() / f"base-{key}.tar"
+    if not rootfs.is_file():
+        progress(f"Base image: a minimal Debian {IMAGE_DEBIAN_SUITE} with {', '.join(IMAGE_BASE_PACKAGES)} "
+                 "(mmdebstrap, about 2 minutes)")
+        partial = rootfs.with_name(f"base-{key}.partial.tar")
+        run_logged(mmdebstrap_command(partial), progress, "base rootfs", log=log, attempts=3)
+        partial.replace(rootfs)
+    container = f"towline-base-import-{key}"
+    subprocess.run(["buildah", *store.global_args(), "rm", container], env=store.env(),
+                   capture_output=True, check=False)
+    for command in import_base_commands(store, rootfs, reference, container):
+        run_logged(command, progress, "base image", env=store.env(), log=log)
+    return reference
+
+
+def build_archive(
+    store: BuildahStore, *, containerfile: Path, context: Path, base: str | None, reference: str,
+    ca_bundle: Path | None, archive: Path, progress: Progress, label: str, log: Path,
+) -> None:
+    """Build one Containerfile and write the image to `archive` (an OCI layout tar naming `reference`)."""
+    run_logged(
+        bud_command(store, containerfile=containerfile, context=context, base=base, reference=reference,
+                    ca_bundle=ca_bundle),
+        progress, label, env=store.env(), log=log, attempts=3,
+    )
+    layout = archive.with_name(archive.name + ".layout")
+    run_logged(push_command(store, reference, layout), progress, label, env=store.env(), log=log)
+    write_archive(layout, archive, reference)
+    shutil.rmtree(layout)
+
+
+def drop_other_builds(directory: Path, keep: Path, count: int) -> None:
+    """Keep the newest `count` builds in `directory` (`keep` among them); drop the rest and their logs."""
+    builds = [entry for entry in directory.iterdir() if (entry / "build.json").is_file() and entry != keep]
+    builds.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
+    for entry in builds[count - 1:]:
+        shutil.rmtree(entry, ignore_errors=True)
+    for log in directory.glob("build-*.log"):
+        if not (directory / log.stem.removeprefix("build-")).is_dir():
+            log.unlink(missing_ok=True)

@@ -1,9 +1,10 @@
 """Build, once, the container images the local node runs, as OCI archives in the cache.
 
 `ensure_images(progress)` returns {image reference: archive path} for
-`localhost/towline:dev` (operator and ingress) and `localhost/towline-runner:dev`
-(the step runner). Each archive is a tar of an OCI layout that
-`ctr -n k8s.io images import` and skopeo's `oci-archive:` read.
+`localhost/towline:dev` (operator and ingress), `localhost/towline-runner:dev`
+(the step runner) and the example step types' images (`towline_dev.stepimages`).
+Each archive is a tar of an OCI layout that `ctr -n k8s.io images import` and
+skopeo's `oci-archive:` read.
 
 The archives are cached under a content key: the hash of every file the build
 reads (the Containerfiles, the constraints, pyproject.toml, README.md and the
@@ -11,7 +12,8 @@ operator, connector and step-kit sources) and of the pinned tool and base versio
 unchanged tree reuses them; any change to those inputs builds again. Builds
 run from a staged copy of exactly those files, so what is hashed is what is
 built. A file lock serialises concurrent builders (two test sessions, a test
-and `make dev`).
+and `make dev`). The example step types' images have keys of their own, so
+changing an example never rebuilds the operator's images.
 
 `python -m towline_dev.images` builds and prints the archives;
 `python -m towline_dev.images lock` regenerates images/constraints.txt.
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -29,34 +30,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from towline_dev import REPO_ROOT
-from towline_dev.binaries import _exclusive_lock, cache_root
+from towline_dev.binaries import _exclusive_lock
 from towline_dev.debpackages import ensure_debian_packages
 from towline_dev.imagebuild import (
     BuildahStore,
     ImageBuildFailed,
     base_key,
-    base_reference,
-    bud_command,
+    build_archive,
+    content_key,
+    drop_other_builds,
+    ensure_base,
     host_ca_bundle,
-    image_exists_command,
-    import_base_commands,
-    mmdebstrap_command,
+    images_cache,
     prune_command,
-    push_command,
     run_logged,
+    stage_files,
 )
-from towline_dev.ocilayout import write_archive
-from towline_dev.versions import (
-    IMAGE_BASE_PACKAGES,
-    IMAGE_BUILD_TOOLS,
-    IMAGE_DEBIAN_SUITE,
-    IMAGE_TOOL_PACKAGES,
-)
+from towline_dev.stepimages import ensure_step_type_images
+from towline_dev.versions import IMAGE_BUILD_TOOLS, IMAGE_TOOL_PACKAGES
 
 Progress = Callable[[str], None]
 
@@ -67,6 +63,8 @@ KEY_FORMAT = 1
 
 CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors", "stepkit")
 """Everything the Containerfiles may COPY; the build context holds nothing else."""
+STEP_IMAGE_FILES = "images/step-"
+"""The example step types' Containerfiles (towline_dev.stepimages): not inputs of these two images."""
 _IGNORED_DIRECTORIES = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 
@@ -84,10 +82,6 @@ IMAGES = (
 )
 
 
-def images_cache() -> Path:
-    return cache_root() / "images"
-
-
 def context_files(root: Path = REPO_ROOT) -> list[str]:
     """The repository-relative files a build reads, sorted; caches and build debris excluded."""
     found: list[str] = []
@@ -99,6 +93,8 @@ def context_files(root: Path = REPO_ROOT) -> list[str]:
         for file in path.rglob("*"):
             relative = file.relative_to(root)
             if any(part in _IGNORED_DIRECTORIES or part.endswith(_IGNORED_SUFFIXES) for part in relative.parts):
+                continue
+            if relative.as_posix().startswith(STEP_IMAGE_FILES):
                 continue
             if file.is_file() and not file.is_symlink():
                 found.append(relative.as_posix())
@@ -119,21 +115,19 @@ def pinned_inputs() -> dict[str, object]:
     }
 
 
-def content_key(root: Path, files: Iterable[str], pins: dict[str, object]) -> str:
-    """A digest of the pins and of each file's path and bytes."""
-    digest = hashlib.sha256(json.dumps(pins, sort_keys=True).encode())
-    for relative in files:
-        digest.update(b"\0" + relative.encode() + b"\0")
-        digest.update(hashlib.sha256((root / relative).read_bytes()).digest())
-    return digest.hexdigest()[:20]
-
-
 def archive_paths(directory: Path) -> dict[str, Path]:
     return {spec.reference: directory / spec.archive_name for spec in IMAGES}
 
 
 def ensure_images(progress: Progress) -> dict[str, Path]:
-    """The archives of the current sources, built (once) if the cache lacks them."""
+    """The archives of the current sources, built (once) if the cache lacks them: the operator and
+    runner images, and the example step types' images (`towline_dev.stepimages`), each group under
+    its own content key, so a change to an example does not rebuild the operator."""
+    return {**ensure_towline_images(progress), **ensure_step_type_images(progress)}
+
+
+def ensure_towline_images(progress: Progress) -> dict[str, Path]:
+    """The operator and runner archives of the current sources, built (once) if the cache lacks them."""
     files = context_files(REPO_ROOT)
     key = content_key(REPO_ROOT, files, pinned_inputs())
     target = images_cache() / key
@@ -160,12 +154,12 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
     store.tmp.mkdir(parents=True, exist_ok=True)
     log = images_cache() / f"build-{key}.log"
     log.unlink(missing_ok=True)
-    base = _ensure_base(store, progress, log)
+    base = ensure_base(store, progress, log)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=images_cache()))
     staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
     try:
         context = staging / "context"
-        _stage_context(REPO_ROOT, files, context)
+        stage_files(REPO_ROOT, files, context)
         if content_key(context, files, pinned_inputs()) != key:
             # The archives are filed under the key: they must hold exactly what it hashed.
             raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
@@ -173,15 +167,9 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
         for position, spec in enumerate(IMAGES, start=1):
             label = f"[{position}/{len(IMAGES)}] {spec.reference}"
             progress(f"{label}: building from {spec.containerfile}")
-            run_logged(
-                bud_command(store, containerfile=context / spec.containerfile, context=context, base=base,
-                            reference=spec.reference, ca_bundle=ca_bundle),
-                progress, label, env=store.env(), log=log, attempts=3,
-            )
-            layout = staging / f"layout-{position}"
-            run_logged(push_command(store, spec.reference, layout), progress, label, env=store.env(), log=log)
-            write_archive(layout, staging / spec.archive_name, spec.reference)
-            shutil.rmtree(layout)
+            build_archive(store, containerfile=context / spec.containerfile, context=context, base=base,
+                          reference=spec.reference, ca_bundle=ca_bundle, archive=staging / spec.archive_name,
+                          progress=progress, label=label, log=log)
         shutil.rmtree(context)
         manifest = {"key": key, "files": len(files), "pins": pinned_inputs(), "base": base,
                     "seconds": round(time.monotonic() - started, 1)}
@@ -193,54 +181,13 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     run_logged(prune_command(store), progress, "pruning superseded images", env=store.env(), log=log)
-    _drop_other_builds(keep=target)
+    drop_other_builds(images_cache(), keep=target, count=KEEP_BUILDS)
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in archive_paths(target).values())
     progress(f"Built the images in {time.monotonic() - started:.0f} s: {sizes}")
 
 
-def _ensure_base(store: BuildahStore, progress: Progress, log: Path) -> str:
-    """The base image in the store, from the cached rootfs tarball, made with mmdebstrap if needed."""
-    key = base_key()
-    reference = base_reference(key)
-    present = subprocess.run(image_exists_command(store, reference), env=store.env(),
-                             capture_output=True, check=False)
-    if present.returncode == 0:
-        return reference
-    rootfs = images_cache() / f"base-{key}.tar"
-    if not rootfs.is_file():
-        progress(f"Base image: a minimal Debian {IMAGE_DEBIAN_SUITE} with {', '.join(IMAGE_BASE_PACKAGES)} "
-                 "(mmdebstrap, about 2 minutes)")
-        partial = rootfs.with_name(f"base-{key}.partial.tar")
-        run_logged(mmdebstrap_command(partial), progress, "base rootfs", log=log, attempts=3)
-        partial.replace(rootfs)
-    container = f"towline-base-import-{key}"
-    subprocess.run(["buildah", *store.global_args(), "rm", container], env=store.env(),
-                   capture_output=True, check=False)
-    for command in import_base_commands(store, rootfs, reference, container):
-        run_logged(command, progress, "base image", env=store.env(), log=log)
-    return reference
-
-
-def _stage_context(root: Path, files: Iterable[str], context: Path) -> None:
-    for relative in files:
-        destination = context / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / relative, destination)
-
-
 KEEP_BUILDS = 3
 """Builds kept per machine: the newest few, so checkouts of different branches don't rebuild in turn."""
-
-
-def _drop_other_builds(keep: Path) -> None:
-    """Drop all but the newest builds (base tarballs and the store stay)."""
-    builds = [entry for entry in images_cache().iterdir() if (entry / "build.json").is_file() and entry != keep]
-    builds.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
-    for entry in builds[KEEP_BUILDS - 1:]:
-        shutil.rmtree(entry, ignore_errors=True)
-    for log in images_cache().glob("build-*.log"):
-        if not (images_cache() / log.stem.removeprefix("build-")).is_dir():
-            log.unlink(missing_ok=True)
 
 
 CONSTRAINTS_HEADER = (

@@ -1,0 +1,3 @@
+module towline.dev/examples/tcp-probe
+
+go 1.22
