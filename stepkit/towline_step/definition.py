@@ -39,6 +39,8 @@ class CredentialSlot:
     name: str
     keys: tuple[str, ...]
     description: str = ""
+    optional: bool = False
+    """A workflow step may leave it unbound (the function then finds no value); else binding it is required."""
 
 
 @dataclass(frozen=True)
@@ -130,14 +132,14 @@ def _credential_slots(
     credentials: Mapping[str, Sequence[str]] | Sequence[CredentialSlot],
 ) -> tuple[CredentialSlot, ...]:
     pairs = (
-        [(slot, keys, "") for slot, keys in credentials.items()] if isinstance(credentials, Mapping)
-        else [(slot.name, slot.keys, slot.description) for slot in credentials]
+        [(slot, keys, "", False) for slot, keys in credentials.items()] if isinstance(credentials, Mapping)
+        else [(slot.name, slot.keys, slot.description, slot.optional) for slot in credentials]
     )
     slots = []
-    for name, keys, description in pairs:
+    for name, keys, description, optional in pairs:
         if isinstance(keys, str) or not keys:  # a bare string would otherwise become one key per letter
             raise ValueError(f"credential slot {name!r} must list the Secret keys it needs, e.g. ['token']")
-        slots.append(CredentialSlot(name, tuple(keys), description))
+        slots.append(CredentialSlot(name, tuple(keys), description, optional))
     names = [slot.name for slot in slots]
     for slot in slots:
         if not _SLOT.fullmatch(slot.name) or names.count(slot.name) > 1:

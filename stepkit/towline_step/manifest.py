@@ -61,7 +61,8 @@ def build_manifest(
     spec["inputs"] = input_schema(step.input_model)
     spec["outputs"] = output_schema(step.output_model)
     spec["credentials"] = [
-        {"name": slot.name, "keys": list(slot.keys), **({"description": slot.description} if slot.description else {})}
+        {"name": slot.name, "keys": list(slot.keys), **({"description": slot.description} if slot.description else {}),
+         **({"optional": True} if slot.optional else {})}
         for slot in step.credentials
     ]
     spec["egress"] = {"ports": list(step.egress_ports)}

@@ -59,7 +59,8 @@ class Outputs(BaseModel):
 @step(
     name="greeter",
     image="localhost/towline-step-greeter:dev",
-    credentials=[CredentialSlot("api", ("token",), "An API token; the greeter reports only whether it got one.")],
+    credentials=[CredentialSlot("api", ("token",), "An API token; the greeter reports only whether it got one.",
+                                optional=True)],
     egress_ports=[443],
     idempotency_key=True,
     mutating=False,

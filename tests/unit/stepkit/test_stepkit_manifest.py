@@ -46,7 +46,8 @@ STEPTYPE_SCHEMA: dict[str, Any] = {
                 "credentials": {"type": "array", "items": {
                     "type": "object", "additionalProperties": False, "required": ["name", "keys"],
                     "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9_-]*$"},
-                                   "keys": {**_STRINGS, "minItems": 1}, "description": {"type": "string"}},
+                                   "keys": {**_STRINGS, "minItems": 1}, "description": {"type": "string"},
+                                   "optional": {"type": "boolean"}},
                 }},
                 "egress": {"type": "object", "additionalProperties": False, "properties": {
                     "ports": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}},
