@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from tests.integration.nodesupport import RESTRICTED_CONTAINER_SECURITY, create
 from tests.workers import namespace_prefix
-
 from towline_connectors.protocol import RESULT_LIMIT_BYTES, ErrorClass, ResultDocument, read_result_message
+
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import REPO_ROOT
 from towline_dev.node.realnode import NodeCluster
