@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Listed for `towline --help`; their arguments never reach this parser (see run_passthrough).
     commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
-    commands.add_parser("connectors", help="list the built-in actions (or --json for schemas)")
+    commands.add_parser("connectors", help="list the built-in actions and the step types of -f FILEs (--json: schemas)")
 
     if args[:1] in (["webhook"], ["connectors"]):
         # These own their options: argparse's REMAINDER would take `connectors --json` for an
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_passthrough(command: str, rest: list[str]) -> int:
-    """`towline webhook send ...` and `towline connectors [--json]`: their own parsers read `rest`."""
+    """`towline webhook send ...` and `towline connectors [-f FILE] [--json]`: their own parsers read `rest`."""
     if command == "webhook":
         if rest[:1] != ["send"]:
             print("usage: towline webhook send URL [--scheme ...] [--secret-file FILE] [--data JSON]", file=sys.stderr)
@@ -84,9 +84,9 @@ def run_passthrough(command: str, rest: list[str]) -> int:
         from towline.triggers.ingress.send import send_main  # noqa: PLC0415 - subcommand-only import
 
         return send_main(rest[1:])
-    from towline_connectors.catalog import main as catalog_main  # noqa: PLC0415 - subcommand-only import
+    from towline.plugin.connectors import offline_main  # noqa: PLC0415 - subcommand-only import
 
-    return int(catalog_main(rest))
+    return offline_main(rest)
 
 
 def run_ingress(parsed: argparse.Namespace) -> int:

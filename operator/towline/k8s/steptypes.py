@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from towline.k8s.client import CLUSTER_STEP_TYPES, STEP_TYPES, KubeApi, Resource
+from towline.k8s.client import CLUSTER_STEP_TYPES, STEP_TYPES, ApiError, KubeApi, Resource
 
 JSON = dict[str, Any]
 
@@ -32,3 +32,15 @@ async def write_step_type_status(api: KubeApi, body: JSON, status: JSON) -> JSON
         "status": status,
     }
     return await api.replace(_resource(namespace).path(namespace or None, meta["name"], "status"), update)
+
+
+async def list_step_types(api: KubeApi, namespace: str) -> tuple[list[JSON], list[JSON] | None]:
+    """The namespace's StepTypes, and the cluster's ClusterStepTypes (None when the caller may not list them)."""
+    namespaced = [{**body, "kind": "StepType"} for body in await api.list(STEP_TYPES.path(namespace))]
+    try:
+        cluster = [{**body, "kind": "ClusterStepType"} for body in await api.list(CLUSTER_STEP_TYPES.path())]
+    except ApiError as error:
+        if error.status != 403:
+            raise
+        return namespaced, None
+    return namespaced, cluster

@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check Workflow files offline with the operator's own rules")
     validate.add_argument("files", nargs="+", metavar="FILE")
 
+    catalog = sub.add_parser("connectors", help="the built-in actions and the step types usable here")
+    catalog.add_argument("--json", action="store_true", help="their input/output JSON Schemas and declarations")
+
     export = sub.add_parser("export", help="WORKFLOW as a clean manifest to commit")
     export.add_argument("workflow")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -93,6 +96,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "graph": lambda: commands.draw(
                 api, namespace, io, name=args.name, kind=args.kind, form=args.output),
             "export": lambda: commands.export(api, namespace, io, args.workflow, args.output),
+            "connectors": lambda: commands.connectors(api, namespace, io, args.json),
         }
         code: int = await calls[args.command]()
         return code

@@ -18,7 +18,10 @@ import yaml
 from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
+from towline.k8s.steptypes import list_step_types
 from towline.plugin import graph, manifests, render
+from towline.plugin.connectors import render as render_connectors
+from towline.plugin.connectors import step_types_of
 
 JSON = dict[str, Any]
 TERMINAL = TERMINAL_RUN_PHASES
@@ -192,4 +195,16 @@ async def export(api: KubeApi, namespace: str, io: Io, name: str, form: str) -> 
         raise NotFound(f"no Workflow {name!r} in namespace {namespace}")
     clean = manifests.clean_workflow(workflow)
     io.out(json.dumps(clean, indent=2) if form == "json" else yaml.safe_dump(clean, sort_keys=False).rstrip("\n"))
+    return 0
+
+
+async def connectors(api: KubeApi, namespace: str, io: Io, as_json: bool) -> int:
+    """The built-ins, the namespace's StepTypes and the cluster's ClusterStepTypes (those the caller may read)."""
+    namespaced, cluster = await list_step_types(api, namespace)
+    types, problems = step_types_of([*namespaced, *(cluster or [])])
+    io.out(render_connectors(types, as_json=as_json).rstrip("\n"))
+    if cluster is None:
+        io.err("note: you may not list ClusterStepTypes; showing the built-ins and this namespace's StepTypes")
+    for problem in problems:
+        io.err(f"not usable: {problem}")
     return 0

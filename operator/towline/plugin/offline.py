@@ -3,27 +3,38 @@
 The same function the operator runs on every Workflow it sees
 (`validate_workflow_manifest` with the built-in connector catalogue), so a
 file that passes here is Ready once applied, and one that fails names the
-same fields the Workflow's status would.
+same fields the Workflow's status would. StepType and ClusterStepType manifests
+among the files are the step types the Workflows may use (a StepType without a
+namespace counts for every Workflow); offline, their images are not checked
+against the chart's image policy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from towline.api.steptype import ResolvedStepType
+from towline.plugin.connectors import ANY_IMAGE
 from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation.steptypes import StepTypeCatalog, action_of, check_step_type
 
 
-def validate_documents(label: str, documents: list[Any]) -> tuple[list[str], int]:
+def validate_documents(
+    label: str, documents: list[Any], step_types: Sequence[StepTypeDocument] = ()
+) -> tuple[list[str], int]:
     """Report lines for one file's documents and how many problems they have."""
-    catalog = connector_catalog()
     lines: list[str] = []
     problems = 0
     for index, document in enumerate(documents):
         if document is None:
             continue
+        if isinstance(document, dict) and document.get("kind") in ("StepType", "ClusterStepType"):
+            continue  # read up front, for every file's Workflows
         if not isinstance(document, dict) or document.get("kind") != "Workflow":
             kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
             lines.append(f"{label}[{index}]: skipped ({kind} is not a Workflow)")
@@ -34,7 +45,8 @@ def validate_documents(label: str, documents: list[Any]) -> tuple[list[str], int
             lines.append(f"{label}: {name}: spec: missing; a Workflow needs spec.steps")
             problems += 1
             continue
-        _, errors = validate_workflow_manifest(spec, catalog)
+        namespace = (document.get("metadata") or {}).get("namespace")
+        _, errors = validate_workflow_manifest(spec, catalog_for(namespace, step_types))
         if not errors:
             lines.append(f"{label}: {name}: valid")
         for error in errors:
@@ -44,17 +56,46 @@ def validate_documents(label: str, documents: list[Any]) -> tuple[list[str], int
     return lines, problems
 
 
+@dataclass(frozen=True)
+class StepTypeDocument:
+    namespace: str | None
+    """None: no namespace in the file (it counts for every Workflow); "" for a ClusterStepType."""
+    step_type: ResolvedStepType
+
+
+def catalog_for(namespace: str | None, step_types: Sequence[StepTypeDocument]) -> StepTypeCatalog:
+    usable = {action_of(d.step_type.kind, d.step_type.name): d.step_type.spec for d in step_types
+              if d.namespace in (None, "", namespace) or namespace is None}
+    return StepTypeCatalog(connector_catalog(), usable)
+
+
 def validate_files(paths: list[str]) -> tuple[list[str], int]:
     lines: list[str] = []
     problems = 0
+    read: list[tuple[str, list[Any]]] = []
     for path in paths:
         try:
-            documents = list(yaml.safe_load_all(Path(path).read_text()))
+            read.append((path, list(yaml.safe_load_all(Path(path).read_text()))))
         except (OSError, yaml.YAMLError) as error:
             lines.append(f"{path}: cannot read: {error}")
             problems += 1
-            continue
-        found, count = validate_documents(path, documents)
+    step_types: list[StepTypeDocument] = []
+    for path, documents in read:
+        for document in documents:
+            if not isinstance(document, dict) or document.get("kind") not in ("StepType", "ClusterStepType"):
+                continue
+            name = (document.get("metadata") or {}).get("name", "?")
+            checked = check_step_type(document, ANY_IMAGE)
+            if isinstance(checked, ResolvedStepType):
+                namespace = "" if checked.kind == "ClusterStepType" else (document.get("metadata") or {}).get(
+                    "namespace")
+                step_types.append(StepTypeDocument(namespace, checked))
+                lines.append(f"{path}: {document['kind']} {name}: valid")
+            else:
+                lines += [f"{path}: {document['kind']} {name}: {problem}" for problem in checked]
+                problems += len(checked)
+    for path, documents in read:
+        found, count = validate_documents(path, documents, step_types)
         lines.extend(found)
         problems += count
     return lines, problems

@@ -38,11 +38,11 @@ from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig
-from towline.runtime.steptypes import StepTypeCache, TypeKey, check_step_type
+from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
 from towline.validation import connector_catalog
 from towline.validation.catalog import ConnectorCatalog
-from towline.validation.steptypes import StepTypeCatalog
+from towline.validation.steptypes import StepTypeCatalog, check_step_type
 
 log = logging.getLogger(__name__)
 

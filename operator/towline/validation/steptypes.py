@@ -22,8 +22,16 @@ from typing import Any, Protocol
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.exceptions import ValidationError as SchemaViolation
+from pydantic import ValidationError
 
-from towline.api.steptype import StepTypeSpec, step_type_reference
+from towline.api.steptype import (
+    CLUSTER_STEP_TYPE_PREFIX,
+    STEP_TYPE_PREFIX,
+    ResolvedStepType,
+    StepTypeKind,
+    StepTypeSpec,
+    step_type_reference,
+)
 from towline.api.workflow import RetryPolicy
 from towline_connectors.wire import is_template
 
@@ -206,3 +214,26 @@ class StepImagePolicy:
             return (f"image {image} has no digest and the chart requires one (stepTypes.requireDigest); "
                     "pin it as registry/name@sha256:<digest>")
         return None
+
+
+def action_of(kind: StepTypeKind, name: str) -> str:
+    """How a workflow step names the type: `steptype/<name>` or `clustersteptype/<name>`."""
+    return f"{STEP_TYPE_PREFIX if kind == 'StepType' else CLUSTER_STEP_TYPE_PREFIX}{name}"
+
+
+def check_step_type(body: Mapping[str, Any], policy: StepImagePolicy) -> ResolvedStepType | list[str]:
+    """The type as a run would snapshot it, or every reason it cannot be used (each names the field)."""
+    kind: StepTypeKind = "ClusterStepType" if body.get("kind") == "ClusterStepType" else "StepType"
+    metadata = body.get("metadata") or {}
+    try:
+        spec = StepTypeSpec.model_validate(body.get("spec") or {})
+    except ValidationError as error:
+        return [f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]]
+    problems = type_schema_errors(spec)
+    image_problem = policy.problem(spec.image)
+    if image_problem:
+        problems.append(f"spec.image: {image_problem}")
+    if problems:
+        return problems
+    return ResolvedStepType(kind=kind, name=str(metadata.get("name", "")), uid=metadata.get("uid"),
+                            generation=metadata.get("generation"), spec=spec)

@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from towline.api.steptype import ResolvedStepType, StepType
-from towline.runtime.steptypes import check_step_type
-from towline.validation.steptypes import StepImagePolicy
+from towline.validation.steptypes import StepImagePolicy, check_step_type
 from towline_dev import REPO_ROOT
 from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
 

@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
-from towline.runtime.steptypes import StepTypeCache, check_step_type
+from towline.runtime.steptypes import StepTypeCache
 from towline.validation import connector_catalog, validate_workflow_manifest
 from towline.validation.steptypes import (
     StepImagePolicy,
     StepTypeCatalog,
+    check_step_type,
     input_errors,
     output_errors,
     type_schema_errors,
