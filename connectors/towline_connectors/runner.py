@@ -58,7 +58,6 @@ from towline_connectors.isolation import (
     isolation_budget,
 )
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
-from towline_step.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import RedactingStream, Redactor, TextSink
 from towline_connectors.registry import ACTIONS, format_validation_errors
 from towline_connectors.result import (
@@ -73,6 +72,7 @@ from towline_connectors.runtime import Deadline
 from towline_connectors.spec import ActionResult, ActionSpec
 from towline_connectors.transport import Connector
 from towline_connectors.wire import NAMESPACE_ENV
+from towline_step.protocol import RESULT_LIMIT_BYTES
 
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
 DEFAULT_RESULT_PATH = "/dev/termination-log"

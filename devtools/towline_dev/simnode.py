@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from towline_step.protocol import RESULT_LIMIT_BYTES
 from towline_dev.binaries import find_kwok
 from towline_dev.controlplane import ControlPlane
 from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
+from towline_step.protocol import RESULT_LIMIT_BYTES
 
 NODE_NAME = "kwok-node-0"
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"

@@ -30,7 +30,9 @@ class _WithoutFieldTitles(GenerateJsonSchema):
     """Pydantic titles every property after its own name; in a catalog that is noise, descriptions are the docs."""
 
     def field_title_should_be_set(
-        self, schema: core_schema.CoreSchemaOrField  # type: ignore[override]  # pydantic's own alias of the union
+        self,
+        schema: core_schema.CoreSchema | core_schema.ModelField | core_schema.DataclassField
+        | core_schema.TypedDictField | core_schema.ComputedField,
     ) -> bool:
         return False
 

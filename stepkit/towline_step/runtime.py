@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from towline_step.context import Context, load_credentials, read_environment, result_path_from
 from towline_step.errors import InvalidInputError, PermanentError, StepError
 from towline_step.protocol import INPUTS_PATH_ENV, ErrorClass
-from towline_step.redact import Redactor, RedactingStream, TextSink
+from towline_step.redact import RedactingStream, Redactor, TextSink
 from towline_step.result import Outcome, render
 
 if TYPE_CHECKING:

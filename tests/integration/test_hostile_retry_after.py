@@ -21,10 +21,10 @@ from tests.integration.support import (
     wait_for_phase,
 )
 
-from towline_step.protocol import MAX_RETRY_AFTER_SECONDS
 from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
+from towline_step.protocol import MAX_RETRY_AFTER_SECONDS
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 

@@ -30,8 +30,8 @@ from towline.engine.observed import (
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 from towline.k8s.stepimage import foreign_run, refused_result
-from towline_step.protocol import ResultDocument, read_result_message
 from towline_connectors.wire import parse_rfc3339
+from towline_step.protocol import ResultDocument, read_result_message
 
 JSON = dict[str, Any]
 

@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from towline.k8s.observe import parse_result
-from towline_step.protocol import RESULT_LIMIT_BYTES
 from towline_connectors.redact import Redactor
 from towline_connectors.result import StepResult, render_result
 from towline_dev.simnode import (
@@ -19,6 +18,7 @@ from towline_dev.simnode import (
     pod_stages,
     result_message,
 )
+from towline_step.protocol import RESULT_LIMIT_BYTES
 
 
 def _complete_stage(message: str) -> dict[str, object]:

@@ -6,7 +6,7 @@ import io
 import json
 import urllib.parse
 
-from towline_step.redact import PLACEHOLDER, Redactor, RedactingStream
+from towline_step.redact import PLACEHOLDER, RedactingStream, Redactor
 
 SECRET = 'p@ss "w/ord"+1'
 

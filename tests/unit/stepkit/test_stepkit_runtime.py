@@ -10,8 +10,8 @@ import sys
 import threading
 
 import pytest
-from stepkit_testkit import StepPod
 from pydantic import BaseModel, Field
+from stepkit_testkit import StepPod
 
 from towline_step import (
     AuthError,
@@ -72,7 +72,7 @@ def place(inputs: Order, ctx: Context) -> Receipt:
     if inputs.raise_ in ERRORS:
         raise ERRORS[inputs.raise_]
     if inputs.raise_ == "crash":
-        {}["missing-key"]  # noqa: B018  # an unexpected KeyError, as a bug would raise
+        {}["missing-key"]  # an unexpected KeyError, as a bug would raise
     if inputs.raise_ == "leak":
         token = ctx.credential("api", "token")
         print(f"calling with token {token}")
