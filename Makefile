@@ -1,6 +1,6 @@
 # Towline: `make dev` runs it locally, `make test` checks everything.
 PYTHON ?= python3
-PKG_DIRS := operator connectors devtools
+PKG_DIRS := operator connectors stepkit devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench chaos images clean
@@ -18,7 +18,7 @@ install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
 
 lint:
-	$(PYTHON) -m ruff check $(PKG_DIRS) tests
+	$(PYTHON) -m ruff check $(PKG_DIRS) examples tests
 
 typecheck:
 	$(PYTHON) -m mypy

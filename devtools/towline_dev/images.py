@@ -8,8 +8,8 @@ skopeo's `oci-archive:` read.
 
 The archives are cached under a content key: the hash of every file the build
 reads (the Containerfiles, the constraints, pyproject.toml, README.md and the
-operator, connector and step-kit sources) and of the pinned tool and base versions. An
-unchanged tree reuses them; any change to those inputs builds again. Builds
+operator, connector and step-kit sources) and of the pinned tool and base
+versions. An unchanged tree reuses them; any change to those inputs builds again. Builds
 run from a staged copy of exactly those files, so what is hashed is what is
 built. A file lock serialises concurrent builders (two test sessions, a test
 and `make dev`). The example step types' images have keys of their own, so

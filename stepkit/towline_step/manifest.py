@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import core_schema
 
 from towline_step.definition import Step
 from towline_step.loader import load_step
@@ -28,7 +29,11 @@ KINDS = ("StepType", "ClusterStepType")
 class _WithoutFieldTitles(GenerateJsonSchema):
     """Pydantic titles every property after its own name; in a catalog that is noise, descriptions are the docs."""
 
-    def field_title_should_be_set(self, schema: Any) -> bool:  # any schema pydantic passes: none gets a title
+    def field_title_should_be_set(
+        self,
+        schema: core_schema.CoreSchema | core_schema.ModelField | core_schema.DataclassField
+        | core_schema.TypedDictField | core_schema.ComputedField,
+    ) -> bool:
         return False
 
 

@@ -158,3 +158,12 @@ def test_the_help_says_what_is_not_emulated(capsys: pytest.CaptureFixture[str]) 
     help_text: Any = capsys.readouterr().out
     for limit in ("NetworkPolicy", "egress isolation", "read-only root filesystem", "uid 65532"):
         assert limit in help_text
+
+
+def test_a_step_whose_module_cannot_be_imported_still_leaves_a_result_naming_why(tmp_path: Path) -> None:
+    (tmp_path / "broken_step.py").write_text("raise ImportError('needs a library the image lacks')\n")
+    report = run_locally(python_step_command("broken_step:run"), inputs={}, cwd=tmp_path)
+    assert (report.exit_code, report.result.error_class) == (1, ErrorClass.PERMANENT)
+    assert "cannot load 'broken_step:run': ImportError: needs a library the image lacks" in (
+        report.result.message or "")
+    assert report.notes == []
