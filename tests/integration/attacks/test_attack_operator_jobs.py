@@ -2,7 +2,9 @@
 namespace it watches and read pods (their termination messages), but not Secrets. Through a Job of its own
 design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-operator-jobs
 admits only step-shaped Jobs (towline.k8s.objects.build_step_job) of the runner image, and none in kube-system
-or the operator's own namespace. Each escape is refused while a real run's step Jobs still run."""
+or the operator's own namespace; a user step type's Job runs the runner's `prepare` and then one container of an
+image under stepTypes.allowedImagePrefixes, nothing else. Each escape is refused while a real run's step Jobs
+still run."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ import pytest
 from tests.integration.attacks.attack_support import create_as, echo_workflow, install, refused, run_manifest
 from tests.integration.support import wait_for, wait_for_phase
 
+from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.userjobs import build_user_step_job
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
 from towline_dev.install import OPERATOR_NAMESPACE, operator_kubeconfig
@@ -29,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforce
 CANARY = "crown-jewels-4b1d9e-do-not-leak"
 STEP_SHAPE = "a Job of the Towline operator is a step Job"
 IMAGES = "a step Job runs only the images the chart allows"
-CONTAINERS = "a step Job's only containers run the runner"
+CONTAINERS = "a step Job's containers run the runner"
 ACCOUNT = "a step Job's pod runs as the namespace's default ServiceAccount"
 VOLUMES = "a step Job's pod mounts only emptyDir volumes and Secret volumes with optional: true"
 HOST = "a step Job's pod uses no host network, PID or IPC namespace"
@@ -142,6 +146,57 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "unconfined-seccomp": (lambda j: _pod(j)["securityContext"].update(seccompProfile={"type": "Unconfined"}),
                            RESTRICTED),
 }
+
+
+STEP_TYPE_IMAGE = "localhost/towline-step-tcp-probe:dev"
+
+
+def user_step_job(namespace: str) -> dict[str, Any]:
+    """A user step type's Job exactly as the operator builds one (runner `prepare`, then the type's container)."""
+    run = RunRef(name="victim-run", namespace=namespace, uid="00000000-0000-0000-0000-000000000019", workflow="wf")
+    step_type = ResolvedStepType(kind="StepType", name="probe", spec=StepTypeSpec(image=STEP_TYPE_IMAGE))
+    return build_user_step_job(
+        run, job_name=job_name(run.name, "probe", 1), step_id="probe", attempt=1, action="steptype/probe",
+        step_type=step_type, inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
+        settings=StepPodSettings(image=RUNNER_IMAGE),
+    )
+
+
+def _prepare(job: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = _pod(job)["initContainers"][0]
+    return container
+
+
+USER_STEP_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "a-step-type-container-outside-the-allowed-prefixes": (lambda j: _container(j).update(image=TEST_IMAGE), IMAGES),
+    "a-prepare-of-another-image": (lambda j: _prepare(j).update(image=STEP_TYPE_IMAGE), IMAGES),
+    "a-prepare-running-other-code": (lambda j: _prepare(j).update(args=["-c", "print(1)"]), CONTAINERS),
+    "a-prepare-that-keeps-running-as-a-sidecar": (lambda j: _prepare(j).update(restartPolicy="Always"), CONTAINERS),
+    "a-second-user-container": (lambda j: _pod(j)["containers"].append({**copy.deepcopy(_container(j)),
+                                                                         "name": "second"}), CONTAINERS),
+    "a-user-container-with-a-secret-in-its-environment": (lambda j: _container(j).update(
+        envFrom=[{"secretRef": {"name": "crown-jewels"}}]), CONTAINERS),
+    "a-privileged-user-container": (lambda j: _container(j)["securityContext"].update(privileged=True), RESTRICTED),
+    "a-prepare-with-a-writable-root": (lambda j: _prepare(j)["securityContext"].update(readOnlyRootFilesystem=False),
+                                       RESTRICTED),
+}
+
+
+def test_a_step_types_job_as_the_operator_builds_it_is_admitted(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+) -> None:
+    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(user_step_job(namespace)))
+    assert created.returncode == 0, created.stderr
+
+
+@pytest.mark.parametrize("escape", list(USER_STEP_ESCAPES))
+def test_a_step_types_job_admits_no_other_shape(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+) -> None:
+    job = user_step_job(namespace)
+    mutate, reason = USER_STEP_ESCAPES[escape]
+    mutate(job)
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), reason)
 
 
 @pytest.mark.parametrize("escape", list(ESCAPES))
