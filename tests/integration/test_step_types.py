@@ -194,7 +194,7 @@ def test_retries_follow_the_types_policy_by_error_class(
 
 @pytest.mark.parametrize(("mode", "expected"), [
     ("invalid-result", "'ok' must be true or false"),
-    ("oversized-result", "over the 4096-byte limit"),
+    ("oversized-result", "likely cut by the kubelet, which keeps at most 4096 bytes"),
     ("no-result", "exited with code 75 without writing a result document"),
 ])
 def test_a_container_that_breaks_the_protocol_fails_its_step_clearly_and_the_operator_carries_on(

@@ -31,7 +31,7 @@ from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
-from towline_step.protocol import ResultDocument, missing_result, read_result_message
+from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
 
 JSON = dict[str, Any]
 
@@ -177,7 +177,25 @@ def _terminated_result(terminated: Mapping[str, Any], *, user_container: bool) -
     if not message:
         return no_document(terminated) if user_container else None
     document = read_result_message(str(message))
-    return container_failure(terminated) if document is None else step_result(document)
+    if document is not None:
+        return step_result(document)
+    return not_a_document(str(message)) if user_container else container_failure(terminated)
+
+
+def not_a_document(message: str) -> StepResult:
+    """A user's container left a termination message that is not JSON: say so, never echo it.
+
+    The text is the user's code's (it holds the step's credentials); only its size is told. The kubelet
+    keeps the last 4096 bytes of the file, so a longer document arrives cut and reads as no JSON at all.
+    """
+    size = len(message.encode("utf-8", "surrogatepass"))
+    cut = (f"; at {size} bytes it was likely cut by the kubelet, which keeps at most {RESULT_LIMIT_BYTES} bytes"
+           if size >= RESULT_LIMIT_BYTES else "")
+    return StepResult(
+        ok=False, output=None, error_class="permanent", retryable=False, retry_after_seconds=None, usage=None,
+        message=f"the step's container wrote a termination message that is not a JSON result document ({size} "
+        f"bytes, not shown){cut}; write one document of at most {RESULT_LIMIT_BYTES} bytes (docs/step-protocol.md)",
+    )
 
 
 def no_document(terminated: Mapping[str, Any]) -> StepResult | None:

@@ -135,3 +135,12 @@ def test_an_init_container_image_swapped_under_the_pod_does_not_count() -> None:
     reason = foreign_run(manifest, pod)
     assert reason == ("its container prepare was changed to image docker.io/evil/prepare:1; its Job asked for "
                       "localhost/towline-runner:dev")
+
+
+def test_a_user_containers_text_that_is_not_json_is_never_echoed() -> None:
+    done = terminated(0, reason="Completed")
+    leaked = "token=s3cr3t-value " * 300  # what a careless step might print into its termination message
+    result = parse_result(pod_with(done, terminated(0, leaked[-4096:], "Completed")))
+    assert result is not None and (result.ok, result.error_class) == (False, "permanent")
+    assert result.message is not None and "s3cr3t" not in result.message
+    assert "likely cut by the kubelet" in result.message
