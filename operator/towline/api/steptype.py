@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from towline.api.common import (
+    DNS_SUBDOMAIN_PATTERN,
     SECRET_KEY_PATTERN,
     Condition,
     TowlineModel,
@@ -89,6 +90,11 @@ class StepTypeSpec(TowlineModel):
         max_length=512, pattern=IMAGE_PATTERN,
         description="The image, e.g. registry.example.com/team/deploy@sha256:...; the chart's image policy "
         "decides which registries are allowed and whether a digest is required.",
+    )
+    image_pull_secrets: list[Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]] = Field(
+        default_factory=list, max_length=8,
+        description="Names of Secrets of type kubernetes.io/dockerconfigjson the kubelet pulls the image with: "
+        "in the step's namespace (for a ClusterStepType, each namespace that uses it needs them).",
     )
     command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
         default=None, max_length=64, description="Overrides the image's entrypoint."

@@ -144,3 +144,9 @@ def test_a_user_containers_text_that_is_not_json_is_never_echoed() -> None:
     assert result is not None and (result.ok, result.error_class) == (False, "permanent")
     assert result.message is not None and "s3cr3t" not in result.message
     assert "likely cut by the kubelet" in result.message
+
+
+def test_the_types_image_pull_secrets_reach_the_pod() -> None:
+    private = TYPE.model_copy(update={"spec": TYPE.spec.model_copy(update={"image_pull_secrets": ["registry-creds"]})})
+    assert job(step_type=private)["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}]
+    assert "imagePullSecrets" not in job()["spec"]["template"]["spec"]
