@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.integration.nodesupport import create, create_step_job
 
+from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.k8s.objects import (
     RunRef,
     StepPodSettings,
@@ -21,6 +22,7 @@ from towline.k8s.objects import (
     build_step_job,
     isolation_probe_network,
 )
+from towline.k8s.userjobs import build_user_step_job
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE, ensure_images
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP
@@ -65,14 +67,45 @@ def start_step(plane: ControlPlane, run: RunRef, attempt: int, *, isolation_prob
     )
     del job["metadata"]["ownerReferences"]
     create_step_job(plane, job)
+    return _pod_of(plane, run.namespace, job_name)
+
+
+PROBE_TYPE_IMAGE = "localhost/towline-step-tcp-probe:dev"
+"""The Go example step type (examples/step-types/tcp-probe-go): one raw connect, reported in its output."""
+
+
+def start_user_step(plane: ControlPlane, run: RunRef, attempt: int, *, timeout_seconds: int = 120) -> str:
+    """A user step type's Job (runner `prepare` with the isolation check, then tcp-probe connecting to
+    DESTINATION); its pod's name once the Job controller made it."""
+    job_name = f"run-1-call-{attempt}"
+    step_type = ResolvedStepType(kind="StepType", name="tcp-probe", spec=StepTypeSpec(image=PROBE_TYPE_IMAGE))
+    job = build_user_step_job(
+        run, job_name=job_name, step_id=STEP, attempt=attempt, action="steptype/tcp-probe", step_type=step_type,
+        inputs={"message": "m", "connect": DESTINATION}, credentials={}, idempotency_key=f"k-{attempt}",
+        timeout_seconds=timeout_seconds, settings=StepPodSettings(image=RUNNER_IMAGE, isolation_probe=PROBE),
+    )
+    del job["metadata"]["ownerReferences"]
+    create_step_job(plane, job)
+    return _pod_of(plane, run.namespace, job_name)
+
+
+def _pod_of(plane: ControlPlane, namespace: str, job_name: str) -> str:
     deadline = time.monotonic() + 120
     while True:
-        pods = json.loads(plane.kubectl("get", "pods", "-n", run.namespace, "-l", f"job-name={job_name}",
+        pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
                                         "-o", "json").stdout)["items"]
         if pods:
             return str(pods[0]["metadata"]["name"])
         assert time.monotonic() < deadline, "the Job controller created no pod"
         time.sleep(0.1)
+
+
+def init_container_state(plane: ControlPlane, namespace: str, pod: str) -> dict[str, Any]:
+    result = plane.kubectl("get", "pod", pod, "-n", namespace, "-o", "json", check=False)
+    if result.returncode != 0:
+        return {}
+    statuses = json.loads(result.stdout).get("status", {}).get("initContainerStatuses") or []
+    return dict(statuses[0].get("state", {})) if statuses else {}
 
 
 def container_state(plane: ControlPlane, namespace: str, pod: str) -> dict[str, Any]:

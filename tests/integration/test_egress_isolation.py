@@ -10,7 +10,10 @@ slow or missing enforcer: a new pod then runs unprotected until it is continued.
 - paused for the whole attempt: it fails as transient with the documented message
   and nothing reaches the destination;
 - with the check off (`egress.requireIsolation: false`) the step runs while the
-  enforcer is paused: the control showing the first case's silence is the check's doing.
+  enforcer is paused: the control showing the first case's silence is the check's doing;
+- a user step type (the Go example, a raw connect with no guard of its own): its
+  container does not even start while the enforcer is paused, because the runner's
+  `prepare` init container proves isolation first; once continued it connects.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ import pytest
 from tests.integration.isolationsupport import (
     DESTINATION,
     PROBE,
+    container_state,
     finished,
+    init_container_state,
     isolation_wait_seconds,
     prepare_namespace,
     start_step,
+    start_user_step,
     wait_state,
 )
+from tests.integration.support import wait_for
 
 from towline.k8s.objects import RunRef
 from towline_connectors.isolation import NOT_ISOLATED_MESSAGE
@@ -106,3 +113,21 @@ def test_with_require_isolation_off_the_step_runs_unprotected(setup: Setup) -> N
         arrived = setup.arrived()
     assert arrived > before, f"the step did not run: {result} {log}"
     assert "egress isolation" not in log and result.get("message") != NOT_ISOLATED_MESSAGE, log
+
+
+def test_a_step_types_container_starts_only_once_the_enforcer_isolates_the_pod(setup: Setup) -> None:
+    before = setup.arrived()
+    with setup.node.paused("kube-router"):
+        pod = start_user_step(setup.plane, setup.run, 4)
+        wait_for("the runner's prepare to be probing",
+                 lambda: "running" in init_container_state(setup.plane, NAMESPACE, pod), timeout=180, interval=0.2)
+        time.sleep(PAUSE_SECONDS)  # prepare is up and probing; the pod is not isolated
+        assert "running" in init_container_state(setup.plane, NAMESPACE, pod), "prepare gave up too early"
+        assert "waiting" in container_state(setup.plane, NAMESPACE, pod), "the user's container started unisolated"
+        assert setup.arrived() == before, "something reached the destination before the pod was isolated"
+    result, _ = finished(setup.plane, NAMESPACE, pod)
+    prepare_log = setup.plane.kubectl("logs", "-n", NAMESPACE, pod, "-c", "prepare", check=False).stdout
+    print(f"\n[real node] user step type: isolation proven {isolation_wait_seconds(prepare_log)} s after prepare "
+          f"started (enforcer paused {PAUSE_SECONDS:.0f} s)", file=sys.stderr)
+    assert result["ok"] is True and result["output"]["connect"]["connected"] is True, result
+    assert setup.arrived() > before, "the user's container never reached its destination once isolated"
