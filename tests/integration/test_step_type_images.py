@@ -27,6 +27,7 @@ from tests.integration.nodesupport import RESTRICTED_CONTAINER_SECURITY, create
 from tests.workers import namespace_prefix
 
 from towline_connectors.protocol import RESULT_LIMIT_BYTES, ErrorClass, ResultDocument, read_result_message
+from towline_dev.binaries import cache_root
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import REPO_ROOT
 from towline_dev.node.realnode import NodeCluster
@@ -277,4 +278,5 @@ def test_go_image_is_the_static_binary_alone_run_as_65532(go_archive: Path) -> N
     binary = files["tcp-probe"]
     assert binary.startswith(b"\x7fELF")
     assert b"ld-linux" not in binary, "a static binary needs no dynamic loader"
-    assert str(REPO_ROOT).encode() not in binary, "-trimpath keeps this machine's paths out"
+    for machine_path in (REPO_ROOT, cache_root()):
+        assert str(machine_path).encode() not in binary, "-trimpath keeps this machine's paths out"
