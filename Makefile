@@ -12,7 +12,7 @@ help:
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
-	@echo "make images - build the operator and step-runner images (OCI archives in the cache)"
+	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools

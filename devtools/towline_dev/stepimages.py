@@ -190,21 +190,22 @@ def build_directory(spec: StepImage) -> Path:
     return images_cache() / "step-types" / spec.name
 
 
-def ensure_step_type_images(progress: Progress) -> dict[str, Path]:
-    """The archives of the example step types in this tree, built (once per change) if the cache lacks them."""
+def ensure_step_type_images(progress: Progress, root: Path = REPO_ROOT) -> dict[str, Path]:
+    """The archives of the example step types in the tree at `root`, built (once per change) if the cache
+    lacks them."""
     archives: dict[str, Path] = {}
     go = go_toolchain()
     for spec in STEP_IMAGES:
-        if not available(spec):
+        if not available(spec, root):
             continue
-        files = source_files(spec)
+        files = source_files(spec, root)
         pins = pinned_inputs(spec, go)
-        target = build_directory(spec) / content_key(REPO_ROOT, files, pins)
+        target = build_directory(spec) / content_key(root, files, pins)
         archive = target / spec.archive_name
         if not archive.is_file():
             with _exclusive_lock(images_cache() / "build.lock"):
                 if not archive.is_file():
-                    _build(spec, files, pins, target, go, progress)
+                    _build(spec, root, files, pins, target, go, progress)
         with contextlib.suppress(OSError):
             os.utime(target)  # most recently used: the last to be dropped
         archives[spec.reference] = archive
@@ -212,7 +213,8 @@ def ensure_step_type_images(progress: Progress) -> dict[str, Path]:
 
 
 def _build(  # noqa: PLR0917 - private, called from one place
-    spec: StepImage, files: list[str], pins: dict[str, object], target: Path, go: str | None, progress: Progress
+    spec: StepImage, tree: Path, files: list[str], pins: dict[str, object], target: Path, go: str | None,
+    progress: Progress,
 ) -> None:
     ensure_debian_packages(IMAGE_TOOL_PACKAGES, progress, purpose="building the container images")
     started = time.monotonic()
@@ -229,7 +231,7 @@ def _build(  # noqa: PLR0917 - private, called from one place
     staging.chmod(0o755)  # readable by whatever loads the archive (a node's containerd)
     try:
         root = staging / "context"
-        stage_files(REPO_ROOT, files, root)
+        stage_files(tree, files, root)
         if content_key(root, files, pins) != key:
             # The archive is filed under the key: it must hold exactly what the key hashed.
             raise ImageBuildFailed("the sources changed while the build was staging them; run it again")

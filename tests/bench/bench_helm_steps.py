@@ -1,10 +1,12 @@
 """Step start latency through the Helm-installed operator on the real node.
 
-Starts a control plane with a real node (needs root), loads the operator and runner
-images, `helm install`s the chart (operator x2, ingress x2, as real containers), then runs
-a workflow of `STEPS` chained `data.transform` steps and, polling the API server every
+Starts a control plane with a real node (needs root), loads the operator, runner and
+example step-type images, `helm install`s the chart (operator x2, ingress x2, as real
+containers), then runs a workflow of `STEPS` chained `data.transform` steps (a built-in)
+and one of `STEPS` chained `steptype/tcp-probe` steps (the Go example: the runner's
+`prepare` init container, then the user's container), and, polling the API server every
 `POLL` s, reports per step:
-- Job created (first seen) -> its container running (or already finished);
+- Job created (first seen) -> its (user's) container running (or already finished);
 - its container running -> the operator has read the runner's result (step Succeeded
   in the run's status);
 - Job created -> step Succeeded.
@@ -28,23 +30,27 @@ from towline.k8s.objects import LABEL_STEP
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import ensure_images
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.release import NAMESPACE, RELEASE, api_server_egress, wait_rolled_out
+from towline_dev.release import NAMESPACE, RELEASE, api_server_egress, example_step_type_values, wait_rolled_out
 
 STEPS = 12
 POLL = 0.1
 BENCH_NAMESPACE = "bench-steps"
 
 
-def _workflow() -> dict[str, Any]:
+BUILT_IN = ("latency", "data.transform", {"data": {"n": 1}, "fields": {"n": "data.n + 1"}})
+STEP_TYPE = ("latency-type", "steptype/tcp-probe", {"message": "m"})
+PROBE_TYPE = Path(__file__).parents[2] / "examples" / "step-types" / "tcp-probe-go" / "steptype.yaml"
+
+
+def _workflow(name: str, action: str, inputs: dict[str, Any]) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
     for index in range(STEPS):
-        step: dict[str, Any] = {"id": f"s{index}", "action": "data.transform",
-                                "with": {"data": {"n": index}, "fields": {"n": "data.n + 1"}}}
+        step: dict[str, Any] = {"id": f"s{index}", "action": action, "with": inputs}
         if index:
             step["needs"] = [f"s{index - 1}"]
         steps.append(step)
     return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": "latency", "namespace": BENCH_NAMESPACE}, "spec": {"steps": steps}}
+            "metadata": {"name": name, "namespace": BENCH_NAMESPACE}, "spec": {"steps": steps}}
 
 
 def _get(plane: ControlPlane, path: str) -> dict[str, Any]:
@@ -60,11 +66,12 @@ def _observe(plane: ControlPlane, run: str) -> dict[str, dict[str, float]]:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         now = time.monotonic()
-        jobs = _get(plane, f"/apis/batch/v1/namespaces/{BENCH_NAMESPACE}/jobs").get("items", [])
+        selector = f"?labelSelector=towline.dev/run%3D{run}"
+        jobs = _get(plane, f"/apis/batch/v1/namespaces/{BENCH_NAMESPACE}/jobs{selector}").get("items", [])
         for job in jobs:
             step = job["metadata"]["labels"][LABEL_STEP]
             seen.setdefault(step, {}).setdefault("job", now)
-        for pod in _get(plane, f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods").get("items", []):
+        for pod in _get(plane, f"/api/v1/namespaces/{BENCH_NAMESPACE}/pods{selector}").get("items", []):
             states = [s.get("state", {}) for s in pod.get("status", {}).get("containerStatuses") or []]
             if states and all("running" in s or "terminated" in s for s in states):
                 seen.setdefault(pod["metadata"]["labels"][LABEL_STEP], {}).setdefault("running", now)
@@ -99,20 +106,24 @@ def main() -> None:
         started = time.monotonic()
         plane.kubectl("create", "namespace", NAMESPACE)
         plane.kubectl("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
-        install(plane, RELEASE, NAMESPACE, api_server_egress(plane))
+        install(plane, RELEASE, NAMESPACE, {**api_server_egress(plane), **example_step_type_values()})
         wait_rolled_out(plane)
         print("Helm-installed operator on the real node")
         print(f"  helm install -> operator and ingress Deployments rolled out: {time.monotonic() - started:.1f} s")
         plane.kubectl("create", "namespace", BENCH_NAMESPACE)
         bind_role(plane, BENCH_NAMESPACE, "towline-runner", users=("carol",))
-        plane.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow()))
-        run = start_run(plane, BENCH_NAMESPACE, "latency", user="carol")
-        seen = _observe(plane, run)
-        complete = [times for times in seen.values() if {"job", "running", "result"} <= set(times)]
-        print(f"  {len(complete)} chained data.transform steps, polled every {POLL} s:")
-        _figures("Job created -> container running", [t["running"] - t["job"] for t in complete])
-        _figures("container running -> result read by the operator", [t["result"] - t["running"] for t in complete])
-        _figures("Job created -> step Succeeded", [t["result"] - t["job"] for t in complete])
+        plane.kubectl("apply", "-n", BENCH_NAMESPACE, "-f", str(PROBE_TYPE))
+        for name, action, inputs in (BUILT_IN, STEP_TYPE):
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow(name, action, inputs)))
+            plane.kubectl("wait", "-n", BENCH_NAMESPACE, f"workflow/{name}", "--for=condition=Ready", "--timeout=60s")
+            run = start_run(plane, BENCH_NAMESPACE, name, name=f"{name}-1", user="carol")
+            seen = _observe(plane, run)
+            complete = [times for times in seen.values() if {"job", "running", "result"} <= set(times)]
+            print(f"  {len(complete)} chained {action} steps, polled every {POLL} s:")
+            _figures("Job created -> (user's) container running", [t["running"] - t["job"] for t in complete])
+            _figures("container running -> result read by the operator",
+                     [t["result"] - t["running"] for t in complete])
+            _figures("Job created -> step Succeeded", [t["result"] - t["job"] for t in complete])
         uninstall(plane, RELEASE, NAMESPACE)
     finally:
         cluster.stop()

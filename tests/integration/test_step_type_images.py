@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,13 +25,14 @@ from typing import Any
 import pytest
 from tests.integration.nodesupport import RESTRICTED_CONTAINER_SECURITY, create
 from tests.workers import namespace_prefix
-from towline_connectors.protocol import RESULT_LIMIT_BYTES, ErrorClass, ResultDocument, read_result_message
 
+from towline_dev.binaries import cache_root
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import REPO_ROOT
 from towline_dev.node.realnode import NodeCluster
 from towline_dev.ocilayout import iter_layer_members, read_archive
 from towline_dev.stepimages import TCP_PROBE_IMAGE, ensure_step_type_images
+from towline_step.protocol import RESULT_LIMIT_BYTES, ErrorClass, ResultDocument, read_result_message
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
@@ -144,6 +146,7 @@ def outcomes(real_node_with_images: NodeCluster) -> Iterator[dict[str, Outcome]]
                       f"--from-literal=token={CANARY}", f"--from-literal=other={OTHER_KEY_CANARY}")
         dns = plane.kubectl("get", "service", "kube-dns", "-n", "kube-system",
                             "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
+        started = time.monotonic()
         for case_name, case in CASES.items():
             name = f"probe-{case_name}"
             inputs = json.loads(json.dumps(case.inputs).replace("CLUSTER_DNS", dns))
@@ -151,6 +154,8 @@ def outcomes(real_node_with_images: NodeCluster) -> Iterator[dict[str, Outcome]]
                            "data": {"inputs.json": json.dumps(inputs)}})
             create(plane, _pod(name, namespace, case))
         terminated = _wait_terminated(plane, namespace, {f"probe-{case_name}" for case_name in CASES})
+        print(f"\n[real node] {len(CASES)} tcp-probe pods created -> all terminated in "
+              f"{time.monotonic() - started:.1f} s", file=sys.stderr)
         yield {
             case_name: Outcome(
                 exit_code=terminated[f"probe-{case_name}"]["exitCode"],
@@ -235,13 +240,16 @@ def test_invalid_result_is_refused_by_the_strict_reader(outcomes: dict[str, Outc
     assert result.message is not None and "breaks the step protocol" in result.message and "'ok'" in result.message
 
 
-def test_oversized_result_reaches_the_reader_cut_and_never_as_a_success(outcomes: dict[str, Outcome]) -> None:
-    """The step wrote twice the limit; the kubelet keeps at most the limit, which is then no document."""
+def test_oversized_result_reaches_the_reader_as_its_last_4096_bytes_which_are_no_document(
+    outcomes: dict[str, Outcome],
+) -> None:
+    """The step wrote twice the limit and exited 0; the kubelet keeps only the end of the file, so what the
+    operator reads is not JSON at all: never a success, never the step's own document."""
     outcome = outcomes["oversized-result"]
     assert outcome.exit_code == 0
-    assert 0 < len(outcome.message.encode()) <= RESULT_LIMIT_BYTES
-    result = outcome.result
-    assert result is None or not result.ok
+    assert len(outcome.message.encode()) == RESULT_LIMIT_BYTES
+    assert outcome.message.endswith('xxx"}}'), "the tail of what the step wrote"
+    assert outcome.result is None
 
 
 def test_no_result_leaves_an_empty_termination_message(outcomes: dict[str, Outcome]) -> None:
@@ -270,4 +278,5 @@ def test_go_image_is_the_static_binary_alone_run_as_65532(go_archive: Path) -> N
     binary = files["tcp-probe"]
     assert binary.startswith(b"\x7fELF")
     assert b"ld-linux" not in binary, "a static binary needs no dynamic loader"
-    assert str(REPO_ROOT).encode() not in binary, "-trimpath keeps this machine's paths out"
+    for machine_path in (REPO_ROOT, cache_root()):
+        assert str(machine_path).encode() not in binary, "-trimpath keeps this machine's paths out"

@@ -150,3 +150,9 @@ def test_the_step_image_containerfiles_run_as_the_unprivileged_user() -> None:
     for spec in STEP_IMAGES:
         lines = (REPO_ROOT / spec.containerfile).read_text().splitlines()
         assert "USER 65532:65532" in lines, spec.containerfile
+
+
+def test_a_tree_without_the_examples_builds_nothing(tmp_path: Path) -> None:
+    lines: list[str] = []
+    assert stepimages.ensure_step_type_images(lines.append, tmp_path) == {}
+    assert lines == []
