@@ -14,8 +14,8 @@ A cache that is merely behind shows an older world; the late watch event
 enqueues the run again.
 
 Keeps a trimmed copy of each object: names, labels, owners, the status the
-observation reads, and of a spec only Secret volume names and container
-images; never an environment.
+observation reads, and of a spec only Secret volume names and (init) container
+names and images; never an environment.
 """
 
 from __future__ import annotations
@@ -57,19 +57,24 @@ def trim(kind: str, body: JSON) -> JSON:
             kept["metadata"]["annotations"] = {ANNOTATION_STEP_ID: annotations[ANNOTATION_STEP_ID]}
         kept["status"] = body.get("status") or {}
         template = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
-        kept["spec"] = {"template": {"spec": {"containers": container_images(template)}}}
+        kept["spec"] = {"template": {"spec": container_images(template)}}
     elif kind == "Pod":
-        kept["status"] = {"containerStatuses": (body.get("status") or {}).get("containerStatuses") or []}
-        kept["spec"] = {"volumes": secret_volumes(body), "containers": container_images(body.get("spec") or {})}
+        status = body.get("status") or {}
+        kept["status"] = {key: status[key] for key in ("containerStatuses", "initContainerStatuses") if key in status}
+        kept["spec"] = {"volumes": secret_volumes(body), **container_images(body.get("spec") or {})}
     else:
         kept["spec"] = body.get("spec") or {}
         kept["status"] = body.get("status") or {}
     return kept
 
 
-def container_images(spec: JSON) -> list[JSON]:
-    """Each container's name and image: what `stepimage.foreign_run` compares (never its environment)."""
-    return [{"name": c.get("name"), "image": c.get("image")} for c in spec.get("containers") or []]
+def container_images(spec: JSON) -> JSON:
+    """Each container's and init container's name and image: what `stepimage.foreign_run` compares and what tells
+    a user step type's pod (it has the runner's `prepare`) from a built-in's; never an environment."""
+    kept: JSON = {"containers": [{"name": c.get("name"), "image": c.get("image")} for c in spec.get("containers") or []]}
+    if spec.get("initContainers"):
+        kept["initContainers"] = [{"name": c.get("name"), "image": c.get("image")} for c in spec["initContainers"]]
+    return kept
 
 
 def _version(body: JSON) -> int | None:

@@ -157,3 +157,30 @@ def test_a_finished_runs_children_are_not_kept() -> None:
     last = operator.last_run_of(NS, "release")
     assert last is not None
     assert (last.name, last.phase) == (RUN, "Succeeded")
+
+
+def test_a_user_step_types_pod_is_observed_the_same_from_the_cache_as_from_a_live_list() -> None:
+    """The runner's `prepare` init container (its image, its status) survives the trim: without it the image check
+    would refuse every user step's result, and a not-JSON message would be echoed as the runtime's."""
+    user_image = "localhost/towline-step-tcp-probe:dev"
+    full_job = job("release-build-1", complete=True)
+    full_job["spec"]["template"]["spec"]["initContainers"] = [{"name": "prepare", "image": IMAGE}]
+    full_job["spec"]["template"]["spec"]["containers"][0]["image"] = user_image
+    full_pod = pod("release-build-1", terminated=True)
+    full_pod["spec"]["initContainers"] = [{"name": "prepare", "image": IMAGE, "env": [{"name": "T", "value": "x"}]}]
+    full_pod["spec"]["containers"][0]["image"] = user_image
+    full_pod["status"]["containerStatuses"][0]["image"] = user_image
+    full_pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = ("token=hunter2 " * 300)[-4096:]
+    full_pod["status"]["initContainerStatuses"] = [
+        {"name": "prepare", "image": IMAGE, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
+    cache = ChildCache()
+    cache.saw("Job", full_job)
+    cache.saw("Pod", full_pod)
+    cached = build_observed(*cache.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    live = build_observed([full_job], [full_pod], [], run_name=RUN, run_uid=RUN_UID)
+    assert cached == live
+    [observation] = cached.jobs.values()
+    assert observation.result is not None and observation.result.message is not None
+    assert "hunter2" not in observation.result.message and "not shown" in observation.result.message
+    _, pods, _ = cache.children(KEY)
+    assert "env" not in pods[0]["spec"]["initContainers"][0], "no environment is kept"
