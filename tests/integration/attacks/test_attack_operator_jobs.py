@@ -172,11 +172,12 @@ USER_STEP_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "a-prepare-of-another-image": (lambda j: _prepare(j).update(image=STEP_TYPE_IMAGE), IMAGES),
     "a-prepare-running-other-code": (lambda j: _prepare(j).update(args=["-c", "print(1)"]), CONTAINERS),
     "a-prepare-that-keeps-running-as-a-sidecar": (lambda j: _prepare(j).update(restartPolicy="Always"), CONTAINERS),
-    "a-second-user-container": (lambda j: _pod(j)["containers"].append({**copy.deepcopy(_container(j)),
-                                                                         "name": "second"}), CONTAINERS),
+    "a-second-container": (lambda j: _pod(j)["containers"].append({**copy.deepcopy(_prepare(j)), "name": "second"}),
+                           CONTAINERS),
     "a-user-container-with-a-secret-in-its-environment": (lambda j: _container(j).update(
         envFrom=[{"secretRef": {"name": "crown-jewels"}}]), CONTAINERS),
-    "a-privileged-user-container": (lambda j: _container(j)["securityContext"].update(privileged=True), RESTRICTED),
+    "a-user-container-with-a-capability": (lambda j: _container(j)["securityContext"].update(
+        capabilities={"drop": ["ALL"], "add": ["NET_RAW"]}), RESTRICTED),
     "a-prepare-with-a-writable-root": (lambda j: _prepare(j)["securityContext"].update(readOnlyRootFilesystem=False),
                                        RESTRICTED),
 }

@@ -1,7 +1,7 @@
 """Who may register which step types, and what a registered type can never do to a run or a Secret.
 
 - carol with the built-in `edit` role may not register a type at all (the chart's role for it is separate);
-- dave, a step-type author, may not register (or change a type to) an image outside
+- alice, a step-type author, may not register (or change a type to) an image outside
   stepTypes.allowedImagePrefixes, nor any ClusterStepType;
 - a type changed under a run that already started does not change what that run executes;
 - a step binding a slot its type does not declare is refused before anything runs.
@@ -46,9 +46,9 @@ def probe_type(namespace: str, **spec: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def authors(towline_installed: ControlPlane, team_namespace: str) -> str:
-    """carol holds `edit`; dave holds `edit` and the chart's towline-step-type-author role."""
-    bind_role(towline_installed, team_namespace, "edit", users=("carol", "dave"))
-    bind_role(towline_installed, team_namespace, "towline-step-type-author", users=("dave",))
+    """carol holds `edit`; alice holds `edit` and the chart's towline-step-type-author role."""
+    bind_role(towline_installed, team_namespace, "edit", users=("carol", "alice"))
+    bind_role(towline_installed, team_namespace, "towline-step-type-author", users=("alice",))
     return team_namespace
 
 
@@ -60,11 +60,11 @@ def test_an_author_cannot_register_or_switch_to_an_image_outside_the_allowed_pre
     towline_installed: ControlPlane, authors: str
 ) -> None:
     cluster, ns = towline_installed, authors
-    message = refused(create_as(cluster, "dave", probe_type(ns, image="docker.io/attacker/steal:latest")),
+    message = refused(create_as(cluster, "alice", probe_type(ns, image="docker.io/attacker/steal:latest")),
                       "towline-step-type-images", "is not allowed for step types")
     assert "localhost/towline-step-" in message, message
-    assert create_as(cluster, "dave", probe_type(ns)).returncode == 0
-    refused(patch_as(cluster, "dave", STEP_TYPES, "tcp-probe", ns,
+    assert create_as(cluster, "alice", probe_type(ns)).returncode == 0
+    refused(patch_as(cluster, "alice", STEP_TYPES, "tcp-probe", ns,
                      {"spec": {"image": "localhost/towline-stepx/evil:1"}}), "is not allowed for step types")
     assert (get(cluster, STEP_TYPES, "tcp-probe", ns) or {})["spec"]["image"] == PROBE_IMAGE
 
@@ -73,7 +73,7 @@ def test_an_author_cannot_register_a_cluster_step_type(towline_installed: Contro
     manifest = probe_type(authors)
     manifest["kind"] = "ClusterStepType"
     del manifest["metadata"]["namespace"]
-    refused(create_as(towline_installed, "dave", manifest), "forbidden", "clustersteptypes")
+    refused(create_as(towline_installed, "alice", manifest), "forbidden", "clustersteptypes")
 
 
 def test_a_type_changed_under_a_started_run_does_not_change_what_the_run_executes(
@@ -91,7 +91,7 @@ def test_a_type_changed_under_a_started_run_does_not_change_what_the_run_execute
     run = start_run(cluster, ns, "typed")
     approval = gate_approval(cluster, ns, run)  # the run started: its snapshot holds the type as it was
     # The author swaps the type for another allowed image whose entrypoint writes its own result.
-    assert patch_as(cluster, "dave", STEP_TYPES, "tcp-probe", ns, {"spec": {"image": OTHER_ALLOWED_IMAGE}}
+    assert patch_as(cluster, "alice", STEP_TYPES, "tcp-probe", ns, {"spec": {"image": OTHER_ALLOWED_IMAGE}}
                     ).returncode == 0
     assert decide(cluster, ns, approval, "bob").returncode == 0
     done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
