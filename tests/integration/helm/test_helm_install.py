@@ -37,7 +37,8 @@ def test_helm_install_establishes_the_crds_and_creates_every_object(installed: C
     status = json.loads(on(installed, "status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
     installed.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      "crd/workflows.towline.dev", "crd/workflowruns.towline.dev", "crd/approvals.towline.dev")
+                      "crd/workflows.towline.dev", "crd/workflowruns.towline.dev", "crd/approvals.towline.dev",
+                      "crd/steptypes.towline.dev", "crd/clustersteptypes.towline.dev")
     manifest = on(installed, "get", "manifest", RELEASE, "-n", NAMESPACE).stdout
     present = installed.kubectl("get", "-f", "-", "-o", "name", stdin=manifest, check=False)
     assert present.returncode == 0, present.stderr

@@ -34,5 +34,6 @@ def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
     except AssertionError:
         raise AssertionError(f"left behind by helm uninstall: {remaining}") from None
     assert sorted(name for kind, name in found if kind == "CustomResourceDefinition") == [
-        "/approvals.towline.dev", "/workflowruns.towline.dev", "/workflows.towline.dev"]
+        "/approvals.towline.dev", "/clustersteptypes.towline.dev", "/steptypes.towline.dev",
+        "/workflowruns.towline.dev", "/workflows.towline.dev"]
     assert on(installed, "status", RELEASE, "-n", NAMESPACE).returncode != 0
