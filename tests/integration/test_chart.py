@@ -46,6 +46,28 @@ def test_step_jobs_values_reach_the_operator_jobs_policy(k8s_binaries: BinarySet
     assert '["team-x"]' in policy({"stepJobs.excludedNamespaces": '["team-x"]'})["spec"]["validations"][0]["expression"]
 
 
+def test_step_type_values_reach_the_operator_and_both_policies(k8s_binaries: BinarySet) -> None:
+    """Who may register which images is proved by attack (attacks/test_attack_step_types.py,
+    test_attack_operator_jobs.py); here, that stepTypes.* reach the operator and both policies."""
+    values = {"stepTypes.allowedImagePrefixes": '["r.example/steps/","r.example/more/"]',
+              "stepTypes.requireDigest": "true"}
+    documents = render(k8s_binaries, values)
+    env = {v["name"]: v.get("value") for v in _operator_pod(documents)["spec"]["containers"][0]["env"]}
+    assert env["TOWLINE_STEP_TYPE_IMAGE_PREFIXES"] == "r.example/steps/,r.example/more/"
+    assert env["TOWLINE_STEP_TYPE_REQUIRE_DIGEST"] == "true"
+    registration = find(documents, "ValidatingAdmissionPolicy", "towline-step-type-images")["spec"]
+    prefixes = next(v["expression"] for v in registration["variables"] if v["name"] == "prefixes")
+    assert prefixes.strip() == '["r.example/steps/", "r.example/more/"]'
+    assert any("@sha256:" in rule["expression"] for rule in registration["validations"])
+    jobs = find(documents, "ValidatingAdmissionPolicy", "towline-operator-jobs")["spec"]
+    job_prefixes = next(v["expression"] for v in jobs["variables"] if v["name"] == "stepTypePrefixes")
+    assert job_prefixes.strip() == prefixes.strip()
+    default = render(k8s_binaries)
+    plain = find(default, "ValidatingAdmissionPolicy", "towline-step-type-images")["spec"]
+    assert next(v["expression"] for v in plain["variables"] if v["name"] == "prefixes").strip() == "[]"
+    assert not any("@sha256:" in rule["expression"] for rule in plain["validations"])
+
+
 def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_binaries: BinarySet) -> None:
     documents = render(k8s_binaries)
     for name in ("towline-step-objects", "towline-step-pod-access", "towline-operator-jobs"):
