@@ -76,7 +76,7 @@ def server_port(server: ScriptedServer) -> int:
     return int(server.url.rsplit(":", 1)[1])
 
 
-def test_a_bad_with_keeps_the_workflow_not_ready_with_the_field_path_and_a_fix_makes_it_ready(
+def test_a_bad_with_keeps_the_workflow_not_ready_with_the_field_path_and_revalidation_follows_the_type(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
@@ -99,6 +99,16 @@ def test_a_bad_with_keeps_the_workflow_not_ready_with_the_field_path_and_a_fix_m
     apply(cluster, bad)
     wait_for("the fixed workflow to be Ready",
              lambda: ready(cluster, "workflows.towline.dev", "typed", ns)["status"] == "True")
+    # The type goes: every Workflow that may name it is validated again.
+    cluster.kubectl("delete", "steptype", "greeter", "-n", ns)
+
+    def refused_again() -> list[dict[str, Any]] | None:
+        status = (get(cluster, "workflows.towline.dev", "typed", ns) or {}).get("status") or {}
+        return status.get("validationErrors") or None
+
+    errors = wait_for("the Workflow to be validated again without its type", refused_again)
+    assert [error["field"] for error in errors] == ["spec.steps[1].action"], errors
+    assert "steptype/greeter" in errors[0]["message"]
 
 
 def test_outputs_flow_to_the_next_step_and_the_idempotency_key_reaches_the_container(

@@ -71,10 +71,14 @@ def trim(kind: str, body: JSON) -> JSON:
 def container_images(spec: JSON) -> JSON:
     """Each container's and init container's name and image: what `stepimage.foreign_run` compares and what tells
     a user step type's pod (it has the runner's `prepare`) from a built-in's; never an environment."""
-    kept: JSON = {"containers": [{"name": c.get("name"), "image": c.get("image")} for c in spec.get("containers") or []]}
+    kept: JSON = {"containers": _names_and_images(spec.get("containers"))}
     if spec.get("initContainers"):
-        kept["initContainers"] = [{"name": c.get("name"), "image": c.get("image")} for c in spec["initContainers"]]
+        kept["initContainers"] = _names_and_images(spec["initContainers"])
     return kept
+
+
+def _names_and_images(containers: Any) -> list[JSON]:
+    return [{"name": c.get("name"), "image": c.get("image")} for c in containers or []]
 
 
 def _version(body: JSON) -> int | None:

@@ -33,6 +33,10 @@ class ActionCatalog(Protocol):
         """(alias, key) of every credential the action reads with these inputs, defaults included."""
         ...
 
+    def why_unavailable(self, action: str) -> str | None:
+        """Why a user step type (`steptype/<name>`) cannot be used here, e.g. "is not registered"; None otherwise."""
+        ...
+
     def credential_slots(self, action: str) -> list[str] | None:
         """The only credential aliases a step of `action` may bind (a user type's slots); None: any alias."""
         ...

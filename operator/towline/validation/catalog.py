@@ -38,6 +38,10 @@ class ConnectorCatalog:
             return []
         return list(spec.credential_refs(inputs))
 
+    def why_unavailable(self, action: str) -> str | None:
+        """Only user step types can be unavailable; the built-ins answer through `known_actions`."""
+        return None
+
     def credential_slots(self, action: str) -> list[str] | None:
         """Built-ins read any alias a step declares (through `{credential: alias}` in `with`)."""
         return None

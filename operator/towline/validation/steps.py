@@ -71,6 +71,9 @@ def _action_errors(item: LocatedStep, catalog: ActionCatalog) -> list[Validation
     action = item.step.action
     if action is None:
         return []
+    reason = catalog.why_unavailable(action)
+    if reason is not None:
+        return [ValidationError(field=f"{item.path}.action", message=f"{action} {reason}")]
     known = catalog.known_actions()
     if action not in known:
         return [ValidationError(

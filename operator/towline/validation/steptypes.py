@@ -47,6 +47,7 @@ class BuiltinCatalog(Protocol):
     def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool: ...
     def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]: ...
     def credential_slots(self, action: str) -> list[str] | None: ...
+    def why_unavailable(self, action: str) -> str | None: ...
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]: ...
     def default_retry(self, action: str) -> RetryPolicy | None: ...
     def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]: ...
@@ -143,16 +144,20 @@ class StepTypeCatalog:
         return self.types.get(action)
 
     def known_actions(self) -> list[str]:
-        return sorted([*self.builtins.known_actions(), *self.types, *self.unusable])
+        return sorted([*self.builtins.known_actions(), *self.types])
+
+    def why_unavailable(self, action: str) -> str | None:
+        if step_type_reference(action) is None or action in self.types:
+            return self.builtins.why_unavailable(action)
+        if action in self.unusable:
+            return f"cannot be used: {self.unusable[action]}"
+        return "is not registered; register it (kubectl apply -f its manifest) or fix the name"
 
     def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
         spec = self.types.get(action)
         if spec is None:
-            if action in self.unusable:
-                return [f"{action} cannot be used: {self.unusable[action]}"]
-            if step_type_reference(action) is not None:
-                return [f"{action} is not registered; create it (kubectl apply -f its manifest) or fix the name"]
-            return self.builtins.validate_inputs(action, inputs)
+            reason = self.why_unavailable(action)
+            return [f"{action} {reason}"] if reason else self.builtins.validate_inputs(action, inputs)
         if not isinstance(inputs, Mapping):
             return ["with: must be a mapping of input names to values"]
         return input_errors(spec.inputs, inputs)

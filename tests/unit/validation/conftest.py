@@ -36,6 +36,9 @@ class FakeCatalog:
     def credential_slots(self, action: str) -> list[str] | None:
         return None
 
+    def why_unavailable(self, action: str) -> str | None:
+        return None
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """The host of `with.url` as written (None when templated); notify.slack always posts to Slack."""
         if action == "notify.slack":

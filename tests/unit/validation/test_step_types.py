@@ -106,7 +106,7 @@ def test_the_catalog_answers_for_built_ins_and_types_alike() -> None:
     assert retry is not None and (retry.limit, retry.retry_on) == (2, ["transient"])
     assert types.connector_ports("http.request", {"url": "https://example.com:8443/x"}) == [8443]
     assert types.validate_inputs("steptype/missing", {}) == [
-        "steptype/missing is not registered; create it (kubectl apply -f its manifest) or fix the name"]
+        "steptype/missing is not registered; register it (kubectl apply -f its manifest) or fix the name"]
 
 
 def test_a_workflow_with_a_bad_with_is_not_valid_at_the_field_path() -> None:
@@ -135,7 +135,7 @@ def test_a_type_that_is_not_usable_is_named_with_its_reason() -> None:
                "spec": deploy_type(image="docker.io/evil/pwn:latest").model_dump(by_alias=True)})
     manifest = {"steps": [{"id": "x", "action": "steptype/pwn", "with": {}}]}
     _, errors = validate_workflow_manifest(manifest, cache.catalog_for("team", connector_catalog()))
-    assert [e.field for e in errors] == ["spec.steps[0].with"]
+    assert [e.field for e in errors] == ["spec.steps[0].action"]
     assert errors[0].message.startswith("steptype/pwn cannot be used: is not Ready: spec.image: image "
                                         "docker.io/evil/pwn:latest is not allowed for step types")
 
