@@ -5,8 +5,9 @@ stderr are its logs. So the SDK registers every credential value it reads here,
 and the step's `sys.stdout`, `sys.stderr` and log records pass through a
 `RedactingStream` that replaces each value, in the encodings it is likely to
 take (JSON and repr escapes, URL quoting, one line of a multi-line key), with
-`[REDACTED]`. Standard library only, and independent of the connectors'
-redactor: a step type's image holds the step kit without the connectors.
+`[REDACTED]`. Standard library only: the one redactor of the project (the
+connectors' runner and the operator's log formatter use it through
+`towline_connectors.redact`), and a step type's image holds it without them.
 
 This module must never write a value anywhere but its own memory. What it
 cannot see it cannot redact: bytes a subprocess or C code writes straight to
@@ -19,6 +20,7 @@ import io
 import json
 import re
 import urllib.parse
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 PLACEHOLDER = "[REDACTED]"
@@ -41,9 +43,10 @@ def secret_forms(secret: str) -> set[str]:
         forms.add(json.dumps(form)[1:-1])
         forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
         forms.add(repr(form)[1:-1])
+        forms.add(repr(form.encode("utf-8", "surrogateescape"))[2:-1])
         forms.add(urllib.parse.quote(form, safe=""))
+        forms.add(urllib.parse.quote(form))
         forms.add(urllib.parse.quote_plus(form))
-    if "\n" in secret:
         forms.update(line.strip() for line in secret.splitlines() if len(line.strip()) >= _MIN_LINE_LENGTH)
     return {form for form in forms if form.strip()}
 
@@ -51,9 +54,11 @@ def secret_forms(secret: str) -> set[str]:
 class Redactor:
     """Every credential value of this step, and the means to scrub it from text and JSON values."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._forms: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        for secret in secrets:
+            self.add(secret)
 
     def add(self, secret: str) -> None:
         """Register a value and its encodings; blank values are ignored (they would match everywhere)."""
@@ -67,6 +72,14 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         return text if self._pattern is None else self._pattern.sub(PLACEHOLDER, text)
+
+    def clip(self, text: str, limit: int, marker: str = "…") -> str:
+        """Redact, then cut to `limit` characters: a value straddling the cut never leaves a prefix behind."""
+        clean = self.redact(text)
+        return clean if len(clean) <= limit else clean[:limit] + marker
+
+    def contains_secret(self, text: str) -> bool:
+        return self._pattern is not None and self._pattern.search(text) is not None
 
     def redact_value(self, value: Any) -> Any:
         """A JSON value with every string (and key) scrubbed; a number equal to a value becomes the placeholder."""
