@@ -34,7 +34,7 @@ from towline_connectors.isolation import (
     await_isolation,
     isolation_budget,
 )
-from towline_connectors.redact import RedactingStream, Redactor, TextSink
+from towline_connectors.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_connectors.result import StepResult, render_result
 from towline_connectors.wire import NAMESPACE_ENV, PREPARE_FLAG
 from towline_step.protocol import (
@@ -93,13 +93,7 @@ def run_prepare(environ: Mapping[str, str], *, log: TextSink, isolation: Isolati
     """Prepare, write the result document only on failure, and return the exit code."""
     redactor = Redactor()  # the documents name Secrets, never hold values; redacting keeps it so if that changes
     stream = RedactingStream(log, redactor)
-    logger = logging.getLogger("towline_connectors.prepare")
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
+    with logging_to(stream, "towline_connectors.prepare") as logger:
         result = prepare(environ, log=logger, isolation=isolation)
         if not result.ok:
             result, text = render_result(result, redactor, "")
@@ -109,10 +103,8 @@ def run_prepare(environ: Mapping[str, str], *, log: TextSink, isolation: Isolati
             except OSError as error:
                 logger.error("could not write the result to %s: %s", path, error)
             logger.info("prepare failed: %s: %s", result.error_class, result.message)
-        return result.exit_code if not result.ok else 0
-    finally:
-        logger.removeHandler(handler)
-        stream.flush()
+    stream.flush()
+    return result.exit_code if not result.ok else 0
 
 
 def main() -> int:

@@ -9,6 +9,6 @@ here so the connectors and the operator keep one import.
 
 from __future__ import annotations
 
-from towline_step.redact import PLACEHOLDER, RedactingStream, Redactor, TextSink, secret_forms
+from towline_step.redact import PLACEHOLDER, RedactingStream, Redactor, TextSink, logging_to, secret_forms
 
-__all__ = ["PLACEHOLDER", "RedactingStream", "Redactor", "TextSink", "secret_forms"]
+__all__ = ["PLACEHOLDER", "RedactingStream", "Redactor", "TextSink", "logging_to", "secret_forms"]

@@ -60,7 +60,7 @@ from towline_connectors.isolation import (
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
 from towline_connectors.prepare import PREPARE_FLAG
 from towline_connectors.prepare import main as prepare_main
-from towline_connectors.redact import RedactingStream, Redactor, TextSink
+from towline_connectors.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_connectors.registry import ACTIONS, format_validation_errors
 from towline_connectors.result import (
     EXIT_OK,
@@ -288,25 +288,6 @@ def execute(config: StepConfig, ctx: ActionContext, seams: RunnerSeams) -> StepR
     return StepResult(ok=True, output=output, usage=outcome.usage)
 
 
-@contextlib.contextmanager
-def _logging_to(stream: TextSink) -> Iterator[logging.Logger]:
-    """Send connector log lines to `stream` (already redacting) for the duration of a step."""
-    logger = logging.getLogger(_LOGGER_NAME)
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    saved = (logger.level, logger.propagate)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        yield logger
-    finally:
-        handler.flush()
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-
-
 def run_step(
     environ: Mapping[str, str],
     *,
@@ -322,7 +303,7 @@ def run_step(
     result_path = Path(environ.get("TOWLINE_RESULT_PATH") or DEFAULT_RESULT_PATH)
     stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
     shrink_hint = "return less data from this step"
-    with _logging_to(stream) as logger:
+    with logging_to(stream, _LOGGER_NAME) as logger:
         try:
             config = read_config(environ, seams.actions)
         except ActionError as exc:

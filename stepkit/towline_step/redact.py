@@ -16,11 +16,13 @@ file descriptors 1 and 2 bypass it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 PLACEHOLDER = "[REDACTED]"
@@ -128,3 +130,22 @@ class RedactingStream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]  # TextIOBase declares it a plain attribute
         return getattr(self._target, "encoding", "utf-8") or "utf-8"
+
+
+@contextlib.contextmanager
+def logging_to(stream: TextSink, name: str) -> Iterator[logging.Logger]:
+    """The logger `name`, writing INFO and above to `stream` (a RedactingStream) only, for the block's duration."""
+    logger = logging.getLogger(name)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger
+    finally:
+        handler.flush()
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

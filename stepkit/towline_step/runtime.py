@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError
 from towline_step.context import Context, load_credentials, read_environment, result_path_from
 from towline_step.errors import InvalidInputError, PermanentError, StepError
 from towline_step.protocol import INPUTS_PATH_ENV, ErrorClass
-from towline_step.redact import RedactingStream, Redactor, TextSink
+from towline_step.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_step.result import Outcome, render
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def run_step(step: Step[Any, Any], environ: Mapping[str, str], *, redactor: Reda
              handle_signals: bool = False) -> Outcome:
     """One attempt: environment, credentials, inputs, function, result document. Returns what it wrote."""
     stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
-    with _logger_to(stream, step.name) as logger:
+    with logging_to(stream, f"towline_step.{step.name}") as logger:
         stopper = _Stopper() if handle_signals else None
         with contextlib.nullcontext() if stopper is None else stopper.installed():
             outcome = _attempt(step, environ, redactor, logger, stopper)
@@ -215,24 +215,6 @@ def _attempt(step: Step[Any, Any], environ: Mapping[str, str], redactor: Redacto
     if stopper is not None and budget is not None:
         signal.setitimer(signal.ITIMER_REAL, budget)
     return call(step, inputs, ctx, stopper)
-
-
-@contextlib.contextmanager
-def _logger_to(stream: TextSink, name: str) -> Iterator[logging.Logger]:
-    logger = logging.getLogger(f"towline_step.{name}")
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    saved = (logger.level, logger.propagate)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        yield logger
-    finally:
-        handler.flush()
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
 
 
 def main(step: Step[Any, Any], environ: Mapping[str, str] | None = None) -> int:
