@@ -171,6 +171,10 @@ class AttemptRecord(TowlineModel):
     finished_at: datetime | None = None
     error_class: ErrorClass | None = None
     message: str | None = Field(default=None, max_length=1024)
+    image: str | None = Field(
+        default=None, max_length=512,
+        description="What the step's container ran, as the kubelet reported it: the image by digest.",
+    )
 
 
 class StepStatus(TowlineModel):

@@ -50,6 +50,8 @@ class JobObservation:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     reason: str | None = None
+    image: str | None = None
+    """What the step's container ran, as the kubelet reports it (`imageID`: the image by digest)."""
 
     @property
     def credentials_missing(self) -> bool:

@@ -73,6 +73,8 @@ class StepDriver:
         self.state = state
         self.bindings = bindings
         self.actions: list[Action] = []
+        self.ran_images: dict[str, str | None] = {}
+        """What each step's finished attempt ran (the kubelet's imageID), for its attempt record."""
 
     def event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.actions.append(EmitEvent(kind, reason, clip(message, 1024) or ""))
@@ -113,24 +115,35 @@ class StepDriver:
         snapshot = self.run.status.workflow_spec
         return snapshot.step_types.get(action) if snapshot is not None and action else None
 
+    def lost_attempt_class(self, step_id: str) -> ErrorClass:
+        """An attempt that ended without a word: it may have acted if it mutates, unless its user type honours
+        the idempotency key (a retry with the same key cannot act twice), so only then is it worth retrying."""
+        entry = self.state.get(step_id)
+        assert entry is not None
+        step_type = self.step_type(self.state.graph.steps[step_id].action)
+        if not entry.mutating or (step_type is not None and step_type.spec.idempotency_key):
+            return "transient"
+        return "unknown_side_effect"
+
     def observe_job(self, step_id: str) -> None:
         entry = self.state.get(step_id)
         assert entry is not None and entry.phase == "Running"
         observation = self.observed.jobs.get((step_id, entry.attempt))
         if observation is None:
             self.fail_attempt(
-                step_id, "unknown_side_effect" if entry.mutating else "transient",
+                step_id, self.lost_attempt_class(step_id),
                 f"the step's Job {entry.job_name} disappeared before it reported a result", retryable=None,
             )
             return
         if observation.state == "active":
             return
         finished_at = observation.finished_at or self.now
+        self.ran_images[step_id] = observation.image
         result = observation.result
         if result is None:
             happened = "succeeded" if observation.state == "succeeded" else "failed"
             self.fail_attempt(
-                step_id, "unknown_side_effect" if entry.mutating else "transient",
+                step_id, self.lost_attempt_class(step_id),
                 f"the step's Job {observation.job_name} {happened} without a result "
                 f"({observation.reason or 'no reason given'})",
                 retryable=None, finished_at=finished_at,
@@ -301,6 +314,6 @@ class StepDriver:
         record = AttemptRecord(
             attempt=max(entry.attempt, 1), job_name=entry.job_name, started_at=entry.started_at,
             finished_at=finished_at or entry.finished_at or self.now, error_class=error_class,
-            message=clip(message, 1024),
+            message=clip(message, 1024), image=clip(self.ran_images.get(entry.id), 512),
         )
         entry.history = [*entry.history, record][-HISTORY_LIMIT:]

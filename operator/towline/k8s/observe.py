@@ -122,7 +122,16 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         started_at=_time(status.get("startTime")),
         finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
         reason=reason,
+        image=ran_image(pod) if pod is not None else None,
     )
+
+
+def ran_image(pod: JSON) -> str | None:
+    """The step container's image as the kubelet ran it (`imageID`, by digest), for the attempt's record."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == "step" and isinstance(status.get("imageID"), str) and status["imageID"]:
+            return str(status["imageID"])
+    return None
 
 
 def lacked_its_secrets(result: StepResult, pod: JSON) -> bool:

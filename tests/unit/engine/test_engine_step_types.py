@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from engine_harness import Sim, workflow
@@ -107,3 +108,39 @@ def test_the_types_retry_policy_applies_by_error_class() -> None:
     run.fail("roll", "permanent")
     run.reconcile()
     assert run.phase_of("roll") == "Failed"  # permanent is not in the type's retryOn
+
+
+MUTATING_WITH_KEY = SPEC.model_copy(update={"mutating": True, "idempotency_key": True})
+MUTATING_WITHOUT_KEY = SPEC.model_copy(update={"mutating": True, "idempotency_key": False})
+
+
+def mutating_sim(spec: StepTypeSpec) -> Sim:
+    resolved = RESOLVED.model_copy(update={"spec": spec})
+    return Sim(workflow([deploy()]), step_types={ACTION: resolved},
+               catalog=StepTypeCatalog(connector_catalog(), {ACTION: spec}))
+
+
+def test_a_lost_attempt_of_a_type_that_honours_the_idempotency_key_is_retried() -> None:
+    run = mutating_sim(MUTATING_WITH_KEY)
+    run.reconcile()
+    run.finish("roll", ok=False, result=False, reason="DeadlineExceeded")
+    run.reconcile()
+    assert (run.phase_of("roll"), run.step("roll").error_class) == ("Retrying", "transient")
+
+
+def test_a_lost_attempt_of_a_mutating_type_without_the_key_is_left_for_a_person() -> None:
+    run = mutating_sim(MUTATING_WITHOUT_KEY)
+    run.reconcile()
+    run.vanish("roll")
+    run.reconcile()
+    assert (run.phase_of("roll"), run.step("roll").error_class) == ("Failed", "unknown_side_effect")
+
+
+def test_each_attempt_records_the_image_the_kubelet_ran() -> None:
+    run = sim(deploy())
+    run.reconcile()
+    digest = "registry.example.com/team/deploy@sha256:" + "a" * 64
+    run.jobs[("roll", 1)] = replace(run.jobs[("roll", 1)], image=digest)
+    run.finish("roll", output={"revision": 1})
+    run.reconcile()
+    assert [record.image for record in run.step("roll").history] == [digest]

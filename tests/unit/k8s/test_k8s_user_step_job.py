@@ -6,7 +6,7 @@ from typing import Any
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.k8s.objects import RunRef, StepPodSettings
-from towline.k8s.observe import parse_result
+from towline.k8s.observe import parse_result, ran_image
 from towline.k8s.stepimage import foreign_run
 from towline.k8s.userjobs import INPUTS_PATH, build_user_step_job
 
@@ -150,3 +150,11 @@ def test_the_types_image_pull_secrets_reach_the_pod() -> None:
     private = TYPE.model_copy(update={"spec": TYPE.spec.model_copy(update={"image_pull_secrets": ["registry-creds"]})})
     assert job(step_type=private)["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}]
     assert "imagePullSecrets" not in job()["spec"]["template"]["spec"]
+
+
+def test_the_image_the_kubelet_ran_is_read_from_the_step_container() -> None:
+    pod = pod_with(terminated(0, reason="Completed"), terminated(0, '{"ok":true}', "Completed"))
+    assert ran_image(pod) is None
+    pod["status"]["containerStatuses"][0]["imageID"] = "registry.example.com/team/deploy@sha256:" + "b" * 64
+    pod["status"]["initContainerStatuses"][0]["imageID"] = "runner@sha256:" + "c" * 64
+    assert ran_image(pod) == "registry.example.com/team/deploy@sha256:" + "b" * 64
