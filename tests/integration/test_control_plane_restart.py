@@ -11,8 +11,9 @@ from tests.integration.support import wait_for
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 
-# exclusive: restarts control-plane components.
-pytestmark = [pytest.mark.integration, pytest.mark.local_only, pytest.mark.exclusive]
+# Concurrent-safe: it restarts the components of a control plane of its own (own ports, own state), never the
+# shared one the other workers use.
+pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,9 @@ from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
 
-# exclusive: takes the API server away from an operator.
-pytestmark = [pytest.mark.integration, pytest.mark.local_only, pytest.mark.exclusive]
+# Concurrent-safe: the API server it takes away is of a control plane of its own (own ports, own state, its own
+# operator), never the shared one the other workers use.
+pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
 NAMESPACE = "default"
 
