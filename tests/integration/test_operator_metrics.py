@@ -113,7 +113,7 @@ def test_metrics_after_an_end_to_end_run(
     forbidden_values.update(s["jobName"] for s in done["status"]["steps"] if s.get("jobName"))
     for name, labels in towline_samples:
         assert set(labels) <= ALLOWED_LABELS, (name, labels)
-        assert labels.get("name", "runs") in {"runs", "workflows"}, (name, labels)
+        assert labels.get("name", "runs") in {"runs", "workflows", "steptypes"}, (name, labels)
         assert labels.get("source", "hit") in {"hit", "listed"}, (name, labels)
         assert not forbidden_values & set(labels.values()), (name, labels)
     series_per_family: dict[str, int] = {}
