@@ -18,7 +18,6 @@ from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
-from towline.validation.steptypes import StepTypeCatalog
 
 Key = tuple[str, str]
 """(namespace, name)"""
@@ -33,14 +32,12 @@ class ReconcileContext(Protocol):
     def catalog(self) -> ConnectorCatalog:
         """The built-in actions."""
 
-    def catalog_for(self, namespace: str) -> StepTypeCatalog:
-        """The built-in actions and the step types usable in `namespace` now (for validating a Workflow)."""
-
     def step_types_for(self, namespace: str) -> Mapping[str, ResolvedStepType | str]:
         """action (`steptype/<name>`, `clustersteptype/<name>`) -> the type now, or why it cannot be used."""
 
-    def step_type_problems(self, body: dict[str, Any]) -> list[str]:
-        """Why this StepType or ClusterStepType cannot be used (each names the field); [] when it can."""
+    def check_step_type(self, body: dict[str, Any]) -> ResolvedStepType | list[str]:
+        """This StepType or ClusterStepType as a run would use it, or why it cannot be used (each names the
+        field), by the operator's image policy."""
 
     def requeue_step_type(self, key: Key) -> None:
         """Look at this type again soon; `key` is (namespace, name), namespace "" for a ClusterStepType."""

@@ -26,6 +26,7 @@ from towline.engine import (
 )
 from towline.handlers.context import ReconcileContext
 from towline.handlers.failures import clear_reconcile_failure
+from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
@@ -101,13 +102,15 @@ async def snapshot_workflow(
     raw = await read_workflow(operator.api, namespace, workflow_name)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
-    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog_for(namespace))
+    raw_spec = raw.get("spec") or {}
+    step_types = await step_types_of(operator, namespace, raw_spec)
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, step_types))
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
     started = start_run(
         spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or ""),
-        step_types=operator.step_types_for(namespace),
+        step_types=step_types,
     )
     if isinstance(started, list):
         return status, started

@@ -1,4 +1,6 @@
-"""Reconcile one StepType or ClusterStepType: report in status whether workflows can use it.
+"""Reconcile one StepType or ClusterStepType, and find the types a Workflow names.
+
+`reconcile_step_type` reports in status whether workflows can use a type.
 
 `Ready` is True when the spec parses, its schemas are valid JSON Schema and the
 chart's image policy allows its image; otherwise False with every reason, each
@@ -9,14 +11,17 @@ are validated again by the caller (towline.runtime), whatever the verdict.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from towline.api.common import Condition
-from towline.api.steptype import StepTypeStatus
+from towline.api.steptype import ResolvedStepType, StepTypeStatus, step_type_reference
 from towline.handlers.context import ReconcileContext
 from towline.k8s.client import Conflict
 from towline.k8s.steptypes import read_step_type, write_step_type_status
 from towline.validation.conditions import READY, merge_conditions
+from towline.validation.steptypes import StepTypeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +34,8 @@ async def reconcile_step_type(operator: ReconcileContext, namespace: str, name: 
     body = await read_step_type(operator.api, namespace, name)
     if body is None:
         return
-    problems = operator.step_type_problems(body)
+    checked = operator.check_step_type(body)
+    problems = [] if isinstance(checked, ResolvedStepType) else checked
     generation = int(body["metadata"].get("generation", 0))
     now = datetime.now(UTC)
     ready = Condition(
@@ -45,3 +51,39 @@ async def reconcile_step_type(operator: ReconcileContext, namespace: str, name: 
         await write_step_type_status(operator.api, body, status.to_wire())
     except Conflict:
         operator.requeue_step_type((namespace, name))
+
+
+async def step_types_of(
+    operator: ReconcileContext, namespace: str, raw_spec: dict[str, Any]
+) -> dict[str, ResolvedStepType | str]:
+    """The types the steps name, from the watch cache; one the cache lacks is read live before the run is refused.
+
+    Right after the operator starts, a run's first pass may come before the StepType watch's first list:
+    a cache miss alone must never fail a run.
+    """
+    available = dict(operator.step_types_for(namespace))
+    for action in named_actions(raw_spec):
+        reference = step_type_reference(action)
+        if reference is None or action in available:
+            continue
+        kind, name = reference
+        body = await read_step_type(operator.api, namespace if kind == "StepType" else "", name)
+        if body is not None:
+            checked = operator.check_step_type({**body, "kind": kind})
+            available[action] = checked if isinstance(checked, ResolvedStepType) else (
+                "is not Ready: " + "; ".join(checked))
+    return available
+
+
+def named_actions(raw_spec: dict[str, Any]) -> set[str]:
+    """Every `action` string of the Workflow's steps, finally and compensations, as written (not yet validated)."""
+    steps = [step for part in ("steps", "finally", "compensations") for step in raw_spec.get(part) or []
+             if isinstance(step, dict)]
+    return {step["action"] for step in steps if isinstance(step.get("action"), str)}
+
+
+def catalog_of(operator: ReconcileContext, step_types: Mapping[str, ResolvedStepType | str]) -> StepTypeCatalog:
+    """The built-ins and these types (usable or not, with why) as one catalog for validation."""
+    usable = {action: found.spec for action, found in step_types.items() if isinstance(found, ResolvedStepType)}
+    unusable = {action: found for action, found in step_types.items() if isinstance(found, str)}
+    return StepTypeCatalog(operator.catalog, usable, unusable)

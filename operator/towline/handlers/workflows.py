@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from towline.api.workflow import HistoryLimits, WorkflowStatus
 from towline.handlers.context import ReconcileContext
 from towline.handlers.history import enforce_history_limits
+from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.k8s.client import Conflict
 from towline.k8s.runs import read_workflow, write_workflow_status
 from towline.logs import log_context
@@ -34,7 +35,9 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     now = datetime.now(UTC)
     generation = int(raw["metadata"].get("generation", 0))
     previous = WorkflowStatus.model_validate(raw.get("status") or {})
-    spec, errors = validate_workflow_manifest(raw.get("spec") or {}, operator.catalog_for(namespace))
+    raw_spec = raw.get("spec") or {}
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, await step_types_of(operator, namespace,
+                                                                                                   raw_spec)))
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]

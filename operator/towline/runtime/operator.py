@@ -42,7 +42,7 @@ from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
 from towline.validation import connector_catalog
 from towline.validation.catalog import ConnectorCatalog
-from towline.validation.steptypes import StepTypeCatalog, check_step_type
+from towline.validation.steptypes import check_step_type
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +119,11 @@ class Operator:
     def catalog(self) -> ConnectorCatalog:
         return self._catalog
 
-    def catalog_for(self, namespace: str) -> StepTypeCatalog:
-        return self.step_types.catalog_for(namespace, self._catalog)
-
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return self.step_types.available(namespace)
 
-    def step_type_problems(self, body: dict[str, Any]) -> list[str]:
-        checked = check_step_type(body, self.config.step_image_policy)
-        return [] if isinstance(checked, ResolvedStepType) else checked
+    def check_step_type(self, body: dict[str, Any]) -> ResolvedStepType | list[str]:
+        return check_step_type(body, self.config.step_image_policy)
 
     def requeue_step_type(self, key: TypeKey) -> None:
         self.step_type_queue.add(key)

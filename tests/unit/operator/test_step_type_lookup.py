@@ -1,0 +1,59 @@
+"""A run's first pass may come before the StepType watch's first list (right after the operator starts): a type
+missing from the cache is read live before anything is refused, and only a type that really is missing or
+unusable fails the run."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from towline.api.steptype import ResolvedStepType
+from towline.handlers.steptypes import catalog_of, step_types_of
+from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation.steptypes import StepImagePolicy, check_step_type
+
+POLICY = StepImagePolicy(allowed_prefixes=("localhost/towline-step-",))
+TYPE_BODY = {"apiVersion": "towline.dev/v1alpha1", "kind": "StepType",
+             "metadata": {"name": "probe", "namespace": "team", "uid": "u", "generation": 1},
+             "spec": {"image": "localhost/towline-step-tcp-probe:dev",
+                      "inputs": {"type": "object", "properties": {"message": {"type": "string"}}}}}
+SPEC = {"steps": [{"id": "a", "action": "steptype/probe", "with": {"message": "m"}},
+                  {"id": "b", "action": "clustersteptype/gone", "needs": ["a"]}]}
+
+
+class Api:
+    def __init__(self, bodies: dict[str, dict[str, Any]]) -> None:
+        self.bodies = bodies
+        self.paths: list[str] = []
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        self.paths.append(path)
+        return self.bodies.get(path)
+
+
+class Operator:
+    """The parts of the ReconcileContext the lookup uses: an empty (not yet listed) cache and a live API."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.catalog = connector_catalog()
+
+    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
+        return {}
+
+    def check_step_type(self, body: dict[str, Any]) -> ResolvedStepType | list[str]:
+        return check_step_type(body, POLICY)
+
+
+def test_a_type_the_cache_lacks_is_read_live_and_a_missing_one_stays_missing() -> None:
+    api = Api({"/apis/towline.dev/v1alpha1/namespaces/team/steptypes/probe": TYPE_BODY})
+    operator = Operator(api)
+    found = asyncio.run(step_types_of(operator, "team", SPEC))  # type: ignore[arg-type]
+    assert isinstance(found["steptype/probe"], ResolvedStepType)
+    assert "clustersteptype/gone" not in found
+    assert sorted(api.paths) == ["/apis/towline.dev/v1alpha1/clustersteptypes/gone",
+                                 "/apis/towline.dev/v1alpha1/namespaces/team/steptypes/probe"]
+    _, errors = validate_workflow_manifest(SPEC, catalog_of(operator, found))  # type: ignore[arg-type]
+    assert [(e.field, e.message) for e in errors] == [(
+        "spec.steps[1].action",
+        "clustersteptype/gone is not registered; register it (kubectl apply -f its manifest) or fix the name")]
