@@ -21,7 +21,7 @@ from towline.handlers.context import ReconcileContext
 from towline.k8s.client import Conflict
 from towline.k8s.steptypes import read_step_type, write_step_type_status
 from towline.validation.conditions import READY, merge_conditions
-from towline.validation.steptypes import StepTypeCatalog
+from towline.validation.steptypes import StepTypeCatalog, availability, catalog_from
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,7 @@ async def step_types_of(
         kind, name = reference
         body = await read_step_type(operator.api, namespace if kind == "StepType" else "", name)
         if body is not None:
-            checked = operator.check_step_type({**body, "kind": kind})
-            available[action] = checked if isinstance(checked, ResolvedStepType) else (
-                "is not Ready: " + "; ".join(checked))
+            available[action] = availability(operator.check_step_type({**body, "kind": kind}))
     return available
 
 
@@ -84,6 +82,4 @@ def named_actions(raw_spec: dict[str, Any]) -> set[str]:
 
 def catalog_of(operator: ReconcileContext, step_types: Mapping[str, ResolvedStepType | str]) -> StepTypeCatalog:
     """The built-ins and these types (usable or not, with why) as one catalog for validation."""
-    usable = {action: found.spec for action, found in step_types.items() if isinstance(found, ResolvedStepType)}
-    unusable = {action: found for action, found in step_types.items() if isinstance(found, str)}
-    return StepTypeCatalog(operator.catalog, usable, unusable)
+    return catalog_from(operator.catalog, step_types)

@@ -14,13 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.steptype import ResolvedStepType
-from towline.validation.steptypes import (
-    BuiltinCatalog,
-    StepImagePolicy,
-    StepTypeCatalog,
-    action_of,
-    check_step_type,
-)
+from towline.validation.steptypes import StepImagePolicy, action_of, availability, check_step_type
 
 TypeKey = tuple[str, str]
 """(namespace, name); a ClusterStepType's namespace is ""."""
@@ -44,13 +38,6 @@ class StepTypeCache:
     def type_keys(self) -> list[TypeKey]:
         return list(self._checked)
 
-    def problems(self, key: TypeKey) -> list[str] | None:
-        """Why the type is not usable; [] when it is, None when no such type is known."""
-        found = self._checked.get(key)
-        if found is None:
-            return None
-        return [] if isinstance(found, ResolvedStepType) else found
-
     def available(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         """action -> the type, or why it cannot be used, for every type a workflow in `namespace` may name."""
         found: dict[str, ResolvedStepType | str] = {}
@@ -58,12 +45,5 @@ class StepTypeCache:
             if type_namespace not in ("", namespace):
                 continue
             action = action_of("ClusterStepType" if type_namespace == "" else "StepType", name)
-            found[action] = checked if isinstance(checked, ResolvedStepType) else (
-                "is not Ready: " + "; ".join(checked))
+            found[action] = availability(checked)
         return found
-
-    def catalog_for(self, namespace: str, builtins: BuiltinCatalog) -> StepTypeCatalog:
-        available = self.available(namespace)
-        usable = {action: t.spec for action, t in available.items() if isinstance(t, ResolvedStepType)}
-        unusable = {action: reason for action, reason in available.items() if isinstance(reason, str)}
-        return StepTypeCatalog(builtins, usable, unusable)

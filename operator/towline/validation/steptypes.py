@@ -242,3 +242,15 @@ def check_step_type(body: Mapping[str, Any], policy: StepImagePolicy) -> Resolve
         return problems
     return ResolvedStepType(kind=kind, name=str(metadata.get("name", "")), uid=metadata.get("uid"),
                             generation=metadata.get("generation"), spec=spec)
+
+
+def availability(checked: ResolvedStepType | list[str]) -> ResolvedStepType | str:
+    """What `check_step_type` found, as a run or a catalog takes it: the type, or why it is not Ready."""
+    return checked if isinstance(checked, ResolvedStepType) else "is not Ready: " + "; ".join(checked)
+
+
+def catalog_from(builtins: BuiltinCatalog, available: Mapping[str, ResolvedStepType | str]) -> StepTypeCatalog:
+    """The built-ins and these types (usable or not, with why) as one catalog for validation."""
+    usable = {action: found.spec for action, found in available.items() if isinstance(found, ResolvedStepType)}
+    unusable = {action: found for action, found in available.items() if isinstance(found, str)}
+    return StepTypeCatalog(builtins, usable, unusable)

@@ -12,6 +12,7 @@ from towline.validation import connector_catalog, validate_workflow_manifest
 from towline.validation.steptypes import (
     StepImagePolicy,
     StepTypeCatalog,
+    catalog_from,
     check_step_type,
     input_errors,
     output_errors,
@@ -134,7 +135,7 @@ def test_a_type_that_is_not_usable_is_named_with_its_reason() -> None:
     cache.saw({"kind": "StepType", "metadata": {"namespace": "team", "name": "pwn"},
                "spec": deploy_type(image="docker.io/evil/pwn:latest").model_dump(by_alias=True)})
     manifest = {"steps": [{"id": "x", "action": "steptype/pwn", "with": {}}]}
-    _, errors = validate_workflow_manifest(manifest, cache.catalog_for("team", connector_catalog()))
+    _, errors = validate_workflow_manifest(manifest, catalog_from(connector_catalog(), cache.available("team")))
     assert [e.field for e in errors] == ["spec.steps[0].action"]
     assert errors[0].message.startswith("steptype/pwn cannot be used: is not Ready: spec.image: image "
                                         "docker.io/evil/pwn:latest is not allowed for step types")
