@@ -1,8 +1,7 @@
 """What this process knows of StepTypes and ClusterStepTypes: their bodies as the watches show them.
 
-Validation asks it for a namespace's catalog (built-ins plus the types usable
-there), a run's first pass for the types its steps name, and a type's event
-for the Workflows to validate again. A type is usable when its spec parses,
+Validation and a run's first pass ask it for the types a namespace may use
+(`available`), and a type's event tells which Workflows to validate again. A type is usable when its spec parses,
 its schemas are JSON Schema and its image is allowed; otherwise it is listed
 with the reason, which its Ready condition and every Workflow naming it show.
 """
