@@ -15,20 +15,24 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from towline_connectors import ai, http, notify_email, notify_slack, transform, webhook
+from towline_connectors import ai, code_python, code_wasm, http, notify_email, notify_slack, transform, webhook
 from towline_connectors.spec import (
+    CONFIG_MAP_FILE_PATH,
     ActionSpec,
     CredentialRequirement,
     Destination,
+    PodNeeds,
     RetryDefaults,
 )
 from towline_connectors.wire import is_template
 
 __all__ = [
     "ACTIONS",
+    "CONFIG_MAP_FILE_PATH",
     "ActionSpec",
     "CredentialRequirement",
     "Destination",
+    "PodNeeds",
     "RetryDefaults",
     "format_validation_errors",
     "get_action",
@@ -47,6 +51,8 @@ ACTIONS: Mapping[str, ActionSpec] = MappingProxyType(
             notify_email.SPEC,
             ai.SPEC,
             transform.SPEC,
+            code_python.SPEC,
+            code_wasm.SPEC,
         )
     }
 )

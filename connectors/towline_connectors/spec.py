@@ -65,8 +65,30 @@ Inputs = Mapping[str, Any]
 RunFunction = Callable[[Any, ActionContext], Awaitable[ActionResult]]
 
 
+@dataclass(frozen=True)
+class PodNeeds:
+    """What a step's pod needs beyond the built-in defaults, read from its inputs (code steps declare these)."""
+
+    memory_limit_bytes: int | None = None
+    """The container's memory limit; None: the built-in default."""
+    cpu_limit: str | None = None
+    """The container's CPU limit as a Kubernetes quantity (`500m`, `2`); None: none."""
+    config_map_file: tuple[str, str] | None = None
+    """(ConfigMap name, key) mounted read-only as the one file CONFIG_MAP_FILE_PATH, e.g. a WebAssembly module."""
+    own_user: bool = False
+    """Run as a user id of its own: a process limit then counts only this pod's processes, not every step's."""
+
+
+CONFIG_MAP_FILE_PATH = "/var/run/towline/code/module"
+"""Where the pod finds its `PodNeeds.config_map_file`."""
+
+
 def no_destinations(_inputs: Inputs) -> list[Destination]:
     return []
+
+
+def no_pod_needs(_inputs: Inputs) -> PodNeeds:
+    return PodNeeds()
 
 
 @dataclass(frozen=True)
@@ -88,10 +110,17 @@ class ActionSpec:
     mutating_for: Callable[[Inputs], bool] | None = None
     destinations_for: Callable[[Inputs], list[Destination]] = field(default=no_destinations)
     credential_refs_for: Callable[[Inputs], list[tuple[str, str]]] | None = None
+    pod_needs_for: Callable[[Inputs], PodNeeds] = field(default=no_pod_needs)
+    code: bool = False
+    """Runs the user's own code (code.python, code.wasm): off unless the cluster admin enables code steps."""
 
     def is_mutating(self, inputs: Inputs) -> bool:
         """Whether running with these inputs changes something outside the pod."""
         return self.mutating_for(inputs) if self.mutating_for is not None else self.mutating
+
+    def pod_needs(self, inputs: Inputs) -> PodNeeds:
+        """The pod's limits, volumes and user as these inputs ask (never fails: unreadable inputs get defaults)."""
+        return self.pod_needs_for(inputs)
 
     def destinations(self, inputs: Inputs) -> list[Destination]:
         """Hosts and ports this step will connect to, derived without network access."""

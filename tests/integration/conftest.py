@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role
 from tests.keptlogs import kept_logs_root
-from tests.workers import SHARED_NODE, operator_scope, worker_id
+from tests.workers import SHARED_NODE, namespace_prefix, operator_scope, worker_id
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
@@ -61,6 +61,11 @@ def towline_installed(crds_installed: ControlPlane) -> ControlPlane:
     return crds_installed
 
 
+def code_steps_for_code_tests() -> dict[str, str]:
+    """Code steps on only in the namespaces of tests named test_code_*: every other test's namespace has them off."""
+    return {"TOWLINE_CODE_STEPS": "true", "TOWLINE_CODE_STEP_NAMESPACES": f"{namespace_prefix()}test-code-*"}
+
+
 @pytest.fixture(scope="session")
 def towline_operator(
     towline_installed: ControlPlane, existing_cluster: ExistingCluster | None,
@@ -82,7 +87,8 @@ def towline_operator(
     process = OperatorProcess(kubeconfig=kubeconfig, log_path=work / "operator.log", metrics_port=free_port(),
                               pods=pods, watch_namespaces=scope,
                               identity=f"towline-operator-{worker}" if worker else "towline-operator-0",
-                              settings={"TOWLINE_LEASE_NAME": f"towline-operator-{worker}"} if worker else {},
+                              settings={**({"TOWLINE_LEASE_NAME": f"towline-operator-{worker}"} if worker else {}),
+                                        **code_steps_for_code_tests()},
                               ).start()
     _SESSION["operator"] = process
     yield process

@@ -18,6 +18,7 @@ from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
+from towline.validation.codesteps import CodeStepPolicy
 
 Key = tuple[str, str]
 """(namespace, name)"""
@@ -31,6 +32,10 @@ class ReconcileContext(Protocol):
     @property
     def catalog(self) -> ConnectorCatalog:
         """The built-in actions."""
+
+    @property
+    def code_steps(self) -> CodeStepPolicy:
+        """Where code steps (code.python, code.wasm) may run: the chart's codeSteps values."""
 
     def step_types_for(self, namespace: str) -> Mapping[str, ResolvedStepType | str]:
         """action (`steptype/<name>`, `clustersteptype/<name>`) -> the type now, or why it cannot be used."""

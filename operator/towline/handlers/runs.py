@@ -13,7 +13,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.api.run import WorkflowRun, WorkflowRunStatus
+from towline.api.run import WorkflowRun, WorkflowRunStatus, WorkflowSnapshot
 from towline.engine import (
     RESUME_ANNOTATION,
     TERMINAL_RUN_PHASES,
@@ -104,7 +104,7 @@ async def snapshot_workflow(
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
     raw_spec = raw.get("spec") or {}
     step_types = await step_types_of(operator, namespace, raw_spec)
-    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, step_types))
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, namespace, step_types))
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
@@ -142,6 +142,9 @@ async def snapshot_retry(
     if isinstance(started, list):
         return status, started
     snapshot, params, reused, output_bytes = started
+    refused = code_steps_refused(operator, run.metadata["namespace"], snapshot)
+    if refused:
+        return status, refused
     updated = status.model_copy(deep=True)
     updated.workflow_spec = snapshot
     updated.params = params
@@ -149,6 +152,13 @@ async def snapshot_retry(
     updated.output_bytes = output_bytes
     updated.earlier_requesters = earlier_requesters(previous.spec.requested_by, previous.status or WorkflowRunStatus())
     return updated, []
+
+
+def code_steps_refused(operator: ReconcileContext, namespace: str, snapshot: WorkflowSnapshot) -> list[str]:
+    """A retry runs an old snapshot again: its code steps too, only if they may run here now."""
+    actions = {step.action for step in (*snapshot.steps, *snapshot.finally_, *snapshot.compensations) if step.action}
+    code = {action for action in actions if operator.catalog.is_code(action)}
+    return operator.code_steps.refusals(namespace, actions, code)
 
 
 async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:

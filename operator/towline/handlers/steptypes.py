@@ -80,6 +80,9 @@ def named_actions(raw_spec: dict[str, Any]) -> set[str]:
     return {step["action"] for step in steps if isinstance(step.get("action"), str)}
 
 
-def catalog_of(operator: ReconcileContext, step_types: Mapping[str, ResolvedStepType | str]) -> StepTypeCatalog:
-    """The built-ins and these types (usable or not, with why) as one catalog for validation."""
-    return catalog_from(operator.catalog, step_types)
+def catalog_of(
+    operator: ReconcileContext, namespace: str, step_types: Mapping[str, ResolvedStepType | str]
+) -> StepTypeCatalog:
+    """The built-ins and these types (usable or not, with why) as one catalog for validating `namespace`'s
+    workflows; code steps are unavailable where the chart has not turned them on."""
+    return catalog_from(operator.catalog, step_types, operator.code_steps.why_off(namespace))

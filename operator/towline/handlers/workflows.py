@@ -36,8 +36,8 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     generation = int(raw["metadata"].get("generation", 0))
     previous = WorkflowStatus.model_validate(raw.get("status") or {})
     raw_spec = raw.get("spec") or {}
-    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, await step_types_of(operator, namespace,
-                                                                                                   raw_spec)))
+    step_types = await step_types_of(operator, namespace, raw_spec)
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, namespace, step_types))
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]

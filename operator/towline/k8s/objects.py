@@ -10,6 +10,7 @@ never enter a manifest.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import Any
 from towline.api.common import API_VERSION
 from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
+from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds, connector_catalog
 from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
 
 LABEL_WORKFLOW = "towline.dev/workflow"
@@ -128,6 +130,11 @@ def build_step_job(
     secret_volumes, secret_mounts = credential_volumes(credentials, keys)
     volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}, *secret_volumes]
     mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}, *secret_mounts]  # noqa: S108 - the pod's own scratch
+    needs = connector_catalog().pod_needs(action, inputs)
+    if needs.config_map_file is not None:
+        volume, mount = config_map_file_volume(*needs.config_map_file)
+        volumes.append(volume)
+        mounts.append(mount)
     container = {
         "name": "step",
         "image": settings.image,
@@ -136,15 +143,43 @@ def build_step_job(
         "volumeMounts": mounts,
         "terminationMessagePath": RESULT_PATH,
         "terminationMessagePolicy": "File",
-        "resources": {"requests": dict(DEFAULT_REQUESTS), "limits": dict(DEFAULT_LIMITS)},
+        "resources": pod_resources(needs),
         "securityContext": container_security_context(),
     }
+    user = code_user_id(job_name) if needs.own_user else settings.run_as_user
     return step_job_manifest(run, job_name=job_name, step_id=step_id, labels=labels, deadline=deadline,
-                             settings=settings, containers=[container], volumes=volumes)
+                             settings=settings, containers=[container], volumes=volumes, run_as_user=user)
 
 
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 DEFAULT_LIMITS = {"memory": "256Mi"}
+CODE_USER_IDS = (1_000_000, 2_000_000_000)
+"""The range code steps' per-pod user ids come from: above every distribution's and the images' own users."""
+
+
+def pod_resources(needs: PodNeeds) -> JSON:
+    """The built-in defaults, with the memory and CPU limits a code step declares."""
+    limits: JSON = dict(DEFAULT_LIMITS)
+    if needs.memory_limit_bytes is not None:
+        limits["memory"] = str(needs.memory_limit_bytes)
+    if needs.cpu_limit is not None:
+        limits["cpu"] = needs.cpu_limit
+    return {"requests": dict(DEFAULT_REQUESTS), "limits": limits}
+
+
+def code_user_id(job_name: str) -> int:
+    """A user id of this pod's own, from its Job's name: the code's process limit (RLIMIT_NPROC counts a user's
+    processes on the whole node) then counts this pod alone, and a fork loop cannot starve other steps."""
+    low, high = CODE_USER_IDS
+    return low + int.from_bytes(hashlib.sha256(job_name.encode()).digest()[:8], "big") % (high - low)
+
+
+def config_map_file_volume(name: str, key: str) -> tuple[JSON, JSON]:
+    """One key of a ConfigMap as the file CONFIG_MAP_FILE_PATH, optional so a missing one fails the step by name."""
+    directory, _, file_name = CONFIG_MAP_FILE_PATH.rpartition("/")
+    volume = {"name": "code-module", "configMap": {"name": name, "optional": True,
+                                                   "items": [{"key": key, "path": file_name}]}}
+    return volume, {"name": "code-module", "mountPath": directory, "readOnly": True}
 
 
 def container_security_context() -> JSON:
@@ -161,9 +196,11 @@ def container_security_context() -> JSON:
 def step_job_manifest(
     run: RunRef, *, job_name: str, step_id: str, labels: Mapping[str, str], deadline: int,
     settings: StepPodSettings, containers: list[JSON], volumes: list[JSON], init_containers: Sequence[JSON] = (),
+    run_as_user: int | None = None,
 ) -> JSON:
     """The Job around a step's containers: owned by the run, never retried by the Job controller, no token."""
     pod_labels = {**labels, LABEL_STEP_POD: "true"}
+    user = settings.run_as_user if run_as_user is None else run_as_user
     pod_spec: JSON = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -171,9 +208,9 @@ def step_job_manifest(
         "activeDeadlineSeconds": deadline,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": settings.run_as_user,
-            "runAsGroup": settings.run_as_user,
-            "fsGroup": settings.run_as_user,
+            "runAsUser": user,
+            "runAsGroup": user,
+            "fsGroup": user,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": containers,

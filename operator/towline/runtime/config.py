@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
+from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy
 from towline_connectors.wire import parse_address_port
 
@@ -103,6 +104,17 @@ def step_image_policy(env: Mapping[str, str]) -> StepImagePolicy:
     return StepImagePolicy(allowed_prefixes=prefixes, require_digest=digest == "true")
 
 
+def code_step_policy(env: Mapping[str, str]) -> CodeStepPolicy:
+    """TOWLINE_CODE_STEPS (true/false) and TOWLINE_CODE_STEP_NAMESPACES (comma separated; empty: all), from the
+    chart's codeSteps values."""
+    enabled = env.get("TOWLINE_CODE_STEPS", "false").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"TOWLINE_CODE_STEPS must be true or false, not {enabled!r}; set codeSteps.enabled in the "
+                         "chart values to true or false")
+    namespaces = tuple(part.strip() for part in env.get("TOWLINE_CODE_STEP_NAMESPACES", "").split(",") if part.strip())
+    return CodeStepPolicy(enabled=enabled == "true", namespaces=namespaces)
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     namespace: str
@@ -114,6 +126,7 @@ class OperatorConfig:
     leader_timings: LeaderTimings = field(default_factory=LeaderTimings)
     max_retries: int = DEFAULT_MAX_RETRIES
     step_image_policy: StepImagePolicy = field(default_factory=StepImagePolicy)
+    code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -141,4 +154,5 @@ class OperatorConfig:
             leader_timings=leader_timings_from(env),
             max_retries=int(retries_text),
             step_image_policy=step_image_policy(env),
+            code_steps=code_step_policy(env),
         )

@@ -42,6 +42,7 @@ from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
 from towline.validation import connector_catalog
 from towline.validation.catalog import ConnectorCatalog
+from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import check_step_type
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,10 @@ class Operator:
     @property
     def catalog(self) -> ConnectorCatalog:
         return self._catalog
+
+    @property
+    def code_steps(self) -> CodeStepPolicy:
+        return self.config.code_steps
 
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return self.step_types.available(namespace)

@@ -13,6 +13,9 @@ from typing import Any
 
 from towline.api.workflow import RetryPolicy
 from towline_connectors import registry
+from towline_connectors.registry import CONFIG_MAP_FILE_PATH, PodNeeds
+
+__all__ = ["CONFIG_MAP_FILE_PATH", "ConnectorCatalog", "PodNeeds", "connector_catalog"]
 
 
 class ConnectorCatalog:
@@ -63,6 +66,16 @@ class ConnectorCatalog:
             limit=defaults.limit, backoff=defaults.backoff, base_delay_seconds=defaults.base_delay_seconds,
             max_delay_seconds=defaults.max_delay_seconds, retry_on=list(defaults.retry_on),
         )
+
+    def is_code(self, action: str) -> bool:
+        """Whether the action runs the user's own code (code.python, code.wasm): off unless the chart enables it."""
+        spec = registry.get_action(action)
+        return spec is not None and spec.code
+
+    def pod_needs(self, action: str, inputs: Mapping[str, Any]) -> PodNeeds:
+        """The pod's limits, volume and user as the step's resolved inputs ask; defaults for other actions."""
+        spec = registry.get_action(action)
+        return PodNeeds() if spec is None else spec.pod_needs(inputs)
 
     def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]:
         """TCP ports the action's declared destinations use (the step's NetworkPolicy opens them)."""

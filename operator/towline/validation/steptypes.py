@@ -48,6 +48,7 @@ class BuiltinCatalog(Protocol):
     def credential_refs(self, action: str, inputs: Mapping[str, Any]) -> list[tuple[str, str]]: ...
     def credential_slots(self, action: str) -> list[str] | None: ...
     def why_unavailable(self, action: str) -> str | None: ...
+    def is_code(self, action: str) -> bool: ...
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]: ...
     def default_retry(self, action: str) -> RetryPolicy | None: ...
     def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]: ...
@@ -133,12 +134,15 @@ class StepTypeCatalog:
     """
 
     def __init__(
-        self, builtins: BuiltinCatalog, types: Mapping[str, StepTypeSpec], unusable: Mapping[str, str] | None = None
+        self, builtins: BuiltinCatalog, types: Mapping[str, StepTypeSpec], unusable: Mapping[str, str] | None = None,
+        code_steps_off: str | None = None,
     ) -> None:
         self.builtins = builtins
         self.types = types
         self.unusable = unusable or {}
         """Types that exist but cannot run, with why (not Ready): a step naming one is told the reason."""
+        self.code_steps_off = code_steps_off
+        """Why code steps (code.python, code.wasm) may not run here (CodeStepPolicy); None when they may."""
 
     def step_type(self, action: str) -> StepTypeSpec | None:
         return self.types.get(action)
@@ -147,6 +151,8 @@ class StepTypeCatalog:
         return sorted([*self.builtins.known_actions(), *self.types])
 
     def why_unavailable(self, action: str) -> str | None:
+        if self.code_steps_off is not None and self.builtins.is_code(action):
+            return self.code_steps_off
         if step_type_reference(action) is None or action in self.types:
             return self.builtins.why_unavailable(action)
         if action in self.unusable:
@@ -249,8 +255,10 @@ def availability(checked: ResolvedStepType | list[str]) -> ResolvedStepType | st
     return checked if isinstance(checked, ResolvedStepType) else "is not Ready: " + "; ".join(checked)
 
 
-def catalog_from(builtins: BuiltinCatalog, available: Mapping[str, ResolvedStepType | str]) -> StepTypeCatalog:
+def catalog_from(
+    builtins: BuiltinCatalog, available: Mapping[str, ResolvedStepType | str], code_steps_off: str | None = None
+) -> StepTypeCatalog:
     """The built-ins and these types (usable or not, with why) as one catalog for validation."""
     usable = {action: found.spec for action, found in available.items() if isinstance(found, ResolvedStepType)}
     unusable = {action: found for action, found in available.items() if isinstance(found, str)}
-    return StepTypeCatalog(builtins, usable, unusable)
+    return StepTypeCatalog(builtins, usable, unusable, code_steps_off)

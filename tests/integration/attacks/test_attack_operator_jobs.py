@@ -35,7 +35,7 @@ STEP_SHAPE = "a Job of the Towline operator is a step Job"
 IMAGES = "a step Job runs only the images the chart allows"
 CONTAINERS = "a step Job's containers run the runner"
 ACCOUNT = "a step Job's pod runs as the namespace's default ServiceAccount"
-VOLUMES = "a step Job's pod mounts only emptyDir volumes and Secret volumes with optional: true"
+VOLUMES = "a step Job's pod mounts only emptyDir volumes, Secret volumes with optional: true"
 HOST = "a step Job's pod uses no host network, PID or IPC namespace"
 RESTRICTED = "a step Job's pod has the restricted security context"
 EXCLUDED = "the Towline operator may not create, change or delete Jobs, pods or NetworkPolicies in namespace"
@@ -133,6 +133,11 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "host-path": (lambda j: _pod(j)["volumes"].append({"name": "root", "hostPath": {"path": "/"}}), VOLUMES),
     "projected-token": (lambda j: _pod(j)["volumes"].append({"name": "t", "projected": {"sources": [
         {"serviceAccountToken": {"path": "token", "audience": "vault"}}]}}), VOLUMES),
+    # A code.wasm step mounts one optional key as `module`; a whole ConfigMap, or a key elsewhere, is refused.
+    "a-whole-config-map": (lambda j: _pod(j)["volumes"].append({"name": "c", "configMap": {
+        "name": "team-config", "optional": True}}), VOLUMES),
+    "a-config-map-key-as-another-file": (lambda j: _pod(j)["volumes"].append({"name": "c", "configMap": {
+        "name": "team-config", "optional": True, "items": [{"key": "settings", "path": "../settings"}]}}), VOLUMES),
     "host-network": (lambda j: _pod(j).update(hostNetwork=True), HOST),
     "host-pid": (lambda j: _pod(j).update(hostPID=True), HOST),
     "pinned-to-a-node": (lambda j: _pod(j).update(nodeName="control-plane-1"), HOST),

@@ -11,7 +11,8 @@ from towline_connectors.errors import ErrorClass
 from towline_connectors.registry import ACTIONS, Destination, get_action, json_schemas, list_actions, validate_inputs
 from towline_connectors.spec import IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_NATURAL, IDEMPOTENCY_NONE, ActionSpec
 
-BUILT_INS = {"http.request", "webhook.send", "notify.slack", "notify.email", "ai.chat", "data.transform"}
+BUILT_INS = {"http.request", "webhook.send", "notify.slack", "notify.email", "ai.chat", "data.transform",
+             "code.python", "code.wasm"}
 
 
 def spec(name: str) -> ActionSpec:
@@ -53,7 +54,13 @@ def test_other_actions_declare_a_fixed_mutation() -> None:
         "notify.email": True,
         "ai.chat": False,
         "data.transform": False,
+        "code.python": False,  # no ports: no network, so nothing outside the pod changes
+        "code.wasm": False,
     }
+
+
+def test_python_code_that_may_connect_counts_as_mutating() -> None:
+    assert ACTIONS["code.python"].is_mutating({"ports": [443]})
 
 
 @pytest.mark.parametrize(
@@ -141,7 +148,7 @@ def test_nested_problem_names_the_nested_path() -> None:
 
 def test_unknown_action_lists_the_known_ones() -> None:
     [problem] = validate_inputs("ftp.upload", {})
-    assert problem.startswith("action 'ftp.upload' does not exist; use one of: ai.chat, data.transform")
+    assert problem.startswith("action 'ftp.upload' does not exist; use one of: ai.chat, code.python, code.wasm, data.transform")
 
 
 def test_json_schemas_describe_inputs_and_outputs_of_every_action() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from towline.api.steptype import ResolvedStepType
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy, check_step_type
 
 POLICY = StepImagePolicy(allowed_prefixes=("localhost/towline-step-",))
@@ -37,6 +38,7 @@ class Operator:
     def __init__(self, api: Api) -> None:
         self.api = api
         self.catalog = connector_catalog()
+        self.code_steps = CodeStepPolicy()
 
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return {}
@@ -53,7 +55,7 @@ def test_a_type_the_cache_lacks_is_read_live_and_a_missing_one_stays_missing() -
     assert "clustersteptype/gone" not in found
     assert sorted(api.paths) == ["/apis/towline.dev/v1alpha1/clustersteptypes/gone",
                                  "/apis/towline.dev/v1alpha1/namespaces/team/steptypes/probe"]
-    _, errors = validate_workflow_manifest(SPEC, catalog_of(operator, found))  # type: ignore[arg-type]
+    _, errors = validate_workflow_manifest(SPEC, catalog_of(operator, "team", found))  # type: ignore[arg-type]
     assert [(e.field, e.message) for e in errors] == [(
         "spec.steps[1].action",
         "clustersteptype/gone is not registered; register it (kubectl apply -f its manifest) or fix the name")]

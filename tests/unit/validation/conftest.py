@@ -36,6 +36,9 @@ class FakeCatalog:
     def credential_slots(self, action: str) -> list[str] | None:
         return None
 
+    def is_code(self, action: str) -> bool:
+        return False
+
     def why_unavailable(self, action: str) -> str | None:
         return None
 

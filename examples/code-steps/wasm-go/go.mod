@@ -1,0 +1,3 @@
+module example.com/towline/enrich
+
+go 1.21
