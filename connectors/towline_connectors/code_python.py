@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from towline_connectors.code import (
     MAX_PROCESSES,
@@ -56,8 +56,7 @@ RUNNER_SHARE_BYTES = 160 << 20
 def check_source(source: str) -> str:
     """Parse without running: a syntax error, or a missing `main`, is found when the workflow is validated."""
     if is_template(source):
-        raise ValueError("must be written out, not bound (a value must never become code); pass data through "
-                         "with.inputs instead")
+        return source  # refused by PythonCodeInput as a whole: a field's template error would be deferred to run time
     size = len(source.encode())
     if size > SOURCE_LIMIT_BYTES:
         raise ValueError(f"is {size} bytes, over the {SOURCE_LIMIT_BYTES}-byte limit; move data into with.inputs "
@@ -97,6 +96,14 @@ class PythonCodeInput(InputModel):
         default_factory=list, max_length=16,
         description="TCP ports the code may connect to, on the step's allowHosts; none: no network at all.",
     )
+
+
+    @model_validator(mode="after")
+    def _source_is_written_out(self) -> PythonCodeInput:
+        if is_template(self.source):
+            raise ValueError("source must be written out, not bound (a value must never become code); pass data "
+                             "through with.inputs instead")
+        return self
 
 
 class PythonCodeOutput(OutputModel):

@@ -170,6 +170,7 @@ def _run_start(request: Mapping[str, Any], module: bytes, output: BoundedOutput)
         store.set_wasi(wasi)
         linker = wasmtime.Linker(engine)
         linker.define_wasi()
+        instance = None
         try:
             instance = linker.instantiate(store, wasmtime.Module(engine, module))
             start = instance.exports(store)["_start"]
@@ -179,7 +180,7 @@ def _run_start(request: Mapping[str, Any], module: bytes, output: BoundedOutput)
         except wasmtime.ExitTrap as exit_trap:
             failed = _exit_failure(exit_trap.code)
         except wasmtime.Trap as trap:
-            failed = failure(ErrorClass.PERMANENT, describe_trap(trap, fuel, memory))
+            failed = failure(ErrorClass.PERMANENT, describe_trap(trap, fuel, memory, _memory_in_use(store, instance)))
         except wasmtime.WasmtimeError as error:
             failed = failure(ErrorClass.VALIDATION, f"the module could not be instantiated: {_first_line(error)}")
     return failed, fuel - store.get_fuel()
@@ -195,17 +196,35 @@ def _exit_failure(code: int) -> dict[str, Any] | None:
     return failure(ErrorClass.PERMANENT, f"the module exited with status {code}; its stderr (the step's log) says why")
 
 
-def describe_trap(trap: Exception, fuel: int, memory: int) -> str:
-    """A trap in the words a step author needs: which limit was hit and which field raises it."""
-    text = _first_line(trap)
+def _memory_in_use(store: Any, instance: Any) -> int:
+    """Bytes of the module's exported linear memory when it trapped (0 when it has none)."""
+    import wasmtime  # noqa: PLC0415 - loaded already by the caller
+
+    found = instance.exports(store).get("memory") if instance is not None else None
+    return int(found.data_len(store)) if isinstance(found, wasmtime.Memory) else 0
+
+
+def describe_trap(trap: Exception, fuel: int, memory: int, in_use: int) -> str:
+    """A trap in the words a step author needs: which limit was hit and which field raises it.
+
+    A module refused more memory sees `memory.grow` fail and usually traps soon after (Go and Rust
+    abort, hand-written code hits `unreachable`); wasmtime does not say a grow was refused, and a
+    refused grow may have asked for many pages, so a trap with memory past three quarters of the cap says so.
+    """
     code = getattr(trap, "trap_code", None)
-    name = getattr(code, "name", "")
-    if name == "OUT_OF_FUEL" or "fuel" in text:
+    if getattr(code, "name", "") == "OUT_OF_FUEL" or "fuel" in str(trap):
         return (f"the module ran out of fuel ({fuel} units, about one per instruction): it looped or needs more; "
                 "raise with.fuel if the work is real")
-    if "memory" in text and ("grow" in text or "limit" in text):
-        return f"the module needed more than with.memory ({memory} bytes) of linear memory: {text}"
-    return f"the module trapped: {text}"
+    if in_use * 4 >= memory * 3:
+        return (f"the module trapped with its linear memory at the cap ({in_use} of with.memory {memory} bytes): "
+                f"it needed more memory; raise with.memory or use less ({_trap_reason(trap)})")
+    return f"the module trapped: {_trap_reason(trap)}"
+
+
+def _trap_reason(trap: Exception) -> str:
+    """wasmtime's own words ("wasm trap: ..."), the last line of its message."""
+    lines = [line.strip() for line in str(trap).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(trap).__name__
 
 
 def _first_line(error: BaseException) -> str:
@@ -219,7 +238,7 @@ def _read_request() -> tuple[dict[str, Any], bytes]:
     return request, module
 
 
-def main() -> int:
+def main() -> None:
     start_pid = os.getpid()
     request, module = _read_request()
     result_fd = int(request["resultFd"])
@@ -240,10 +259,12 @@ def main() -> int:
         document = _exception_failure(exc)
     if os.getpid() != start_pid:
         os._exit(0)  # a forked child of the code: only the first process reports
-    sys.stdout.flush()
     _write_result(result_fd, document)
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No interpreter shutdown: wasmtime's output callbacks may be finalised during it and abort noisily.
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

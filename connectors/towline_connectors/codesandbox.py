@@ -82,7 +82,7 @@ class _LogPump(threading.Thread):
     def run(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             for raw in iter(lambda: self.pipe.readline(LOG_LINE_LIMIT * 4), b""):
-                if self.budget[0] <= 0:
+                if self.budget[0] < len(raw):
                     if not self.cut:
                         self.cut = True
                         self.write_line(f"[the code's log was cut at {LOG_TOTAL_LIMIT} bytes]")

@@ -2,9 +2,10 @@
 
 Starts a control plane with a real node (needs root), loads the operator, runner and
 example step-type images, `helm install`s the chart (operator x2, ingress x2, as real
-containers), then runs a workflow of `STEPS` chained `data.transform` steps (a built-in)
-and one of `STEPS` chained `steptype/tcp-probe` steps (the Go example: the runner's
-`prepare` init container, then the user's container), and, polling the API server every
+containers, code steps enabled), then runs a workflow of `STEPS` chained `data.transform` steps
+(a built-in), one of `STEPS` chained `steptype/tcp-probe` steps (the Go example: the runner's
+`prepare` init container, then the user's container), one of `code.python` steps and one of
+`code.wasm` steps (a small WAT module from a ConfigMap), and, polling the API server every
 `POLL` s, reports per step:
 - Job created (first seen) -> its (user's) container running (or already finished);
 - its container running -> the operator has read the runner's result (step Succeeded
@@ -16,6 +17,7 @@ Run: `python -m tests.bench.bench_helm_steps`.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import statistics
@@ -23,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import wasmtime
 
 from tests.integration.helm.release import install, uninstall
 from tests.integration.support import bind_role, start_run
@@ -39,6 +43,10 @@ BENCH_NAMESPACE = "bench-steps"
 
 BUILT_IN = ("latency", "data.transform", {"data": {"n": 1}, "fields": {"n": "data.n + 1"}})
 STEP_TYPE = ("latency-type", "steptype/tcp-probe", {"message": "m"})
+CODE_PYTHON = ("latency-python", "code.python",
+               {"source": "def main(inputs):\n    return {'n': inputs['n'] + 1}\n", "inputs": {"n": 1}})
+CODE_WASM = ("latency-wasm", "code.wasm", {"module": {"configMap": {"name": "bench-modules", "key": "greet"}}})
+GREET_WAT = Path(__file__).parents[1] / "fixtures" / "wasm" / "greet.wat"
 PROBE_TYPE = Path(__file__).parents[2] / "examples" / "step-types" / "tcp-probe-go" / "steptype.yaml"
 
 
@@ -106,14 +114,19 @@ def main() -> None:
         started = time.monotonic()
         plane.kubectl("create", "namespace", NAMESPACE)
         plane.kubectl("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted")
-        install(plane, RELEASE, NAMESPACE, {**api_server_egress(plane), **example_step_type_values()})
+        install(plane, RELEASE, NAMESPACE, {**api_server_egress(plane), **example_step_type_values(),
+                                            "codeSteps.enabled": "true"})
         wait_rolled_out(plane)
         print("Helm-installed operator on the real node")
         print(f"  helm install -> operator and ingress Deployments rolled out: {time.monotonic() - started:.1f} s")
         plane.kubectl("create", "namespace", BENCH_NAMESPACE)
         bind_role(plane, BENCH_NAMESPACE, "towline-runner", users=("carol",))
         plane.kubectl("apply", "-n", BENCH_NAMESPACE, "-f", str(PROBE_TYPE))
-        for name, action, inputs in (BUILT_IN, STEP_TYPE):
+        module = base64.b64encode(bytes(wasmtime.wat2wasm(GREET_WAT.read_text()))).decode()
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "bench-modules", "namespace": BENCH_NAMESPACE}, "binaryData": {"greet": module}}))
+        for name, action, inputs in (BUILT_IN, STEP_TYPE, CODE_PYTHON, CODE_WASM):
             plane.kubectl("apply", "-f", "-", stdin=json.dumps(_workflow(name, action, inputs)))
             plane.kubectl("wait", "-n", BENCH_NAMESPACE, f"workflow/{name}", "--for=condition=Ready", "--timeout=60s")
             run = start_run(plane, BENCH_NAMESPACE, name, name=f"{name}-1", user="carol")

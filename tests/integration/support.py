@@ -103,6 +103,25 @@ def step_status(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     raise AssertionError(f"step {step_id} not in status: {[s['id'] for s in run['status'].get('steps', [])]}")
 
 
+def workflow(namespace: str, name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Workflow manifest of just these steps."""
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"steps": steps}}
+
+
+def ready(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The object's Ready condition, once its status reports on its current generation."""
+    def condition() -> dict[str, Any] | None:
+        found = get(cluster, kind, name, namespace) or {}
+        status = found.get("status") or {}
+        for item in status.get("conditions") or []:
+            if item["type"] == "Ready" and status.get("observedGeneration") == found["metadata"]["generation"]:
+                return dict(item)
+        return None
+
+    return dict(wait_for(f"{kind} {name} to report Ready", condition))
+
+
 def bind_role(cluster: ControlPlane, namespace: str, cluster_role: str, *, users: tuple[str, ...] = (),
               groups: tuple[str, ...] = ()) -> None:
     subjects = [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in users]
@@ -120,7 +139,8 @@ def bind_role(cluster: ControlPlane, namespace: str, cluster_role: str, *, users
 class Scripted:
     """Responses a path gives, in order; the last one repeats."""
 
-    responses: list[tuple[int, dict[str, Any], dict[str, str]]]
+    responses: list[tuple[int, dict[str, Any] | bytes, dict[str, str]]]
+    """(status, JSON payload or raw bytes, extra headers)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     delay_seconds: float = 0.0
 
@@ -158,9 +178,10 @@ class ScriptedServer:
                 delay = script.delay_seconds if script is not None else 0.0
                 if delay:
                     time.sleep(delay)
-                data = json.dumps(payload).encode()
+                raw = isinstance(payload, bytes)
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
@@ -181,7 +202,7 @@ class ScriptedServer:
         return f"http://{TEST_SERVER_ADDRESS}:{self.httpd.server_address[1]}"
 
     def script(
-        self, path: str, *responses: tuple[int, dict[str, Any], dict[str, str]], delay_seconds: float = 0.0
+        self, path: str, *responses: tuple[int, dict[str, Any] | bytes, dict[str, str]], delay_seconds: float = 0.0
     ) -> Scripted:
         with self.lock:
             self.routes[path] = Scripted(list(responses), delay_seconds=delay_seconds)

@@ -23,10 +23,12 @@ from tests.integration.support import (
     apply,
     get,
     list_objects,
+    ready,
     start_run,
     step_status,
     wait_for,
     wait_for_phase,
+    workflow,
 )
 
 from towline_dev import REPO_ROOT
@@ -47,23 +49,6 @@ def example_type(directory: str, namespace: str, **spec: Any) -> dict[str, Any]:
     manifest["metadata"]["namespace"] = namespace
     manifest["spec"].update(spec)
     return manifest
-
-
-def workflow(namespace: str, name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"steps": steps}}
-
-
-def ready(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
-    def condition() -> dict[str, Any] | None:
-        found = get(cluster, kind, name, namespace) or {}
-        status = found.get("status") or {}
-        for item in status.get("conditions") or []:
-            if item["type"] == "Ready" and status.get("observedGeneration") == found["metadata"]["generation"]:
-                return dict(item)
-        return None
-
-    return dict(wait_for(f"{kind} {name} to report Ready", condition))
 
 
 def register(cluster: ControlPlane, manifest: dict[str, Any]) -> None:

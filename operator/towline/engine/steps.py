@@ -142,10 +142,13 @@ class StepDriver:
         result = observation.result
         if result is None:
             happened = "succeeded" if observation.state == "succeeded" else "failed"
+            why = f"({observation.reason or 'no reason given'})"
+            if observation.reason == "DeadlineExceeded":
+                why += (": it ran past the step's timeoutSeconds (counted from the Job's start); raise it if "
+                        "the work is real")
             self.fail_attempt(
                 step_id, self.lost_attempt_class(step_id),
-                f"the step's Job {observation.job_name} {happened} without a result "
-                f"({observation.reason or 'no reason given'})",
+                f"the step's Job {observation.job_name} {happened} without a result {why}",
                 retryable=None, finished_at=finished_at,
             )
         elif result.ok and (problems := self.output_problems(step_id, result.output)):

@@ -6,12 +6,14 @@ file that passes here is Ready once applied, and one that fails names the
 same fields the Workflow's status would. StepType and ClusterStepType manifests
 among the files are the step types the Workflows may use (a StepType without a
 namespace counts for every Workflow); offline, their images are not checked
-against the chart's image policy.
+against the chart's image policy. ConfigMaps among the files are the modules
+`code.wasm` steps read (towline.plugin.codemodules). Code steps are checked as
+if the chart enabled them (codeSteps.enabled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +21,15 @@ from typing import Any
 import yaml
 
 from towline.api.steptype import ResolvedStepType
+from towline.plugin.codemodules import config_maps, module_reports
 from towline.plugin.connectors import ANY_IMAGE
 from towline.validation import connector_catalog, validate_workflow_manifest
 from towline.validation.steptypes import StepTypeCatalog, action_of, check_step_type
 
 
 def validate_documents(
-    label: str, documents: list[Any], step_types: Sequence[StepTypeDocument] = ()
+    label: str, documents: list[Any], step_types: Sequence[StepTypeDocument] = (),
+    maps: Mapping[tuple[str | None, str], dict[str, Any]] | None = None,
 ) -> tuple[list[str], int]:
     """Report lines for one file's documents and how many problems they have."""
     lines: list[str] = []
@@ -47,8 +51,12 @@ def validate_documents(
             continue
         namespace = (document.get("metadata") or {}).get("namespace")
         _, errors = validate_workflow_manifest(spec, catalog_for(namespace, step_types))
-        if not errors:
+        module_problems, notes = module_reports(spec, namespace, maps or {})
+        if not errors and not module_problems:
             lines.append(f"{label}: {name}: valid")
+        lines += [f"{label}: {name}: {field}: {problem}" for field, problem in module_problems]
+        lines += [f"{label}: {name}: note: {note}" for note in notes]
+        problems += len(module_problems)
         for error in errors:
             lines.append(f"{label}: {name}: spec.{error.field}: {error.message}" if not error.field.startswith("spec")
                          else f"{label}: {name}: {error.field}: {error.message}")
@@ -94,8 +102,9 @@ def validate_files(paths: list[str]) -> tuple[list[str], int]:
             else:
                 lines += [f"{path}: {document['kind']} {name}: {problem}" for problem in checked]
                 problems += len(checked)
+    maps = config_maps([document for _, documents in read for document in documents])
     for path, documents in read:
-        found, count = validate_documents(path, documents, step_types)
+        found, count = validate_documents(path, documents, step_types, maps)
         lines.extend(found)
         problems += count
     return lines, problems

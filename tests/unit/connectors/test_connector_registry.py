@@ -148,7 +148,8 @@ def test_nested_problem_names_the_nested_path() -> None:
 
 def test_unknown_action_lists_the_known_ones() -> None:
     [problem] = validate_inputs("ftp.upload", {})
-    assert problem.startswith("action 'ftp.upload' does not exist; use one of: ai.chat, code.python, code.wasm, data.transform")
+    assert problem.startswith(
+        "action 'ftp.upload' does not exist; use one of: ai.chat, code.python, code.wasm, data.transform")
 
 
 def test_json_schemas_describe_inputs_and_outputs_of_every_action() -> None:

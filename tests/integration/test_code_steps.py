@@ -1,0 +1,273 @@
+"""Code steps on the real node: code.python and code.wasm run through the operator, and their sandboxes hold.
+
+Each hostile step tries one way out as the step author would (raw sockets to the API
+server, the metadata address and a host not in allowHosts; a fork loop; memory past its
+limit; an endless loop; writing to `/`; a ServiceAccount token; a Secret it was not bound)
+and must fail with a message that says what happened, while a sibling step of the same run
+still succeeds and the operator carries on. The session's operator enables code steps only
+in the namespaces of tests named `test_code_*` (conftest.code_steps_for_code_tests); the one
+test named otherwise shows a Workflow using them is not Ready where they are off.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import pytest
+import wasmtime
+import yaml
+from tests.integration.support import (
+    TEST_SERVER_ADDRESS,
+    TEST_SERVER_ALIAS,
+    ScriptedServer,
+    apply,
+    get,
+    list_objects,
+    ready,
+    start_run,
+    step_status,
+    wait_for_phase,
+    workflow,
+)
+
+from towline_dev import REPO_ROOT
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
+from towline_dev.node.layout import KUBERNETES_SERVICE_IP, NODE_ADDRESS
+from towline_dev.wasmexamples import build_go_example
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
+
+WAT = REPO_ROOT / "tests" / "fixtures" / "wasm"
+TOKEN = "code-step-token-7e41c9"
+OTHER = "never-bound-3b8d52"
+
+
+def python_step(step_id: str, source: str, **extra: Any) -> dict[str, Any]:
+    body = {"source": source, **extra.pop("with_", {})}
+    return {"id": step_id, "action": "code.python", "onFailure": "continue", "with": body, **extra}
+
+
+def connect_source(raw: bool = False) -> str:
+    """Code that opens a socket to inputs.host:inputs.port (raw first when asked) and says what happened."""
+    return (
+        "import socket\n"
+        "def main(inputs):\n"
+        + ("    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)\n" if raw else "")
+        + "    with socket.create_connection((inputs['host'], inputs['port']), timeout=4):\n"
+        "        return {'connected': True}\n"
+    )
+
+
+def run_to_end(cluster: ControlPlane, ns: str, name: str, steps: list[dict[str, Any]],
+               timeout: float = 240, params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    manifest = workflow(ns, name, steps)
+    if params:
+        manifest["spec"]["params"] = params
+    apply(cluster, manifest)
+    verdict = ready(cluster, "workflows.towline.dev", name, ns)
+    assert verdict["status"] == "True", (get(cluster, "workflows.towline.dev", name, ns) or {}).get("status")
+    run = start_run(cluster, ns, name)
+    return dict(wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"}, timeout=timeout))
+
+
+def step_log(cluster: ControlPlane, ns: str, run: str, step: str) -> str:
+    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={run},towline.dev/step={step.replace('_', '-')}")
+    assert pods, f"no pod for step {step}"
+    return str(cluster.kubectl("logs", "-n", ns, pods[-1]["metadata"]["name"], "-c", "step").stdout)
+
+
+def failed_with(run: dict[str, Any], step: str, *fragments: str) -> dict[str, Any]:
+    found = step_status(run, step)
+    message = found.get("message") or ""
+    assert found["phase"] == "Failed", found
+    for fragment in fragments:
+        assert fragment in message, (step, message)
+    return found
+
+
+def config_map(ns: str, name: str, modules: dict[str, bytes]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+            "binaryData": {key: base64.b64encode(data).decode() for key, data in modules.items()}}
+
+
+def wat(name: str) -> bytes:
+    return bytes(wasmtime.wat2wasm((WAT / f"{name}.wat").read_text()))
+
+
+def test_code_python_output_flows_to_the_next_step_and_its_prints_reach_the_log_redacted(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    cluster.kubectl("create", "secret", "generic", "api", "-n", ns, f"--from-literal=token={TOKEN}",
+                    f"--from-literal=admin={OTHER}")
+    example = yaml.safe_load((REPO_ROOT / "examples" / "code-steps" / "python" / "workflow.yaml").read_text())
+    summarise = example["spec"]["steps"][0]
+    summarise["credentials"] = {"api": "api"}
+    summarise["with"]["inputs"]["token"] = {"credential": "api", "key": "token"}
+    summarise["with"]["source"] = summarise["with"]["source"].replace(
+        "    print(f\"order", "    print('the token is', inputs['token'])\n    print(f\"order")
+    done = run_to_end(cluster, ns, "order-summary", example["spec"]["steps"], params=example["spec"]["params"])
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert step_status(done, "summarise")["output"] == {
+        "id": "A-1042", "skus": ["hose-10m", "pump-200"], "units": 4, "total": 396.5}
+    assert step_status(done, "ticket_line")["output"] == {"line": "A-1042: 4 units, 396.5"}
+    log = step_log(cluster, ns, done["metadata"]["name"], "summarise")
+    assert "order A-1042: 3 lines" in log and "the token is [REDACTED]" in log, log
+    assert TOKEN not in log and TOKEN not in json.dumps(done)
+    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={done['metadata']['name']},towline.dev/step=summarise")
+    context = pods[0]["spec"]["securityContext"]
+    assert context["runAsUser"] >= 1_000_000 and context["runAsUser"] == context["runAsGroup"], context
+    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["memory"] == str((128 + 160) << 20)
+
+
+def test_code_python_is_retried_on_a_retryable_error_and_not_on_others(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    retry = {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1, "maxDelaySeconds": 1}
+    done = run_to_end(cluster, ns, "retries", [
+        python_step("flaky", "from towline_step import TransientError\n"
+                             "def main(inputs):\n    raise TransientError('the upstream said 503')\n", retry=retry),
+        python_step("broken", "def main(inputs):\n    return {'ratio': 1 / 0}\n", retry=retry),
+    ])
+    flaky = failed_with(done, "flaky", "TransientError: the upstream said 503 (line 3 of the step's source)")
+    broken = failed_with(done, "broken", "ZeroDivisionError: division by zero (line 2 of the step's source)")
+    assert (flaky["errorClass"], flaky["attempt"]) == ("transient", 3), flaky
+    assert (broken["errorClass"], broken["attempt"]) == ("permanent", 1), broken
+
+
+def test_code_python_sandbox_holds_against_every_way_out(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    cluster.kubectl("create", "secret", "generic", "api", "-n", ns, f"--from-literal=token={TOKEN}",
+                    f"--from-literal=admin={OTHER}")
+    cluster.kubectl("create", "secret", "generic", "unbound", "-n", ns, f"--from-literal=token={OTHER}")
+    with ScriptedServer() as server:
+        server.script("/", (200, {"ok": True}, {}))
+        port = int(server.url.rsplit(":", 1)[1])
+        networked = {"allowHosts": [TEST_SERVER_ADDRESS]}
+        ports = [port, 443, 80, cluster.apiserver_port]
+
+        def connect(step_id: str, host: str, target_port: int, raw: bool = False) -> dict[str, Any]:
+            return python_step(step_id, connect_source(raw), timeoutSeconds=60, **networked,
+                               with_={"ports": ports, "inputs": {"host": host, "port": target_port}})
+
+        done = run_to_end(cluster, ns, "escapes", [
+            connect("allowed", TEST_SERVER_ADDRESS, port),
+            connect("raw_socket", NODE_ADDRESS, cluster.apiserver_port, raw=True),
+            connect("api_server", NODE_ADDRESS, cluster.apiserver_port),
+            connect("api_service", KUBERNETES_SERVICE_IP, 443),
+            connect("metadata", "169.254.169.254", 80),
+            connect("other_host", TEST_SERVER_ALIAS, port),
+            python_step("fork_loop", "import os\ndef main(inputs):\n    while True:\n        os.fork()\n",
+                        timeoutSeconds=60),
+            python_step("memory", "def main(inputs):\n    hoard = []\n    while True:\n"
+                                  "        hoard.append(bytearray(8 << 20))\n", with_={"memory": "96Mi"}),
+            # The runner's clock starts when it does: 60 s leaves room for ten pods starting at once.
+            python_step("endless", "def main(inputs):\n    while True:\n        pass\n", timeoutSeconds=60),
+            python_step("write_root", "def main(inputs):\n    open('/escape', 'w').write('x')\n"),
+            python_step("token", "def main(inputs):\n"
+                                 "    return open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"),
+            python_step("unbound_secret", "import os\ndef main(inputs):\n"
+                        "    root = '/var/run/towline/credentials'\n"
+                        "    seen = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)\n"
+                        "    print('mounted:', seen)\n"
+                        "    return open(root + '/api/admin').read()\n",
+                        credentials={"api": "api"}, with_={"inputs": {"token": {"credential": "api", "key": "token"}}}),
+        ], timeout=300)
+    assert step_status(done, "allowed")["output"] == {"connected": True}, step_status(done, "allowed")
+    failed_with(done, "raw_socket", "PermissionError", "Operation not permitted")
+    for step in ("api_server", "api_service", "metadata", "other_host"):
+        found = failed_with(done, step, "of the step's source")
+        assert any(word in found["message"] for word in ("TimeoutError", "timed out", "ConnectionRefusedError",
+                                                         "OSError")), found
+    failed_with(done, "fork_loop", "BlockingIOError", "Resource temporarily unavailable")
+    failed_with(done, "memory", "MemoryError", "with.memory")
+    endless = failed_with(done, "endless", "ran past the step's time limit")
+    assert endless["errorClass"] == "timeout", endless
+    failed_with(done, "write_root", "OSError", "Read-only file system")
+    failed_with(done, "token", "FileNotFoundError", "serviceaccount/token")
+    failed_with(done, "unbound_secret", "FileNotFoundError", "/api/admin")
+    log = step_log(cluster, ns, done["metadata"]["name"], "unbound_secret")
+    assert "mounted: ['/var/run/towline/credentials/api/token']" in log, log
+    assert OTHER not in json.dumps(done) and TOKEN not in log
+    assert towline_operator.process is not None and towline_operator.process.poll() is None
+
+
+def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    modules = {name: wat(name) for name in ("greet", "echo", "loop", "grow", "import_env", "flood")}
+    apply(cluster, config_map(ns, "modules", modules))
+
+    def wasm(step_id: str, key: str, **with_: Any) -> dict[str, Any]:
+        return {"id": step_id, "action": "code.wasm", "onFailure": "continue", "timeoutSeconds": 90,
+                "with": {"module": {"configMap": {"name": "modules", "key": key}}, **with_}}
+
+    done = run_to_end(cluster, ns, "wasm", [
+        wasm("greet", "greet"),
+        {**wasm("echo", "echo", inputs={"greeting": "${{ steps.greet.output.greeting }}", "n": [1, 2]}),
+         "needs": ["greet"]},
+        wasm("loop", "loop", fuel=50_000_000),
+        wasm("grow", "grow", memory="8Mi"),
+        wasm("import_env", "import_env"),
+        wasm("flood", "flood", fuel=200_000_000),
+        wasm("missing_key", "nope"),
+    ])
+    assert step_status(done, "greet")["output"] == {"greeting": "hello from wat"}
+    assert step_status(done, "echo")["output"] == {"greeting": "hello from wat", "n": [1, 2]}
+    failed_with(done, "loop", "ran out of fuel (50000000 units")
+    failed_with(done, "grow", "linear memory at the cap", "with.memory")
+    failed_with(done, "import_env", "imports env.nope, which Towline does not provide")
+    flood = failed_with(done, "flood", "wrote more than 4096 bytes to stdout")
+    assert flood["errorClass"] == "output_too_large", flood
+    failed_with(done, "missing_key", "ConfigMap modules has no key nope", "kubectl create configmap")
+    assert "wat says hi" in step_log(cluster, ns, done["metadata"]["name"], "greet")
+    assert towline_operator.process is not None and towline_operator.process.poll() is None
+
+
+def test_code_wasm_go_module_runs_from_a_url_pinned_by_sha256_and_other_bytes_are_refused(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    module = build_go_example().read_bytes()
+    digest = hashlib.sha256(module).hexdigest()
+    order = {"items": [{"name": "pump", "price": 120.5}, {"name": "hose", "price": 35}], "taxRate": 0.2}
+    with ScriptedServer() as server:
+        server.script("/enrich.wasm", (200, module, {}))
+        server.script("/tampered.wasm", (200, module + b"\0", {}))
+
+        def from_url(step_id: str, path: str) -> dict[str, Any]:
+            return {"id": step_id, "action": "code.wasm", "onFailure": "continue", "timeoutSeconds": 120,
+                    "allowHosts": [TEST_SERVER_ADDRESS],
+                    "with": {"module": {"url": f"{server.url}{path}", "sha256": digest}, "inputs": order}}
+
+        done = run_to_end(cluster, ns, "go", [from_url("totals", "/enrich.wasm"),
+                                              from_url("tampered", "/tampered.wasm")])
+    totals = step_status(done, "totals")
+    assert totals["phase"] == "Succeeded", totals
+    assert totals["output"] == {"count": 2, "total": 155.5, "totalWithTax": pytest.approx(186.6)}
+    failed_with(done, "tampered", "refusing to run it", digest)
+
+
+def test_a_workflow_with_code_steps_is_not_ready_where_the_chart_has_not_enabled_them(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    apply(cluster, workflow(ns, "code-off", [
+        {"id": "shape", "action": "code.python", "with": {"source": "def main(inputs):\n    return 1\n"}},
+        {"id": "wasm", "action": "code.wasm", "with": {"module": {"configMap": {"name": "m", "key": "k"}}}},
+    ]))
+    verdict = ready(cluster, "workflows.towline.dev", "code-off", ns)
+    assert verdict["status"] == "False", verdict
+    errors = (get(cluster, "workflows.towline.dev", "code-off", ns) or {})["status"]["validationErrors"]
+    assert [error["field"] for error in errors] == ["spec.steps[0].action", "spec.steps[1].action"], errors
+    for error in errors:
+        assert f"code steps are not enabled in namespace {ns}" in error["message"], error
+        assert "codeSteps.namespaces" in error["message"], error
