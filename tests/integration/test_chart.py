@@ -68,6 +68,17 @@ def test_step_type_values_reach_the_operator_and_both_policies(k8s_binaries: Bin
     assert not any("@sha256:" in rule["expression"] for rule in plain["validations"])
 
 
+def test_code_step_values_reach_the_operator_and_are_off_by_default(k8s_binaries: BinarySet) -> None:
+    """Where code steps may run is proved through the operator (test_code_steps.py); here, that the values reach it."""
+    def env(values: dict[str, str] | None = None) -> dict[str, Any]:
+        pod = _operator_pod(render(k8s_binaries, values or {}))
+        return {v["name"]: v.get("value") for v in pod["spec"]["containers"][0]["env"]}
+
+    assert (env()["TOWLINE_CODE_STEPS"], env()["TOWLINE_CODE_STEP_NAMESPACES"]) == ("false", "")
+    on = env({"codeSteps.enabled": "true", "codeSteps.namespaces": '["data","ml-*"]'})
+    assert (on["TOWLINE_CODE_STEPS"], on["TOWLINE_CODE_STEP_NAMESPACES"]) == ("true", "data,ml-*")
+
+
 def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_binaries: BinarySet) -> None:
     documents = render(k8s_binaries)
     for name in ("towline-step-objects", "towline-step-pod-access", "towline-operator-jobs"):
@@ -100,6 +111,9 @@ def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_bina
     ({"stepPodCreators": '[""]'}, "stepPodCreators"),
     ({"stepJobs.images": '[""]'}, "images"),
     ({"stepJobs.imgs": '["x"]'}, "imgs"),
+    ({"codeSteps.enabled": "yes"}, "enabled"),
+    ({"codeSteps.namespaces": '["Team_A"]'}, "namespaces"),
+    ({"codeSteps.namespace": '["a"]'}, "namespace"),
 ])
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)
