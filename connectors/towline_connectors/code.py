@@ -14,10 +14,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from towline_connectors.codesandbox import SandboxOutcome
+from towline_connectors.codesandbox import SandboxLimits, SandboxOutcome, run_sandboxed
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import CredentialRef
+from towline_connectors.runtime import run_blocking
 from towline_connectors.wire import is_template
 from towline_step.protocol import clamp_delay_seconds
 
@@ -105,6 +106,18 @@ def code_log(ctx: ActionContext) -> Callable[[str], None]:
 
 def sandbox_budget(ctx: ActionContext) -> float:
     return max(0.1, ctx.deadline.remaining() - DEADLINE_MARGIN_SECONDS)
+
+
+async def run_in_sandbox(
+    ctx: ActionContext, request: Mapping[str, Any], payload: bytes, limits: SandboxLimits, what: str
+) -> dict[str, Any]:
+    """Run the host process on `request` and return its successful result document; a failure raises."""
+    outcome = await run_blocking(run_sandboxed, request, payload, limits, code_log(ctx))
+    error = outcome_error(outcome, what)
+    if error is not None:
+        raise error
+    assert outcome.document is not None
+    return outcome.document
 
 
 def outcome_error(outcome: SandboxOutcome, what: str) -> ActionError | None:

@@ -21,19 +21,17 @@ from pydantic import AfterValidator, Field, model_validator
 from towline_connectors.code import (
     MAX_PROCESSES,
     CpuLimit,
-    code_log,
     literal_cpu,
     literal_memory,
     memory_between,
     memory_bytes,
-    outcome_error,
     resolve_credentials,
+    run_in_sandbox,
     sandbox_budget,
 )
-from towline_connectors.codesandbox import SandboxLimits, run_sandboxed
+from towline_connectors.codesandbox import SandboxLimits
 from towline_connectors.context import ActionContext
 from towline_connectors.models import InputModel, OutputModel
-from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import (
     IDEMPOTENCY_NONE,
     ActionResult,
@@ -126,12 +124,8 @@ async def run_python_code(inputs: PythonCodeInput, ctx: ActionContext) -> Action
     request = {"kind": "python", "source": inputs.source, "inputs": resolve_credentials(inputs.inputs, ctx)}
     limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES,
                            address_space_bytes=memory_bytes(inputs.memory))
-    outcome = await run_blocking(run_sandboxed, request, b"", limits, code_log(ctx))
-    error = outcome_error(outcome, "the code")
-    if error is not None:
-        raise error
-    assert outcome.document is not None
-    return ActionResult(output=outcome.document.get("output"))
+    document = await run_in_sandbox(ctx, request, b"", limits, "the code")
+    return ActionResult(output=document.get("output"))
 
 
 SPEC = ActionSpec(

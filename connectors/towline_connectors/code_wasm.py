@@ -27,21 +27,19 @@ from pydantic import Field, model_validator
 from towline_connectors.code import (
     MAX_PROCESSES,
     CpuLimit,
-    code_log,
     literal_cpu,
     literal_memory,
     memory_between,
     memory_bytes,
-    outcome_error,
     resolve_credentials,
+    run_in_sandbox,
     sandbox_budget,
 )
-from towline_connectors.codesandbox import SandboxLimits, run_sandboxed
+from towline_connectors.codesandbox import SandboxLimits
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
 from towline_connectors.httpcall import HttpCall, send
 from towline_connectors.models import HttpUrlText, InputModel, OutputModel
-from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import (
     CONFIG_MAP_FILE_PATH,
     IDEMPOTENCY_NATURAL,
@@ -180,13 +178,9 @@ async def run_wasm_code(inputs: WasmCodeInput, ctx: ActionContext) -> ActionResu
     request = {"kind": "wasm", "inputs": resolve_credentials(inputs.inputs, ctx), "fuel": inputs.fuel,
                "memoryBytes": memory_bytes(inputs.memory), "outputLimit": RESULT_LIMIT_BYTES, "env": inputs.env}
     limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES)
-    outcome = await run_blocking(run_sandboxed, request, module, limits, code_log(ctx))
-    error = outcome_error(outcome, "the module")
-    if error is not None:
-        raise error
-    assert outcome.document is not None
-    fuel_used = outcome.document.get("fuelUsed")
-    return ActionResult(output=parse_stdout(str(outcome.document.get("stdout") or "")),
+    document = await run_in_sandbox(ctx, request, module, limits, "the module")
+    fuel_used = document.get("fuelUsed")
+    return ActionResult(output=parse_stdout(str(document.get("stdout") or "")),
                         usage={"fuel": fuel_used} if isinstance(fuel_used, int) else None)
 
 

@@ -46,6 +46,12 @@ TOKEN = "code-step-token-7e41c9"
 OTHER = "never-bound-3b8d52"
 
 
+def create_api_secret(cluster: ControlPlane, ns: str) -> None:
+    """Secret `api`: `token` (what steps bind) and `admin` (which no step binds, so no pod mounts it)."""
+    cluster.kubectl("create", "secret", "generic", "api", "-n", ns, f"--from-literal=token={TOKEN}",
+                    f"--from-literal=admin={OTHER}")
+
+
 def python_step(step_id: str, source: str, **extra: Any) -> dict[str, Any]:
     body = {"source": source, **extra.pop("with_", {})}
     return {"id": step_id, "action": "code.python", "onFailure": "continue", "with": body, **extra}
@@ -102,8 +108,7 @@ def test_code_python_output_flows_to_the_next_step_and_its_prints_reach_the_log_
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    cluster.kubectl("create", "secret", "generic", "api", "-n", ns, f"--from-literal=token={TOKEN}",
-                    f"--from-literal=admin={OTHER}")
+    create_api_secret(cluster, ns)
     example = yaml.safe_load((REPO_ROOT / "examples" / "code-steps" / "python" / "workflow.yaml").read_text())
     summarise = example["spec"]["steps"][0]
     summarise["credentials"] = {"api": "api"}
@@ -144,8 +149,7 @@ def test_code_python_sandbox_holds_against_every_way_out(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    cluster.kubectl("create", "secret", "generic", "api", "-n", ns, f"--from-literal=token={TOKEN}",
-                    f"--from-literal=admin={OTHER}")
+    create_api_secret(cluster, ns)
     cluster.kubectl("create", "secret", "generic", "unbound", "-n", ns, f"--from-literal=token={OTHER}")
     with ScriptedServer() as server:
         server.script("/", (200, {"ok": True}, {}))
