@@ -9,9 +9,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from tests.integration.helmsupport import find, helm, render, template
 
 from towline.engine.naming import STEP_JOB_PREFIX
+from towline.runtime.config import OperatorConfig
 from towline_dev.binaries import BinarySet
 from towline_dev.install import CHART
 from towline_dev.versions import KUBERNETES_VERSION
@@ -87,7 +89,7 @@ def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_bina
         assert any(f'startsWith("{STEP_JOB_PREFIX}")' in text for text in expressions), name
 
 
-@pytest.mark.parametrize(("values", "named"), [
+BAD_VALUES = [
     ({"operator.replicas": "two"}, "replicas"),
     ({"operator.replicas": "0"}, "replicas"),
     ({"operator.logLevel": "verbose"}, "logLevel"),
@@ -114,11 +116,50 @@ def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_bina
     ({"codeSteps.enabled": "yes"}, "enabled"),
     ({"codeSteps.namespaces": '["Team_A"]'}, "namespaces"),
     ({"codeSteps.namespace": '["a"]'}, "namespace"),
-])
+    # A misspelt key inside each top-level object, a wrong type for each top-level list or number.
+    ({"image.repo": "r.example/towline"}, "repo"),
+    ({"imagePullSecrets": '"regcred"'}, "imagePullSecrets"),
+    ({"imagePullSecrets": '[{"secret": "regcred"}]'}, "secret"),
+    ({"runner.imag": "r.example/runner:1"}, "imag"),
+    ({"stepPods.nodeSelecter": '{"pool": "steps"}'}, "nodeSelecter"),
+    ({"stepPods.imagePullSecrets": '["regcred"]'}, "imagePullSecrets"),
+    ({"stepPods.tolerations": '[{"key": "a", "operater": "Exists"}]'}, "operater"),
+    ({"operator.logFormat": "yaml"}, "logFormat"),
+    ({"operator.extraEnv": '[{"name": "A", "valu": "b"}]'}, "valu"),
+    ({"operator.topologySpreadConstraints": '[{"maxSkew": 1}]'}, "topologyKey"),
+    ({"operator.resources.request": '{"cpu": "1"}'}, "request"),
+    ({"serviceAccount.nmae": "towline"}, "nmae"),
+    ({"trustedRunCreators": '"ci-bot"'}, "trustedRunCreators"),
+    ({"trustedTriggerRunCreators": '[{"users": "ci-bot"}]'}, "trustedTriggerRunCreators"),
+    ({"admissionPolicies.enabeld": "false"}, "enabeld"),
+    ({"stepPodCreators": '"system:serviceaccount:x:y"'}, "stepPodCreators"),
+    ({"stepTypes.requireDigests": "true"}, "requireDigests"),
+    ({"networkPolicy.apiServr.cidrs": '["10.0.0.1/32"]'}, "apiServr"),
+    ({"ingress.replcas": "3"}, "replcas"),
+    ({"ingress.service.typ": "NodePort"}, "typ"),
+    ({"ingress.serviceAccount.nmae": "webhooks"}, "nmae"),
+    ({"ingress.logFormat": "yaml"}, "logFormat"),
+    ({"ingress.priorityClassName": "High Priority"}, "priorityClassName"),
+    ({"serviceMonitor.intervall": "1m"}, "intervall"),
+    ({"tests.enabeld": "false"}, "enabeld"),
+    ({"tests.resources.request": '{"cpu": "1"}'}, "request"),
+    ({"egress.podCidrs": '["10.244.0.0/16"]'}, "podCidrs"),
+    ({"trustedWorkflowAuthors.usres": '["ci"]'}, "usres"),
+    ({"workflowSecretChecks": '"many"'}, "workflowSecretChecks"),
+]
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES)
 def test_bad_values_fail_naming_the_value(k8s_binaries: BinarySet, values: dict[str, str], named: str) -> None:
     result = template(k8s_binaries, values)
     assert result.returncode != 0, f"{values} rendered:\n{result.stdout[:400]}"
     assert "schema" in result.stderr and named in result.stderr, result.stderr
+
+
+def test_every_top_level_value_has_a_bad_value_case() -> None:
+    top_level = set(yaml.safe_load((CHART / "values.yaml").read_text()))
+    covered = {key.split(".")[0] for values, _ in BAD_VALUES for key in values}
+    assert top_level - covered == set()
 
 
 def test_step_pod_creators_add_to_the_job_controller_in_the_step_objects_policy(k8s_binaries: BinarySet) -> None:
@@ -150,6 +191,8 @@ def test_no_default_credentials(k8s_binaries: BinarySet) -> None:
     assert not [d for d in documents if d["kind"] == "Secret"]
     for container in find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"]:
         for variable in container["env"]:
+            if variable["name"] == "TOWLINE_STEP_IMAGE_PULL_SECRETS":
+                continue  # names of Secrets for the kubelet, never their values
             assert not any(word in variable["name"] for word in ("PASSWORD", "TOKEN", "SECRET", "KEY")), variable
 
 
@@ -160,6 +203,7 @@ def test_every_object_carries_the_release_labels(k8s_binaries: BinarySet) -> Non
         labels = document["metadata"].get("labels") or {}
         assert labels.get("app.kubernetes.io/instance") == "towline", (document["kind"], document["metadata"])
         assert labels.get("app.kubernetes.io/name") == "towline", (document["kind"], document["metadata"])
+        assert labels.get("helm.sh/chart", "").startswith("towline-"), (document["kind"], document["metadata"])
 
 
 def _operator_pod(documents: list[dict[str, Any]]) -> dict[str, Any]:
@@ -281,3 +325,125 @@ def test_ingress_runs_as_the_service_account_the_values_name(k8s_binaries: Binar
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     assert resources == {"workflows", "workflowruns"}
     assert find(documents, "Service", "towline-ingress")["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def _pod_specs(documents: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The pod specs of the release's own pods: the operator, the ingress and the `helm test` pod."""
+    return {"operator": _operator_pod(documents)["spec"],
+            "ingress": find(documents, "Deployment", "towline-ingress")["spec"]["template"]["spec"],
+            "tests": find(documents, "Pod", "towline-test-operator")["spec"]}
+
+
+def _env(pod: dict[str, Any]) -> dict[str, Any]:
+    return {v["name"]: v.get("value") for v in pod["containers"][0]["env"]}
+
+
+def test_image_pull_secrets_reach_every_pod_and_the_step_pods(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"imagePullSecrets": '[{"name": "regcred"}]'})
+    for component, pod in _pod_specs(documents).items():
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}], component
+    assert _env(_pod_specs(documents)["operator"])["TOWLINE_STEP_IMAGE_PULL_SECRETS"] == "regcred"
+    assert not [pod for pod in _pod_specs(render(k8s_binaries)).values() if "imagePullSecrets" in pod]
+
+
+def test_step_pods_pull_secrets_replace_the_top_level_ones_for_steps_only(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"imagePullSecrets": '[{"name": "regcred"}]',
+                                      "stepPods.imagePullSecrets": '[{"name": "steps-a"}, {"name": "steps-b"}]'})
+    pods = _pod_specs(documents)
+    assert _env(pods["operator"])["TOWLINE_STEP_IMAGE_PULL_SECRETS"] == "steps-a,steps-b"
+    assert pods["operator"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_step_pod_values_reach_the_operator_which_reads_them(k8s_binaries: BinarySet) -> None:
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "steps", "effect": "NoSchedule"}
+    documents = render(k8s_binaries, {"stepPods.imagePullSecrets": '[{"name": "steps-creds"}]',
+                                      "stepPods.nodeSelector": '{"towline.dev/steps": "true"}',
+                                      "stepPods.tolerations": json.dumps([toleration])})
+    env = _env(_pod_specs(documents)["operator"])
+    # The operator's own reader of its environment: what the chart writes is what it accepts.
+    settings = OperatorConfig.from_environment({**env, "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+                                                "KUBERNETES_SERVICE_PORT": "443"}).pod_settings
+    assert settings.image_pull_secrets == ("steps-creds",)
+    assert dict(settings.node_selector) == {"towline.dev/steps": "true"}
+    assert settings.tolerations == (toleration,)
+    defaults = _env(_pod_specs(render(k8s_binaries))["operator"])
+    assert (defaults["TOWLINE_STEP_NODE_SELECTOR"], defaults["TOWLINE_STEP_TOLERATIONS"]) == ("{}", "[]")
+
+
+@pytest.mark.parametrize("component", ["operator", "ingress", "tests"])
+def test_scheduling_values_reach_the_pod(k8s_binaries: BinarySet, component: str) -> None:
+    toleration = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}
+    spread = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+              "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "towline"}}}
+    resources = {"requests": {"cpu": "20m", "memory": "40Mi"}, "limits": {"memory": "80Mi"}}
+    documents = render(k8s_binaries, {
+        f"{component}.nodeSelector": '{"pool": "ops"}',
+        f"{component}.tolerations": json.dumps([toleration]),
+        f"{component}.affinity": json.dumps(affinity),
+        f"{component}.topologySpreadConstraints": json.dumps([spread]),
+        f"{component}.priorityClassName": "towline-critical",
+        f"{component}.podAnnotations": '{"team": "platform"}',
+        f"{component}.resources": json.dumps(resources),
+    })
+    pod = _pod_specs(documents)[component]
+    assert pod["nodeSelector"] == {"pool": "ops"}
+    assert pod["tolerations"] == [toleration]
+    assert pod["affinity"] == affinity
+    assert pod["topologySpreadConstraints"] == [spread]
+    assert pod["priorityClassName"] == "towline-critical"
+    assert pod["containers"][0]["resources"] == resources
+    metadata = {"operator": _operator_pod(documents)["metadata"],
+                "ingress": find(documents, "Deployment", "towline-ingress")["spec"]["template"]["metadata"],
+                "tests": find(documents, "Pod", "towline-test-operator")["metadata"]}[component]
+    assert metadata["annotations"]["team"] == "platform"
+    others = [name for name in ("operator", "ingress", "tests") if name != component]
+    for name, other in _pod_specs(documents).items():
+        if name in others:
+            assert not {"nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"} & set(other)
+
+
+def test_the_operators_own_affinity_spreads_replicas_unless_replaced(k8s_binaries: BinarySet) -> None:
+    default = _operator_pod(render(k8s_binaries))["spec"]["affinity"]
+    assert list(default) == ["podAntiAffinity"]
+    replaced = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}}]}}
+    assert _operator_pod(render(k8s_binaries, {"operator.affinity": json.dumps(replaced)}))["spec"]["affinity"] == \
+        replaced
+
+
+def test_the_helm_test_hook_annotations_cannot_be_overridden(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"tests.podAnnotations": '{"helm.sh/hook": "post-install", "team": "a"}'})
+    annotations = find(documents, "Pod", "towline-test-operator")["metadata"]["annotations"]
+    assert (annotations["helm.sh/hook"], annotations["team"]) == ("test", "a")
+
+
+@pytest.mark.parametrize("component", ["operator", "ingress"])
+def test_log_format_and_extra_env_reach_the_container(k8s_binaries: BinarySet, component: str) -> None:
+    assert _env(_pod_specs(render(k8s_binaries))[component])["TOWLINE_LOG_FORMAT"] == "text"
+    documents = render(k8s_binaries, {f"{component}.logFormat": "json",
+                                      f"{component}.extraEnv": '[{"name": "HTTPS_PROXY", "value": "http://p:3128"}]'})
+    env = _pod_specs(documents)[component]["containers"][0]["env"]
+    assert {"name": "TOWLINE_LOG_FORMAT", "value": "json"} in env
+    # After the chart's own variables: one of the same name overrides the chart's.
+    assert env[-1] == {"name": "HTTPS_PROXY", "value": "http://p:3128"}
+
+
+def test_services_monitors_and_deployments_carry_the_usual_labels(k8s_binaries: BinarySet) -> None:
+    documents = render(k8s_binaries, {"serviceMonitor.enabled": "true"},
+                       "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    expected = {"app.kubernetes.io/name": "towline", "app.kubernetes.io/instance": "towline",
+                "app.kubernetes.io/version": chart["appVersion"], "app.kubernetes.io/managed-by": "Helm",
+                "helm.sh/chart": f"towline-{chart['version']}"}
+    checked = [d for d in documents if d["kind"] in {"Service", "ServiceMonitor", "Deployment"}]
+    assert len(checked) == 7, [(d["kind"], d["metadata"]["name"]) for d in checked]
+    for document in checked:
+        labels = document["metadata"]["labels"]
+        assert expected.items() <= labels.items(), (document["kind"], document["metadata"]["name"], labels)
+    for document in (d for d in checked if d["kind"] == "Deployment"):
+        component = document["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"]
+        assert document["metadata"]["labels"]["app.kubernetes.io/component"] == component
+        pod_labels = document["spec"]["template"]["metadata"]["labels"]
+        assert pod_labels["app.kubernetes.io/instance"] == "towline", document["metadata"]["name"]

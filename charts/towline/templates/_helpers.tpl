@@ -3,6 +3,7 @@ app.kubernetes.io/name: towline
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "towline.operatorUser" -}}
@@ -78,7 +79,43 @@ A digest of everything the operator's pods are configured from; in the pod
 template, so that any change of it rolls the Deployment.
 */}}
 {{- define "towline.operatorConfigChecksum" -}}
-{{- list .Values.image .Values.runner .Values.operator .Values.watchNamespaces .Values.serviceAccount .Values.stepTypes | toJson | sha256sum -}}
+{{- list .Values.image .Values.runner .Values.operator .Values.watchNamespaces .Values.serviceAccount .Values.stepTypes (include "towline.stepImagePullSecrets" .) .Values.stepPods | toJson | sha256sum -}}
+{{- end }}
+
+{{/*
+Where one of the release's pods may run, from its component's values (operator, ingress or
+tests): nodeSelector, tolerations, affinity, topologySpreadConstraints and priorityClassName,
+each only when set. Pod spec fields, to be indented to the pod spec.
+*/}}
+{{- define "towline.podPlacement" -}}
+{{- with .nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pull secrets of step pods, comma separated (the operator's TOWLINE_STEP_IMAGE_PULL_SECRETS):
+stepPods.imagePullSecrets, else the top-level imagePullSecrets. `default dict`: a release upgraded
+with --reuse-values from a chart without stepPods renders too.
+*/}}
+{{- define "towline.stepImagePullSecrets" -}}
+{{- $names := list }}
+{{- range (.Values.stepPods | default dict).imagePullSecrets | default .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- join "," $names }}
 {{- end }}
 
 {{/* Egress rules of Towline's own pods: the API server and cluster DNS only. */}}

@@ -74,6 +74,11 @@ class StepPodSettings:
     isolation_probe: str | None = None
     """`address:port` the runner must find blocked before its action runs; never opened by any step
     policy (docs/security-egress-isolation.md). None: no check (unsafe)."""
+    image_pull_secrets: tuple[str, ...] = ()
+    """Pull secrets (names, in the step's namespace) for every step pod: they have no ServiceAccount of
+    their own to carry them."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
@@ -196,9 +201,12 @@ def container_security_context() -> JSON:
 def step_job_manifest(
     run: RunRef, *, job_name: str, step_id: str, labels: Mapping[str, str], deadline: int,
     settings: StepPodSettings, containers: list[JSON], volumes: list[JSON], init_containers: Sequence[JSON] = (),
-    run_as_user: int | None = None,
+    run_as_user: int | None = None, image_pull_secrets: Sequence[str] = (),
 ) -> JSON:
-    """The Job around a step's containers: owned by the run, never retried by the Job controller, no token."""
+    """The Job around a step's containers: owned by the run, never retried by the Job controller, no token.
+
+    `image_pull_secrets` (a step type's own) come before the operator-wide ones, each name once.
+    """
     pod_labels = {**labels, LABEL_STEP_POD: "true"}
     user = settings.run_as_user if run_as_user is None else run_as_user
     pod_spec: JSON = {
@@ -218,6 +226,13 @@ def step_job_manifest(
     }
     if init_containers:
         pod_spec["initContainers"] = list(init_containers)
+    pull_secrets = dict.fromkeys([*image_pull_secrets, *settings.image_pull_secrets])
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
+    if settings.node_selector:
+        pod_spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        pod_spec["tolerations"] = [dict(toleration) for toleration in settings.tolerations]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

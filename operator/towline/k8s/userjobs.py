@@ -136,13 +136,11 @@ def build_user_step_job(
         user["command"] = list(spec.command)
     if spec.args is not None:
         user["args"] = list(spec.args)
-    job = step_job_manifest(
+    return step_job_manifest(
         run, job_name=job_name, step_id=step_id, labels=step_labels(run, step_id, attempt), deadline=deadline,
         settings=settings, containers=[user], volumes=volumes, init_containers=[prepare],
+        image_pull_secrets=spec.image_pull_secrets,
     )
-    if spec.image_pull_secrets:
-        job["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
-    return job
 
 
 def _env(values: Mapping[str, str]) -> list[JSON]:

@@ -1,0 +1,142 @@
+"""The chart's values.schema.json describes every value of values.yaml and refuses any other key.
+
+Helm checks values against the schema before it renders anything, so a misspelt key fails
+`helm install` naming it, but only where the schema says `additionalProperties: false`. These tests
+keep it so as values are added: every key of values.yaml has a schema, and every object in the
+schema is closed, except the free-form maps below (labels, annotations, selectors, resource
+quantities, Kubernetes affinity and NetworkPolicy peers, whose keys are the user's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+CHART = Path(__file__).parents[3] / "charts" / "towline"
+
+FREE_FORM = {
+    "operator.podAnnotations", "operator.nodeSelector", "operator.affinity",
+    "operator.resources.requests", "operator.resources.limits",
+    "operator.topologySpreadConstraints[].labelSelector",
+    "ingress.podAnnotations", "ingress.nodeSelector", "ingress.affinity",
+    "ingress.resources.requests", "ingress.resources.limits",
+    "ingress.topologySpreadConstraints[].labelSelector",
+    "tests.podAnnotations", "tests.nodeSelector", "tests.affinity",
+    "tests.resources.requests", "tests.resources.limits",
+    "tests.topologySpreadConstraints[].labelSelector",
+    "stepPods.nodeSelector",
+    "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
+    "serviceMonitor.labels",
+}
+"""Maps whose keys the user chooses: the schema may constrain their values, not their keys."""
+
+
+def values() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+    return loaded
+
+
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
+    return loaded
+
+
+def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """A schema node with its `$ref` (local, #/definitions/...) followed; its own keywords win."""
+    while "$ref" in node:
+        target: Any = root
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
+    return node
+
+
+def object_schemas(node: dict[str, Any], root: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every (dotted path, schema) under `node` that describes an object; `[]` marks a list's items."""
+    node = resolve(node, root)
+    for branch in node.get("oneOf", []) + node.get("anyOf", []):
+        yield from object_schemas(branch, root, path)
+    if node.get("type") == "object" or "properties" in node:
+        yield path, node
+    for key, child in node.get("properties", {}).items():
+        yield from object_schemas(child, root, f"{path}.{key}" if path else key)
+    if isinstance(node.get("items"), dict):
+        yield from object_schemas(node["items"], root, f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from object_schemas(node["additionalProperties"], root, f"{path}.*")
+
+
+def value_paths(value: Any, path: str = "") -> Iterator[str]:
+    """The dotted path of every key in values.yaml (list items as `[]`)."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            child_path = f"{path}.{key}" if path else key
+            yield child_path
+            yield from value_paths(child, child_path)
+    elif isinstance(value, list):
+        for item in value:
+            yield from value_paths(item, f"{path}[]")
+
+
+def schema_at(path: str, root: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema of the value at `path`, or None if the schema does not name it (free-form maps name any key)."""
+    node = resolve(root, root)
+    for part in path.replace("[]", ".[]").split("."):
+        if part == "[]":
+            node = resolve(node["items"], root)
+        elif part in node.get("properties", {}):
+            node = resolve(node["properties"][part], root)
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = resolve(node["additionalProperties"], root)
+        elif node.get("type") == "object" and "additionalProperties" not in node and "properties" not in node:
+            return {}  # a free-form map: any key, any value
+        else:
+            return None
+    return node
+
+
+def test_every_value_of_values_yaml_is_in_the_schema() -> None:
+    root = schema()
+    missing = [path for path in value_paths(values()) if schema_at(path, root) is None]
+    assert missing == [], f"values.yaml keys values.schema.json does not describe: {missing}"
+
+
+def test_every_object_in_the_schema_refuses_unknown_keys() -> None:
+    open_objects = [path for path, node in object_schemas(schema(), schema(), "")
+                    if path not in FREE_FORM and node.get("additionalProperties") is not False]
+    assert open_objects == [], f"objects without additionalProperties: false (or add them to FREE_FORM): {open_objects}"
+
+
+def test_the_free_form_list_names_only_objects_the_schema_has() -> None:
+    # A stale entry would silently allow-list a path somebody adds later.
+    found = {path for path, _ in object_schemas(schema(), schema(), "")}
+    assert FREE_FORM - found == set()
+
+
+def test_the_defaults_satisfy_the_schema() -> None:
+    jsonschema.Draft7Validator(schema()).validate(values())
+
+
+def test_values_yaml_has_each_top_level_key_once() -> None:
+    # PyYAML keeps the last of two equal keys silently; so does helm: the first one's values would be lost.
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def no_duplicates(loader: Strict, node: yaml.MappingNode) -> dict[Any, Any]:
+        keys = Counter(loader.construct_object(key) for key, _ in node.value)
+        twice = sorted(key for key, count in keys.items() if count > 1)
+        assert twice == [], f"keys given twice in the mapping at line {node.start_mark.line + 1}: {twice}"
+        return loader.construct_mapping(node)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, no_duplicates)
+    assert yaml.load((CHART / "values.yaml").read_text(), Loader=Strict)
+
+
+def test_every_top_level_value_is_listed_in_the_schema_and_nothing_more() -> None:
+    assert set(schema()["properties"]) == set(values())
