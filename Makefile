@@ -3,7 +3,7 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors stepkit devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench chaos images clean
+.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
@@ -13,6 +13,7 @@ help:
 	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
+	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
@@ -58,6 +59,10 @@ chaos: binaries
 
 images: install
 	$(PYTHON) -m towline_dev.images
+
+# Refuses a VERSION that is not x.y.z[-prerelease] or has no `## [VERSION]` section in CHANGELOG.md.
+release: install
+	$(PYTHON) -m towline_dev.packaging "$(VERSION)"
 
 dev: install
 	$(PYTHON) -m towline_dev
