@@ -10,6 +10,8 @@ Contract (read from the environment):
   TOWLINE_NAMESPACE         the run's namespace, named in that failure's fix
   TOWLINE_IDEMPOTENCY_KEY   sent to providers on mutating calls
   TOWLINE_DEADLINE_SECONDS  time budget; the action gets it minus a safety margin
+  TOWLINE_DEADLINE_AT       optional RFC 3339 time the budget ends at the latest (the Job's creation plus
+                            the budget): a pod that took long to start has that much less
   TOWLINE_NETWORK           optional JSON {"allowHosts": [...], "allowPrivateCidrs": [...]}
   TOWLINE_RESULT_PATH       where the result goes (default /dev/termination-log)
   TOWLINE_ISOLATION_PROBE   optional `address:port` the pod's NetworkPolicies must block;
@@ -73,7 +75,7 @@ from towline_connectors.result import (
 from towline_connectors.runtime import Deadline
 from towline_connectors.spec import ActionResult, ActionSpec
 from towline_connectors.transport import Connector
-from towline_connectors.wire import NAMESPACE_ENV
+from towline_connectors.wire import DEADLINE_AT_ENV, NAMESPACE_ENV, parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES
 
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
@@ -131,7 +133,7 @@ def _usage_error(message: str) -> ActionError:
     return ActionError(ErrorClass.VALIDATION, message)
 
 
-def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -> StepConfig:
+def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec], now: float | None = None) -> StepConfig:
     """The step's settings from the environment; a bad one is a validation error naming it."""
     name = environ.get("TOWLINE_ACTION", "").strip()
     if not name:
@@ -152,6 +154,8 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -
         deadline = -1.0
     if not deadline > 0:
         raise _usage_error(f"TOWLINE_DEADLINE_SECONDS must be a positive number of seconds, not {raw_deadline!r}")
+    deadline = _within_deadline_at(environ.get(DEADLINE_AT_ENV, "").strip(), deadline, time.time() if now is None
+                                   else now)
     try:
         network = NetworkRules.from_json(environ.get("TOWLINE_NETWORK"))
     except ValueError as exc:
@@ -162,6 +166,17 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec]) -
     secrets = credential_secrets(environ)
     return StepConfig(spec, inputs, key, deadline, network, probe, secrets, environ.get(NAMESPACE_ENV, "").strip(),
                       credential_keys(environ))
+
+
+def _within_deadline_at(text: str, deadline: float, now: float) -> float:
+    """The budget, shortened to end by TOWLINE_DEADLINE_AT when that comes first (never below 0.1 s)."""
+    if not text:
+        return deadline
+    try:
+        ends = parse_rfc3339(text).timestamp()
+    except ValueError:
+        raise _usage_error(f"{DEADLINE_AT_ENV} must be an RFC 3339 time, not {text!r}") from None
+    return max(0.1, min(deadline, ends - now))
 
 
 def check_isolation(config: StepConfig, logger: logging.Logger, seams: RunnerSeams) -> StepConfig | StepResult:
@@ -305,7 +320,7 @@ def run_step(
     shrink_hint = "return less data from this step"
     with logging_to(stream, _LOGGER_NAME) as logger:
         try:
-            config = read_config(environ, seams.actions)
+            config = read_config(environ, seams.actions, seams.clock())
         except ActionError as exc:
             result = StepResult.failure(exc)
         else:

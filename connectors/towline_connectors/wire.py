@@ -31,6 +31,9 @@ PREPARE_FLAG = "--prepare"
 """The runner's argument in a user step type's init container: prepare the pod, run no action."""
 NAMESPACE_ENV = "TOWLINE_NAMESPACE"
 """Step pod env: the run's namespace, named in the missing-Secret failure's fix."""
+DEADLINE_AT_ENV = "TOWLINE_DEADLINE_AT"
+"""Step pod env: RFC 3339 time by which the runner must have written its result (the Job's creation plus its
+TOWLINE_DEADLINE_SECONDS), so time the pod spent starting counts against the step as the kubelet counts it."""
 
 
 def parse_address_port(text: str) -> tuple[str, int]:

@@ -172,7 +172,8 @@ def test_code_python_sandbox_holds_against_every_way_out(
                         timeoutSeconds=60),
             python_step("memory", "def main(inputs):\n    hoard = []\n    while True:\n"
                                   "        hoard.append(bytearray(8 << 20))\n", with_={"memory": "96Mi"}),
-            # The runner's clock starts when it does: 60 s leaves room for ten pods starting at once.
+            # The runner's budget ends by the Job's creation plus the timeout (TOWLINE_DEADLINE_AT), however
+            # long ten pods starting at once take, so the code is stopped and reported before the kubelet acts.
             python_step("endless", "def main(inputs):\n    while True:\n        pass\n", timeoutSeconds=60),
             python_step("write_root", "def main(inputs):\n    open('/escape', 'w').write('x')\n"),
             python_step("token", "def main(inputs):\n"

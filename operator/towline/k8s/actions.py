@@ -207,6 +207,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         settings=context.pod_settings,
+        created_at=datetime.now(UTC),
     )
     existing, created = await context.api.create(JOBS.path(run.namespace), job)
     if not created and controller_uid(existing) != run.uid:

@@ -15,13 +15,21 @@ import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds, connector_catalog
-from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, parse_address_port
+from towline_connectors.wire import (
+    CREDENTIAL_KEYS_ENV,
+    CREDENTIAL_SECRETS_ENV,
+    DEADLINE_AT_ENV,
+    NAMESPACE_ENV,
+    parse_address_port,
+    rfc3339,
+)
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_RUN = "towline.dev/run"
@@ -107,8 +115,14 @@ def build_step_job(
     allow_hosts: Sequence[str] = (),
     allow_private_networks: Sequence[str] = (),
     settings: StepPodSettings,
+    created_at: datetime | None = None,
 ) -> JSON:
-    """One Job per step attempt; `backoffLimit: 0` because the engine owns retries."""
+    """One Job per step attempt; `backoffLimit: 0` because the engine owns retries.
+
+    `created_at` (when the operator creates the Job) also gives the runner an absolute deadline: the
+    kubelet counts `activeDeadlineSeconds` from the Job's start, while the runner's own clock starts
+    only once its interpreter is up, which on a busy node can be many seconds later.
+    """
     deadline = timeout_seconds or settings.default_timeout_seconds
     labels = step_labels(run, step_id, attempt)
     keys = credential_keys(action, inputs, credentials)
@@ -130,6 +144,8 @@ def build_step_job(
         NAMESPACE_ENV: run.namespace,
         **settings.extra_env,
     }
+    if created_at is not None:
+        env[DEADLINE_AT_ENV] = rfc3339(created_at + timedelta(seconds=max(1, deadline - 5)))
     if settings.isolation_probe:
         env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
     secret_volumes, secret_mounts = credential_volumes(credentials, keys)

@@ -137,7 +137,7 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "a-whole-config-map": (lambda j: _pod(j)["volumes"].append({"name": "c", "configMap": {
         "name": "team-config", "optional": True}}), VOLUMES),
     "a-config-map-key-as-another-file": (lambda j: _pod(j)["volumes"].append({"name": "c", "configMap": {
-        "name": "team-config", "optional": True, "items": [{"key": "settings", "path": "../settings"}]}}), VOLUMES),
+        "name": "team-config", "optional": True, "items": [{"key": "settings", "path": "settings"}]}}), VOLUMES),
     "host-network": (lambda j: _pod(j).update(hostNetwork=True), HOST),
     "host-pid": (lambda j: _pod(j).update(hostPID=True), HOST),
     "pinned-to-a-node": (lambda j: _pod(j).update(nodeName="control-plane-1"), HOST),

@@ -30,6 +30,7 @@ from towline_connectors.runner import (
     RESULT_LIMIT_BYTES,
     RunnerSeams,
     StepResult,
+    read_config,
     render_result,
     run_step,
 )
@@ -356,3 +357,16 @@ def test_sigterm_from_the_kubelet_still_produces_a_result(tmp_path: Path) -> Non
     document = json.loads((tmp_path / "termination-log").read_text())
     assert document["errorClass"] == "timeout"
     assert "terminated" in document["message"]
+
+
+def test_time_the_pod_spent_starting_comes_off_the_budget_by_the_absolute_deadline() -> None:
+    """The kubelet counts the Job's deadline from its start; the runner's clock starts later on a busy node."""
+    environ = {"TOWLINE_ACTION": "data.transform", "TOWLINE_INPUT": '{"fields": {"a": "1"}}',
+               "TOWLINE_DEADLINE_SECONDS": "55", "TOWLINE_DEADLINE_AT": "2026-12-02T10:00:55Z"}
+    at_ten = 1_796_205_600.0  # 2026-12-02T10:00:00Z
+    assert read_config(environ, ACTIONS, now=at_ten).deadline_seconds == 55
+    assert read_config(environ, ACTIONS, now=at_ten + 20).deadline_seconds == 35
+    assert read_config(environ, ACTIONS, now=at_ten + 90).deadline_seconds == 0.1
+    assert read_config({**environ, "TOWLINE_DEADLINE_AT": ""}, ACTIONS, now=at_ten + 90).deadline_seconds == 55
+    with pytest.raises(ActionError, match="TOWLINE_DEADLINE_AT must be an RFC 3339 time"):
+        read_config({**environ, "TOWLINE_DEADLINE_AT": "soon"}, ACTIONS, now=at_ten)

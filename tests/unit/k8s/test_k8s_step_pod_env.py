@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
@@ -36,3 +37,13 @@ def test_the_step_container_env_is_only_the_runners_settings() -> None:
     assert all(name.startswith("TOWLINE_") for name in names), names
     assert "TOWLINE_LOG_LEVEL" in names
     assert not any("valueFrom" in item for item in container["env"]), "no env var reads a Secret or a field"
+
+
+def test_the_runner_gets_an_absolute_deadline_from_the_jobs_creation() -> None:
+    job = build_step_job(
+        RUN, job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
+        inputs={"url": "https://example.com"}, credentials={}, idempotency_key="k", timeout_seconds=60,
+        settings=StepPodSettings(), created_at=datetime(2026, 12, 2, 10, 0, tzinfo=UTC),
+    )
+    env = {item["name"]: item["value"] for item in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["TOWLINE_DEADLINE_SECONDS"], env["TOWLINE_DEADLINE_AT"]) == ("55", "2026-12-02T10:00:55Z")
