@@ -14,6 +14,11 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.serviceAccount.name }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/* The image step Jobs run: runner.image, else the lean runner image published beside the operator's. */}}
+{{- define "towline.runnerImage" -}}
+{{ .Values.runner.image | default (printf "%s-runner:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- end }}
+
 {{/* Labels that select the operator's pods (Deployment, Service, PDB, NetworkPolicy). */}}
 {{- define "towline.operatorSelector" -}}
 app.kubernetes.io/name: towline
