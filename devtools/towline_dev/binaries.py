@@ -88,8 +88,19 @@ def _cache_dir_for(component: str) -> Path:
     return cached_addons_dir() if component in NODE_ADDONS else cached_bin_dir()
 
 
+HELM_RECIPE = "kube-version-1.35"
+"""How helm is built, stamped beside it (`helm.recipe`): a cached helm built another way is built again.
+
+Helm's own release build sets the Kubernetes version it assumes offline (`helm template`, `helm lint`) from
+its client-go; a plain `go install` leaves v1.20, which the chart's `kubeVersion: >=1.30` refuses."""
+
+
 def _missing_from_cache() -> list[str]:
-    return [c for c in COMPONENTS if not (_cache_dir_for(c) / c).is_file()]
+    missing = [c for c in COMPONENTS if not (_cache_dir_for(c) / c).is_file()]
+    stamp = _cache_dir_for("helm") / "helm.recipe"
+    if "helm" not in missing and (not stamp.is_file() or stamp.read_text().strip() != HELM_RECIPE):
+        missing.append("helm")
+    return missing
 
 
 def _stderr_progress(message: str) -> None:
@@ -213,6 +224,8 @@ def build_binaries(*, progress: Progress = _stderr_progress) -> Path:
                 destination = _cache_dir_for(built.name)
                 destination.mkdir(parents=True, exist_ok=True)
                 built.replace(destination / built.name)
+            if "helm" in missing:
+                (_cache_dir_for("helm") / "helm.recipe").write_text(HELM_RECIPE + "\n")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         progress(f"Built {', '.join(missing)} in {time.monotonic() - started:.0f} s")
@@ -332,7 +345,10 @@ def _build_etcd(go: str, work: Path, out: Path, progress: Progress, label: str) 
 
 
 def _build_helm(go: str, out: Path, progress: Progress, label: str) -> None:
-    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    # As helm's Makefile: the Kubernetes version of its client-go (v0.35 -> 1.35) for offline rendering and lint.
+    kube = [f"-X helm.sh/helm/v3/pkg/{package}.k8sVersion{part}={value}"
+            for package in ("chartutil", "lint/rules") for part, value in (("Major", "1"), ("Minor", "35"))]
+    ldflags = " ".join([f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}", *kube])
     # `go install module@version` builds outside any module, so no -mod flag.
     _run_go(
         [go, "install", "-v", "-trimpath", "-ldflags", ldflags, f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],

@@ -29,6 +29,13 @@ def test_chart_lints_cleanly(k8s_binaries: BinarySet) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_helm_template_renders_without_naming_a_kubernetes_version(k8s_binaries: BinarySet) -> None:
+    """Offline, helm assumes the Kubernetes version it was built against: the chart's >=1.30 must hold for it."""
+    result = helm(k8s_binaries, "template", "towline", str(CHART))
+    assert result.returncode == 0, result.stderr
+    assert "kind: Deployment" in result.stdout
+
+
 def test_step_jobs_values_reach_the_operator_jobs_policy(k8s_binaries: BinarySet) -> None:
     """What the operator may create is proved by attack (attacks/test_attack_operator_jobs.py); here, that
     the values reach the policy: the runner image plus stepJobs.images, and the excluded namespaces
