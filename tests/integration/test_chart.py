@@ -29,6 +29,23 @@ def test_chart_lints_cleanly(k8s_binaries: BinarySet) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_built_in_roles_get_towline_resources_but_not_step_types_or_approval_decisions(
+    k8s_binaries: BinarySet,
+) -> None:
+    """What `view` and `edit` users may then do is proved through the API server (test_api.py); here, the roles."""
+    documents = render(k8s_binaries)
+    view = find(documents, "ClusterRole", "towline-aggregate-to-view")
+    edit = find(documents, "ClusterRole", "towline-aggregate-to-edit")
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert all(set(rule["verbs"]) == {"get", "list", "watch"} for rule in view["rules"])
+    written = {resource for rule in edit["rules"] for resource in rule["resources"]}
+    assert written == {"workflows", "workflowruns"}, edit["rules"]
+    off = render(k8s_binaries, {"rbac.aggregateToDefaultRoles": "false"})
+    assert not [d for d in off if d["kind"] == "ClusterRole" and "aggregate" in d["metadata"]["name"]]
+    assert find(off, "ClusterRole", "towline-workflow-author")
+
+
 def test_helm_template_renders_without_naming_a_kubernetes_version(k8s_binaries: BinarySet) -> None:
     """Offline, helm assumes the Kubernetes version it was built against: the chart's >=1.30 must hold for it."""
     result = helm(k8s_binaries, "template", "towline", str(CHART))
@@ -136,6 +153,8 @@ BAD_VALUES = [
     ({"operator.topologySpreadConstraints": '[{"maxSkew": 1}]'}, "topologyKey"),
     ({"operator.resources.request": '{"cpu": "1"}'}, "request"),
     ({"serviceAccount.nmae": "towline"}, "nmae"),
+    ({"rbac.aggregateToDefaultRole": "true"}, "aggregateToDefaultRole"),
+    ({"rbac.aggregateToDefaultRoles": "yes"}, "aggregateToDefaultRoles"),
     ({"trustedRunCreators": '"ci-bot"'}, "trustedRunCreators"),
     ({"trustedTriggerRunCreators": '[{"users": "ci-bot"}]'}, "trustedTriggerRunCreators"),
     ({"admissionPolicies.enabeld": "false"}, "enabeld"),
