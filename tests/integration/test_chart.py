@@ -46,6 +46,29 @@ def test_the_built_in_roles_get_towline_resources_but_not_step_types_or_approval
     assert find(off, "ClusterRole", "towline-workflow-author")
 
 
+def test_the_webhook_ingress_is_exposed_by_an_ingress_or_an_http_route_on_hooks_only(k8s_binaries: BinarySet) -> None:
+    assert not [d for d in render(k8s_binaries) if d["kind"] in ("Ingress", "HTTPRoute")]
+    ingress = find(render(k8s_binaries, {
+        "ingress.expose.ingress.enabled": "true", "ingress.expose.ingress.host": "hooks.example.com",
+        "ingress.expose.ingress.className": "nginx", "ingress.expose.ingress.tls.secretName": "hooks-tls",
+        "ingress.expose.ingress.annotations": '{"cert-manager.io/cluster-issuer": "letsencrypt"}',
+    }), "Ingress", "towline-ingress")
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [{"hosts": ["hooks.example.com"], "secretName": "hooks-tls"}]
+    (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
+    assert (path["path"], path["pathType"], path["backend"]["service"]) == (
+        "/hooks/", "Prefix", {"name": "towline-ingress", "port": {"name": "http"}})
+    assert ingress["metadata"]["annotations"] == {"cert-manager.io/cluster-issuer": "letsencrypt"}
+    route = find(render(k8s_binaries, {
+        "ingress.expose.httpRoute.enabled": "true", "ingress.expose.httpRoute.hostnames": '["hooks.example.com"]',
+        "ingress.expose.httpRoute.parentRefs": '[{"name": "public", "namespace": "gateways"}]',
+    }), "HTTPRoute", "towline-ingress")
+    assert route["spec"]["parentRefs"] == [{"name": "public", "namespace": "gateways"}]
+    (rule,) = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/hooks/"}}]
+    assert rule["backendRefs"] == [{"name": "towline-ingress", "port": 80}]
+
+
 def test_helm_template_renders_without_naming_a_kubernetes_version(k8s_binaries: BinarySet) -> None:
     """Offline, helm assumes the Kubernetes version it was built against: the chart's >=1.30 must hold for it."""
     result = helm(k8s_binaries, "template", "towline", str(CHART))
@@ -154,6 +177,9 @@ BAD_VALUES = [
     ({"operator.resources.request": '{"cpu": "1"}'}, "request"),
     ({"serviceAccount.nmae": "towline"}, "nmae"),
     ({"rbac.aggregateToDefaultRole": "true"}, "aggregateToDefaultRole"),
+    ({"ingress.expose.ingress.enabled": "true"}, "host"),
+    ({"ingress.expose.ingress.host": "Hooks_Example"}, "host"),
+    ({"ingress.expose.httpRoute.enabled": "true"}, "parentRefs"),
     ({"rbac.aggregateToDefaultRoles": "yes"}, "aggregateToDefaultRoles"),
     ({"trustedRunCreators": '"ci-bot"'}, "trustedRunCreators"),
     ({"trustedTriggerRunCreators": '[{"users": "ci-bot"}]'}, "trustedTriggerRunCreators"),

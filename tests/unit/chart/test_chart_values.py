@@ -26,7 +26,7 @@ FREE_FORM = {
     "operator.topologySpreadConstraints[].labelSelector",
     "ingress.podAnnotations", "ingress.nodeSelector", "ingress.affinity",
     "ingress.resources.requests", "ingress.resources.limits",
-    "ingress.topologySpreadConstraints[].labelSelector",
+    "ingress.topologySpreadConstraints[].labelSelector", "ingress.expose.ingress.annotations",
     "tests.podAnnotations", "tests.nodeSelector", "tests.affinity",
     "tests.resources.requests", "tests.resources.limits",
     "tests.topologySpreadConstraints[].labelSelector",
