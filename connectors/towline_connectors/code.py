@@ -19,6 +19,7 @@ from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import CredentialRef
 from towline_connectors.runtime import run_blocking
+from towline_connectors.spec import PodNeeds
 from towline_connectors.wire import is_template
 from towline_step.protocol import clamp_delay_seconds
 
@@ -78,6 +79,14 @@ def literal_cpu(inputs: Mapping[str, Any], default: str) -> str:
         return _check_cpu(value) if isinstance(value, str) else default
     except ValueError:
         return default
+
+
+def code_pod_needs(
+    inputs: Mapping[str, Any], default_memory: str, runner_share: int, config_map_file: tuple[str, str] | None = None
+) -> PodNeeds:
+    """A code step's pod: the code's memory plus the runner's share, its CPU limit, a user id of its own."""
+    return PodNeeds(memory_limit_bytes=literal_memory(inputs, default_memory) + runner_share,
+                    cpu_limit=literal_cpu(inputs, "1"), config_map_file=config_map_file, own_user=True)
 
 
 def resolve_credentials(value: Any, ctx: ActionContext) -> Any:

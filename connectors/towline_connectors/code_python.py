@@ -21,8 +21,7 @@ from pydantic import AfterValidator, Field, model_validator
 from towline_connectors.code import (
     MAX_PROCESSES,
     CpuLimit,
-    literal_cpu,
-    literal_memory,
+    code_pod_needs,
     memory_between,
     memory_bytes,
     resolve_credentials,
@@ -116,8 +115,7 @@ def python_destinations(inputs: Inputs) -> list[Destination]:
 
 
 def python_pod_needs(inputs: Inputs) -> PodNeeds:
-    return PodNeeds(memory_limit_bytes=literal_memory(inputs, DEFAULT_MEMORY) + RUNNER_SHARE_BYTES,
-                    cpu_limit=literal_cpu(inputs, "1"), own_user=True)
+    return code_pod_needs(inputs, DEFAULT_MEMORY, RUNNER_SHARE_BYTES)
 
 
 async def run_python_code(inputs: PythonCodeInput, ctx: ActionContext) -> ActionResult:

@@ -27,8 +27,7 @@ from pydantic import Field, model_validator
 from towline_connectors.code import (
     MAX_PROCESSES,
     CpuLimit,
-    literal_cpu,
-    literal_memory,
+    code_pod_needs,
     memory_between,
     memory_bytes,
     resolve_credentials,
@@ -123,8 +122,7 @@ def wasm_pod_needs(inputs: Inputs) -> PodNeeds:
     file = None
     if isinstance(source, dict) and isinstance(source.get("name"), str) and isinstance(source.get("key"), str):
         file = (source["name"], source["key"])
-    return PodNeeds(memory_limit_bytes=literal_memory(inputs, DEFAULT_MEMORY) + RUNNER_SHARE_BYTES,
-                    cpu_limit=literal_cpu(inputs, "1"), config_map_file=file, own_user=True)
+    return code_pod_needs(inputs, DEFAULT_MEMORY, RUNNER_SHARE_BYTES, file)
 
 
 def read_config_map_module(source: ConfigMapKey, path: Path) -> bytes:
