@@ -4,8 +4,8 @@ The module comes from a ConfigMap key (mounted into the pod as one file) or
 from a URL pinned by SHA-256, fetched by the runner through the step's
 SSRF-safe client under its `allowHosts`; a digest mismatch refuses it. It is
 checked (towline_connectors.wasmcheck: magic, version, only WASI preview 1
-imports, `_start`) before wasmtime compiles it, in a sandboxed process
-(towline_connectors.codehost): stdin is the inputs as JSON, stdout (at most the
+imports, `_start`) by the sandboxed host process (towline_connectors.codehost)
+before wasmtime compiles it: stdin is the inputs as JSON, stdout (at most the
 result limit) is the output JSON, stderr is the step's log. No directory is
 preopened and no socket exists, the environment is only `env`, and fuel bounds
 the instructions it may run whatever the clock says.
@@ -50,7 +50,6 @@ from towline_connectors.spec import (
     RetryDefaults,
     url_destination,
 )
-from towline_connectors.wasmcheck import module_problems
 from towline_step.protocol import RESULT_LIMIT_BYTES
 
 CONFIG_MAP_MODULE_LIMIT_BYTES = 1_048_576
@@ -170,9 +169,6 @@ def parse_stdout(text: str) -> Any:
 
 async def run_wasm_code(inputs: WasmCodeInput, ctx: ActionContext) -> ActionResult:
     module = await load_module(inputs.module, ctx)
-    problems = module_problems(module)
-    if problems:
-        raise ActionError(ErrorClass.VALIDATION, "module: " + "; ".join(problems))
     request = {"kind": "wasm", "inputs": resolve_credentials(inputs.inputs, ctx), "fuel": inputs.fuel,
                "memoryBytes": memory_bytes(inputs.memory), "outputLimit": RESULT_LIMIT_BYTES, "env": inputs.env}
     limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES)
