@@ -203,11 +203,8 @@ def sha256sums_text(sums: Mapping[str, str]) -> str:
 # The builds: each runs one tool into the staging directory.
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _run(argv: Sequence[str], what: str, *, env: Mapping[str, str] | None = None, timeout: float = 600) -> str:
