@@ -233,9 +233,13 @@ def test_service_account_token_is_issued_and_projected(admin_client: KubeClients
 
 def test_active_deadline_stops_a_long_process(admin_client: KubeClients, namespace: str) -> None:
     # The container's main process ignores SIGTERM (as PID 1 without a handler): the kubelet kills it.
-    job = python_job("slow", "import time; time.sleep(600)", activeDeadlineSeconds=5, terminationGracePeriodSeconds=1)
+    # The pod's deadline counts from the kubelet accepting it, so it is shortened only once the process runs: a
+    # short deadline set up front could pass while a loaded node is still starting the container.
+    job = python_job("slow", "import time; time.sleep(600)", activeDeadlineSeconds=600,
+                     terminationGracePeriodSeconds=1)
     admin_client.batch.create_namespaced_job(namespace, job)
-    eventually("the pod to start", lambda: _running_pod(admin_client, namespace, "slow"))
+    pod_name = eventually("the pod to start", lambda: _running_pod(admin_client, namespace, "slow"))
+    admin_client.core.patch_namespaced_pod(pod_name, namespace, {"spec": {"activeDeadlineSeconds": 1}})
 
     assert job_outcome(admin_client, namespace, "slow") == "Failed"
     pod = eventually("the kubelet to report the killed container", lambda: _terminated_pod(admin_client, namespace,
