@@ -81,23 +81,25 @@ class ApprovalSpec(TowlineModel):
         )
     )
 
-    run_name: ObjectName
-    workflow_name: ObjectName
-    step: Identifier
-    message: str = Field(default="", max_length=4096)
+    run_name: ObjectName = Field(description="The WorkflowRun waiting at the gate.")
+    workflow_name: ObjectName = Field(description="That run's Workflow.")
+    step: Identifier = Field(description="The id of the gate's step.")
+    message: str = Field(default="", max_length=4096, description="What the approver is asked, bindings resolved.")
     preview: dict[str, Any] = Field(
         default_factory=dict, max_length=64,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="What the next step will do, with credential references only.",
     )
-    approvers: Approvers = Field(default_factory=Approvers)
-    four_eyes: bool = False
-    requested_by: str | None = Field(default=None, max_length=253)
+    approvers: Approvers = Field(
+        default_factory=Approvers, description="Who may decide: listed users, or members of listed groups.",
+    )
+    four_eyes: bool = Field(default=False, description="The run's requester may not approve.")
+    requested_by: str | None = Field(default=None, max_length=253, description="Who requested the run.")
     earlier_requesters: list[UserName] = Field(
         default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
         description="On a retry's gate: who requested the runs it repeats (their params); four-eyes refuses them too.",
     )
-    expires_at: datetime
+    expires_at: datetime = Field(description="After this, no decision is taken and the gate's step fails (Expired).")
     decision: Decision | None = Field(default=None, description="Approved or Rejected; final once set.")
     decided_by: str | None = Field(
         default=None, max_length=253, description="Your Kubernetes user name; admission policy checks it."
@@ -106,9 +108,14 @@ class ApprovalSpec(TowlineModel):
 
 
 class ApprovalStatus(TowlineModel):
-    phase: ApprovalPhase = "Pending"
-    decided_at: datetime | None = None
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
+    """What became of the gate. Written only by the operator."""
+
+    phase: ApprovalPhase = Field(default="Pending", description="Pending, Approved, Rejected, Expired or Cancelled.")
+    decided_at: datetime | None = Field(default=None, description="When the operator saw the decision.")
+    conditions: list[Condition] = Field(
+        default_factory=list, json_schema_extra=list_map("type"),
+        description="Reserved for standard conditions; the outcome is in phase and decidedAt.",
+    )
 
 
 class Approval(TowlineModel):
@@ -117,5 +124,5 @@ class Approval(TowlineModel):
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Approval"] = "Approval"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: ApprovalSpec
-    status: ApprovalStatus | None = None
+    spec: ApprovalSpec = Field(description="The gate (set by the operator) and the decision (set by an approver).")
+    status: ApprovalStatus | None = Field(default=None, description="Written by the operator only.")

@@ -70,6 +70,7 @@ def _check_duration(text: str) -> str:
 # Field before AfterValidator: the other order drops `pattern` from the JSON schema (and so the CRD).
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=32), AfterValidator(_check_duration)]
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=63)]
+StepId = Annotated[Identifier, Field(description="The id of a step (snake_case).")]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
 
 REFERENCE_ADVICE = (
@@ -138,12 +139,18 @@ def immutable(field: str, hint: str) -> JsonDict:
     return cel_rule(unchanged(field), f"spec.{field} is immutable; {hint}", field_path=f".{field}")
 
 
-UserName = Annotated[str, Field(min_length=1, max_length=253)]
+UserName = Annotated[
+    str, Field(min_length=1, max_length=253, description="A Kubernetes user name, as admission sees it."),
+]
 """A Kubernetes user name, as admission sees it (request.userInfo.username)."""
 MAX_EARLIER_REQUESTERS = 16
 """A retry of a retry of ... names its first requester and the latest ones, up to this many."""
 
-SecretName = Annotated[str, Field(min_length=1, max_length=253), AfterValidator(_check_secret_name)]
+SecretName = Annotated[
+    str,
+    Field(min_length=1, max_length=253, description="The name of a Secret in this namespace; never its value."),
+    AfterValidator(_check_secret_name),
+]
 """The name of a Secret in the workflow's namespace: a reference, never a value."""
 
 
@@ -153,12 +160,17 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class Condition(TowlineModel):
     """A Kubernetes API convention condition, as kstatus, Flux and Argo CD read it."""
 
-    type: str = Field(max_length=316)
-    status: ConditionStatus
-    reason: str = Field(max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    message: str = Field(default="", max_length=32768)
-    last_transition_time: datetime
-    observed_generation: int | None = Field(default=None, ge=0)
+    type: str = Field(max_length=316, description="The condition's type, e.g. Ready.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        description="Why, as one CamelCase word a program can match, e.g. Valid or InvalidSpec.",
+    )
+    message: str = Field(default="", max_length=32768, description="Why, for a person.")
+    last_transition_time: datetime = Field(description="When the status last changed.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The metadata.generation the condition was computed from.",
+    )
 
 
 class SecretKeyRef(TowlineModel):
@@ -175,12 +187,23 @@ class SecretKeyRef(TowlineModel):
         )
     )
 
-    name: SecretName
-    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)]
+    name: SecretName = Field(description="The name of a Secret in this namespace; never the secret itself.")
+    key: Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)] = Field(
+        description="The key of that Secret's data holding the value.",
+    )
 
 
 class Approvers(TowlineModel):
     """Who may decide an approval: any listed user, or any member of a listed group."""
 
-    users: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=50)
-    groups: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(default_factory=list, max_length=50)
+    users: list[Annotated[str, Field(min_length=1, max_length=253, description="A Kubernetes user name.")]] = Field(
+        default_factory=list, max_length=50,
+        description="Kubernetes user names that may decide, e.g. alice or system:serviceaccount:ns:deployer.",
+    )
+    groups: list[Annotated[str, Field(min_length=1, max_length=253, description="A Kubernetes group name.")]] = (
+        Field(
+            default_factory=list, max_length=50,
+            description="Kubernetes groups whose members may decide, e.g. account-managers. With neither users "
+            "nor groups, the chart's admission policy lets nobody decide.",
+        )
+    )

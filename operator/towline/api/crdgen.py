@@ -22,7 +22,7 @@ from towline.api.approval import Approval
 from towline.api.common import GROUP, VERSION, TowlineModel
 from towline.api.run import WorkflowRun
 from towline.api.steptype import ClusterStepType, StepType
-from towline.api.structural import structural_schema
+from towline.api.structural import SchemaError, structural_schema
 from towline.api.workflow import Workflow
 
 CATEGORY = "towline"
@@ -203,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--out", type=Path, metavar="DIR", help="write the CRDs into DIR")
     mode.add_argument("--check", type=Path, metavar="DIR", help="exit 1 if the CRDs in DIR are stale")
     args = parser.parse_args(argv)
+    try:
+        generated_files()
+    except SchemaError as error:  # a model a CRD cannot carry, or an undescribed field: nothing is written
+        print(f"cannot generate the CRDs: {error}", file=sys.stderr)
+        return 1
     if args.out is not None:
         for path in write_crds(args.out):
             print(f"wrote {path}")

@@ -9,7 +9,7 @@ only the names of the Secrets a step used.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -18,6 +18,7 @@ from towline.api.common import (
     Condition,
     Identifier,
     ObjectName,
+    StepId,
     TowlineModel,
     UserName,
     cel_rule,
@@ -75,16 +76,20 @@ def bounded_nesting_rule(value: str, depth: int, items: int) -> str:
 
 
 class WorkflowRef(TowlineModel):
-    name: ObjectName
+    """The Workflow this run executes."""
+
+    name: ObjectName = Field(description="A Workflow in the run's namespace.")
 
 
 class TriggerInfo(TowlineModel):
     """What started the run; readable from CEL as `trigger`."""
 
-    type: TriggerType = "manual"
-    name: str | None = Field(default=None, max_length=63)
-    scheduled_time: datetime | None = None
-    delivery_id: str | None = Field(default=None, max_length=256)
+    type: TriggerType = Field(default="manual", description="manual, schedule or webhook.")
+    name: str | None = Field(default=None, max_length=63, description="The trigger's name in the Workflow.")
+    scheduled_time: datetime | None = Field(default=None, description="A scheduled run's slot.")
+    delivery_id: str | None = Field(
+        default=None, max_length=256, description="A webhook run's delivery id (redeliveries carry the same).",
+    )
     data: dict[str, Any] = Field(
         default_factory=dict, max_length=256, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The trigger's payload (a webhook's parsed body), readable as trigger.data.",
@@ -101,7 +106,7 @@ class RetryOf(TowlineModel):
     """
 
     run: ObjectName = Field(description="A finished run of the same workflow in this namespace.")
-    reuse: list[Identifier] = Field(
+    reuse: list[StepId] = Field(
         default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Ids of that run's Succeeded steps whose outputs this run reuses instead of running them.",
     )
@@ -125,12 +130,14 @@ class WorkflowRunSpec(TowlineModel):
         )
     )
 
-    workflow_ref: WorkflowRef
+    workflow_ref: WorkflowRef = Field(description="The Workflow to run, in this namespace.")
     params: dict[str, Any] = Field(
         default_factory=dict, max_length=100, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="Values for the workflow's declared params, readable as params.<name>.",
     )
-    trigger: TriggerInfo = Field(default_factory=TriggerInfo)
+    trigger: TriggerInfo = Field(
+        default_factory=TriggerInfo, description="What started the run; a run created by hand is manual.",
+    )
     requested_by: str | None = Field(
         default=None, max_length=253,
         description="Who asked for the run; checked against the request's user by admission policy.",
@@ -145,16 +152,16 @@ class WorkflowRunSpec(TowlineModel):
 class WorkflowSnapshot(TowlineModel):
     """The parts of a Workflow a run executes, copied once when the run starts."""
 
-    generation: int = Field(ge=0)
+    generation: int = Field(ge=0, description="The Workflow's metadata.generation that was copied.")
     uid: str | None = Field(
         default=None, max_length=128,
         description="The Workflow's metadata.uid: a Workflow deleted and created again under its name is another "
         "Workflow, whose generation starts over, so a retry checks both.",
     )
-    steps: list[Step] = Field(max_length=1000)
-    finally_: list[Step] = Field(default_factory=list, alias="finally")
-    compensations: list[Step] = Field(default_factory=list)
-    policy: Policy = Field(default_factory=Policy)
+    steps: list[Step] = Field(max_length=1000, description="The Workflow's spec.steps.")
+    finally_: list[Step] = Field(default_factory=list, alias="finally", description="The Workflow's spec.finally.")
+    compensations: list[Step] = Field(default_factory=list, description="The Workflow's spec.compensations.")
+    policy: Policy = Field(default_factory=Policy, description="The Workflow's spec.policy.")
     step_types: dict[str, ResolvedStepType] = Field(
         default_factory=dict, max_length=100,
         description="The user step types the steps name (`steptype/<name>`, `clustersteptype/<name>`), resolved "
@@ -165,12 +172,12 @@ class WorkflowSnapshot(TowlineModel):
 class AttemptRecord(TowlineModel):
     """One finished attempt of a step, kept compactly for the audit trail."""
 
-    attempt: int = Field(ge=1)
-    job_name: str | None = Field(default=None, max_length=63)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    error_class: ErrorClass | None = None
-    message: str | None = Field(default=None, max_length=1024)
+    attempt: int = Field(ge=1, description="The attempt's number, from 1.")
+    job_name: str | None = Field(default=None, max_length=63, description="The Job that ran it.")
+    started_at: datetime | None = Field(default=None, description="When it started.")
+    finished_at: datetime | None = Field(default=None, description="When it ended.")
+    error_class: ErrorClass | None = Field(default=None, description="How its failure was classified.")
+    message: str | None = Field(default=None, max_length=1024, description="What happened, for a person.")
     image: str | None = Field(
         default=None, max_length=512,
         description="What the step's container ran, as the kubelet reported it: the image by digest.",
@@ -180,31 +187,43 @@ class AttemptRecord(TowlineModel):
 class StepStatus(TowlineModel):
     """Where one step stands; the current attempt inline, finished ones in `history`."""
 
-    id: Identifier
-    phase: StepPhase = "Pending"
+    id: Identifier = Field(description="The step's id.")
+    phase: StepPhase = Field(
+        default="Pending", description="Pending, Running, Succeeded, Failed, Skipped, Retrying or Cancelled.",
+    )
     attempt: int = Field(default=0, ge=0, description="Current attempt number; 0 before the first starts.")
     attempt_group: int = Field(
         default=0, ge=0,
         description="Bumped when a person replays a step; part of the idempotency key.",
     )
-    job_name: str | None = Field(default=None, max_length=63)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    retry_at: datetime | None = None
-    wake_at: datetime | None = None
-    error_class: ErrorClass | None = None
-    message: str | None = Field(default=None, max_length=2048)
-    output: Any = Field(default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
-    usage: dict[str, Any] | None = Field(
-        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    job_name: str | None = Field(default=None, max_length=63, description="The Job of the current attempt.")
+    started_at: datetime | None = Field(default=None, description="When the step started.")
+    finished_at: datetime | None = Field(default=None, description="When the step finished.")
+    retry_at: datetime | None = Field(default=None, description="When a Retrying step's next attempt starts.")
+    wake_at: datetime | None = Field(default=None, description="When a wait step ends.")
+    error_class: ErrorClass | None = Field(default=None, description="How the last failed attempt was classified.")
+    message: str | None = Field(default=None, max_length=2048, description="What happened, for a person.")
+    output: Any = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The step's result, readable by later steps as steps.<id>.output.",
     )
-    idempotency_key: str | None = Field(default=None, max_length=128)
-    credentials_used: list[ObjectName] = Field(
+    usage: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="What a metered API reported using, e.g. ai.chat's tokens.",
+    )
+    idempotency_key: str | None = Field(
+        default=None, max_length=128,
+        description="The key the step's action sends (TOWLINE_IDEMPOTENCY_KEY): the same across retries of one "
+        "attempt group.",
+    )
+    credentials_used: list[Annotated[ObjectName, Field(description="A Secret's name.")]] = Field(
         default_factory=list, description="Names of Secrets mounted for this step; never their values."
     )
-    approval_name: str | None = Field(default=None, max_length=253)
-    decided_by: str | None = Field(default=None, max_length=253)
-    history: list[AttemptRecord] = Field(default_factory=list, max_length=20)
+    approval_name: str | None = Field(default=None, max_length=253, description="An approval step's Approval.")
+    decided_by: str | None = Field(default=None, max_length=253, description="Who decided an approval step.")
+    history: list[AttemptRecord] = Field(
+        default_factory=list, max_length=20, description="The step's finished attempts, oldest first.",
+    )
     reason: str | None = Field(
         default=None, max_length=64,
         description="Why the step is in its phase, e.g. ConditionFalse, NeedFailed, Rejected, Expired, RunTimeout.",
@@ -222,19 +241,36 @@ class StepStatus(TowlineModel):
 
 
 class WorkflowRunStatus(TowlineModel):
-    phase: RunPhase = "Pending"
-    observed_generation: int | None = None
-    workflow_spec: WorkflowSnapshot | None = None
-    params: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    """Where the run stands and what it did. Written only by the operator."""
+
+    phase: RunPhase = Field(
+        default="Pending",
+        description="Pending, Running, Waiting, AwaitingApproval, RetryScheduled, Succeeded, Failed or Cancelled.",
     )
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status describes.",
+    )
+    workflow_spec: WorkflowSnapshot | None = Field(
+        default=None, description="The Workflow's steps and policy, copied when the run started.",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The params the run uses: spec.params with the Workflow's defaults filled in.",
+    )
+    started_at: datetime | None = Field(default=None, description="When the run started.")
+    finished_at: datetime | None = Field(default=None, description="When the run finished.")
     wake_at: datetime | None = Field(default=None, description="When the operator must look again.")
-    current_step: str | None = Field(default=None, max_length=256)
-    message: str | None = Field(default=None, max_length=2048)
-    steps: list[StepStatus] = Field(default_factory=list, json_schema_extra=list_map("id"))
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
+    current_step: str | None = Field(
+        default=None, max_length=256, description="The ids of the steps the run is at, comma-separated.",
+    )
+    message: str | None = Field(default=None, max_length=2048, description="The run's state, for a person.")
+    steps: list[StepStatus] = Field(
+        default_factory=list, json_schema_extra=list_map("id"), description="Each step's state and history.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, json_schema_extra=list_map("type"),
+        description="Succeeded (Unknown while running), and Suspended and CredentialsNeedRepair when they apply.",
+    )
     resume_token: str | None = Field(
         default=None, max_length=253,
         description="The last towline.dev/resume annotation value the run consumed.",
@@ -253,6 +289,6 @@ class WorkflowRun(TowlineModel):
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["WorkflowRun"] = "WorkflowRun"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: WorkflowRunSpec
-    status: WorkflowRunStatus | None = None
+    spec: WorkflowRunSpec = Field(description="What to run; immutable except cancel and suspend.")
+    status: WorkflowRunStatus | None = Field(default=None, description="Written by the operator only.")
 

@@ -47,7 +47,7 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 SlotName = Annotated[str, Field(pattern=SLOT_PATTERN, max_length=63)]
-SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253)]
+SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253, description="A key of a Secret's data.")]
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 JsonSchema = Annotated[
     dict[str, Any],
@@ -60,7 +60,7 @@ class CredentialSlot(TowlineModel):
 
     name: SlotName = Field(description="The slot, e.g. api; mounted at /var/run/towline/credentials/<slot>/<key>.")
     keys: list[SecretKey] = Field(min_length=1, max_length=16, description="The Secret keys read, e.g. [token].")
-    description: str = Field(default="", max_length=1024)
+    description: str = Field(default="", max_length=1024, description="What the credential is for, for people.")
     optional: bool = Field(default=False, description="A step may leave this slot unbound.")
 
 
@@ -71,15 +71,17 @@ class StepEgress(TowlineModel):
 
 
 class ResourceAmounts(TowlineModel):
-    cpu: Quantity | None = None
-    memory: Quantity | None = None
+    """CPU and memory, as Kubernetes quantities."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU, e.g. 100m or 0.5.")
+    memory: Quantity | None = Field(default=None, description="Memory, e.g. 128Mi or 1Gi.")
 
 
 class StepResources(TowlineModel):
     """The container's requests and limits; unset ones take the built-in steps' defaults."""
 
-    requests: ResourceAmounts = Field(default_factory=ResourceAmounts)
-    limits: ResourceAmounts = Field(default_factory=ResourceAmounts)
+    requests: ResourceAmounts = Field(default_factory=ResourceAmounts, description="What the container is given.")
+    limits: ResourceAmounts = Field(default_factory=ResourceAmounts, description="The most the container may use.")
 
 
 class StepTypeSpec(TowlineModel):
@@ -91,30 +93,39 @@ class StepTypeSpec(TowlineModel):
         description="The image, e.g. registry.example.com/team/deploy@sha256:...; the chart's image policy "
         "decides which registries are allowed and whether a digest is required.",
     )
-    image_pull_secrets: list[Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]] = Field(
+    image_pull_secrets: list[Annotated[str, Field(
+        pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="A Secret's name.",
+    )]] = Field(
         default_factory=list, max_length=8,
         description="Names of Secrets of type kubernetes.io/dockerconfigjson the kubelet pulls the image with: "
         "in the step's namespace (for a ClusterStepType, each namespace that uses it needs them).",
     )
-    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+    command: list[Annotated[str, Field(max_length=4096, description="One argument.")]] | None = Field(
         default=None, max_length=64, description="Overrides the image's entrypoint."
     )
-    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+    args: list[Annotated[str, Field(max_length=4096, description="One argument.")]] | None = Field(
         default=None, max_length=64, description="Overrides the image's default arguments."
     )
     inputs: JsonSchema = Field(
         default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA),
-        description="A JSON Schema (draft 2020-12) for the step's `with`; checked before anything runs.",
+        description="A JSON Schema (draft 2020-12) for the step's `with`; checked before anything runs. "
+        "Defaults to {type: object}.",
     )
     outputs: JsonSchema = Field(
         default_factory=lambda: dict(EMPTY_OBJECT_SCHEMA),
-        description="A JSON Schema (draft 2020-12) the result's `output` must match.",
+        description="A JSON Schema (draft 2020-12) the result's `output` must match. Defaults to {type: object}.",
     )
     credentials: list[CredentialSlot] = Field(
-        default_factory=list, max_length=16, json_schema_extra=list_map("name")
+        default_factory=list, max_length=16, json_schema_extra=list_map("name"),
+        description="Credential slots a step binds to Secrets in its credentials map; the pod mounts only their "
+        "declared keys.",
     )
-    egress: StepEgress = Field(default_factory=StepEgress)
-    resources: StepResources = Field(default_factory=StepResources)
+    egress: StepEgress = Field(
+        default_factory=StepEgress, description="TCP ports the container may connect to, to the step's allowHosts.",
+    )
+    resources: StepResources = Field(
+        default_factory=StepResources, description="The container's requests and limits.",
+    )
     timeout_seconds: int | None = Field(
         default=None, ge=1, le=86400, description="Per attempt; a step's own timeoutSeconds wins."
     )
@@ -132,8 +143,16 @@ StepTypeKind = Literal["StepType", "ClusterStepType"]
 
 
 class StepTypeStatus(TowlineModel):
-    observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
+    """Whether the type is usable. Written only by the operator."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status describes.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, json_schema_extra=list_map("type"),
+        description="Ready: True (reason Usable) when the spec parses, both schemas are valid and the image is "
+        "allowed; False (reason Unusable) with every reason otherwise.",
+    )
 
 
 class StepType(TowlineModel):
@@ -142,8 +161,8 @@ class StepType(TowlineModel):
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["StepType"] = "StepType"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: StepTypeSpec
-    status: StepTypeStatus | None = None
+    spec: StepTypeSpec = Field(description="The image, its inputs and outputs, credentials, egress and retry.")
+    status: StepTypeStatus | None = Field(default=None, description="Written by the operator only.")
 
 
 class ClusterStepType(TowlineModel):
@@ -152,18 +171,18 @@ class ClusterStepType(TowlineModel):
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["ClusterStepType"] = "ClusterStepType"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: StepTypeSpec
-    status: StepTypeStatus | None = None
+    spec: StepTypeSpec = Field(description="The image, its inputs and outputs, credentials, egress and retry.")
+    status: StepTypeStatus | None = Field(default=None, description="Written by the operator only.")
 
 
 class ResolvedStepType(TowlineModel):
     """A type as a run resolved it when it started: what ran is in the run's history, whatever the type says now."""
 
-    kind: StepTypeKind
-    name: str = Field(max_length=253)
-    uid: str | None = Field(default=None, max_length=128)
-    generation: int | None = Field(default=None, ge=0)
-    spec: StepTypeSpec
+    kind: StepTypeKind = Field(description="StepType or ClusterStepType.")
+    name: str = Field(max_length=253, description="The type's name.")
+    uid: str | None = Field(default=None, max_length=128, description="The type's metadata.uid.")
+    generation: int | None = Field(default=None, ge=0, description="The type's metadata.generation.")
+    spec: StepTypeSpec = Field(description="The type's spec as it was when the run started.")
 
 
 def step_type_reference(action: str) -> tuple[StepTypeKind, str] | None:

@@ -10,6 +10,11 @@ Defaults stay out of the CRD on purpose: the API server would write them into
 stored objects, and a GitOps tool would see fields nobody committed. They go
 into the field's description instead (`kubectl explain` shows it); the operator
 applies them when it parses the object.
+
+Every node needs a description (a field's own, its type's, or its model's
+docstring): a field, an array's items, a map's values, in spec and status
+alike. A node without one is refused, all of them named in one error, so
+`kubectl explain` can never lose a field's explanation to a model change.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
+
+from towline.api.common import API_VERSION
 
 Schema = dict[str, Any]
 
@@ -49,14 +56,28 @@ def structural_schema(model: type[BaseModel]) -> Schema:
     defs = raw.get("$defs", {})
     envelope = {"apiVersion", "kind", "metadata"}
     raw["properties"] = {name: child for name, child in raw["properties"].items() if name not in envelope}
-    schema = _convert(raw, defs, path=model.__name__)
+    undescribed: list[str] = []
+    schema = _convert(raw, defs, path=model.__name__, undescribed=undescribed)
+    if undescribed:
+        raise SchemaError(
+            f"{model.__name__}: {len(undescribed)} field(s) without a description (`kubectl explain` would show "
+            f"nothing): {', '.join(undescribed)}; give each a Field(description=...) saying what it does and how "
+            "it is used"
+        )
     properties = schema["properties"]
-    properties["apiVersion"] = {"description": "towline.dev/v1alpha1", "type": "string"}
-    properties["kind"] = {"description": model.__name__, "type": "string"}
+    properties["apiVersion"] = {"description": f"Always {API_VERSION}.", "type": "string"}
+    properties["kind"] = {"description": f"Always {model.__name__}.", "type": "string"}
     # A resource's name is the value of a label on everything made for it (towline.dev/workflow,
     # towline.dev/run), and a label value holds at most 63 characters: a longer name is refused here,
     # where the user sees why, instead of failing every Job the operator would create.
-    properties["metadata"] = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}
+    properties["metadata"] = {
+        "description": "Standard object metadata (name, namespace, labels, annotations).",
+        "type": "object",
+        "properties": {"name": {
+            "description": "At most 63 characters: the name is a label value on every object made for this one.",
+            "type": "string", "maxLength": 63,
+        }},
+    }
     schema["required"] = [name for name in schema.get("required", []) if name not in envelope]
     if "status" in properties:
         # Only the operator writes status, from specs the rules already checked: rules
@@ -65,7 +86,8 @@ def structural_schema(model: type[BaseModel]) -> Schema:
     return schema
 
 
-def _convert(node: Schema, defs: Schema, path: str) -> Schema:
+def _convert(node: Schema, defs: Schema, path: str, undescribed: list[str]) -> Schema:
+    """One node, converted; the paths of nodes without a description are appended to `undescribed`."""
     node = _flatten(node, defs, path)
     unknown = set(node) - _COPIED - _IGNORED - _CONSUMED
     if unknown:
@@ -78,22 +100,24 @@ def _convert(node: Schema, defs: Schema, path: str) -> Schema:
         if bound in node:  # JSON Schema 2020-12 numbers become OpenAPI 3.0 flags
             out["minimum" if bound == "exclusiveMinimum" else "maximum"] = node[bound]
             out[bound] = True
+    if not str(node.get("description", "")).strip():
+        undescribed.append(path)  # "Defaults to 0." alone says nothing of what the field does
     description = _description(node)
     if description:
         out["description"] = description
     if "properties" in node:
         out["properties"] = {
-            name: _convert(child, defs, f"{path}.{name}") for name, child in node["properties"].items()
+            name: _convert(child, defs, f"{path}.{name}", undescribed) for name, child in node["properties"].items()
         }
     if "items" in node:
-        out["items"] = _convert(node["items"], defs, f"{path}[]")
+        out["items"] = _convert(node["items"], defs, f"{path}[]", undescribed)
     rules = [_ordered_rule(rule, path) for rule in node.get(_VALIDATIONS, [])]
     extra = node.get("additionalProperties")
     if "patternProperties" in node or "propertyNames" in node:
         key_pattern, extra = _key_constraint(node, path)
         rules.append(_key_rule(key_pattern, node.get("propertyNames", {}).get("maxLength", 253)))
     if isinstance(extra, dict) and not node.get(_PRESERVE):
-        out["additionalProperties"] = _convert(extra, defs, f"{path}.*")
+        out["additionalProperties"] = _convert(extra, defs, f"{path}.*", undescribed)
     if rules:
         out[_VALIDATIONS] = rules
 

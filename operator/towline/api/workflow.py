@@ -21,6 +21,7 @@ from towline.api.common import (
     ObjectName,
     SecretKeyRef,
     SecretName,
+    StepId,
     TowlineModel,
     cel_rule,
     cel_rules,
@@ -57,13 +58,13 @@ def fits_param_type(value: Any, kind: ParamType) -> bool:
 Cidr = Annotated[
     str,
     Field(
-        max_length=64,
+        max_length=64, description="An IPv4 or IPv6 CIDR, e.g. 203.0.113.0/24 or 2001:db8::/48.",
         json_schema_extra=cel_rules(
             cel_rule("isCIDR(self)", "must be an IPv4 or IPv6 CIDR such as 203.0.113.0/24 or 2001:db8::/48"),
         ),
     ),
 ]
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[int, Field(ge=1, le=65535, description="A TCP port, 1 to 65535.")]
 ACTION_PATTERN = (
     r"^([a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+"
     r"|(steptype|clustersteptype)/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$"
@@ -83,13 +84,16 @@ class Param(TowlineModel):
     """A declared input of the workflow; runs supply a value or take the default."""
 
     name: Identifier = Field(description="Read in expressions as params.<name>.")
-    type: ParamType = "string"
+    type: ParamType = Field(
+        default="string", description="The JSON type a value must have: string, integer, number, boolean, object "
+        "or array.",
+    )
     default: Any = Field(
         default=None,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="Used when a run does not supply the param; must have the declared type.",
     )
-    description: str = Field(default="", max_length=1024)
+    description: str = Field(default="", max_length=1024, description="What the param is for, for people.")
     required: bool = Field(default=False, description="A run must supply a value.")
 
 
@@ -97,26 +101,52 @@ class RetryPolicy(TowlineModel):
     """How often and how patiently a failed attempt is tried again."""
 
     limit: int = Field(default=0, ge=0, le=50, description="Extra attempts after the first.")
-    backoff: Literal["exponential", "fixed"] = "exponential"
-    base_delay_seconds: float = Field(default=5.0, ge=0, le=86400)
-    max_delay_seconds: float = Field(default=300.0, ge=0, le=86400)
-    retry_on: list[ErrorClass] = Field(default_factory=lambda: list(RETRYABLE_BY_DEFAULT), max_length=8)
+    backoff: Literal["exponential", "fixed"] = Field(
+        default="exponential",
+        description="exponential: a random delay up to baseDelaySeconds * 2^(attempt-1), capped at "
+        "maxDelaySeconds (full jitter); fixed: baseDelaySeconds every time. A provider's Retry-After is a floor.",
+    )
+    base_delay_seconds: float = Field(
+        default=5.0, ge=0, le=86400, description="The first retry's delay bound, or the fixed delay.",
+    )
+    max_delay_seconds: float = Field(
+        default=300.0, ge=0, le=86400, description="The cap on an exponential delay; at least baseDelaySeconds.",
+    )
+    retry_on: list[Annotated[ErrorClass, Field(description="An error class.")]] = Field(
+        default_factory=lambda: list(RETRYABLE_BY_DEFAULT), max_length=8,
+        description="The error classes worth another attempt: validation, auth, rate_limit, transient, "
+        "permanent, unknown_side_effect, output_too_large, timeout. "
+        f"Defaults to [{', '.join(RETRYABLE_BY_DEFAULT)}].",
+    )
 
 
 class EgressRule(TowlineModel):
     """One destination a step's pod may reach, besides DNS and its connector's own."""
 
-    cidr: Cidr = Field(description="An IPv4 or IPv6 CIDR, e.g. 203.0.113.0/24")
+    cidr: Cidr = Field(description="An IPv4 or IPv6 CIDR, e.g. 203.0.113.0/24.")
     ports: list[Port] = Field(default_factory=list, max_length=32, description="TCP ports; empty means all.")
 
 
 class ApprovalGate(TowlineModel):
     """A human decision the run waits for; recorded on an Approval object."""
 
-    message: str = Field(default="", max_length=4096)
-    approvers: Approvers = Field(default_factory=Approvers)
-    four_eyes: bool = Field(default=False, description="The person who started the run may not approve it.")
-    expires_after: Duration = "24h"
+    message: str = Field(
+        default="", max_length=4096,
+        description="What the approver is asked, shown on the Approval; may hold ${{ }} bindings.",
+    )
+    approvers: Approvers = Field(
+        default_factory=Approvers, description="Who may decide: listed users, or members of listed groups.",
+    )
+    four_eyes: bool = Field(
+        default=False,
+        description="The person who started the run may not approve it (nor, on a retry, whoever requested the "
+        "runs it repeats).",
+    )
+    expires_after: Duration = Field(
+        default="24h",
+        description="How long the gate waits for a decision, e.g. 90s, 15m, 24h, 1h30m, 7d; then the step fails "
+        "with reason Expired.",
+    )
 
 
 class WaitSpec(TowlineModel):
@@ -128,8 +158,11 @@ class WaitSpec(TowlineModel):
         )
     )
 
-    duration: Duration | None = None
-    until: str | None = Field(default=None, max_length=1024)
+    duration: Duration | None = Field(default=None, description="How long to wait, e.g. 90s, 15m, 24h, 1h30m, 7d.")
+    until: str | None = Field(
+        default=None, max_length=1024,
+        description="An RFC 3339 time to wait until, e.g. 2026-01-01T08:00:00Z; may be a ${{ }} binding.",
+    )
 
 
 class Step(TowlineModel):
@@ -168,17 +201,30 @@ class Step(TowlineModel):
     with_: dict[str, Any] = Field(
         default_factory=dict, alias="with",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-        description="The action's inputs; strings may hold ${{ CEL }} bindings.",
+        description="The action's inputs (`kubectl towline connectors --json` gives each built-in's schema); "
+        "any value may be a ${{ CEL }} binding.",
     )
-    approval: ApprovalGate | None = None
-    wait: WaitSpec | None = None
-    needs: list[Identifier] = Field(default_factory=list, max_length=100)
+    approval: ApprovalGate | None = Field(
+        default=None, description="Makes this step a gate: the run waits for a person's decision on an Approval.",
+    )
+    wait: WaitSpec | None = Field(default=None, description="Makes this step a pause: a duration or a time.")
+    needs: list[StepId] = Field(
+        default_factory=list, max_length=100,
+        description="Ids of the steps this one waits for; it may read their outputs (and their upstream steps').",
+    )
     when: str | None = Field(default=None, max_length=4096, description="A CEL condition; false skips the step.")
     run_if_skipped: bool = Field(
         default=False, description="Run even when a step this one needs was skipped."
     )
-    retry: RetryPolicy | None = None
-    timeout_seconds: int | None = Field(default=None, ge=1, le=86400 * 7)
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description="How a failed attempt is tried again; unset, the action's (or step type's) default policy.",
+    )
+    timeout_seconds: int | None = Field(
+        default=None, ge=1, le=86400 * 7,
+        description="Seconds one attempt may run (its Job's deadline, counted from the Job's start); unset, the "
+        "step type's timeoutSeconds, else 600.",
+    )
     on_failure: str = Field(
         default="fail", max_length=63, pattern=IDENTIFIER_PATTERN,
         description="fail, continue, or the id of a step under spec.compensations to run before failing.",
@@ -187,7 +233,10 @@ class Step(TowlineModel):
         default_factory=dict, max_length=16, json_schema_extra=secret_reference_rules(),
         description="Credential alias -> name of a Secret in this namespace; mounted for this step only.",
     )
-    egress: list[EgressRule] = Field(default_factory=list, max_length=32)
+    egress: list[EgressRule] = Field(
+        default_factory=list, max_length=32,
+        description="Destinations ({cidr, ports}) this step's pod may reach besides DNS and its connector's own.",
+    )
     allow_hosts: list[HostPattern] = Field(
         default_factory=list, max_length=32,
         description="The only hosts this step's pod may connect to (e.g. api.example.com, *.example.org); "
@@ -195,7 +244,8 @@ class Step(TowlineModel):
     )
     allow_private_networks: list[Cidr] = Field(
         default_factory=list, max_length=16,
-        description="CIDRs of private ranges this step may reach (SSRF guard opt-in).",
+        description="CIDRs of private ranges this step may reach (SSRF guard opt-in), none broader than /8 (IPv4) "
+        "or /7 (IPv6), e.g. 10.0.0.0/8.",
     )
 
     @property
@@ -225,8 +275,16 @@ class ScheduleTrigger(TowlineModel):
         ),
     )
     time_zone: str = Field(default="UTC", max_length=64, description="An IANA time zone, e.g. Europe/Berlin.")
-    concurrency_policy: ConcurrencyPolicy = "Allow"
-    starting_deadline_seconds: int | None = Field(default=None, ge=1)
+    concurrency_policy: ConcurrencyPolicy = Field(
+        default="Allow",
+        description="When a slot comes while this workflow's earlier runs are active: Allow starts another, Forbid "
+        "skips the slot, Replace cancels them and starts the new run.",
+    )
+    starting_deadline_seconds: int | None = Field(
+        default=None, ge=1,
+        description="A slot missed by more than this many seconds (the operator was down) is recorded as missed, "
+        "not run late. Unset: the latest missed slot always runs.",
+    )
 
 
 WebhookScheme = Literal["github", "standard-webhooks", "hmac", "bearer", "none"]
@@ -261,8 +319,12 @@ class WebhookVerification(TowlineModel):
         description="github (X-Hub-Signature-256), standard-webhooks (v1 HMAC or v1a ed25519), hmac "
         "(HMAC-SHA256 over `<timestamp>.<body>`), bearer (a static token), or none (with allowUnsigned).",
     )
-    secret_ref: SecretKeyRef | None = None
-    public_key_ref: SecretKeyRef | None = None
+    secret_ref: SecretKeyRef | None = Field(
+        default=None, description="The Secret key holding the signing secret (or, for bearer, the token).",
+    )
+    public_key_ref: SecretKeyRef | None = Field(
+        default=None, description="standard-webhooks only: the Secret key holding the sender's ed25519 public key.",
+    )
     tolerance_seconds: int = Field(
         default=300, ge=1, le=3600,
         description="How far a signed timestamp may lie in the past or the future.",
@@ -287,7 +349,9 @@ class DeliveryId(TowlineModel):
         )
     )
 
-    header: str | None = Field(default=None, pattern=HTTP_HEADER_PATTERN, max_length=64)
+    header: str | None = Field(
+        default=None, pattern=HTTP_HEADER_PATTERN, max_length=64, description="An HTTP header, e.g. X-Request-Id.",
+    )
     field: str | None = Field(
         default=None, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$",
         description="A dotted path into the JSON body, e.g. data.id.",
@@ -297,22 +361,25 @@ class DeliveryId(TowlineModel):
 class WebhookTrigger(TowlineModel):
     """Start runs from signed HTTP deliveries to the webhook ingress."""
 
-    verify: WebhookVerification
-    max_body_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
+    verify: WebhookVerification = Field(description="How a delivery is authenticated; a bad signature answers 401.")
+    max_body_bytes: int = Field(
+        default=1_048_576, ge=1, le=10_485_760, description="The largest body accepted; larger answers 413.",
+    )
     rate_limit_per_minute: int = Field(
         default=60, ge=1, le=100_000,
         description="Verified deliveries accepted per minute (a burst of this many); more answer 429.",
     )
-    content_types: list[WebhookContentType] = Field(
+    content_types: list[Annotated[WebhookContentType, Field(description="A media type.")]] = Field(
         default_factory=lambda: list[WebhookContentType](["application/json"]), min_length=1, max_length=3,
-        description="Media types accepted; anything else answers 415.",
+        description="Media types accepted (application/json, application/x-www-form-urlencoded, text/plain); "
+        "anything else answers 415. Defaults to [application/json].",
     )
     delivery_id: DeliveryId | None = Field(
         default=None,
         description="Where the delivery id is (default: X-GitHub-Delivery or webhook-id); a redelivery "
         "with the same id answers with the existing run. Without one, a hash of the signed content.",
     )
-    data: dict[Identifier, Annotated[str, Field(max_length=1024)]] = Field(
+    data: dict[Identifier, Annotated[str, Field(max_length=1024, description="A CEL expression.")]] = Field(
         default_factory=dict, max_length=32,
         description="trigger.data key -> CEL over `body` (the parsed payload) and `headers` (lower-case "
         "names); only these enter the run.",
@@ -338,34 +405,64 @@ class Trigger(TowlineModel):
         )
     )
 
-    name: Identifier
-    schedule: ScheduleTrigger | None = None
-    webhook: WebhookTrigger | None = None
+    name: Identifier = Field(
+        description="snake_case, unique among the triggers; names scheduled runs and the webhook's URL "
+        "(/hooks/<namespace>/<workflow>/<name>).",
+    )
+    schedule: ScheduleTrigger | None = Field(default=None, description="Start runs on a cron schedule.")
+    webhook: WebhookTrigger | None = Field(
+        default=None, description="Start runs from signed HTTP deliveries to the webhook ingress.",
+    )
     params: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="Param name -> value for the runs this trigger starts.",
     )
 
 
 class HistoryLimits(TowlineModel):
-    succeeded: int = Field(default=10, ge=0, le=1000)
-    failed: int = Field(default=10, ge=0, le=1000)
+    """How many finished runs of the workflow are kept; older ones are deleted."""
+
+    succeeded: int = Field(default=10, ge=0, le=1000, description="Succeeded runs kept, newest first.")
+    failed: int = Field(default=10, ge=0, le=1000, description="Failed runs kept, newest first.")
 
 
 class ApprovalPolicy(TowlineModel):
     """Approval gates the policy inserts before mutating actions the author left ungated."""
 
-    require_for_mutating_actions: bool = False
-    approvers: Approvers = Field(default_factory=Approvers)
-    four_eyes: bool = False
-    expires_after: Duration = "24h"
+    require_for_mutating_actions: bool = Field(
+        default=False,
+        description="Insert an approval gate before every mutating action step that is not already behind an "
+        "approved gate at least as strict as this policy.",
+    )
+    approvers: Approvers = Field(default_factory=Approvers, description="Who may decide the inserted gates.")
+    four_eyes: bool = Field(
+        default=False, description="The person who started the run may not approve an inserted gate.",
+    )
+    expires_after: Duration = Field(
+        default="24h", description="How long an inserted gate waits for a decision, e.g. 15m, 24h, 7d.",
+    )
 
 
 class Policy(TowlineModel):
-    max_concurrent_runs: int | None = Field(default=None, ge=1, le=1000)
+    """Limits and rules for every run of the workflow."""
+
+    max_concurrent_runs: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="Reserved: accepted and validated, but the operator does not enforce it yet; use a schedule "
+        "trigger's concurrencyPolicy to keep runs from overlapping.",
+    )
     parallelism: int = Field(default=10, ge=1, le=1000, description="Steps of one run running at once.")
-    run_timeout_seconds: int | None = Field(default=None, ge=1)
-    history: HistoryLimits = Field(default_factory=HistoryLimits)
-    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    run_timeout_seconds: int | None = Field(
+        default=None, ge=1,
+        description="Seconds a run may take from its start; then its steps are stopped and it fails (reason "
+        "RunTimeout). Unset: no limit.",
+    )
+    history: HistoryLimits = Field(
+        default_factory=HistoryLimits, description="How many finished runs are kept. Defaults to 10 of each.",
+    )
+    approval: ApprovalPolicy = Field(
+        default_factory=ApprovalPolicy, description="Approval gates inserted before mutating actions.",
+    )
 
 
 def _distinct_ids(later: str, earlier: str) -> JsonDict:
@@ -395,7 +492,10 @@ class WorkflowSpec(TowlineModel):
         )
     )
 
-    params: list[Param] = Field(default_factory=list, max_length=100, json_schema_extra=list_map("name"))
+    params: list[Param] = Field(
+        default_factory=list, max_length=100, json_schema_extra=list_map("name"),
+        description="The workflow's inputs, read in expressions as params.<name>.",
+    )
     triggers: list[Trigger] = Field(
         default_factory=list, max_length=20, json_schema_extra=list_map("name"),
         description="Schedules and webhooks that start runs; creating a WorkflowRun always works.",
@@ -412,37 +512,57 @@ class WorkflowSpec(TowlineModel):
         default_factory=list, max_length=50, json_schema_extra=list_map("id"),
         description="Steps a failed step names in onFailure, run to undo its side effects.",
     )
-    policy: Policy = Field(default_factory=Policy)
+    policy: Policy = Field(
+        default_factory=Policy, description="Parallelism, run timeout, history limits and approval policy.",
+    )
     suspend: bool = Field(default=False, description="No new runs start while true; runs in flight continue.")
 
 
 class ValidationError(TowlineModel):
     """One problem the operator found that the API server could not: where, and how to fix it."""
 
-    field: str = Field(max_length=512)
-    message: str = Field(max_length=2048)
+    field: str = Field(max_length=512, description="The field's path, e.g. spec.steps[1].needs[0].")
+    message: str = Field(max_length=2048, description="What is wrong and how to fix it.")
 
 
 class ScheduleStatus(TowlineModel):
-    trigger: Identifier
-    next_schedule_time: datetime | None = None
-    last_schedule_time: datetime | None = None
+    """One schedule trigger's slots."""
+
+    trigger: Identifier = Field(description="The schedule trigger's name.")
+    next_schedule_time: datetime | None = Field(
+        default=None, description="Its next slot; unset while the workflow is suspended.",
+    )
+    last_schedule_time: datetime | None = Field(default=None, description="Its last slot that fired.")
 
 
 class LastRun(TowlineModel):
-    name: ObjectName
-    phase: str = Field(max_length=32)
-    started_at: datetime | None = None
+    """The workflow's most recently created run."""
+
+    name: ObjectName = Field(description="The WorkflowRun's name.")
+    phase: str = Field(max_length=32, description="Its phase, e.g. Running or Succeeded.")
+    started_at: datetime | None = Field(default=None, description="When it started.")
 
 
 class WorkflowStatus(TowlineModel):
-    observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=list_map("type"))
-    validation_errors: list[ValidationError] = Field(default_factory=list, max_length=100)
-    schedules: list[ScheduleStatus] = Field(default_factory=list, json_schema_extra=list_map("trigger"))
-    next_schedule_time: datetime | None = None
-    last_schedule_time: datetime | None = None
-    last_run: LastRun | None = None
+    """What the operator found: validity, schedules and the latest run. Written only by the operator."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status describes.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, json_schema_extra=list_map("type"),
+        description="Ready (the spec is valid and the workflow active) and, while the spec is invalid, Stalled.",
+    )
+    validation_errors: list[ValidationError] = Field(
+        default_factory=list, max_length=100,
+        description="Problems only the operator can see (graph, CEL, connectors, cron); empty when valid.",
+    )
+    schedules: list[ScheduleStatus] = Field(
+        default_factory=list, json_schema_extra=list_map("trigger"), description="Each schedule trigger's slots.",
+    )
+    next_schedule_time: datetime | None = Field(default=None, description="The earliest next slot of any schedule.")
+    last_schedule_time: datetime | None = Field(default=None, description="The latest slot that fired.")
+    last_run: LastRun | None = Field(default=None, description="The most recently created run.")
 
 
 class Workflow(TowlineModel):
@@ -451,5 +571,5 @@ class Workflow(TowlineModel):
     api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Workflow"] = "Workflow"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: WorkflowSpec
-    status: WorkflowStatus | None = None
+    spec: WorkflowSpec = Field(description="What a team commits: triggers, params, steps, policy.")
+    status: WorkflowStatus | None = Field(default=None, description="Written by the operator only.")

@@ -46,6 +46,28 @@ def test_every_schema_node_is_structural(plural: str) -> None:
         assert not isinstance(node.get("additionalProperties"), bool), path
 
 
+@pytest.mark.parametrize("name", sorted(CRDS))
+def test_every_field_item_and_map_value_has_a_description(name: str) -> None:
+    """What `kubectl explain` shows: spec and status, nested objects, array items and map values alike."""
+    schema = CRDS[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    undescribed = [path or "(the resource)" for path, node in nodes(schema) if not node.get("description", "").strip()]
+    assert undescribed == [], f"{name}: no description at {', '.join(undescribed)}"
+
+
+def test_the_description_check_sees_every_node() -> None:
+    """The walk above reaches list items, map values and status, so it cannot pass by looking at too little."""
+    paths = {path for path, _ in nodes(schema_of("workflowruns"))}
+    assert {".spec.retryOf.reuse[]", ".status.steps[].history[].image", ".status.workflowSpec.stepTypes.*.kind",
+            ".status.steps[].credentialsUsed[]", ".status.workflowSpec.steps[].credentials.*"} <= paths
+    assert len(paths) > 250
+
+
+def test_a_description_states_the_default() -> None:
+    step = schema_of("workflows")["properties"]["spec"]["properties"]["steps"]["items"]["properties"]
+    assert step["approval"]["properties"]["expiresAfter"]["description"].endswith('Defaults to "24h".')
+    assert "Defaults to [transient, rate_limit, timeout]" in step["retry"]["properties"]["retryOn"]["description"]
+
+
 def test_the_committed_crds_are_up_to_date() -> None:
     assert crdgen.stale_files(REPO / "crds") == [], "run `make crds`"
 
@@ -159,3 +181,51 @@ def test_a_union_of_types_is_refused_with_the_field_named() -> None:
 def test_a_free_form_object_without_preserve_unknown_fields_is_refused() -> None:
     with pytest.raises(SchemaError, match="would be pruned empty"):
         structural_schema(_LooseResource)
+
+
+class _Nested(TowlineModel):
+    """Described by its docstring."""
+
+    inner: int = 0
+
+
+class _UndescribedSpec(TowlineModel):
+    """A spec whose fields lack descriptions."""
+
+    described: str = Field(default="", description="Has one.")
+    plain: str = ""
+    nested: _Nested = Field(default_factory=_Nested, description="Has one, its field does not.")
+    names: list[str] = Field(default_factory=list, description="Has one, its items do not.")
+
+
+class _UndescribedStatus(TowlineModel):
+    """Status too."""
+
+    phase: str = ""
+
+
+class _Undescribed(TowlineModel):
+    """A resource with undescribed fields."""
+
+    spec: _UndescribedSpec = Field(description="The spec.")
+    status: _UndescribedStatus | None = Field(default=None, description="The status.")
+
+
+def test_a_field_without_a_description_is_refused_naming_every_one() -> None:
+    with pytest.raises(SchemaError) as refused:
+        structural_schema(_Undescribed)
+    message = str(refused.value)
+    assert "_Undescribed: 4 field(s) without a description" in message
+    for path in ("_Undescribed.spec.plain", "_Undescribed.spec.nested.inner", "_Undescribed.spec.names[]",
+                 "_Undescribed.status.phase"):
+        assert path in message
+    assert "spec.described" not in message and "Field(description=" in message
+
+
+def test_make_crds_refuses_an_undescribed_field_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(crdgen, "RESOURCES", (crdgen.Resource(_Undescribed, "undescribeds", (), ()),))
+    assert crdgen.main(["--out", str(tmp_path / "out")]) == 1
+    assert "cannot generate the CRDs: _Undescribed: 4 field(s)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
