@@ -3,14 +3,15 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors stepkit devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds crds-check unit integration bench chaos images release clean
+.PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check unit integration bench chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
 	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
-	@echo "make crds   - regenerate crds/*.yaml from the pydantic models"
+	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
+	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
 	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
@@ -28,13 +29,18 @@ imports:
 	lint-imports
 
 # The chart ships the same generated CRDs (Helm installs charts/towline/crds/ first).
-crds:
+crds: schemas
 	$(PYTHON) -m towline.api.crdgen --out crds
 	$(PYTHON) -m towline.api.crdgen --out charts/towline/crds
+
+# The editor schema (yaml-language-server) comes from the same models and the built-in actions' inputs.
+schemas:
+	$(PYTHON) -m towline.validation.editorschema --out schemas/workflow.schema.json
 
 crds-check:
 	$(PYTHON) -m towline.api.crdgen --check crds
 	$(PYTHON) -m towline.api.crdgen --check charts/towline/crds
+	$(PYTHON) -m towline.validation.editorschema --check schemas/workflow.schema.json
 
 unit:
 	$(PYTHON) -m pytest tests/unit -q

@@ -65,10 +65,9 @@ Cidr = Annotated[
     ),
 ]
 Port = Annotated[int, Field(ge=1, le=65535, description="A TCP port, 1 to 65535.")]
-ACTION_PATTERN = (
-    r"^([a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+"
-    r"|(steptype|clustersteptype)/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$"
-)
+STEP_TYPE_ACTION = r"(steptype|clustersteptype)/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+"""`steptype/<name>` or `clustersteptype/<name>`: a user step type by kind and name."""
+ACTION_PATTERN = rf"^([a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+|{STEP_TYPE_ACTION})$"
 """A built-in action (`http.request`) or a user step type by kind and name (`steptype/deploy-cli`)."""
 HostPattern = Annotated[
     str,

@@ -31,6 +31,13 @@ class ConnectorCatalog:
     def validate_inputs(self, action: str, inputs: Mapping[str, Any]) -> list[str]:
         return registry.validate_inputs(action, dict(inputs))
 
+    def input_schemas(self) -> dict[str, dict[str, Any]]:
+        """Each built-in action's `with` as JSON Schema (its input model's, camelCase names), for editors."""
+        return {
+            spec.name: spec.input_model.model_json_schema(by_alias=True, mode="validation")
+            for spec in registry.list_actions()
+        }
+
     def is_mutating(self, action: str, inputs: Mapping[str, Any]) -> bool:
         spec = registry.get_action(action)
         return spec is None or spec.is_mutating(inputs)
