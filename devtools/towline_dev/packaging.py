@@ -8,6 +8,8 @@ dist/ is emptied, then holds for VERSION:
   `towline_dev.images` builds (the same manifests the tests run, so the same digests), their
   archives naming `<image.repository>:VERSION` and `<image.repository>-runner:VERSION`;
 - the wheel and sdist of the `towline` distribution at VERSION (the `kubectl-towline` plugin);
+- `workflow.schema.json`: the JSON Schema editors check Workflow YAML with (schemas/ in the checkout,
+  which must be what the models generate: a stale one is refused);
 - `images.txt` (each image's reference and manifest digest) and `SHA256SUMS` of every file.
 
 A VERSION that is not x.y.z[-prerelease], or that CHANGELOG.md has no section for, is refused
@@ -36,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from towline.validation.editorschema import render, workflow_schema
 from towline_dev import REPO_ROOT
 from towline_dev.binaries import find_binaries
 from towline_dev.imagebuild import stage_files
@@ -49,6 +52,8 @@ CHART = Path("charts") / "towline"
 CHART_NAME = "towline"
 PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors", "stepkit")
 """What the wheel and the sdist are built from: pyproject.toml, its readme and its package directories."""
+EDITOR_SCHEMA = Path("schemas") / "workflow.schema.json"
+"""The editor schema in the checkout; the release publishes it under its own name."""
 RUNNER_ENV = "TOWLINE_RUNNER_IMAGE"
 """The operator's setting for the image step Jobs run (the chart's runner.image, or its default)."""
 
@@ -123,6 +128,31 @@ def packaged_chart_problem(chart: Mapping[str, Any], version: str) -> str | None
     found = {key: str(chart.get(key)) for key in ("version", "appVersion")}
     wrong = [f"{key} is {value!r}" for key, value in found.items() if value != version]
     return f"the packaged Chart.yaml should say {version}, but its {', '.join(wrong)}" if wrong else None
+
+
+def editor_schema_problem(committed: str | None, generated: str) -> str | None:
+    """Why the checkout's editor schema (None: there is none) cannot be released as it is, or None.
+
+    The release publishes the checkout's file, and the examples' modelines name that file: it must be
+    what `make schemas` generates from the models being released.
+    """
+    if committed is None:
+        return f"{EDITOR_SCHEMA} is missing: run `make schemas` and commit it"
+    if committed != generated:
+        return f"{EDITOR_SCHEMA} is not what the models generate: run `make schemas` and commit the result"
+    return None
+
+
+def copy_editor_schema(root: Path, out: Path) -> Path:
+    """The checkout's editor schema into `out`, refused when it is missing or stale."""
+    source = root / EDITOR_SCHEMA
+    committed = source.read_text(encoding="utf-8") if source.is_file() else None
+    problem = editor_schema_problem(committed, render(workflow_schema()))
+    if problem:
+        raise PackagingFailed(problem)
+    target = out / EDITOR_SCHEMA.name
+    shutil.copyfile(source, target)
+    return target
 
 
 @dataclass(frozen=True)
@@ -303,6 +333,8 @@ def build_release(version: str, dist: Path, progress: Progress) -> Release:
     dist.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".partial-{version}-", dir=dist))
     try:
+        progress(f"editor schema: {EDITOR_SCHEMA}")
+        copy_editor_schema(REPO_ROOT, staging)
         progress(f"chart: helm package {CHART} as {version}")
         chart = package_chart(helm, REPO_ROOT / CHART, version, staging)
         chart_images = check_chart_images(helm, chart, images)

@@ -16,9 +16,12 @@ import pytest
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
 from towline_dev.ocilayout import ANNOTATION_CONTAINERD_NAME, ANNOTATION_REF_NAME, read_archive, write_archive
 from towline_dev.packaging import (
+    EDITOR_SCHEMA,
     PackagingFailed,
     changelog_heading,
     changelog_problem,
+    copy_editor_schema,
+    editor_schema_problem,
     images_text,
     manifest_digest,
     packaged_chart_problem,
@@ -259,3 +262,20 @@ def test_retagging_names_the_release_and_keeps_the_built_images_digest(tmp_path:
     assert annotations[ANNOTATION_REF_NAME] == annotations[ANNOTATION_CONTAINERD_NAME] == "ghcr.io/towline/towline:1"
     assert read_archive(target).manifest == read_archive(built).manifest
     assert sorted(path.name for path in target.parent.iterdir()) == ["towline-1.oci.tar"]
+
+
+def test_the_release_carries_the_checkouts_editor_schema(tmp_path: Path) -> None:
+    copied = copy_editor_schema(REPO_ROOT, tmp_path)
+    assert copied == tmp_path / "workflow.schema.json"
+    assert copied.read_bytes() == (REPO_ROOT / EDITOR_SCHEMA).read_bytes()
+    assert json.loads(copied.read_text())["title"] == "Towline Workflow (towline.dev/v1alpha1)"
+
+
+def test_a_missing_or_stale_editor_schema_is_refused_saying_to_run_make_schemas(tmp_path: Path) -> None:
+    assert editor_schema_problem("{}\n", "{}\n") is None
+    assert "is missing: run `make schemas`" in (editor_schema_problem(None, "{}\n") or "")
+    assert "not what the models generate: run `make schemas`" in (editor_schema_problem("{}\n", "[]\n") or "")
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / EDITOR_SCHEMA).write_text("{}\n")
+    with pytest.raises(PackagingFailed, match="make schemas"):
+        copy_editor_schema(tmp_path, tmp_path)
