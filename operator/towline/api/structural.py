@@ -70,14 +70,9 @@ def structural_schema(model: type[BaseModel]) -> Schema:
     # A resource's name is the value of a label on everything made for it (towline.dev/workflow,
     # towline.dev/run), and a label value holds at most 63 characters: a longer name is refused here,
     # where the user sees why, instead of failing every Job the operator would create.
-    properties["metadata"] = {
-        "description": "Standard object metadata (name, namespace, labels, annotations).",
-        "type": "object",
-        "properties": {"name": {
-            "description": "At most 63 characters: the name is a label value on every object made for this one.",
-            "type": "string", "maxLength": 63,
-        }},
-    }
+    # Nothing else may be said of metadata, not even a description: the API server refuses a CRD whose
+    # metadata schema holds more than name and generateName (kubectl explain shows ObjectMeta's own text).
+    properties["metadata"] = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}
     schema["required"] = [name for name in schema.get("required", []) if name not in envelope]
     if "status" in properties:
         # Only the operator writes status, from specs the rules already checked: rules
