@@ -4,8 +4,9 @@ Built from the same pydantic models as the CRDs, plus what a CRD cannot say:
 each step's `with` is checked against its action's input model (the connectors'
 own), so a misspelt input of a built-in action is flagged as it is typed, and
 an action that is neither a built-in nor `steptype/<name>` /
-`clustersteptype/<name>` is refused. A user step type's `with` stays free-form:
-its schema lives in the cluster, not here.
+`clustersteptype/<name>` is refused. A user step type's `with` is checked
+against its `spec.inputs` when its manifest is given (`--step-type FILE`, for a
+team's own copy); otherwise it stays free-form, as the checked-in schema has it.
 
 Draft-07, the newest the YAML language server (VS Code's YAML extension)
 implements. Any value inside `with` may be a `${{ }}` binding, as the operator's
@@ -24,7 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from towline.api.common import API_VERSION, DNS_SUBDOMAIN_PATTERN
+from towline.api.steptype import CLUSTER_STEP_TYPE_PREFIX, EMPTY_OBJECT_SCHEMA, STEP_TYPE_PREFIX
 from towline.api.workflow import STEP_TYPE_ACTION, Workflow
 from towline.validation.catalog import connector_catalog
 
@@ -35,9 +39,12 @@ BINDING = "binding"
 """The definition every value inside `with` may be instead: a string holding `${{ expression }}`."""
 
 
-def workflow_schema(input_schemas: Mapping[str, Schema] | None = None) -> Schema:
-    """The Workflow document's schema; `input_schemas` (action -> schema of its `with`) default to the built-ins'."""
-    actions = dict(connector_catalog().input_schemas() if input_schemas is None else input_schemas)
+def workflow_schema(input_schemas: Mapping[str, Schema] | None = None, step_types: Mapping[str, Schema] | None = None,
+                    ) -> Schema:
+    """The Workflow document's schema. `input_schemas` (action -> schema of its `with`) default to the built-ins';
+    `step_types` (`steptype/<name>` -> its `spec.inputs`) are checked the same way."""
+    builtins = dict(connector_catalog().input_schemas() if input_schemas is None else input_schemas)
+    actions = {**builtins, **(step_types or {})}
     raw = Workflow.model_json_schema(by_alias=True, mode="validation")
     definitions: Schema = {name: _cleaned(node) for name, node in raw.pop("$defs").items()}
     step = definitions["Step"]
@@ -45,7 +52,7 @@ def workflow_schema(input_schemas: Mapping[str, Schema] | None = None) -> Schema
         "description": step["properties"]["action"]["description"],
         "type": "string",
         "anyOf": [
-            {"enum": sorted(actions), "description": "A built-in action."},
+            {"enum": sorted(builtins), "description": "A built-in action."},
             {"pattern": f"^{STEP_TYPE_ACTION}$", "description": "A user step type: steptype/<name> or "
              "clustersteptype/<name>."},
         ],
@@ -123,13 +130,24 @@ _METADATA: Schema = {
 
 
 def _with_definition(action: str) -> str:
-    return f"with.{action}"
+    return f"with.{action.replace('/', '.')}"  # a `/` would need escaping in a JSON pointer
+
+
+def step_type_inputs(documents: Sequence[Any]) -> dict[str, Schema]:
+    """`steptype/<name>` / `clustersteptype/<name>` -> `spec.inputs` of each StepType or ClusterStepType manifest."""
+    prefixes = {"StepType": STEP_TYPE_PREFIX, "ClusterStepType": CLUSTER_STEP_TYPE_PREFIX}
+    found: dict[str, Schema] = {}
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") in prefixes:
+            action = prefixes[document["kind"]] + str(document["metadata"]["name"])
+            found[action] = dict((document.get("spec") or {}).get("inputs") or EMPTY_OBJECT_SCHEMA)
+    return found
 
 
 def _action_definitions(action: str, schema: Schema) -> Schema:
     """The action's input schema and its own definitions, renamed under `with.<action>` and bindings allowed."""
     prefix = _with_definition(action)
-    local = dict(schema)
+    local = {key: value for key, value in schema.items() if key not in ("$schema", "$id")}  # ours is the root
     nested = local.pop("$defs", {})
     renamed = {f"#/$defs/{name}": f"#/definitions/{prefix}.{name}" for name in nested}
     out = {prefix: _bindings_allowed(_cleaned(_renamed(local, renamed)))}
@@ -201,8 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--out", type=Path, metavar="FILE", help="write the schema to FILE")
     mode.add_argument("--check", type=Path, metavar="FILE", help="exit 1 if FILE is not what the models generate")
+    parser.add_argument("--step-type", type=Path, action="append", default=[], metavar="MANIFEST",
+                        help="also check the with of these StepTypes/ClusterStepTypes against their inputs")
     args = parser.parse_args(argv)
-    text = render(workflow_schema())
+    documents = [doc for path in args.step_type for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))]
+    text = render(workflow_schema(step_types=step_type_inputs(documents)))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         if not args.out.is_file() or args.out.read_text(encoding="utf-8") != text:

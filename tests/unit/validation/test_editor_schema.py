@@ -179,3 +179,20 @@ def test_every_built_in_action_has_its_inputs_checked() -> None:
 def test_the_status_is_not_part_of_what_an_author_writes() -> None:
     assert errors({**BASE, "status": {}}) == [("$", "Additional properties are not allowed ('status' was unexpected)")]
     assert not {"WorkflowStatus", "Condition"} & set(SCHEMA["definitions"])
+
+
+TCP_PROBE = REPO / "examples" / "step-types" / "tcp-probe-go" / "steptype.yaml"
+
+
+def test_a_step_types_inputs_are_checked_when_its_manifest_is_given(tmp_path: Path) -> None:
+    target = tmp_path / "workflow.schema.json"
+    assert editorschema.main(["--out", str(target), "--step-type", str(TCP_PROBE)]) == 0
+    validator = Draft7Validator(json.loads(target.read_text()))
+    step = {"id": "probe", "action": "steptype/tcp-probe", "with": {"connect": "${{ params.target }}"}}
+    assert list(validator.iter_errors(edited(["spec", "steps", 0], step))) == []
+    step["with"] = {"conect": "db.example.com:5432"}
+    assert [(e.json_path, e.message) for e in validator.iter_errors(edited(["spec", "steps", 0], step))] == [
+        ("$.spec.steps[0].with", "Additional properties are not allowed ('conect' was unexpected)"),
+    ]
+    other = {"id": "other", "action": "clustersteptype/tcp-probe", "with": {"conect": 1}}
+    assert list(validator.iter_errors(edited(["spec", "steps", 0], other))) == []  # another type: free-form
