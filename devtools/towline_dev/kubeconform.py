@@ -65,7 +65,7 @@ SKIPPED_KINDS = {
 schema checks them. Named one by one: any other kind without a schema is an error, never skipped."""
 
 
-def kubernetes_openapi(progress: Progress = _stderr_progress) -> Path:
+def kubernetes_openapi() -> Path:
     """swagger.json of the pinned k8s.io/kubernetes module (already in the module cache once the binaries are built)."""
     go = shutil.which("go")
     if go is None:
@@ -98,7 +98,7 @@ def kubernetes_schema_location(progress: Progress = _stderr_progress) -> Path:
     with _exclusive_lock(cache_root() / "kubeconform-schemas.lock"):
         if complete.is_file():
             return location
-        document = kubernetes_openapi(progress)
+        document = kubernetes_openapi()
         progress(f"kubeconform schemas: converting {document} into {location}")
         schemas = jsonschemas.kubernetes_schemas(json.loads(document.read_text()))
         shutil.rmtree(location, ignore_errors=True)
