@@ -1,10 +1,10 @@
 """Every object the chart renders, and every example, is valid for the API server's schemas: kubeconform -strict.
 
-kubeconform (the pinned release, built by `make binaries`) checks each manifest against strict JSON
-schemas made offline from this Kubernetes release's OpenAPI and from Towline's CRDs
-(towline_dev.kubeconform), so a misspelt or misplaced field, a wrong type or a duplicated key fails
-here rather than being dropped by the API server or refused at install. Rendered with the pinned
-helm, as test_chart.py does; nothing here needs a cluster.
+kubeconform (the pinned release, built by `make binaries`) checks each manifest, the chart's CRDs
+included, against strict JSON schemas made offline from this Kubernetes release's OpenAPI and from
+Towline's CRDs (towline_dev.kubeconform), so a misspelt or misplaced field, a wrong type or a
+duplicated key fails here rather than being dropped by the API server or refused at install.
+Rendered with the pinned helm, as test_chart.py does; nothing here needs a cluster.
 
 Each check also counts what kubeconform validated against what helm rendered, so it cannot pass by
 validating nothing; the kinds that no local schema covers are skipped by name only
@@ -87,7 +87,8 @@ def assert_every_document_checked(result: Validation, documents: list[dict[str, 
 
 
 def rendered(binaries: BinarySet, directory: Path, values: dict[str, str], *extra: str) -> Path:
-    result = template(binaries, values, *extra)
+    """What `helm install` would apply, the CRDs of crds/ included."""
+    result = template(binaries, values, "--include-crds", *extra)
     assert result.returncode == 0, result.stderr
     path = directory / "rendered.yaml"
     path.write_text(result.stdout)
@@ -102,6 +103,7 @@ def test_the_rendered_chart_is_valid(
     documents = documents_in(path)
     assert_every_document_checked(kubeconform.check(path), documents)
     assert kinds(documents)[("apps/v1", "Deployment")] == (2 if not values else 1)
+    assert kinds(documents)[("apiextensions.k8s.io/v1", "CustomResourceDefinition")] == 5
 
 
 def test_the_chart_with_every_optional_object_is_valid(
