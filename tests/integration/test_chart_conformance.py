@@ -112,11 +112,11 @@ def test_the_chart_with_every_optional_object_is_valid(
     path = rendered(k8s_binaries, tmp_path, {}, "--values", str(EVERY_OPTIONAL_OBJECT), *SERVICE_MONITORS)
     documents = documents_in(path)
     assert_every_document_checked(kubeconform.check(path), documents)
-    templates = "\n".join(path.read_text() for path in (CHART / "templates").rglob("*.yaml"))
+    templates = "\n".join(source.read_text() for source in (CHART / "templates").rglob("*.yaml"))
     written = set(re.findall(r"^kind: (\w+)$", templates, re.M))
     assert written - {kind for _, kind in kinds(documents)} == set(), "a kind the templates write is not rendered"
-    pod = next(d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "towline-operator")
-    spec = pod["spec"]["template"]["spec"]
+    operator = next(d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "towline-operator")
+    spec = operator["spec"]["template"]["spec"]
     assert {"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
             "priorityClassName"} <= spec.keys()
 
