@@ -19,6 +19,7 @@ import pytest
 from towline.api.workflow import WebhookTrigger, WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
+from towline.triggers.ingress.providers import slack_challenge
 from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity
 from towline.triggers.ingress.verify import Verified, body_mac, decode_keys, precheck, verify_delivery
 
@@ -270,3 +271,15 @@ def test_a_gitlab_delivery_is_named_by_its_idempotency_key_as_nothing_is_signed(
     without = Verified(delivery_id=None, id_is_signed=False, timestamp=None, signed_digest="aa" * 32)
     by_content = delivery_identity(trigger("gitlab"), without, {}, {}, now=0)
     assert isinstance(by_content, DeliveryIdentity) and by_content.key.startswith("content:")
+
+
+def test_slack_url_verification_yields_its_challenge_and_nothing_else_does() -> None:
+    documented = (b'{"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", '
+                  b'"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}')
+    assert slack_challenge("application/json", documented) == "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    assert slack_challenge("application/x-www-form-urlencoded", documented) is None
+    assert slack_challenge("application/json", b'{"type": "event_callback", "challenge": "x"}') is None
+    assert slack_challenge("application/json", b'{"type": "url_verification", "challenge": "<script>"}') is None
+    assert slack_challenge("application/json", b'{"type": "url_verification", "challenge": 7}') is None
+    assert slack_challenge("application/json", b"[1, 2]") is None
+    assert slack_challenge("application/json", b"not json") is None

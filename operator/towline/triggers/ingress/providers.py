@@ -36,6 +36,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
+import re
 from collections.abc import Mapping
 
 from towline.api.workflow import WebhookVerification
@@ -55,6 +57,9 @@ from towline.triggers.ingress.signed import (
 )
 
 PROVIDER_SCHEMES = frozenset({"gitlab", "slack", "stripe", "shopify"})
+SLACK_CHALLENGE_BYTES = 4096
+"""Larger bodies are never Slack's URL verification (three short fields); they are not even parsed for it."""
+_SLACK_CHALLENGE = re.compile(r"[A-Za-z0-9_\-]{1,200}")
 SHOPIFY_SIGNATURE_HEADERS = ("x-shopify-hmac-sha256", "shopify-hmac-sha256")
 SHOPIFY_ID_HEADERS = ("x-shopify-webhook-id", "shopify-webhook-id")
 
@@ -148,6 +153,21 @@ def _slack(
         return unauthorized("X-Slack-Signature does not match HMAC-SHA256 of 'v0:<timestamp>:<body>'; check the "
                             "app's signing secret")
     return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=digest(prefix + body))
+
+
+def slack_challenge(media: str, body: bytes) -> str | None:
+    """The `challenge` of a verified Slack `url_verification` request, which Slack sends when an Events API
+    Request URL is saved and expects echoed (api.slack.com/events/url_verification); else None."""
+    if media != "application/json" or len(body) > SLACK_CHALLENGE_BYTES:
+        return None
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or document.get("type") != "url_verification":
+        return None
+    challenge = document.get("challenge")
+    return challenge if isinstance(challenge, str) and _SLACK_CHALLENGE.fullmatch(challenge) else None
 
 
 def _stripe_prefix(stamp: int) -> bytes:
