@@ -89,6 +89,7 @@ def test_gitlab_token_deliveries(
     resend = post(url, push, {**JSON, **sign.gitlab_headers(token, "idem-1")})
     assert resend.status_code == 200, resend.text  # GitLab's "Resend request" keeps the Idempotency-Key
     assert len(runs(towline_installed, namespace)) == 1
+    assert token not in ingress.log_text()
 
 
 def test_slack_signed_deliveries(
@@ -126,6 +127,7 @@ def test_slack_signed_deliveries(
     answer = post(url, command, {**form, **sign.slack_headers(secret.encode(), now, command)})
     assert answer.status_code == 202, answer.text
     assert len(runs(towline_installed, namespace)) == 2
+    assert secret not in ingress.log_text()
 
 
 def test_stripe_signed_deliveries(
@@ -156,6 +158,7 @@ def test_stripe_signed_deliveries(
     retry = post(url, event, {**JSON, **rotating})
     assert retry.status_code == 200, retry.text  # a retry, re-signed during a rotation: the same event id
     assert len(runs(towline_installed, namespace)) == 1
+    assert secret not in ingress.log_text()
 
 
 def test_shopify_signed_deliveries(
@@ -178,6 +181,8 @@ def test_shopify_signed_deliveries(
 
     send_with_cli(url, "shopify", secret, order, tmp_path, "--id", "w-1")
     assert one_webhook_run(towline_installed, namespace)["deliveryId"] == "w-1"
+    assert secret not in ingress.log_text()
     replay = post(url, order, signing(order, "w-forged"))
     assert replay.status_code == 200, replay.text  # the body names the delivery, not the unsigned webhook id
     assert one_webhook_run(towline_installed, namespace)["deliveryId"] == "w-1"
+    assert secret not in ingress.log_text()
