@@ -181,7 +181,6 @@ def test_shopify_signed_deliveries(
 
     send_with_cli(url, "shopify", secret, order, tmp_path, "--id", "w-1")
     assert one_webhook_run(towline_installed, namespace)["deliveryId"] == "w-1"
-    assert secret not in ingress.log_text()
     replay = post(url, order, signing(order, "w-forged"))
     assert replay.status_code == 200, replay.text  # the body names the delivery, not the unsigned webhook id
     assert one_webhook_run(towline_installed, namespace)["deliveryId"] == "w-1"
