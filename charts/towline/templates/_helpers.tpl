@@ -63,7 +63,7 @@ nothing under `helm template` and client-side dry runs, so rendering offline che
 {{- if not (and (eq $release $.Release.Name) (eq $releaseNamespace $.Release.Namespace)) }}
 {{- $other := printf "Towline release %q in namespace %s" $release .metadata.namespace }}
 {{- if eq .metadata.namespace $.Release.Namespace }}
-{{- fail (printf "%s already runs an operator in namespace %s: install each release in a namespace of its own" $other .metadata.namespace) }}
+{{- fail (printf "%s already runs an operator there: install each release in a namespace of its own" $other) }}
 {{- end }}
 {{- $theirs := list }}
 {{- range .spec.template.spec.containers }}
