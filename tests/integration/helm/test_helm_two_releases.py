@@ -127,6 +127,21 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
         assert f"{team.prefix}-run-requester" in refused, refused
         assert "spec.requestedBy must name who starts the run" in refused, refused
 
+    # The other release's identities get nowhere in a team's namespaces: its operator has no Role there,
+    # and its ingress, which reads and creates runs cluster-wide, is not a trigger creator there.
+    for team, other in ((team_a, team_b), (team_b, team_a)):
+        operator = f"system:serviceaccount:{other.namespace}:towline-operator"
+        answer = cluster.kubectl("auth", "can-i", "create", "approvals.towline.dev", "-n", team.work, "--as", operator,
+                                 check=False)
+        assert answer.stdout.strip() == "no", answer.stdout + answer.stderr
+        ingress = f"system:serviceaccount:{other.namespace}:towline-ingress"
+        hooked = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+                  "metadata": {"name": "hooked", "namespace": team.work},
+                  "spec": {"workflowRef": {"name": "ship"}, "requestedBy": ingress,
+                           "trigger": {"type": "webhook", "name": "deploy"}}}
+        attempt = cluster.kubectl("create", "-f", "-", "--as", ingress, stdin=json.dumps(hooked), check=False)
+        assert attempt.returncode != 0 and f"{team.prefix}-trigger-runs" in attempt.stderr, attempt.stderr
+
     # A third release that would run the same namespaces' workflows is refused before it creates anything.
     for values, expected in (({}, "a second release needs watchNamespaces of its own"),
                              ({"watchNamespaces": json.dumps([team_b.work, "team-c-work"])},
