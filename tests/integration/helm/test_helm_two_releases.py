@@ -149,7 +149,7 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
         attempt = on(cluster, "install", THIRD[0], str(CHART), "--namespace", THIRD[1], "--create-namespace",
                      *set_args(values))
         assert attempt.returncode != 0 and expected in attempt.stderr, attempt.stdout + attempt.stderr
-        assert on(cluster, "status", *THIRD[:1], "-n", THIRD[1]).returncode != 0
+        assert on(cluster, "status", THIRD[0], "-n", THIRD[1]).returncode != 0
 
     # Both uninstall to nothing of theirs (the shared CRDs carry no release's label).
     for team in TEAMS:
