@@ -86,6 +86,7 @@ def require_commit(root: Path, commit: str) -> None:
 
 def export_tree(root: Path, commit: str, into: Path) -> Path:
     """The commit's files (`git archive`) under `into`; nothing in the checkout changes."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = into / "tree.tar"
     with archive.open("wb") as out:
         result = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit], stdout=out,

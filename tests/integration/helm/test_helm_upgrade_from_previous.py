@@ -12,6 +12,7 @@ Fixtures: conftest.py in this directory.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -144,11 +145,11 @@ def _run(cluster: Cluster, name: str) -> dict[str, Any]:
     return found
 
 
-def _approve(cluster: Cluster, approval: str, user: str) -> None:
+def _approve(cluster: Cluster, approval: str, user: str) -> subprocess.CompletedProcess[str]:
+    """`user` approves through the API server, where the chart's admission policy decides who may."""
     patch = {"spec": {"decision": "Approved", "decidedBy": user}}
-    decided = cluster.kubectl("patch", "approval", approval, "-n", RUNS_NAMESPACE, "--type", "merge",
-                              "-p", json.dumps(patch), user=user, check=False)
-    assert decided.returncode == 0, decided.stderr
+    return cluster.kubectl("patch", "approval", approval, "-n", RUNS_NAMESPACE, "--type", "merge",
+                           "-p", json.dumps(patch), user=user, check=False)
 
 
 def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
@@ -189,7 +190,7 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             started = time.monotonic()
             cluster.kubectl("create", "namespace", RUNS_NAMESPACE, check=False)
             bind_role(cluster, RUNS_NAMESPACE, "towline-runner", users=("carol",))
-            bind_role(cluster, RUNS_NAMESPACE, "towline-approver", users=("bob",))
+            bind_role(cluster, RUNS_NAMESPACE, "towline-approver", users=("bob", "carol"))
             apply(cluster, _gated(RUNS_NAMESPACE))
             apply(cluster, _slow(RUNS_NAMESPACE, api.url))
             start_run(cluster, RUNS_NAMESPACE, "gated", "gated-1", user="carol")
@@ -201,8 +202,9 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
                 r if step_status(r := _run(cluster, "slow-1"), "fetch")["phase"] == "Running" else None), timeout=60)
             timings.record("runs in flight under the previous operator", started)
             before = {"gated-1": _run(cluster, "gated-1")["status"], "slow-1": running["status"]}
-            assert _step_images(cluster, RUNS_NAMESPACE, "gated-1") == {"check": {"localhost/towline-runner:prev"}}
-            assert _step_images(cluster, RUNS_NAMESPACE, "slow-1") == {"fetch": {"localhost/towline-runner:prev"}}
+            assert step_status({"status": before["gated-1"]}, "check")["phase"] == "Succeeded", before["gated-1"]
+            started_steps = {s["id"] for s in running["status"]["steps"] if s["phase"] != "Pending"}
+            assert started_steps == {"fetch"}, running["status"]
 
             # The upgrade, as README.md's "Upgrade" section does it from a release package, with this
             # checkout's images (their tags were set at the install, so the new ones are set).
@@ -230,10 +232,16 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             # The new operator finishes both runs.
             started = time.monotonic()
             hold.set()
-            _approve(cluster, approval, "bob")
+            # The new chart's admission policy guards the Approval the previous operator created.
+            refused = _approve(cluster, approval, "carol")
+            assert refused.returncode != 0 and "not an allowed approver" in refused.stderr, refused.stderr
+            approved = _approve(cluster, approval, "bob")
+            assert approved.returncode == 0, approved.stderr
             done = {name: wait_for_phase(cluster, RUNS_NAMESPACE, name, {"Succeeded", "Failed", "Cancelled"},
                                          timeout=300) for name in ("gated-1", "slow-1")}
             timings.record("runs finishing under the new operator", started)
+            jobs = {name: _step_jobs(cluster, RUNS_NAMESPACE, name) for name in done}
+            images = {name: _step_images(cluster, RUNS_NAMESPACE, name) for name in done}
     finally:
         hold.set()
         uninstall(cluster, RELEASE, NAMESPACE)
@@ -248,15 +256,19 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
     assert step_status(slow, "fetch")["output"] == {"build": "b-17"}
     assert step_status(slow, "publish")["output"] == {"published": "b-17"}
 
+    # The steps before the upgrade ran the previous runner image, those after it this checkout's.
+    previous_runner = previous_images["runner.image"]
+    assert images == {"gated-1": {"check": {previous_runner}, "deploy": {RUNNER_IMAGE}},
+                      "slow-1": {"fetch": {previous_runner}, "publish": {RUNNER_IMAGE}}}, images
+
     # No step ran twice: one request to the server, one Job and one attempt per step.
     assert len(build.requests) == 1, build.requests
     for name, run in done.items():
-        jobs = _step_jobs(cluster, RUNS_NAMESPACE, name)
-        assert all(len(names) == 1 for names in jobs.values()), jobs
+        assert all(len(names) == 1 for names in jobs[name].values()), jobs
         for step in run["status"]["steps"]:
-            allowed = {0, 1} if "approval" in _spec_step(run, step["id"]) else {1}
-            assert step["attempt"] in allowed, step
-            assert len(step.get("history") or []) <= 1, step
+            gate = "approval" in _spec_step(run, step["id"])
+            assert step["attempt"] == (0 if gate else 1), step
+            assert [h["attempt"] for h in step.get("history") or []] == ([] if gate else [1]), step
 
     # What the previous operator wrote is kept: the finished step as it was, the held step's attempt,
     # the run's start and the Workflow it copied.
@@ -268,8 +280,8 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             if step["phase"] in {"Succeeded", "Failed", "Skipped"}:
                 assert now == step, (name, step["id"])
             elif step["phase"] == "Running":
-                assert {k: now.get(k) for k in ("attempt", "jobName", "startedAt")} == \
-                    {k: step.get(k) for k in ("attempt", "jobName", "startedAt")}, (name, step["id"])
+                kept = ("attempt", "jobName", "startedAt", "idempotencyKey", "approvalName", "expiresAt")
+                assert {k: now.get(k) for k in kept} == {k: step.get(k) for k in kept}, (name, step["id"])
     _progress(f"upgrade test timings: {json.dumps(timings.seconds)}")
 
 
