@@ -21,8 +21,19 @@ COREDNS_VERSION = "v1.14.7"
 KUBE_ROUTER_VERSION = "v2.1.0"
 """github.com/cloudnativelabs/kube-router/v2: only its NetworkPolicy controller runs."""
 
+DISTRIBUTION_VERSION = "v3.1.2"
+"""github.com/distribution/distribution/v3: the password-protected registry of the private-registry
+install test (its `cmd/registry`; towline_dev.registry)."""
+
+CRANE_VERSION = "v0.22.1"
+"""github.com/google/go-containerregistry: `crane`, which pushes an OCI layout to that registry."""
+
 KWOK_VERSION = "v0.7.0"
 """sigs.k8s.io/kwok: simulated nodes for the scale benchmarks (never needed by the tests)."""
+
+KUBECONFORM_VERSION = "v0.8.0"
+"""github.com/yannh/kubeconform: validates the rendered chart and the examples against JSON schemas
+made from this Kubernetes release's OpenAPI and Towline's CRDs (towline_dev.kubeconform)."""
 
 DEBIAN_PACKAGES = {
     "containerd": "1.6.20~ds1-1+deb12u3",

@@ -95,6 +95,35 @@ def test_step_jobs_values_reach_the_operator_jobs_policy(k8s_binaries: BinarySet
     assert '["team-x"]' in policy({"stepJobs.excludedNamespaces": '["team-x"]'})["spec"]["validations"][0]["expression"]
 
 
+OPERATOR_DIGEST = "sha256:" + "1" * 64
+RUNNER_DIGEST = "sha256:" + "2" * 64
+
+
+def test_digests_pin_every_image_the_release_runs_and_the_policy_admits(k8s_binaries: BinarySet) -> None:
+    """image.digest pins the operator's image in every pod of the release; runner.digest pins the default
+    runner image, which the operator gives step Jobs and the operator-jobs policy admits (and no other)."""
+    repository = "registry.example.com/towline"
+    documents = render(k8s_binaries, {"image.repository": repository, "image.tag": "0.1.0",
+                                      "image.digest": OPERATOR_DIGEST, "runner.digest": RUNNER_DIGEST})
+    operator_image = f"{repository}:0.1.0@{OPERATOR_DIGEST}"
+    runner_image = f"{repository}-runner:0.1.0@{RUNNER_DIGEST}"
+    containers = [c for d in documents if d["kind"] in ("Deployment", "Pod")
+                  for c in (d["spec"]["template"]["spec"] if d["kind"] == "Deployment" else d["spec"])["containers"]]
+    assert len(containers) == 3 and {c["image"] for c in containers} == {operator_image}, containers
+    operator = find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "TOWLINE_RUNNER_IMAGE", "value": runner_image} in operator["env"]
+    policy = find(documents, "ValidatingAdmissionPolicy", "towline-operator-jobs")
+    images = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "images")
+    assert images == f'["{runner_image}"]'
+
+
+def test_runner_digest_beside_runner_image_is_refused_with_the_fix(k8s_binaries: BinarySet) -> None:
+    result = template(k8s_binaries, {"runner.image": "r.example/runner:1", "runner.digest": RUNNER_DIGEST})
+    assert result.returncode != 0
+    assert "runner.digest pins the default runner image only" in result.stderr, result.stderr
+    assert "write the digest into it" in result.stderr, result.stderr
+
+
 def test_step_type_values_reach_the_operator_and_both_policies(k8s_binaries: BinarySet) -> None:
     """Who may register which images is proved by attack (attacks/test_attack_step_types.py,
     test_attack_operator_jobs.py); here, that stepTypes.* reach the operator and both policies."""
@@ -143,6 +172,8 @@ BAD_VALUES = [
     ({"operator.metricsPort": "70000"}, "metricsPort"),
     ({"image.pullPolicy": "Sometimes"}, "pullPolicy"),
     ({"image.tag": "has space"}, "tag"),
+    ({"image.digest": "sha256:abc"}, "digest"),
+    ({"runner.digest": "md5:" + "0" * 32}, "digest"),
     ({"watchNamespaces": '["Team_A"]'}, "watchNamespaces"),
     ({"watchNamespaces": '"team-a"'}, "watchNamespaces"),
     ({"networkPolicy.apiServer.cidrs": '["the-api-server"]'}, "cidrs"),

@@ -10,13 +10,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.serviceAccount.name }}
 {{- end }}
 
+{{/* The operator's image: repository:tag, pinned by image.digest when one is set (the tag then only names it). */}}
 {{- define "towline.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
-{{/* The image step Jobs run: runner.image, else the lean runner image published beside the operator's. */}}
+{{/* The image step Jobs run: runner.image, else the lean runner image published beside the operator's
+     (pinned by runner.digest when one is set; a runner.image carries its own digest). */}}
 {{- define "towline.runnerImage" -}}
-{{ .Values.runner.image | default (printf "%s-runner:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- if .Values.runner.image -}}
+{{- if .Values.runner.digest -}}
+{{- fail "runner.digest pins the default runner image only: with runner.image set, write the digest into it (registry.example.com/towline-runner:0.1.0@sha256:...) and unset runner.digest" -}}
+{{- end -}}
+{{ .Values.runner.image }}
+{{- else -}}
+{{ printf "%s-runner:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}{{ with .Values.runner.digest }}@{{ . }}{{ end }}
+{{- end -}}
 {{- end }}
 
 {{/* Labels that select the operator's pods (Deployment, Service, PDB, NetworkPolicy). */}}

@@ -57,6 +57,12 @@ class NodePaths:
         return self.root / "containerd" / "config.toml"
 
     @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's `config_path`: a `<host:port>/hosts.toml` here tells it how to reach that registry
+        (e.g. which CA to trust: `towline_dev.registry`); a host without one is reached the default way."""
+        return self.root / "containerd" / "certs.d"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.root / "cni" / "net.d"
 
@@ -119,6 +125,8 @@ def containerd_config(paths: NodePaths) -> str:
         f"[{cri}.containerd.runtimes.runc.options]",
         "  SystemdCgroup = false",
         f"  BinaryName = {_toml_string(RUNC)}",
+        f"[{cri}.registry]",
+        f"  config_path = {_toml_string(str(paths.registry_hosts_dir))}",
         f"[{cri}.cni]",
         f"  bin_dir = {_toml_string(CNI_BIN_DIR)}",
         f"  conf_dir = {_toml_string(str(paths.cni_conf_dir))}",
@@ -181,6 +189,12 @@ def kubelet_config(paths: NodePaths, *, ca_file: Path, healthz_port: int) -> dic
         "podLogsDir": str(paths.pod_logs_dir),
         "failSwapOn": False,
         "serializeImagePulls": False,
+        # Kubernetes 1.35 re-verifies credentials before a pod may use an image the kubelet once pulled with a
+        # pull secret (KubeletEnsureSecretPulledImages). The node's own images (`localhost/`) are imported, never
+        # pulled: exempt them, or a pod would try to pull `localhost/towline:dev` once the same image (same ID)
+        # came from a private registry (tests/integration/helm/test_private_registry.py). Others are verified.
+        "imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+        "preloadedImagesVerificationAllowlist": ["localhost/*"],
         # The disk is shared with builds and caches; evict only when it is really full.
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100,
