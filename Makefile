@@ -12,7 +12,7 @@ help:
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
 	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
-	@echo "make binaries - build (once, showing progress) the Kubernetes binaries the tests run"
+	@echo "make binaries - build (once, showing progress) the Kubernetes binaries and kubeconform the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
 	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
 
@@ -45,7 +45,8 @@ crds-check:
 unit:
 	$(PYTHON) -m pytest tests/unit -q
 
-# Builds (first time, with progress on the terminal) what the integration tests run; "cached" after.
+# Builds (first time, with progress on the terminal) what the integration tests run, kubeconform among
+# them; "cached" after.
 binaries: install
 	$(PYTHON) -m towline_dev.prepare
 

@@ -380,27 +380,42 @@ def find_kwok(*, build: bool = True, progress: Progress = _stderr_progress) -> P
 
     Not one of COMPONENTS: no test needs it, so a fresh machine does not build it for `make test`.
     """
-    target = cached_kwok()
+    return go_install_once(
+        f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", cached_kwok(), build=build, progress=progress
+    )
+
+
+def go_install_once(
+    package: str, target: Path, *, ldflags: str = "-s -w", build: bool = True, progress: Progress = _stderr_progress
+) -> Path:
+    """A single Go command (`module/cmd/name@version`) at `target`, built there once with `go install`.
+
+    For the tools that are no part of a node (kwok, kubeconform): each keyed by its version in a
+    directory of its own, so building one never waits for or invalidates the Kubernetes set.
+    """
     if target.is_file():
         return target
+    label = package.rsplit("/", 1)[-1].replace("@", " ")
     if not build:
-        raise BinariesUnavailable(f"kwok {KWOK_VERSION} is not built yet ({target} is missing)")
+        raise BinariesUnavailable(f"{label} is not built yet ({target} is missing)")
     with _exclusive_lock(target.parent.parent / "build.lock"):
         if target.is_file():
             return target
         go = shutil.which("go")
         if go is None:
-            raise BinariesUnavailable(f"kwok {KWOK_VERSION} is not in {target} and Go is not installed to build it")
-        label = f"kwok {KWOK_VERSION}"
+            raise BinariesUnavailable(f"{label} is not in {target} and Go is not installed to build it")
         progress(f"{label}: building from the Go module proxy into {target.parent} (once per machine)")
+        started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent.parent))
         try:
+            # `go install module@version` builds outside any module, so no -mod flag.
             _run_go(
-                [go, "install", "-v", "-trimpath", "-ldflags", "-s -w", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"],
+                [go, "install", "-v", "-trimpath", "-ldflags", ldflags, package],
                 staging, progress, f"{label}: compiling", env=_go_env(GOBIN=str(staging), GOFLAGS="-buildvcs=false"),
             )
             target.parent.mkdir(parents=True, exist_ok=True)
-            (staging / "kwok").replace(target)
+            (staging / target.name).replace(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        progress(f"{label}: built in {time.monotonic() - started:.0f} s")
         return target

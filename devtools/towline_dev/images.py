@@ -144,33 +144,17 @@ def ensure_towline_images(progress: Progress) -> dict[str, Path]:
 
 
 def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> None:
-    ensure_debian_packages(IMAGE_TOOL_PACKAGES, progress, purpose="building the container images")
     started = time.monotonic()
     progress(
         f"Building the container images {', '.join(spec.reference for spec in IMAGES)} into {target} "
         "(once per change to their sources; a few minutes on 2 cores when the base and pip's cache are warm)"
     )
-    store = BuildahStore(images_cache() / "buildah")
-    store.tmp.mkdir(parents=True, exist_ok=True)
     log = images_cache() / f"build-{key}.log"
     log.unlink(missing_ok=True)
-    base = ensure_base(store, progress, log)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=images_cache()))
     staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
     try:
-        context = staging / "context"
-        stage_files(REPO_ROOT, files, context)
-        if content_key(context, files, pinned_inputs()) != key:
-            # The archives are filed under the key: they must hold exactly what it hashed.
-            raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
-        ca_bundle = host_ca_bundle(os.environ)
-        for position, spec in enumerate(IMAGES, start=1):
-            label = f"[{position}/{len(IMAGES)}] {spec.reference}"
-            progress(f"{label}: building from {spec.containerfile}")
-            build_archive(store, containerfile=context / spec.containerfile, context=context, base=base,
-                          reference=spec.reference, ca_bundle=ca_bundle, archive=staging / spec.archive_name,
-                          progress=progress, label=label, log=log)
-        shutil.rmtree(context)
+        base = build_archives(REPO_ROOT, files, staging, progress, log, key=key)
         manifest = {"key": key, "files": len(files), "pins": pinned_inputs(), "base": base,
                     "seconds": round(time.monotonic() - started, 1)}
         (staging / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -180,10 +164,42 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    run_logged(prune_command(store), progress, "pruning superseded images", env=store.env(), log=log)
     drop_other_builds(images_cache(), keep=target, count=KEEP_BUILDS)
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in archive_paths(target).values())
     progress(f"Built the images in {time.monotonic() - started:.0f} s: {sizes}")
+
+
+def build_archives(
+    root: Path, files: list[str], out: Path, progress: Progress, log: Path, *,
+    specs: tuple[ImageSpec, ...] = IMAGES, key: str | None = None,
+) -> str:
+    """Build `specs` from exactly `files` of the tree `root` into archives in `out`; returns the base used.
+
+    The caller holds the build lock (the buildah store is shared). With `key`, the staged copy must
+    still hash to it, so archives filed under a content key hold what it hashed. `root` may be another
+    tree than this checkout (an older commit's export, `towline_dev.previous`): its own Containerfiles
+    and sources are built, with this checkout's pinned tools and base.
+    """
+    ensure_debian_packages(IMAGE_TOOL_PACKAGES, progress, purpose="building the container images")
+    store = BuildahStore(images_cache() / "buildah")
+    store.tmp.mkdir(parents=True, exist_ok=True)
+    base = ensure_base(store, progress, log)
+    context = out / "context"
+    stage_files(root, files, context)
+    try:
+        if key is not None and content_key(context, files, pinned_inputs()) != key:
+            raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
+        ca_bundle = host_ca_bundle(os.environ)
+        for position, spec in enumerate(specs, start=1):
+            label = f"[{position}/{len(specs)}] {spec.reference}"
+            progress(f"{label}: building from {spec.containerfile}")
+            build_archive(store, containerfile=context / spec.containerfile, context=context, base=base,
+                          reference=spec.reference, ca_bundle=ca_bundle, archive=out / spec.archive_name,
+                          progress=progress, label=label, log=log)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+    run_logged(prune_command(store), progress, "pruning superseded images", env=store.env(), log=log)
+    return base
 
 
 KEEP_BUILDS = 3

@@ -98,11 +98,18 @@ def install_release(cluster: ControlPlane, values: dict[str, str], *, helm: Path
     return argv
 
 
-def wait_rolled_out(cluster: ControlPlane, namespace: str = NAMESPACE, timeout_seconds: int = 300) -> None:
+def name_prefix(release: str) -> str:
+    """What the chart names `release`'s objects after (its towline.fullname, without overrides):
+    the release name if it contains "towline" (towline-operator), else <release>-towline."""
+    return release if "towline" in release else f"{release}-towline"
+
+
+def wait_rolled_out(cluster: ControlPlane, namespace: str = NAMESPACE, timeout_seconds: int = 300, *,
+                    release: str = RELEASE) -> None:
     """Every Deployment of the release rolled out: its new pods Ready as real containers."""
-    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", f"app.kubernetes.io/instance={RELEASE}",
+    names = cluster.kubectl("get", "deployments", "-n", namespace, "-l", f"app.kubernetes.io/instance={release}",
                             "-o", "name").stdout.split()
-    if "deployment.apps/towline-operator" not in names:
+    if f"deployment.apps/{name_prefix(release)}-operator" not in names:
         raise ReleaseFailed(f"the release has no operator Deployment in {namespace}: {names}")
     for name in names:
         rollout = cluster.kubectl("rollout", "status", name, "-n", namespace, f"--timeout={timeout_seconds}s",

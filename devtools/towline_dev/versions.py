@@ -31,6 +31,10 @@ CRANE_VERSION = "v0.22.1"
 KWOK_VERSION = "v0.7.0"
 """sigs.k8s.io/kwok: simulated nodes for the scale benchmarks (never needed by the tests)."""
 
+KUBECONFORM_VERSION = "v0.8.0"
+"""github.com/yannh/kubeconform: validates the rendered chart and the examples against JSON schemas
+made from this Kubernetes release's OpenAPI and Towline's CRDs (towline_dev.kubeconform)."""
+
 DEBIAN_PACKAGES = {
     "containerd": "1.6.20~ds1-1+deb12u3",
     "runc": "1.1.5+ds1-1+deb12u1",

@@ -143,6 +143,12 @@ class Scripted:
     """(status, JSON payload or raw bytes, extra headers)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     delay_seconds: float = 0.0
+    hold: threading.Event | None = None
+    """Answers wait until the test sets it (a step kept running until then), at most HOLD_LIMIT_SECONDS."""
+
+
+HOLD_LIMIT_SECONDS = 600.0
+"""A held answer is sent after this long anyway, so a failed test never leaves a handler waiting forever."""
 
 
 class ScriptedServer:
@@ -166,18 +172,22 @@ class ScriptedServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 path = self.path.split("?", 1)[0]
+                answer: tuple[int, dict[str, Any] | bytes, dict[str, str]]
                 with server.lock:
                     script = server.routes.get(path)
                     if script is None:
-                        status, payload, headers = 404, {"error": "no such path"}, {}
+                        answer = (404, {"error": "no such path"}, {})
                     else:
                         script.requests.append({"method": self.command, "headers": dict(self.headers),
                                                 "body": body.decode(errors="replace")})
                         index = min(len(script.requests), len(script.responses)) - 1
-                        status, payload, headers = script.responses[index]
+                        answer = script.responses[index]
+                status, payload, headers = answer
                 delay = script.delay_seconds if script is not None else 0.0
                 if delay:
                     time.sleep(delay)
+                if script is not None and script.hold is not None:
+                    script.hold.wait(HOLD_LIMIT_SECONDS)
                 raw = isinstance(payload, bytes)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
@@ -202,10 +212,11 @@ class ScriptedServer:
         return f"http://{TEST_SERVER_ADDRESS}:{self.httpd.server_address[1]}"
 
     def script(
-        self, path: str, *responses: tuple[int, dict[str, Any] | bytes, dict[str, str]], delay_seconds: float = 0.0
+        self, path: str, *responses: tuple[int, dict[str, Any] | bytes, dict[str, str]], delay_seconds: float = 0.0,
+        hold: threading.Event | None = None,
     ) -> Scripted:
         with self.lock:
-            self.routes[path] = Scripted(list(responses), delay_seconds=delay_seconds)
+            self.routes[path] = Scripted(list(responses), delay_seconds=delay_seconds, hold=hold)
             return self.routes[path]
 
     def __enter__(self) -> ScriptedServer:

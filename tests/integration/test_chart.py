@@ -229,6 +229,8 @@ BAD_VALUES = [
     ({"egress.podCidrs": '["10.244.0.0/16"]'}, "podCidrs"),
     ({"trustedWorkflowAuthors.usres": '["ci"]'}, "usres"),
     ({"workflowSecretChecks": '"many"'}, "workflowSecretChecks"),
+    ({"fullnameOverride": "Team_A"}, "fullnameOverride"),
+    ({"nameOverride": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}, "nameOverride"),
 ]
 
 

@@ -1,3 +1,98 @@
+{{/*
+The chart's name, and the prefix of every object's name: the release name if it contains the
+chart's name (release `towline`: towline-operator, towline-runner ...), else <release>-<chart>;
+fullnameOverride replaces it, nameOverride the chart's part. At most 47 characters, so that the
+longest name derived from it (the Service <fullname>-ingress-metrics) is a valid DNS label.
+*/}}
+{{- define "towline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "towline.fullname" -}}
+{{- $fullname := "" }}
+{{- if .Values.fullnameOverride }}
+{{- $fullname = .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "towline.name" . }}
+{{- if contains $name .Release.Name }}
+{{- $fullname = .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $fullname = printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- if gt (len $fullname) 47 }}
+{{- fail (printf "the objects' name prefix %q is longer than 47 characters (names such as %s-ingress-metrics must fit 63): choose a shorter release name, or set fullnameOverride" $fullname $fullname) }}
+{{- end }}
+{{- $fullname }}
+{{- end }}
+
+{{/*
+Where a ValidatingAdmissionPolicyBinding applies, for policies that hold everyone in a namespace
+to this release's operator and ingress (they name them as the only trusted identities): with
+watchNamespaces, only those namespaces, so that another release's operator may act in its own;
+empty, every namespace. kubernetes.io/metadata.name is set by the API server to the namespace's
+own name, so no namespace can claim another's. Cluster-scoped objects (ClusterStepTypes) are
+never skipped by a namespaceSelector: every release's policy applies to them.
+*/}}
+{{- define "towline.policyScope" -}}
+{{- if .Values.watchNamespaces -}}
+matchResources:
+  namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values: {{ toJson .Values.watchNamespaces }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuses an install or upgrade that would make two operators run the same namespace's workflows.
+Another release's operator Deployment (labelled towline/operator, not this release's) says what it
+watches in TOWLINE_WATCH_NAMESPACES; empty means every namespace. Two releases may share a cluster
+only from different namespaces and with watchNamespaces that do not overlap. `lookup` finds
+nothing under `helm template` and client-side dry runs, so rendering offline checks nothing.
+*/}}
+{{- define "towline.checkOtherReleases" -}}
+{{- $mine := .Values.watchNamespaces | default list }}
+{{- range (lookup "apps/v1" "Deployment" "" "").items | default list }}
+{{- $labels := .metadata.labels | default dict }}
+{{- $annotations := .metadata.annotations | default dict }}
+{{- if and (eq (get $labels "app.kubernetes.io/name") "towline") (eq (get $labels "app.kubernetes.io/component") "operator") }}
+{{- $release := get $annotations "meta.helm.sh/release-name" | default (get $labels "app.kubernetes.io/instance") }}
+{{- $releaseNamespace := get $annotations "meta.helm.sh/release-namespace" | default .metadata.namespace }}
+{{- if not (and (eq $release $.Release.Name) (eq $releaseNamespace $.Release.Namespace)) }}
+{{- $other := printf "Towline release %q in namespace %s" $release .metadata.namespace }}
+{{- if eq .metadata.namespace $.Release.Namespace }}
+{{- fail (printf "%s already runs an operator there: install each release in a namespace of its own" $other) }}
+{{- end }}
+{{- $theirs := list }}
+{{- range .spec.template.spec.containers }}
+{{- range .env | default list }}
+{{- if and (eq .name "TOWLINE_WATCH_NAMESPACES") .value }}
+{{- $theirs = splitList "," .value }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $theirs }}
+{{- fail (printf "%s runs workflows in every namespace (its watchNamespaces is empty): no second release can share the cluster with it; give it watchNamespaces first (helm upgrade)" $other) }}
+{{- end }}
+{{- if not $mine }}
+{{- fail (printf "%s already runs workflows in %s: a second release needs watchNamespaces of its own, not every namespace" $other (join ", " $theirs)) }}
+{{- end }}
+{{- $shared := list }}
+{{- range $mine }}
+{{- if has . $theirs }}
+{{- $shared = append $shared . }}
+{{- end }}
+{{- end }}
+{{- if $shared }}
+{{- fail (printf "%s already runs workflows in %s: two operators must not run the same namespace's workflows; remove it from watchNamespaces" $other (join ", " $shared)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "towline.labels" -}}
 app.kubernetes.io/name: towline
 app.kubernetes.io/instance: {{ .Release.Name }}

@@ -186,6 +186,10 @@ class RealNode:
     def images(self) -> list[str]:
         return cleanup.ctr(self.paths, "images", "ls", "-q").stdout.split()
 
+    def remove_image(self, reference: str) -> None:
+        """Drop an image from the node's containerd (one a test loaded, so later tests cannot use it)."""
+        cleanup.ctr(self.paths, "images", "rm", reference, check=True)
+
     def node(self) -> dict[str, Any] | None:
         status, body = self.plane.api_get(f"/api/v1/nodes/{NODE_NAME}")
         return json.loads(body) if status == 200 else None

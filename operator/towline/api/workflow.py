@@ -286,7 +286,8 @@ class ScheduleTrigger(TowlineModel):
     )
 
 
-WebhookScheme = Literal["github", "standard-webhooks", "hmac", "bearer", "none"]
+WebhookScheme = Literal["github", "standard-webhooks", "hmac", "bearer", "gitlab", "slack", "stripe", "shopify",
+                        "none"]
 
 HTTP_HEADER_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
 """An HTTP header name (RFC 9110 token)."""
@@ -308,7 +309,8 @@ class WebhookVerification(TowlineModel):
             cel_rule(
                 "self.scheme != 'none' || (has(self.allowUnsigned) && self.allowUnsigned)",
                 "scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
-                "or use github, standard-webhooks, hmac or bearer with a secretRef",
+                "or use a signed scheme (github, standard-webhooks, hmac, bearer, gitlab, slack, stripe, shopify) "
+                "with a secretRef",
                 field_path=".allowUnsigned",
             ),
         )
@@ -316,10 +318,13 @@ class WebhookVerification(TowlineModel):
 
     scheme: WebhookScheme = Field(
         description="github (X-Hub-Signature-256), standard-webhooks (v1 HMAC or v1a ed25519), hmac "
-        "(HMAC-SHA256 over `<timestamp>.<body>`), bearer (a static token), or none (with allowUnsigned).",
+        "(HMAC-SHA256 over `<timestamp>.<body>`), bearer (a static token), gitlab (X-Gitlab-Token), slack "
+        "(X-Slack-Signature over `v0:<timestamp>:<body>`), stripe (Stripe-Signature t=...,v1=...), shopify "
+        "(X-Shopify-Hmac-Sha256, base64), or none (with allowUnsigned).",
     )
     secret_ref: SecretKeyRef | None = Field(
-        default=None, description="The Secret key holding the signing secret (or, for bearer, the token).",
+        default=None,
+        description="The Secret key holding the signing secret (for bearer and gitlab, the token).",
     )
     public_key_ref: SecretKeyRef | None = Field(
         default=None, description="standard-webhooks only: the Secret key holding the sender's ed25519 public key.",

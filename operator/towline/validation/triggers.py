@@ -134,7 +134,8 @@ def webhook_errors(verify: WebhookVerification, path: str) -> list[ValidationErr
             return [ValidationError(
                 field=f"{path}.allowUnsigned",
                 message="scheme none accepts anyone's requests; set allowUnsigned: true to mean it, "
-                "or use github, standard-webhooks, hmac or bearer with a secretRef",
+                "or use a signed scheme (github, standard-webhooks, hmac, bearer, gitlab, slack, stripe, shopify) "
+                "with a secretRef",
             )]
         return []
     if verify.public_key_ref is not None and verify.scheme != "standard-webhooks":

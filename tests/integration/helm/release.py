@@ -11,7 +11,7 @@ from tests.integration.helmsupport import helm
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ExistingCluster
-from towline_dev.release import CHART, NAMESPACE, set_args
+from towline_dev.release import CHART, NAMESPACE, RELEASE, name_prefix, set_args
 
 Cluster = ControlPlane | ExistingCluster
 CHART_LABELS = ("app.kubernetes.io/instance=towline", "app.kubernetes.io/name=towline",
@@ -42,9 +42,10 @@ def uninstall(cluster: Cluster, release: str, namespace: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def deployment(cluster: Cluster, namespace: str = NAMESPACE) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(
-        cluster.kubectl("get", "deployment", "towline-operator", "-n", namespace, "-o", "json").stdout)
+def deployment(cluster: Cluster, namespace: str = NAMESPACE, release: str = RELEASE) -> dict[str, Any]:
+    """The operator Deployment of `release` (named after it: towline_dev.release.name_prefix)."""
+    found: dict[str, Any] = json.loads(cluster.kubectl(
+        "get", "deployment", f"{name_prefix(release)}-operator", "-n", namespace, "-o", "json").stdout)
     return found
 
 

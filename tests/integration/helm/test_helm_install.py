@@ -100,7 +100,8 @@ def test_watch_namespaces_confines_the_operator_to_them(
     helm_cluster: Cluster, tmp_path: Path
 ) -> None:
     cluster, release_namespace = helm_cluster, "towline-scoped"
-    uninstall(cluster, RELEASE, NAMESPACE)  # cluster-scoped names are one per cluster
+    # A release watching every namespace leaves no room for another: the chart refuses the second.
+    uninstall(cluster, RELEASE, NAMESPACE)
     for namespace in ("watched", "unwatched"):
         cluster.kubectl("create", "namespace", namespace, check=False)
     install(cluster, "scoped", release_namespace, {"watchNamespaces": '["watched"]'})
@@ -108,7 +109,7 @@ def test_watch_namespaces_confines_the_operator_to_them(
     try:
         kubeconfig = operator_kubeconfig(cluster, tmp_path / "operator.kubeconfig", namespace=release_namespace)
         # The operator is told what to watch exactly as the chart's Deployment tells it.
-        told = container_env(deployment(cluster, release_namespace))["TOWLINE_WATCH_NAMESPACES"]
+        told = container_env(deployment(cluster, release_namespace, "scoped"))["TOWLINE_WATCH_NAMESPACES"]
         assert told == "watched"
         ports = {"health": free_loopback_port(), "metrics": free_loopback_port()}
         operator = OperatorProcess(kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",

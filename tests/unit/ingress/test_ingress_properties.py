@@ -22,7 +22,9 @@ PLAIN_SECRET = b"plain-secret-of-32-bytes-length"
 NOW = 1_800_000_000.0
 HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=120)
 NAMES = ["webhook-id", "webhook-timestamp", "webhook-signature", "x-hub-signature-256", "x-hub-signature",
-         "x-signature", "x-timestamp", "authorization", "x-github-delivery"]
+         "x-signature", "x-timestamp", "authorization", "x-github-delivery", "x-gitlab-token", "idempotency-key",
+         "x-slack-signature", "x-slack-request-timestamp", "stripe-signature", "x-shopify-hmac-sha256",
+         "shopify-hmac-sha256"]
 
 
 def signature_like() -> st.SearchStrategy[str]:
@@ -36,7 +38,8 @@ HEADERS = st.dictionaries(st.sampled_from(NAMES), st.one_of(HEADER_TEXT, signatu
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scheme=st.sampled_from(["github", "standard-webhooks", "hmac", "bearer"]), headers=HEADERS,
+@given(scheme=st.sampled_from(["github", "standard-webhooks", "hmac", "bearer", "gitlab", "slack", "stripe",
+                               "shopify"]), headers=HEADERS,
        body=st.binary(max_size=256))
 def test_random_deliveries_are_refused_with_a_4xx(scheme: str, headers: dict[str, str], body: bytes) -> None:
     verify = WebhookVerification.model_validate({"scheme": scheme, "secretRef": {"name": "s", "key": "k"}})
@@ -49,7 +52,8 @@ def test_random_deliveries_are_refused_with_a_4xx(scheme: str, headers: dict[str
 
 
 @settings(max_examples=300, deadline=None)
-@given(scheme=st.sampled_from(["github", "standard-webhooks", "hmac"]), body=st.binary(max_size=512),
+@given(scheme=st.sampled_from(["github", "standard-webhooks", "hmac", "slack", "stripe", "shopify"]),
+       body=st.binary(max_size=512),
        cuts=st.lists(st.integers(0, 512), max_size=6), forged=st.booleans())
 def test_a_mac_fed_while_the_body_streams_decides_as_the_whole_body_does(
     scheme: str, body: bytes, cuts: list[int], forged: bool
@@ -62,6 +66,9 @@ def test_a_mac_fed_while_the_body_streams_decides_as_the_whole_body_does(
         "github": lambda: sign.github_headers(raw_secret.encode(), signed_body),
         "standard-webhooks": lambda: sign.standard_webhooks_headers(raw_secret, "msg_1", int(NOW), signed_body),
         "hmac": lambda: sign.hmac_headers(raw_secret.encode(), int(NOW), signed_body),
+        "slack": lambda: sign.slack_headers(raw_secret.encode(), int(NOW), signed_body),
+        "stripe": lambda: sign.stripe_headers([raw_secret.encode()], int(NOW), signed_body),
+        "shopify": lambda: sign.shopify_headers(raw_secret.encode(), signed_body),
     }[scheme]().items()}
     assert precheck(verify, keys, headers, now=NOW) is None
     mac = body_mac(verify, keys, headers, now=NOW)

@@ -156,3 +156,14 @@ def test_a_verify_setting_the_scheme_ignores_is_an_error(check: Check, extra: di
     hmac_ok = {"scheme": "hmac", "secretRef": {"name": "hook", "key": "secret"}, "signatureHeader": "X-Sig",
                "timestampHeader": "X-Time"}
     assert check(webhook(hmac_ok)) == []
+
+
+@pytest.mark.parametrize("scheme", ["gitlab", "slack", "stripe", "shopify"])
+def test_the_provider_schemes_need_a_secret_and_take_no_hmac_headers_or_public_key(check: Check, scheme: str) -> None:
+    assert check(webhook({"scheme": scheme, "secretRef": {"name": "hook", "key": "secret"}})) == []
+    assert check(webhook({"scheme": scheme}))[0].field == "spec.triggers[0].webhook.verify.secretRef"
+    for extra, field in (({"signatureHeader": "X-Sig"}, "signatureHeader"),
+                         ({"publicKeyRef": {"name": "k", "key": "p"}}, "publicKeyRef"),
+                         ({"allowUnsigned": True}, "allowUnsigned")):
+        errors = check(webhook({"scheme": scheme, "secretRef": {"name": "hook", "key": "secret"}, **extra}))
+        assert errors[0].field == f"spec.triggers[0].webhook.verify.{field}", (extra, errors)

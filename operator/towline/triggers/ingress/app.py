@@ -157,8 +157,11 @@ class Ingress:
             DELIVERIES.labels(str(outcome.status), outcome.reason).inc()
         else:
             payload = {"status": outcome.status, "run": outcome.run, "message": outcome.message}
+            if outcome.challenge is not None:
+                payload["challenge"] = outcome.challenge
             log.info("delivery to %s: %d %s%s", where, outcome.status, outcome.message,
                      f" ({outcome.run})" if outcome.run else "")
-            DELIVERIES.labels(str(outcome.status), "Filtered" if outcome.run is None else "Accepted").inc()
+            kind = "Challenge" if outcome.challenge is not None else "Filtered" if outcome.run is None else "Accepted"
+            DELIVERIES.labels(str(outcome.status), kind).inc()
         return web.Response(status=outcome.status, text=json.dumps(payload), content_type="application/json",
                             headers=headers)

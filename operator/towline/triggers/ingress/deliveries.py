@@ -25,6 +25,7 @@ from towline.triggers.cron import LABEL_TRIGGER
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
+from towline.triggers.ingress.providers import slack_challenge
 from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity, webhook_run_name
 from towline.triggers.ingress.verify import BodyMac, SigningKeys, body_mac, decode_keys, precheck, verify_delivery
 from towline.triggers.ingress.workflows import Target
@@ -41,6 +42,8 @@ class Accepted:
     status: int
     run: str | None
     message: str
+    challenge: str | None = None
+    """Slack's URL verification challenge, echoed in the answer (no run starts)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ class DeliveryHandler:
         verified = verify_delivery(target.webhook.verify, prepared.keys, headers, raw, now=now, mac=prepared.mac)
         if isinstance(verified, Refusal):
             return verified
+        if target.webhook.verify.scheme == "slack" and (challenge := slack_challenge(media, raw)) is not None:
+            return Accepted(200, None, "Slack URL verification: challenge answered; no run started", challenge)
         if target.suspended:
             return Refusal(409, "Suspended", f"Workflow {target.namespace}/{target.workflow} is suspended "
                            "(spec.suspend: true); no run starts until it is resumed")

@@ -5,18 +5,23 @@ the signature does not cover (anyone holding one delivery could otherwise
 resend it under a fresh value as a new run):
 
 - a `deliveryId.field` the trigger names (it is inside the signed body);
-- else Standard Webhooks' `webhook-id`, which is signed with the timestamp;
-- else, for GitHub (which signs neither an id nor a time), the body itself:
-  an identical body is one delivery, however often and whenever it arrives;
-- else, for `hmac`, the signed timestamp and body.
+- else the id the scheme itself signs: Standard Webhooks' `webhook-id`
+  (signed with the timestamp), Stripe's event `id` and a Slack Events API
+  `event_id` (both inside the signed body; a retry is signed anew with the
+  same id);
+- else, for GitHub and Shopify (which sign neither an id nor a time), the
+  body itself: an identical body is one delivery, however often and whenever
+  it arrives;
+- else, for `hmac`, Slack and Stripe, the signed timestamp and body.
 
 A configured `deliveryId.header` is never signed: for signed schemes it must
 be present, and is recorded in the run where no signed id is, but it never
 names the run (so it can neither split one delivery into several runs nor
-override the signed `webhook-id`). Only `bearer`
-and `none`, which sign nothing at all, name the run from it (there the
-sender's token, or nothing, is all that stands between anyone and a run
-anyway), else from the body within the current tolerance window.
+override the signed `webhook-id`). Only `bearer`, `gitlab` and `none`, which
+sign nothing at all, name the run from it, or from GitLab's own
+`Idempotency-Key` / `X-Gitlab-Event-UUID` (there the sender's token, or
+nothing, is all that stands between anyone and a run anyway), else from the
+body within the current tolerance window.
 
 Two deliveries with the same identity get the same name, and the API
 server's 409 makes the second create find the first run: nothing fires
@@ -37,8 +42,13 @@ from towline.triggers.ingress.verify import Verified
 
 MAX_DELIVERY_ID = 256
 _DIGEST_LENGTH = 16
-UNSIGNED_SCHEMES = frozenset({"bearer", "none"})
+UNSIGNED_SCHEMES = frozenset({"bearer", "gitlab", "none"})
 """Schemes whose signature covers nothing a delivery carries: any id is as good as the sender's word."""
+BODY_IDENTITY_SCHEMES = frozenset({"github", "shopify"})
+"""Schemes that sign the body and nothing else: no time, no id."""
+SIGNED_ID_FIELDS = {"stripe": "id", "slack": "event_id"}
+"""Where a scheme's sender puts its event id inside the signed body (used when present, unless a
+`deliveryId.field` is configured)."""
 
 
 @dataclass(frozen=True)
@@ -68,17 +78,20 @@ def delivery_identity(  # noqa: PLR0911 - the sources of an identity, in order o
             return DeliveryIdentity(f"id:{header_id}", header_id, keyed_by_id=True)
     if configured is not None and configured.field is not None:
         found = _field(body, configured.field)
-        if not isinstance(found, (str, int)) or isinstance(found, bool) or found == "":
+        if not _is_id(found):
             return Refusal(400, "MissingDeliveryId",
                            f"the body has no string or integer at {configured.field}, the trigger's deliveryId field")
         return _by_id(str(found))
-    if verified.delivery_id and verified.id_is_signed:
+    if verified.delivery_id and (verified.id_is_signed or unsigned):
         return _by_id(verified.delivery_id)
+    default_field = SIGNED_ID_FIELDS.get(trigger.verify.scheme)
+    if default_field is not None and _is_id(found := _field(body, default_field)):
+        return _by_id(str(found))
     recorded = header_id or verified.delivery_id
     if recorded is not None and len(recorded) > MAX_DELIVERY_ID:
         return _too_long()
-    if trigger.verify.scheme == "github":
-        # GitHub signs no time: the same body is the same delivery forever (docs/ingress.md, Exactly once).
+    if trigger.verify.scheme in BODY_IDENTITY_SCHEMES:
+        # GitHub and Shopify sign no time: the same body is the same delivery forever (docs/ingress.md, Exactly once).
         return DeliveryIdentity(f"body:{verified.signed_digest}", recorded, keyed_by_id=False)
     if verified.timestamp is not None:
         return DeliveryIdentity(f"signed:{verified.signed_digest}", recorded, keyed_by_id=False)
@@ -91,6 +104,10 @@ def _by_id(value: str) -> DeliveryIdentity | Refusal:
     if len(value) > MAX_DELIVERY_ID:
         return _too_long()
     return DeliveryIdentity(f"id:{value}", value, keyed_by_id=True)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""
 
 
 def _too_long() -> Refusal:

@@ -49,3 +49,31 @@ def hmac_headers(
 
 def bearer_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def gitlab_headers(token: str, delivery_id: str | None = None) -> dict[str, str]:
+    """GitLab sends the webhook's secret token as it is, and (17.4 and later) an Idempotency-Key."""
+    headers = {"X-Gitlab-Token": token}
+    if delivery_id is not None:
+        headers |= {"Idempotency-Key": delivery_id, "X-Gitlab-Event-UUID": delivery_id}
+    return headers
+
+
+def slack_headers(secret: bytes, timestamp: int, body: bytes) -> dict[str, str]:
+    content = f"v0:{timestamp}:".encode() + body
+    return {"X-Slack-Signature": "v0=" + hmac.new(secret, content, hashlib.sha256).hexdigest(),
+            "X-Slack-Request-Timestamp": str(timestamp)}
+
+
+def stripe_headers(secrets: list[bytes], timestamp: int, body: bytes) -> dict[str, str]:
+    """`secrets` as the endpoint holds them (`whsec_...`, used whole); more than one while a secret rotates."""
+    content = f"{timestamp}.".encode() + body
+    signatures = "".join(f",v1={hmac.new(secret, content, hashlib.sha256).hexdigest()}" for secret in secrets)
+    return {"Stripe-Signature": f"t={timestamp}{signatures}"}
+
+
+def shopify_headers(secret: bytes, body: bytes, webhook_id: str | None = None) -> dict[str, str]:
+    headers = {"X-Shopify-Hmac-Sha256": base64.b64encode(hmac.new(secret, body, hashlib.sha256).digest()).decode()}
+    if webhook_id is not None:
+        headers["X-Shopify-Webhook-Id"] = webhook_id
+    return headers
