@@ -82,15 +82,19 @@ def validate_inputs(name: str, inputs: dict[str, Any]) -> list[str]:
 
 
 def _about_a_template(error: ErrorDetails, inputs: dict[str, Any]) -> bool:
-    """True when the error concerns a value that is, or sits inside, an unresolved binding."""
-    if is_template(error.get("input")):
+    """True when the error concerns a value that is, or sits inside, an unresolved binding.
+
+    A misspelt input name is wrong whatever its value, so an unknown key holding a binding is still
+    refused; only one inside a binding (whose keys are not known until run time) is not."""
+    unknown_key = error["type"] == "extra_forbidden"
+    if not unknown_key and is_template(error.get("input")):
         return True
     value: Any = inputs
     for part in error["loc"]:
         if is_template(value):
             return True
         value = _child(value, part)
-    return is_template(value)
+    return not unknown_key and is_template(value)
 
 
 def _child(value: Any, part: int | str) -> Any:

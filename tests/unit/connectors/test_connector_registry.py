@@ -141,6 +141,16 @@ def test_unknown_field_suggests_checking_the_spelling() -> None:
     assert "timeoutSeconds" in problem
 
 
+def test_a_misspelt_input_is_refused_even_when_its_value_is_a_binding() -> None:
+    # The name is wrong whatever the value resolves to; the editor schema refuses it too.
+    [problem] = validate_inputs("http.request", {"url": "https://a.example.com", "urll": "${{ params.url }}"})
+    assert problem.startswith("with.urll: unknown field 'urll'; remove it or fix the spelling")
+    nested = validate_inputs("http.request", {"url": "https://a.example.com",
+                                              "auth": {"bearer": {"credential": "api", "kye": "${{ params.k }}"}}})
+    assert nested[0] == "with.auth.bearer.key: required; add it"
+    assert nested[1].startswith("with.auth.bearer.kye: unknown field 'kye'")
+
+
 def test_nested_problem_names_the_nested_path() -> None:
     problems = validate_inputs("http.request", {"url": "https://a.example.com", "auth": {"bearer": {"key": "t"}}})
     assert problems == ["with.auth.bearer.credential: required; add it"]
