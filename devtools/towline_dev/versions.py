@@ -47,6 +47,10 @@ DEBIAN_PACKAGES = {
 """Debian 12 packages the local node runs (CRI runtime, CNI plugins, netfilter tools) and
 the static busybox its test images are made from; installed through `towline_dev.debpackages`."""
 
+WALKTHROUGH_PACKAGES = {"skopeo": "1.9.3+ds1-1+b10"}
+"""Debian 12 packages the README walkthrough test types commands of besides kubectl and helm: skopeo,
+which copies a release's image archives into a registry as the README's install does."""
+
 # Container images (towline_dev.images). Debian package versions are those of
 # bookworm and its updates; a pin the mirror no longer offers fails the
 # install with the candidate version named, so it is updated here on purpose.

@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_USER
+from towline_dev.node import cleanup
 from towline_dev.node.nodeimages import TEST_IMAGE
+from towline_dev.node.realnode import RealNode
 
 Outcome = Literal["connected", "refused", "timeout"]
 
@@ -95,3 +97,13 @@ def tcp_probe(plane: ControlPlane, namespace: str, pod: str, host: str, port: in
     if "refused" in text:
         return "refused"
     return "timeout"
+
+
+def remove_node_images(node: RealNode, *references: str) -> None:
+    """Forget images in the node's containerd, and (--sync) the content only they held, so that the next
+    pod using them pulls them for real. The CRI names each image by its ID (`sha256:<config digest>`)
+    too: that name holds the content until it goes."""
+    present = set(node.images())
+    gone = [reference for reference in references if reference in present]
+    if gone:
+        cleanup.ctr(node.paths, "images", "rm", "--sync", *gone, check=True, timeout=120)

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.integration.helm.release import Cluster, chart_pods, on, uninstall
+from tests.integration.nodesupport import remove_node_images
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline.k8s.objects import LABEL_STEP
@@ -99,7 +100,7 @@ def private_release(
                      timeout=180)
             # So that every blob comes from the registry: the names, and the image IDs the CRI records beside them.
             ids = [read_archive(archives[name]).manifest["config"]["digest"] for name in (TOWLINE_IMAGE, RUNNER_IMAGE)]
-            _remove_images(node, TOWLINE_IMAGE, RUNNER_IMAGE, *ids)
+            remove_node_images(node, TOWLINE_IMAGE, RUNNER_IMAGE, *ids)
             held = frozenset(cleanup.ctr(node.paths, "content", "ls", "-q", check=True).stdout.split())
             print(f"\nblobs of the pushed images the node still holds (through its other images): "
                   f"{_holders(node, held & _blobs(archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE]))}")
@@ -130,7 +131,7 @@ def private_release(
             cluster.kubectl("delete", "namespace", WORKFLOWS, "--wait=true", check=False, timeout=120)
             cluster.kubectl("delete", "secret", RELEASE_SECRET, "-n", NAMESPACE, "--ignore-not-found", check=False)
             # The node as the session had it: the registry's names gone, its own images back, no trust left.
-            _remove_images(node, *(f"{image.repository}{suffix}" for image in (operator, runner)
+            remove_node_images(node, *(f"{image.repository}{suffix}" for image in (operator, runner)
                                    for suffix in (f":{image.tag}", f"@{image.digest}")))
             for archive in (archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE]):
                 node.load_image(archive)
@@ -141,15 +142,6 @@ def private_release(
 def _progress(message: str) -> None:
     # A first run builds the registry and crane (minutes): say so on the terminal.
     print(f"[towline tests] {message}", file=sys.__stderr__, flush=True)
-
-
-def _remove_images(node: RealNode, *references: str) -> None:
-    """Forget images in the node's containerd, and (--sync) the content only they held. The CRI names
-    each image by its ID (`sha256:<config digest>`) too: that name holds the content until it goes."""
-    present = set(node.images())
-    gone = [reference for reference in references if reference in present]
-    if gone:
-        cleanup.ctr(node.paths, "images", "rm", "--sync", *gone, check=True, timeout=120)
 
 
 def _blobs(*archives: Path) -> set[str]:
