@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.integration.helm.release import Cluster, chart_pods, uninstall
@@ -132,7 +133,9 @@ def walkthrough(
         began = time.monotonic()
         release = ensure_release(version, _progress)
         seconds[f"release {version} ({'built' if release.built_seconds else 'cached'})"] = time.monotonic() - began
-        for built in release.directory.iterdir():
+        # Both releases side by side: their files named by version (images.txt and SHA256SUMS, named the same
+        # in each, are not what the README's commands read).
+        for built in release.directory.glob(f"*{version}*"):
             (checkout / "dist" / built.name).symlink_to(built)
     home, bin_dir = work / "home", work / "bin"
     home.mkdir()
@@ -223,12 +226,18 @@ def _check(walk: Walkthrough, command: Command, ran: Ran) -> None:
 
 def _assert_release_runs_from_the_registry(walk: Walkthrough, version: str) -> None:
     """Each of the release's pods runs the operator image of `version`, pulled from the registry."""
-    pods = chart_pods(walk.cluster)
-    assert len(pods) == 4, [p["metadata"]["name"] for p in pods]
-    for pod in pods:
+    image = f"{walk.repository}/towline:{version}"
+
+    def replaced() -> list[dict[str, Any]] | None:
+        # `rollout status` may finish before the old ReplicaSet's last pod is marked for deletion.
+        pods = chart_pods(walk.cluster)
+        images = [status.get("image") for pod in pods for status in pod["status"].get("containerStatuses") or [{}]]
+        return pods if len(pods) == 4 and set(images) == {image} else None
+
+    for pod in wait_for(f"the release's pods to be those of {version} alone", replaced, timeout=120):
         (status,) = pod["status"]["containerStatuses"]
-        assert status["image"] == f"{walk.repository}/towline:{version}", pod["metadata"]["name"]
         assert status["imageID"].startswith(f"{walk.repository}/towline@sha256:"), status["imageID"]
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}], pod["metadata"]["name"]
 
 
 def _pulled_by_the_node(log: str, user: str) -> set[str]:
