@@ -229,28 +229,39 @@ def _assert_release_runs_from_the_registry(walk: Walkthrough, version: str) -> N
     image = f"{walk.repository}/towline:{version}"
 
     def replaced() -> list[dict[str, Any]] | None:
-        # `rollout status` may finish before the old ReplicaSet's last pod is marked for deletion.
+        # `rollout status` may finish before the old ReplicaSet's last pod is marked for deletion. The pod's
+        # spec names the tag: its status names whichever tag the node knows the image by (0.1.0 and 0.2.0 are
+        # one image, with one ID).
         pods = chart_pods(walk.cluster)
-        images = [status.get("image") for pod in pods for status in pod["status"].get("containerStatuses") or [{}]]
+        images = [container["image"] for pod in pods for container in pod["spec"]["containers"]]
+        seen = sorted(zip((p["metadata"]["name"] for p in pods), images, strict=True))
+        if seen != last[-1:]:
+            last.append(seen)
         return pods if len(pods) == 4 and set(images) == {image} else None
 
-    for pod in wait_for(f"the release's pods to be those of {version} alone", replaced, timeout=120):
+    last: list[list[tuple[str, str]]] = []
+    try:
+        pods = wait_for(f"the release's pods to be those of {version} alone", replaced, timeout=120)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; the pods (name, image) seen: {last}") from None
+
+    for pod in pods:
         (status,) = pod["status"]["containerStatuses"]
         assert status["imageID"].startswith(f"{walk.repository}/towline@sha256:"), status["imageID"]
         assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}], pod["metadata"]["name"]
 
 
-def _pulled_by_the_node(log: str, user: str) -> set[str]:
-    """The repositories whose blobs the node's containerd fetched from the registry as `user`."""
-    pulled = set()
+def _fetched_by_the_node(log: str, user: str) -> set[str]:
+    """What the node's containerd fetched from the registry as `user` (paths below /v2/<REGISTRY_PATH>/)."""
+    fetched = set()
     for line in log.splitlines():
         if ("response completed" in line and f"auth.user.name={user}" in line
                 and re.search(r'http\.request\.useragent="?containerd/', line)
-                and "http.request.method=GET" in line and "http.response.status=200" in line):
-            match = re.search(rf'http\.request\.uri="?/v2/{REGISTRY_PATH}/([\w-]+)/blobs/sha256:', line)
+                and re.search(r"http\.request\.method=(GET|HEAD)\b", line) and "http.response.status=200" in line):
+            match = re.search(rf'http\.request\.uri="?/v2/{REGISTRY_PATH}/([^"\s]+)', line)
             if match:
-                pulled.add(match[1])
-    return pulled
+                fetched.add(match[1])
+    return fetched
 
 
 def test_the_readme_walkthrough_runs_as_written(walkthrough: Walkthrough) -> None:
@@ -272,8 +283,12 @@ def test_the_readme_walkthrough_runs_as_written(walkthrough: Walkthrough) -> Non
             key = f"walkthrough: {block.heading}"
             walk.seconds[key] = walk.seconds.get(key, 0.0) + time.monotonic() - began
     assert rolled_out == 2, "the install and the upgrade should each end with the ingress rolled out"
-    # Every pod pulled its image from the registry: the node held no copy of either image.
-    assert _pulled_by_the_node(walk.registry.log_text(), walk.registry.username) >= {"towline", "towline-runner"}
+    # Every pod pulled its image from the registry (the node held no copy of either image): the layers of both
+    # images, and the upgrade's tag (its layers were there by then: 0.1.0 and 0.2.0 are one image).
+    fetched = _fetched_by_the_node(walk.registry.log_text(), walk.registry.username)
+    for name in ("towline", "towline-runner"):
+        assert any(path.startswith(f"{name}/blobs/sha256:") for path in fetched), (name, sorted(fetched))
+    assert "towline/manifests/0.2.0" in fetched, sorted(fetched)
     assert not (walk.checkout / "hello-webhook.secret").exists()  # the Uninstall section removed it
     left = json.loads(walk.cluster.kubectl("get", "namespace", HELLO, "--ignore-not-found", "-o", "json").stdout
                       or "{}")
