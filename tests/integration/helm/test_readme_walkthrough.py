@@ -148,7 +148,7 @@ def walkthrough(
     user = cluster.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout.strip()
     archives = ensure_towline_images(_progress)
     with LocalRegistry(work / "registry", address=NODE_ADDRESS, progress=_progress) as registry:
-        certs = CERTS_DIR / registry.host
+        certs, made = CERTS_DIR / registry.host, not CERTS_DIR.exists()
         trusted = registry.trust_from(node.paths.registry_hosts_dir)
         env = {key: value for key, value in os.environ.items() if _CLIENT_ENV.match(key)}
         env |= {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "REGISTRY_AUTH_FILE": str(work / "auth.json"),
@@ -180,7 +180,7 @@ def walkthrough(
             for archive in (archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE]):
                 node.load_image(archive)
             shutil.rmtree(trusted, ignore_errors=True)
-            shutil.rmtree(certs, ignore_errors=True)
+            shutil.rmtree(CERTS_DIR if made else certs, ignore_errors=True)
             print(f"\nREADME walkthrough timings: {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}")
 
 
