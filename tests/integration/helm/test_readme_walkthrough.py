@@ -21,7 +21,8 @@ Prepared here, outside the README's text, because it assumes them:
   (the plugin goes to ~/.local) and ~/.local/bin on PATH, as the README asks;
 - a node that holds no copy of the two images, so every pod pulls them from the registry with the pull
   secret the README creates; its containerd trusts the registry's CA and holds no credentials;
-- no earlier release in `towline-system` (uninstalled, its pods gone).
+- no earlier release in `towline-system` (uninstalled, its pods gone), and neither namespace the README
+  creates.
 All of it is undone afterwards, failure or not: the node's images are loaded again, and the CRDs the
 README's last block deletes are applied again for the rest of the session.
 """
@@ -166,6 +167,10 @@ def walkthrough(
             uninstall(cluster, RELEASE, NAMESPACE)
             wait_for("the earlier release's pods to be gone", lambda: not chart_pods(cluster, terminating=True),
                      timeout=180)
+            # The README starts from a cluster without Towline: it creates both namespaces. (The session's own
+            # chart objects create theirs again afterwards, `chart_left_to_helm`.)
+            for namespace in (NAMESPACE, HELLO):
+                cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", timeout=180)
             ids = [read_archive(archives[name]).manifest["config"]["digest"] for name in (TOWLINE_IMAGE, RUNNER_IMAGE)]
             remove_node_images(node, TOWLINE_IMAGE, RUNNER_IMAGE, *ids)
             yield Walkthrough(cluster, registry, repository, checkout, env, user, work, seconds)
