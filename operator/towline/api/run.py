@@ -269,7 +269,8 @@ class WorkflowRunStatus(TowlineModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list, json_schema_extra=list_map("type"),
-        description="Succeeded (Unknown while running), and Suspended and CredentialsNeedRepair when they apply.",
+        description="Succeeded (Unknown while running), and Suspended, CredentialsNeedRepair and Queued "
+        "(waiting under the workflow's policy.maxConcurrentRuns) when they apply.",
     )
     resume_token: str | None = Field(
         default=None, max_length=253,

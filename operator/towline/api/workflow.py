@@ -452,8 +452,10 @@ class Policy(TowlineModel):
 
     max_concurrent_runs: int | None = Field(
         default=None, ge=1, le=1000,
-        description="Reserved: accepted and validated, but the operator does not enforce it yet; use a schedule "
-        "trigger's concurrencyPolicy to keep runs from overlapping.",
+        description="Runs of this workflow in flight at once, whoever started them (manual, schedule, webhook, "
+        "retry). A run over the limit stays Pending (no step runs; message and condition Queued say why) and "
+        "starts when one finishes, oldest first by creationTimestamp. The value in force when a queued run would "
+        "start applies. Unset: no limit.",
     )
     parallelism: int = Field(default=10, ge=1, le=1000, description="Steps of one run running at once.")
     run_timeout_seconds: int | None = Field(

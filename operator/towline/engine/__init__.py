@@ -6,6 +6,8 @@ What it knows about the world comes in as `Observed`; what it wants done goes
 out as actions in a `Decision`. Credential values never pass through it: only
 Secret names. Event messages never carry step outputs.
 
+    until it may start: admission(run, the workflow's other runs, policy.maxConcurrentRuns)
+                      -> hold_run(...) keeps it Pending, or cancel_queued_run(...) if cancelled meanwhile
     first reconcile:  start_run(workflow.spec, generation, run.spec)
                       -> (snapshot, params) to store in status, or errors -> reject_run(...)
     every reconcile:  decide(RunView(...), observed, now, catalog) -> Decision
@@ -37,6 +39,7 @@ from towline.engine.phases import (
     transition_run,
     transition_step,
 )
+from towline.engine.queue import QUEUED_CONDITION, Admission, RunInLine, admission, cancel_queued_run, hold_run
 from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
@@ -46,12 +49,14 @@ __all__ = [
     "HISTORY_LIMIT",
     "MAX_RUN_OUTPUT_BYTES",
     "MAX_STEP_OUTPUT_BYTES",
+    "QUEUED_CONDITION",
     "RESUME_ANNOTATION",
     "REUSED_REASON",
     "TERMINAL_RUN_PHASES",
     "TERMINAL_STEP_PHASES",
     "Action",
     "ActionCatalog",
+    "Admission",
     "ApprovalObservation",
     "CloseApproval",
     "CreateApproval",
@@ -63,12 +68,16 @@ __all__ = [
     "JobObservation",
     "Observed",
     "RecordApprovalDecision",
+    "RunInLine",
     "RunView",
     "StepResult",
+    "admission",
     "approval_name",
+    "cancel_queued_run",
     "decide",
     "earlier_requesters",
     "gate_id",
+    "hold_run",
     "idempotency_key",
     "job_name",
     "reject_run",

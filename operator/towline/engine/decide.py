@@ -30,6 +30,7 @@ from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
 from towline.engine.phases import TERMINAL_RUN_PHASES, transition_run, transition_step
+from towline.engine.queue import leave_queue
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
@@ -82,6 +83,7 @@ class _Pass:
         if status.phase == "Pending":
             transition_run(status, "Running")
             status.started_at = self.now
+            leave_queue(status, self.now)
             self.driver.event("Normal", "RunStarted", f"run started ({len(self.graph.main_order)} steps)")
         self._update_suspension()
         self._consume_resume_token()

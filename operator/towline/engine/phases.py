@@ -25,7 +25,8 @@ _ACTIVE_RUN: frozenset[RunPhase] = frozenset(RUN_PHASES) - {"Pending"} - _RUN_EN
 # writing the middle phase, so the active phases move freely among themselves.
 RUN_TRANSITIONS: Mapping[RunPhase, frozenset[RunPhase]] = {
     # Failed straight from Pending: the run could not start (bad params, invalid snapshot).
-    "Pending": frozenset({"Running", "Failed"}),
+    # Cancelled straight from Pending: cancelled while queued under policy.maxConcurrentRuns.
+    "Pending": frozenset({"Running", "Failed", "Cancelled"}),
     **{phase: (_ACTIVE_RUN - {phase}) | _RUN_ENDS for phase in _ACTIVE_RUN},
     **{phase: frozenset() for phase in _RUN_ENDS},
 }

@@ -14,6 +14,7 @@ from towline.api.run import WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
+from towline.engine.queue import RunInLine
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
@@ -72,6 +73,12 @@ class ReconcileContext(Protocol):
         """Look at this run again soon (e.g. after a write conflict)."""
 
     def requeue_workflow(self, key: Key) -> None: ...
+
+    def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        """The workflow's runs as the watch has shown them, for policy.maxConcurrentRuns (may be behind)."""
+
+    def wake_queued_runs(self, namespace: str, workflow: str) -> None:
+        """Look again soon at the workflow's runs that have not started: a slot or the limit may have changed."""
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None: ...
 

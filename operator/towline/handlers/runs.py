@@ -26,6 +26,7 @@ from towline.engine import (
 )
 from towline.handlers.context import ReconcileContext
 from towline.handlers.failures import clear_reconcile_failure
+from towline.handlers.queue import QUEUED_RECHECK, hold_if_queued
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
@@ -64,8 +65,11 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     now = datetime.now(UTC)
     meta = raw["metadata"]
     problems: list[str] = []
+    held = None
     if status.workflow_spec is None:
-        status, problems = await snapshot_workflow(operator, run, status)
+        held = await hold_if_queued(operator, run, meta, status, now)
+        if held is None:
+            status, problems = await snapshot_workflow(operator, run, status)
     view = RunView(
         name=name,
         namespace=namespace,
@@ -75,7 +79,9 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         status=status,
         resume_token=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
     )
-    if problems:
+    if held is not None:
+        decision = held
+    elif problems:
         decision = reject_run(view, problems, now)
     else:
         observed = await operator.observe(namespace, name, meta["uid"], status)
@@ -88,6 +94,9 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, decision.status)
     if decision.status.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
+        return None
+    if held is not None:
+        return now + QUEUED_RECHECK
     return decision.wake_at
 
 

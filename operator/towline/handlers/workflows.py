@@ -47,6 +47,8 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
         wake_at = await fire_due_schedules(
             operator.api, raw, spec, status, now=now, creator=operator.identity_user
         )
+    # The Workflow changed (policy.maxConcurrentRuns may have grown) or a run of it finished.
+    operator.wake_queued_runs(namespace, name)
     last = operator.last_run_of(namespace, name)
     if last is not None:
         status.last_run = last

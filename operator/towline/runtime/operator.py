@@ -20,7 +20,7 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
-from towline.engine import TERMINAL_RUN_PHASES
+from towline.engine import TERMINAL_RUN_PHASES, RunInLine
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
@@ -44,6 +44,7 @@ from towline.validation import connector_catalog
 from towline.validation.catalog import ConnectorCatalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import check_step_type
+from towline_connectors.wire import parse_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,17 @@ class Operator:
     def requeue_workflow(self, key: Key) -> None:
         self.workflows.add(key)
 
+    def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
+                          finished=summary.phase in TERMINAL_RUN_PHASES)
+                for (ns, name), summary in list(self.run_summaries.items())
+                if ns == namespace and summary.workflow == workflow and summary.created]
+
+    def wake_queued_runs(self, namespace: str, workflow: str) -> None:
+        for (ns, name), summary in list(self.run_summaries.items()):
+            if ns == namespace and summary.workflow == workflow and summary.phase == "Pending":
+                self.runs.add((ns, name))
+
     def _remember_created(self, body: dict[str, Any]) -> None:
         self.children.saw(str(body.get("kind")), body)
 
@@ -209,14 +221,20 @@ class Operator:
         workflow = run["spec"]["workflowRef"]["name"]
         key = (namespace, run["metadata"]["name"])
         if key in self.run_summaries:
-            # The watch event with the final status may not have arrived yet; lastRun must not lag.
+            # The watch event with the final status may not have arrived yet; lastRun must not lag,
+            # and the runs queued behind it must not count it as running.
             self.saw_run(key, run)
+        self.wake_queued_runs(namespace, workflow)
         self.workflows.add((namespace, workflow))
 
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
+        before = self.run_summaries.get(key)
         summary = self.run_summaries[key] = RunSummary.of(body)
         if summary.phase in TERMINAL_RUN_PHASES:
+            if before is not None and before.phase not in TERMINAL_RUN_PHASES:
+                # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
+                self.wake_queued_runs(key[0], summary.workflow)
             # A finished run is never observed again: its children's copies would only cost memory.
             self.children.forget_run(key)
             self._latest_bodies.pop(key, None)
@@ -231,7 +249,9 @@ class Operator:
         return summary is None or summary.phase not in TERMINAL_RUN_PHASES
 
     def forgot_run(self, key: Key) -> None:
-        self.run_summaries.pop(key, None)
+        summary = self.run_summaries.pop(key, None)
+        if summary is not None and summary.phase not in TERMINAL_RUN_PHASES:
+            self.wake_queued_runs(key[0], summary.workflow)  # deleted before it finished: its slot is free
         self._latest_bodies.pop(key, None)
         self._written_versions.pop(key, None)
         self.runs.forget(key)

@@ -1,0 +1,110 @@
+"""`policy.maxConcurrentRuns`: whether a run that has not started may start now, and how it waits. Pure.
+
+The rule, safe under concurrent passes and stale caches: a run that has not
+started may start only while fewer than N runs of its workflow are *ahead of
+it*, where ahead means not finished and either started (whatever its age) or
+older (creationTimestamp, then name) and still queued. Older queued runs take
+the free slots first, so runs start oldest first; a view that is behind (a run
+shown unfinished after it finished, queued after it started) only counts more
+runs ahead, never fewer, so it can delay a start but never allow an extra one.
+Ordering by creationTimestamp first means a run's name, which its creator
+chooses, cannot move it ahead of a run created earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from towline.api.run import WorkflowRunStatus
+from towline.engine.actions import Decision, EmitEvent
+from towline.engine.phases import transition_run
+from towline.engine.summary import has_condition, set_condition
+from towline.engine.text import clip
+
+QUEUED_CONDITION = "Queued"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInLine:
+    """One run of the workflow as far as the limit is concerned."""
+
+    name: str
+    created: datetime
+    started: bool
+    """It has left Pending: it holds a slot until it finishes."""
+    finished: bool
+
+    @property
+    def order(self) -> tuple[datetime, str]:
+        return (self.created, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Whether the run may start, and what is ahead of it (for the message)."""
+
+    may_start: bool
+    running: int
+    """Runs of the workflow that started and have not finished (this one excluded)."""
+    queued_ahead: int
+    """Older runs of the workflow still waiting for a slot."""
+
+
+def admission(run: RunInLine, others: Iterable[RunInLine], limit: int | None) -> Admission:
+    """Whether `run` (not started) may start under `limit` (None: no limit), given the workflow's other runs."""
+    running = queued_ahead = 0
+    for other in others:
+        if other.name == run.name or other.finished:
+            continue
+        if other.started:
+            running += 1
+        elif other.order < run.order:
+            queued_ahead += 1
+    return Admission(limit is None or running + queued_ahead < limit, running, queued_ahead)
+
+
+def queued_message(workflow: str, limit: int, seen: Admission) -> str:
+    ahead = f" and {seen.queued_ahead} older run(s) queued" if seen.queued_ahead else ""
+    return (f"queued: {seen.running} run(s) of workflow {workflow} running{ahead}, policy.maxConcurrentRuns is "
+            f"{limit}; starts when one finishes")
+
+
+def hold_run(status: WorkflowRunStatus, workflow: str, limit: int, seen: Admission, now: datetime) -> Decision:
+    """Keep the run Pending (no snapshot, no Job) with the reason in its message and a Queued condition.
+
+    The RunQueued Event goes out once, when the run first waits; later passes that
+    still hold it change at most the counts in the message.
+    """
+    updated = status.model_copy()
+    updated.conditions = list(status.conditions)
+    message = queued_message(workflow, limit, seen)
+    updated.message = clip(message, 2048)
+    updated.wake_at = None
+    first_time = not has_condition(status, QUEUED_CONDITION, "True")
+    set_condition(updated, QUEUED_CONDITION, "True", reason="MaxConcurrentRuns",
+                  message=message.removeprefix("queued: "), now=now)
+    actions = (EmitEvent("Normal", "RunQueued", clip(message, 1024) or ""),) if first_time else ()
+    return Decision(status=updated, actions=actions, wake_at=None)
+
+
+def cancel_queued_run(status: WorkflowRunStatus, now: datetime) -> Decision:
+    """A run cancelled while it waited for a slot ends Cancelled without starting: no step, no finally."""
+    updated = status.model_copy()
+    updated.conditions = list(status.conditions)
+    message = "the run was cancelled (spec.cancel) before it started"
+    transition_run(updated, "Cancelled")
+    updated.finished_at = now
+    updated.wake_at = None
+    updated.message = message
+    set_condition(updated, QUEUED_CONDITION, "False", reason="Cancelled", message=message, now=now)
+    set_condition(updated, "Succeeded", "False", reason="Cancelled", message=message, now=now)
+    return Decision(status=updated, actions=(EmitEvent("Warning", "RunCancelled", message),), wake_at=None)
+
+
+def leave_queue(status: WorkflowRunStatus, now: datetime) -> None:
+    """The run starts: a standing Queued condition turns False (its time says when the wait ended)."""
+    if has_condition(status, QUEUED_CONDITION, "True"):
+        set_condition(status, QUEUED_CONDITION, "False", reason="Started",
+                      message="a slot under policy.maxConcurrentRuns was free", now=now)
