@@ -8,6 +8,7 @@ identity), so its policy restricts that identity only and the other tests' opera
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -37,8 +38,9 @@ def pinned_release(towline_installed: ControlPlane, namespace: str) -> Iterator[
     """The operator-jobs policy and binding of a release with `runner.digest`; its operator's user (the
     ServiceAccount of a release namespace of its own, which no other test uses) may create Jobs in
     `namespace` by RBAC. Yields that user."""
-    cluster, release = towline_installed, f"pin-{namespace}"
-    home = f"{namespace}-release"  # the release's namespace: the policy refuses everything in it
+    # Names fit 63 characters: the release is named by a digest of the namespace, unique like it.
+    cluster, release = towline_installed, f"pin-{hashlib.sha256(namespace.encode()).hexdigest()[:10]}"
+    home = f"{release}-system"  # the release's namespace: the policy refuses everything in it
     result = helm(cluster.binaries, "template", release, str(CHART), "--namespace", home,
                   "--kube-version", KUBERNETES_VERSION, *set_args({
                       "image.repository": REPOSITORY, "image.tag": "0.1.0", "runner.digest": PINNED,
