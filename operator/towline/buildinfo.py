@@ -1,0 +1,23 @@
+"""`towline_build_info`: which Towline and which Python a process runs, for dashboards and upgrades.
+
+Both the operator and the webhook ingress export it. The version is the installed package's
+(the image installs the wheel), so it is the same string `towline version` prints.
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import Info
+
+
+def towline_version() -> str:
+    try:
+        return version("towline")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+BUILD_INFO = Info("towline_build", "The running Towline release and Python version (value is always 1).")
+BUILD_INFO.info({"version": towline_version(), "python_version": platform.python_version()})
