@@ -32,6 +32,9 @@ def find_promtool(*, build: bool = True, progress: Progress = _stderr_progress) 
         f"github.com/prometheus/prometheus/cmd/promtool@{PROMETHEUS_VERSION}",
         cached_promtool(),
         ldflags=f"-s -w -X github.com/prometheus/common/version.Version={prometheus_release()}",
+        # Prometheus' own build tag: no service-discovery plugins (AWS, Azure, GCE, … SDKs), which rule
+        # checks and rule tests never use; it cuts the cold build to a fraction.
+        tags="remove_all_sd",
         build=build,
         progress=progress,
     )
