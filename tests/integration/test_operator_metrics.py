@@ -91,7 +91,7 @@ def test_metrics_after_an_end_to_end_run(
         waiting_now = scrape(towline_operator)
         assert value(waiting_now, "towline_runs", namespace=ns, workflow="metered", phase="AwaitingApproval") == 1
         # The gate's own expiry (expiresAfter, 72 h by default), exactly as its status says.
-        expires = step_status(get(cluster, "workflowruns.towline.dev", run, ns), "review")["expiresAt"]
+        expires = step_status(waiting, "review")["expiresAt"]
         assert value(waiting_now, "towline_approval_next_expiry_timestamp_seconds", namespace=ns) == seconds(expires)
         assert decide(cluster, ns, approval, "bob").returncode == 0
         done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
