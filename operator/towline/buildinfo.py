@@ -1,11 +1,13 @@
-"""`towline_build_info`: which Towline and which Python a process runs, for dashboards and upgrades.
+"""`towline_build_info`: which Towline, Python and image a process runs, for dashboards and upgrades.
 
 Both the operator and the webhook ingress export it. The version is the installed package's
-(the image installs the wheel), so it is the same string `towline version` prints.
+(the image installs the wheel); the image is the reference the chart started the pod from
+(`TOWLINE_IMAGE`, with its digest when the release pins one), empty outside a pod.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -19,5 +21,6 @@ def towline_version() -> str:
         return "unknown"
 
 
-BUILD_INFO = Info("towline_build", "The running Towline release and Python version (value is always 1).")
-BUILD_INFO.info({"version": towline_version(), "python_version": platform.python_version()})
+BUILD_INFO = Info("towline_build", "The running Towline release, Python version and image (value is always 1).")
+BUILD_INFO.info({"version": towline_version(), "python_version": platform.python_version(),
+                 "image": os.environ.get("TOWLINE_IMAGE", "")})

@@ -29,7 +29,7 @@ ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "erro
                   "verb", "resource", "code", "le",
                   "name",  # the work queue's own name: runs or workflows
                   "source",  # how a reconcile saw a run's children: hit or listed
-                  "phase", "version", "python_version"}
+                  "phase", "version", "python_version", "image"}
 
 
 def _metrics_text(url: str) -> str | None:
@@ -135,7 +135,8 @@ def test_metrics_after_an_end_to_end_run(
     # The session's single operator holds the Lease; its build is this checkout's installed package.
     assert value(final, "towline_leader") == 1
     (build,) = [dict(labels) for (name, labels) in final if name == "towline_build_info"]
-    assert build == {"version": version("towline"), "python_version": platform.python_version()}
+    # No image outside a pod (the chart sets TOWLINE_IMAGE: test_chart.py).
+    assert build == {"version": version("towline"), "python_version": platform.python_version(), "image": ""}
     assert value(final, "towline_build_info", **build) == 1
 
     # Cardinality: only bounded label names, never a run, step, Job, Approval or user name as a value.
