@@ -55,11 +55,12 @@ def dashboard() -> dict[str, Any]:
     return loaded
 
 
-def dashboard_queries() -> list[tuple[str, set[str]]]:
+def dashboard_queries(board: dict[str, Any] | None = None) -> list[tuple[str, set[str]]]:
     """(where, metric names) of every panel target and every variable query."""
+    board = board or dashboard()
     queries = [(f"panel {panel['title']!r} {target['refId']}", metric_names(target["expr"]))
-               for panel in dashboard()["panels"] for target in panel.get("targets", [])]
-    for variable in dashboard()["templating"]["list"]:
+               for panel in board["panels"] for target in panel.get("targets", [])]
+    for variable in board["templating"]["list"]:
         if variable["type"] == "query":
             queries.append((f"variable {variable['name']}", grafana_query_metric_names(variable["query"]["query"])))
     return queries
@@ -89,6 +90,15 @@ def test_every_dashboard_query_names_only_metrics_that_exist() -> None:
     for where, names in queries:
         assert names, f"{where} reads no metric"
         assert names <= known, f"{where} reads {sorted(names - known)}, which neither process exports"
+
+
+def test_a_misspelt_metric_in_the_dashboard_would_be_found() -> None:
+    board = dashboard()
+    target = board["panels"][2]["targets"][0]
+    target["expr"] = target["expr"].replace("towline_runs", "towline_run", 1)
+    known = series_names("operator") | series_names("ingress")
+    unknown = [(where, names - known) for where, names in dashboard_queries(board) if names - known]
+    assert unknown == [(f"panel {board['panels'][2]['title']!r} A", {"towline_run"})]
 
 
 def test_every_alert_names_only_metrics_that_exist() -> None:
