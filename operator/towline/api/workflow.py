@@ -269,7 +269,7 @@ class ApprovalNotification(TowlineModel):
     `payload`, the request's `json`); `with` holds the rest of the action's inputs, literal values only.
     """
 
-    on: list[ApprovalEvent] = Field(
+    on: list[Annotated[ApprovalEvent, Field(description="opened, decided or expired.")]] = Field(
         min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Which events to announce: opened (a gate waits for a decision), decided (approved or "
         "rejected) and expired.",

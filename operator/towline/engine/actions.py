@@ -110,7 +110,10 @@ class EmitEvent:
     message: str
 
 
-Action = CreateStepJob | CreateNotificationJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob | EmitEvent
+Action = (
+    CreateStepJob | CreateNotificationJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob
+    | EmitEvent
+)
 
 
 @dataclass(frozen=True)

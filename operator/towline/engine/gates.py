@@ -14,11 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from towline.api.common import Approvers, parse_duration
+from towline.api.run import StepStatus
 from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
 from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
-from towline.api.run import StepStatus
-from towline.engine.notifications import GateFacts, notification_action, owed_notifications, record
 from towline.engine.naming import approval_name
+from towline.engine.notifications import GateFacts, notification_action, owed_notifications, record
 from towline.engine.observed import ApprovalObservation
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
@@ -158,7 +158,7 @@ class Gates:
                 self.driver.actions.append(
                     notification_action(facts, event, index, notification, job_name, run_uid=self.driver.run.uid)
                 )
-                record(edited, event, index, notification.action, job_name, self.driver.now)
+                record(edited, event, index, action=notification.action, job_name=job_name, now=self.driver.now)
 
     def gate_facts(self, entry: StepStatus) -> GateFacts:
         graph = self.driver.state.graph

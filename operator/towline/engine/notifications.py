@@ -88,7 +88,7 @@ def notification_action(
     )
 
 
-def record(entry: StepStatus, event: Event, index: int, action: str, job_name: str, now: datetime) -> None:
+def record(entry: StepStatus, event: Event, index: int, *, action: str, job_name: str, now: datetime) -> None:
     """Note the announcement on the gate's status (a new list: the entry's copy is shallow)."""
     entry.notifications = [
         *entry.notifications,

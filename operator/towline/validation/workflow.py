@@ -14,8 +14,8 @@ from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.validation.actions import ActionCatalog
 from towline.validation.bindings import expression_errors
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
-from towline.validation.parsing import parse_workflow_spec
 from towline.validation.notifications import notification_errors
+from towline.validation.parsing import parse_workflow_spec
 from towline.validation.steps import step_errors
 from towline.validation.triggers import param_errors, trigger_errors
 

@@ -35,7 +35,8 @@ def test_an_opened_gate_asks_for_one_notification_per_entry_and_records_it() -> 
     sim = gated_run(HOOK, SLACK)
     sim.reconcile()
     sent = notifications(sim)
-    assert [(n.event, n.index, n.action) for n in sent] == [("opened", 0, "webhook.send"), ("opened", 1, "notify.slack")]
+    assert [(n.event, n.index, n.action) for n in sent] == [
+        ("opened", 0, "webhook.send"), ("opened", 1, "notify.slack")]
     assert [(r.event, r.index, r.job_name) for r in sim.step("review").notifications] == [
         ("opened", 0, sent[0].job_name), ("opened", 1, sent[1].job_name)]
     sim.reconcile()
