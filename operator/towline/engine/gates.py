@@ -156,7 +156,8 @@ class Gates:
             edited = self.driver.state.edit(entry.id)
             for index, event, notification, job_name in owed:
                 self.driver.actions.append(
-                    notification_action(facts, event, index, notification, job_name, run_uid=self.driver.run.uid)
+                    notification_action(facts, event, index, notification, job_name, run_uid=self.driver.run.uid,
+                                        catalog=self.driver.catalog)
                 )
                 record(edited, event, index, action=notification.action, job_name=job_name, now=self.driver.now)
 

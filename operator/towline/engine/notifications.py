@@ -28,6 +28,7 @@ from towline.api.workflow import ApprovalNotification
 from towline.engine.actions import CreateNotificationJob
 from towline.engine.idempotency import KEY_PREFIX
 from towline.engine.naming import notification_job_name
+from towline.engine.view import ActionCatalog
 from towline.validation.notifications import with_message
 from towline_connectors.wire import rfc3339
 
@@ -77,15 +78,32 @@ def owed_notifications(
 
 def notification_action(
     facts: GateFacts, event: Event, index: int, notification: ApprovalNotification, job_name: str, *,
-    run_uid: str,
+    run_uid: str, catalog: ActionCatalog,
 ) -> CreateNotificationJob:
     """The Job that delivers one announcement, with the message filled into the action's inputs."""
+    inputs = notification_inputs(notification, facts, event)
     return CreateNotificationJob(
         step_id=facts.step, event=event, index=index, job_name=job_name, action=notification.action,
-        inputs=notification_inputs(notification, facts, event),
-        credentials=dict(notification.credentials), allow_hosts=tuple(notification.allow_hosts),
+        inputs=inputs, credentials=dict(notification.credentials),
+        allow_hosts=notification_hosts(notification, inputs, catalog),
         idempotency_key=notification_key(facts.workflow, run_uid, facts.step, event, index),
     )
+
+
+def notification_hosts(
+    notification: ApprovalNotification, inputs: dict[str, Any], catalog: ActionCatalog
+) -> tuple[str, ...]:
+    """Where its pod may connect: its allowHosts, else (with credentials) the literal hosts its inputs name.
+
+    Inputs are literal (validation refuses bindings), so every host is known; as for a step, a pod with
+    credentials never talks to a host the Workflow does not fix.
+    """
+    if notification.allow_hosts:
+        return tuple(notification.allow_hosts)
+    if not notification.credentials:
+        return ()
+    hosts = catalog.destination_hosts(notification.action, inputs)
+    return tuple(dict.fromkeys(host for host in hosts if host is not None))
 
 
 def record(entry: StepStatus, event: Event, index: int, *, action: str, job_name: str, now: datetime) -> None:

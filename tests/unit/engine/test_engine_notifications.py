@@ -116,3 +116,9 @@ def test_notification_job_names_are_step_job_names_that_no_step_attempt_can_take
     assert job_name("run-1-review-notify2", "decided", 1) != name
     long_name = notification_job_name("r" * 60, "a_very_long_step_id_" * 3, "expired", 9)
     assert len(long_name) <= 63 and long_name.endswith("-notify9-expired")
+
+
+def test_with_credentials_and_no_allow_hosts_the_pod_may_reach_only_the_host_its_url_names() -> None:
+    sim = gated_run(HOOK)
+    sim.reconcile()
+    assert notifications(sim)[0].allow_hosts == ("hooks.example.com",)
