@@ -128,7 +128,7 @@ def test_each_approval_event_is_announced_once_across_operator_kills(
         assert events(sink) == Counter({"approval.opened": 1, "approval.decided": 1}), sink.requests
         assert all(signed(request) for request in sink.requests), "signed with the mounted Secret"
         opened = json.loads(sink.requests[0]["body"])
-        assert opened["approveCommand"] == f"kubectl towline approve {approval} -n {ns}"
+        assert opened["approveCommand"] == f"kubectl towline -n {ns} approve {approval}"
         assert f"run {run}" in opened["text"] and "step review" in opened["text"] and "users bob" in opened["text"]
     assert done["status"]["phase"] == "Succeeded"
     records = step_status(done, "review")["notifications"]

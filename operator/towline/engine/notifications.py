@@ -129,7 +129,7 @@ def notification_inputs(notification: ApprovalNotification, facts: GateFacts, ev
 
 
 def approve_command(facts: GateFacts) -> str:
-    return f"kubectl towline approve {facts.approval} -n {facts.namespace}"
+    return f"kubectl towline -n {facts.namespace} approve {facts.approval}"
 
 
 def patch_command(facts: GateFacts) -> str:
@@ -161,7 +161,7 @@ def message_text(facts: GateFacts, event: Event) -> str:
         return (
             f"Approval {facts.approval} requested for {where}.{asked} Approvers: {approvers_text(facts.approvers)}. "
             f"Expires at {expiry}. Approve with: {approve_command(facts)} "
-            f"(reject: kubectl towline reject {facts.approval} -n {facts.namespace}), or: {patch_command(facts)}"
+            f"(reject: kubectl towline -n {facts.namespace} reject {facts.approval}), or: {patch_command(facts)}"
         )
     if event == "decided":
         why = f": {facts.reason}" if facts.reason else ""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import timedelta
 
 from engine_harness import Sim, action, workflow
 
 from towline.engine import CreateNotificationJob
 from towline.engine.naming import STEP_JOB_PREFIX, job_name, notification_job_name
+from towline.plugin.cli import build_parser
 
 REVIEW = {
     "id": "review", "needs": ["load"],
@@ -87,7 +89,7 @@ def test_the_opened_message_names_run_step_approvers_expiry_and_the_command() ->
     text = notifications(sim)[0].inputs["text"]
     for part in ("run renewal-watch-1", "workflow renewal-watch", "step review", "Create the tasks?",
                  "users bob; groups account-managers", "Expires at 2026-11-30T09:00:00Z",
-                 "kubectl towline approve renewal-watch-1-review -n sales-ops",
+                 "kubectl towline -n sales-ops approve renewal-watch-1-review",
                  "kubectl -n sales-ops patch approval renewal-watch-1-review --type merge"):
         assert part in text, part
 
@@ -122,3 +124,12 @@ def test_with_credentials_and_no_allow_hosts_the_pod_may_reach_only_the_host_its
     sim = gated_run(HOOK)
     sim.reconcile()
     assert notifications(sim)[0].allow_hosts == ("hooks.example.com",)
+
+
+def test_the_approve_command_is_one_the_plugin_accepts() -> None:
+    sim = gated_run(HOOK)
+    sim.reconcile()
+    command = notifications(sim)[0].inputs["payload"]["approveCommand"]
+    assert command.startswith("kubectl towline ")
+    args = build_parser().parse_args(shlex.split(command.removeprefix("kubectl towline ")))
+    assert (args.namespace, args.command, args.approval) == ("sales-ops", "approve", "renewal-watch-1-review")
