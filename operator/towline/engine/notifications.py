@@ -16,15 +16,14 @@ credentials are Secret names, mounted only into its own pod).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from towline.api.common import Approvers
 from towline.api.run import NotificationRecord, StepStatus
-from towline.api.workflow import ApprovalNotification
+from towline.api.workflow import ApprovalEvent, ApprovalNotification
 from towline.engine.actions import CreateNotificationJob
 from towline.engine.idempotency import KEY_PREFIX
 from towline.engine.naming import notification_job_name
@@ -32,7 +31,8 @@ from towline.engine.view import ActionCatalog
 from towline.validation.notifications import with_message
 from towline_connectors.wire import rfc3339
 
-Event = Literal["opened", "decided", "expired"]
+Event = ApprovalEvent
+
 
 @dataclass(frozen=True)
 class GateFacts:
@@ -185,6 +185,4 @@ def message_document(facts: GateFacts, event: Event) -> dict[str, Any]:
     }
     if event == "decided":
         document.update({"decision": facts.decision, "decidedBy": facts.decided_by, "reason": facts.reason})
-    # A payload must be plain JSON: drop what JSON cannot hold rather than fail the announcement.
-    parsed: dict[str, Any] = json.loads(json.dumps(document, default=str))
-    return parsed
+    return document
