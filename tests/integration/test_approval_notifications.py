@@ -3,8 +3,9 @@
 The sink (support.ScriptedServer) counts deliveries by the event each body
 names. The operator is SIGKILLed right after the Approval appears and again
 while the opened notification is being delivered; a new operator process takes
-over each time, and every event still arrives exactly once, signed with the
-Secret only the notification's pod mounts.
+over each time (or a standby replica takes the Lease: a leader change), and
+every event still arrives exactly once, signed with the Secret only the
+notification's pod mounts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import hmac
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +34,7 @@ from tests.integration.support import (
 )
 
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OperatorProcess
+from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
@@ -153,3 +156,52 @@ def test_an_expired_approval_is_announced_once(
         assert events(sink) == Counter({"approval.opened": 1, "approval.expired": 1}), sink.requests
         expired = next(json.loads(r["body"]) for r in sink.requests if '"approval.expired"' in r["body"])
         assert "without a decision" in expired["text"]
+
+
+@pytest.fixture
+def standby(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """A second replica on the session operator's Lease; the session operator is started again afterwards."""
+    replica = OperatorProcess(
+        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "standby.log",
+        identity=f"{towline_operator.identity}-standby", pods=towline_operator.pods,
+        watch_namespaces=towline_operator.watch_namespaces, settings=dict(towline_operator.settings),
+    ).start()
+    yield replica
+    replica.stop()
+    if towline_operator.process is None or towline_operator.process.poll() is not None:
+        towline_operator.start()
+
+
+def lease_holder(cluster: ControlPlane, operator: OperatorProcess) -> str | None:
+    name = operator.settings.get("TOWLINE_LEASE_NAME", "towline-operator")
+    lease = get(cluster, "lease", name, OPERATOR_NAMESPACE) or {}
+    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
+    return holder
+
+
+def test_each_approval_event_is_announced_once_across_a_leader_change(
+    towline_operator: OperatorProcess, standby: OperatorProcess, towline_installed: ControlPlane,
+    team_namespace: str,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    create_signing_secret(cluster, ns)
+    with ScriptedServer() as server:
+        sink = server.script("/approvals", (200, {}, {}))
+        apply(cluster, notifying_workflow(ns, server.url))
+        assert wait_for("the session operator to hold the Lease",
+                        lambda: lease_holder(cluster, towline_operator) == towline_operator.identity)
+        run = start_run(cluster, ns, "ship", "ship-3")
+        approval = f"{run}-review"
+        wait_for("the Approval", lambda: get(cluster, "approvals.towline.dev", approval, ns), interval=0.05)
+        towline_operator.kill()
+        wait_for("the standby to take the Lease",
+                 lambda: lease_holder(cluster, standby) == standby.identity, timeout=90)
+        wait_for("the opened notification", lambda: sink.requests, timeout=120)
+        decided = cluster.kubectl("patch", "approval", approval, "-n", ns, "--type", "merge", "-p",
+                                  json.dumps({"spec": {"decision": "Approved", "decidedBy": "bob"}}), user="bob",
+                                  check=False)
+        assert decided.returncode == 0, decided.stderr
+        assert wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+        jobs = wait_for("both notification Jobs to finish", lambda: all_complete(cluster, ns, run, 2), timeout=120)
+        assert events(sink) == Counter({"approval.opened": 1, "approval.decided": 1}), sink.requests
+        assert len(jobs) == 2
