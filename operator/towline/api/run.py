@@ -27,7 +27,7 @@ from towline.api.common import (
     list_map,
 )
 from towline.api.steptype import ResolvedStepType
-from towline.api.workflow import ErrorClass, Policy, Step
+from towline.api.workflow import ApprovalEvent, ApprovalNotification, ErrorClass, Policy, Step
 
 RunPhase = Literal[
     "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
@@ -162,6 +162,9 @@ class WorkflowSnapshot(TowlineModel):
     finally_: list[Step] = Field(default_factory=list, alias="finally", description="The Workflow's spec.finally.")
     compensations: list[Step] = Field(default_factory=list, description="The Workflow's spec.compensations.")
     policy: Policy = Field(default_factory=Policy, description="The Workflow's spec.policy.")
+    approval_notifications: list[ApprovalNotification] = Field(
+        default_factory=list, max_length=10, description="The Workflow's spec.approvalNotifications.",
+    )
     step_types: dict[str, ResolvedStepType] = Field(
         default_factory=dict, max_length=100,
         description="The user step types the steps name (`steptype/<name>`, `clustersteptype/<name>`), resolved "
@@ -182,6 +185,16 @@ class AttemptRecord(TowlineModel):
         default=None, max_length=512,
         description="What the step's container ran, as the kubelet reported it: the image by digest.",
     )
+
+
+class NotificationRecord(TowlineModel):
+    """One announcement of an approval gate's event: the Job that delivers it (its outcome is the Job's)."""
+
+    event: ApprovalEvent = Field(description="opened, decided or expired.")
+    index: int = Field(ge=0, le=9, description="Which entry of spec.approvalNotifications it comes from.")
+    action: str = Field(max_length=64, description="The connector that delivers it, e.g. notify.slack.")
+    job_name: str = Field(max_length=63, description="The Job that delivers it, created once.")
+    created_at: datetime | None = Field(default=None, description="When the operator created (or adopted) the Job.")
 
 
 class StepStatus(TowlineModel):
@@ -221,6 +234,10 @@ class StepStatus(TowlineModel):
     )
     approval_name: str | None = Field(default=None, max_length=253, description="An approval step's Approval.")
     decided_by: str | None = Field(default=None, max_length=253, description="Who decided an approval step.")
+    notifications: list[NotificationRecord] = Field(
+        default_factory=list, max_length=30,
+        description="An approval step's announcements (spec.approvalNotifications): one Job per entry and event.",
+    )
     history: list[AttemptRecord] = Field(
         default_factory=list, max_length=20, description="The step's finished attempts, oldest first.",
     )

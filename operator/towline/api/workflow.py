@@ -256,6 +256,44 @@ class Step(TowlineModel):
         return "action"
 
 
+ApprovalEvent = Literal["opened", "decided", "expired"]
+
+NOTIFICATION_ACTIONS = ("notify.slack", "notify.email", "webhook.send", "http.request")
+"""The built-in actions an approval notification may use."""
+
+
+class ApprovalNotification(TowlineModel):
+    """Where to announce what happens at the run's approval gates: sent once per gate and event by a Job of its own.
+
+    The operator fills in the message (the action's message input: Slack `text`, email `text`, the webhook's
+    `payload`, the request's `json`); `with` holds the rest of the action's inputs, literal values only.
+    """
+
+    on: list[Annotated[ApprovalEvent, Field(description="opened, decided or expired.")]] = Field(
+        min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Which events to announce: opened (a gate waits for a decision), decided (approved or "
+        "rejected) and expired.",
+    )
+    action: Literal["notify.slack", "notify.email", "webhook.send", "http.request"] = Field(
+        description="The connector that delivers it: notify.slack, notify.email, webhook.send (signed) or "
+        "http.request.",
+    )
+    with_: dict[str, Any] = Field(
+        default_factory=dict, alias="with",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The action's inputs without its message (which the operator writes), e.g. {url: ...} for "
+        "webhook.send; no ${{ }} bindings.",
+    )
+    credentials: dict[Identifier, SecretName] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=secret_reference_rules(),
+        description="Credential alias -> name of a Secret in this namespace; mounted for the notification's Job only.",
+    )
+    allow_hosts: list[HostPattern] = Field(
+        default_factory=list, max_length=32,
+        description="The only hosts the notification's pod may connect to; unset, the hosts its inputs name.",
+    )
+
+
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 
 
@@ -522,6 +560,11 @@ class WorkflowSpec(TowlineModel):
         default_factory=Policy, description="Parallelism, run timeout, history limits and approval policy.",
     )
     suspend: bool = Field(default=False, description="No new runs start while true; runs in flight continue.")
+    approval_notifications: list[ApprovalNotification] = Field(
+        default_factory=list, max_length=10,
+        description="Where to announce an approval gate opening, being decided or expiring (Slack, email, a "
+        "signed webhook), each event once per gate.",
+    )
 
 
 class ValidationError(TowlineModel):

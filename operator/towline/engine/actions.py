@@ -40,6 +40,24 @@ class CreateStepJob:
 
 
 @dataclass(frozen=True)
+class CreateNotificationJob:
+    """Create the Job (and its egress policy) that announces one approval gate event; a 409 means adopt it."""
+
+    step_id: str
+    """The gate's step id."""
+    event: Literal["opened", "decided", "expired"]
+    index: int
+    """Which spec.approvalNotifications entry it comes from."""
+    job_name: str
+    action: str
+    inputs: Mapping[str, Any]
+    credentials: Mapping[str, str]
+    """Credential alias -> name of the Secret mounted for this notification only."""
+    allow_hosts: tuple[str, ...]
+    idempotency_key: str
+
+
+@dataclass(frozen=True)
 class CreateApproval:
     """Open an approval gate: create the Approval object a person decides on."""
 
@@ -92,7 +110,10 @@ class EmitEvent:
     message: str
 
 
-Action = CreateStepJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob | EmitEvent
+Action = (
+    CreateStepJob | CreateNotificationJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob
+    | EmitEvent
+)
 
 
 @dataclass(frozen=True)

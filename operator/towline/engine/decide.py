@@ -95,6 +95,7 @@ class _Pass:
             self._stop_at_deadline()
         if not self.suspended:
             self._schedule()
+        self.gates.announce()
         return self._conclude()
 
     # --- pass stages -------------------------------------------------------------------

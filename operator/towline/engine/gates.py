@@ -14,9 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from towline.api.common import Approvers, parse_duration
+from towline.api.run import StepStatus
 from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
 from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
+from towline.engine.notifications import GateFacts, notification_action, owed_notifications, record
 from towline.engine.observed import ApprovalObservation
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
@@ -137,6 +139,44 @@ class Gates:
         )
         self.driver.event("Warning", "ApprovalNotCounted", f"approval {edited.approval_name}: {edited.message}")
         self.driver.after_failure(entry_id)
+
+    # --- notifications ------------------------------------------------------------------
+
+    def announce(self) -> None:
+        """Ask for every announcement a gate owes and record it (towline.engine.notifications)."""
+        snapshot = self.driver.run.status.workflow_spec
+        notifications = snapshot.approval_notifications if snapshot is not None else []
+        if not notifications:
+            return
+        for entry in self.driver.state.entries():
+            owed = owed_notifications(entry, notifications, run_name=self.driver.run.name)
+            if not owed:
+                continue
+            facts = self.gate_facts(entry)
+            edited = self.driver.state.edit(entry.id)
+            for index, event, notification, job_name in owed:
+                self.driver.actions.append(
+                    notification_action(facts, event, index, notification, job_name, run_uid=self.driver.run.uid,
+                                        catalog=self.driver.catalog)
+                )
+                record(edited, event, index, action=notification.action, job_name=job_name, now=self.driver.now)
+
+    def gate_facts(self, entry: StepStatus) -> GateFacts:
+        graph = self.driver.state.graph
+        gate = graph.steps.get(entry.id) or (graph.gate_step(entry.gate_for) if entry.gate_for else None)
+        approvers = gate.approval.approvers if gate is not None and gate.approval is not None else Approvers()
+        observation = self.driver.observed.approvals.get(entry.id)
+        requested = next((action for action in self.driver.actions
+                          if isinstance(action, CreateApproval) and action.step_id == entry.id), None)
+        message = requested.message if requested is not None else (observation.message if observation else "")
+        decision = entry.reason if entry.reason in ("Approved", "Rejected") else None
+        assert entry.approval_name is not None
+        return GateFacts(
+            namespace=self.driver.run.namespace, run=self.driver.run.name, workflow=self.driver.run.workflow_name,
+            step=entry.id, approval=entry.approval_name, message=message, approvers=approvers,
+            expires_at=entry.expires_at, decision=decision, decided_by=entry.decided_by,
+            reason=observation.reason if observation is not None and decision is not None else None,
+        )
 
     # --- the policy's gate ----------------------------------------------------------------
 

@@ -55,6 +55,16 @@ def job_name(run_name: str, step_id: str, attempt: int) -> str:
     return STEP_JOB_PREFIX + run_step_label(run_name, step_id, limit=limit) + suffix
 
 
+def notification_job_name(run_name: str, step_id: str, event: str, index: int) -> str:
+    """`towline-step-<run>-<step>-notify<index>-<event>`: one Job per gate, notification entry and event.
+
+    It ends in letters, where every step Job's name ends in its attempt number, so the two never collide.
+    """
+    suffix = f"-notify{index}-{event}"
+    limit = MAX_NAME_LENGTH - len(STEP_JOB_PREFIX) - len(suffix)
+    return STEP_JOB_PREFIX + run_step_label(run_name, step_id, limit=limit) + suffix
+
+
 def approval_name(run_name: str, step_id: str) -> str:
     """`<run>-<step>`: one Approval per gate per run."""
     return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH)

@@ -71,6 +71,8 @@ class ApprovalObservation:
     reason: str | None = None
     expires_at: datetime | None = None
     """The Approval's spec.expiresAt; lets a replay after a crash keep the original expiry."""
+    message: str = ""
+    """The Approval's spec.message: what the approver is asked (notifications repeat it)."""
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,11 @@ from towline.k8s.objects import (
     StepPodSettings,
     build_approval,
     build_default_deny_policy,
+    build_notification_job,
     build_step_egress_policy,
     build_step_job,
     isolation_probe_network,
+    notification_selector,
 )
 from towline.k8s.observe import controller_uid
 from towline.k8s.userjobs import build_user_step_job
@@ -131,6 +133,8 @@ async def _apply_logged(context: ActionContext, run: RunRef, action: engine_acti
 async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:
     if isinstance(action, engine_actions.CreateStepJob):
         await create_step_job(context, run, action)
+    elif isinstance(action, engine_actions.CreateNotificationJob):
+        await create_notification_job(context, run, action)
     elif isinstance(action, engine_actions.CreateApproval):
         await create_approval(context, run, action)
     elif isinstance(action, engine_actions.CloseApproval):
@@ -221,6 +225,35 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         log.info("created Job %s for %s", action.job_name, action.action)
     else:
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
+
+
+async def create_notification_job(
+    context: ActionContext, run: RunRef, action: engine_actions.CreateNotificationJob
+) -> None:
+    """The Job that announces one gate event, behind an egress policy of its own; a 409 adopts the first one."""
+    await ensure_default_deny(context, run.namespace)
+    policy = build_step_egress_policy(
+        run, name=action.job_name, step_id=action.step_id, egress=[],
+        connector_ports=context.connector_ports(action.action, action.inputs), allow_hosts=action.allow_hosts,
+        cluster_cidrs=context.pod_settings.cluster_cidrs,
+        never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
+    )
+    policy["spec"]["podSelector"] = {"matchLabels": notification_selector(run, action.step_id, action.event,
+                                                                          action.index)}
+    await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
+    job = build_notification_job(
+        run, job_name=action.job_name, step_id=action.step_id, event=action.event, index=action.index,
+        action=action.action, inputs=action.inputs, credentials=action.credentials,
+        idempotency_key=action.idempotency_key, allow_hosts=action.allow_hosts, settings=context.pod_settings,
+        created_at=datetime.now(UTC),
+    )
+    existing, created = await context.api.create(JOBS.path(run.namespace), job)
+    if not created and controller_uid(existing) != run.uid:
+        raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
+    if context.remember is not None:
+        context.remember(existing)
+    log.info("%s notification Job %s (%s, %s)", "created" if created else "adopted existing", action.job_name,
+             action.event, action.action)
 
 
 async def create_approval(context: ActionContext, run: RunRef, action: engine_actions.CreateApproval) -> None:

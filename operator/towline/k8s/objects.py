@@ -36,6 +36,8 @@ LABEL_RUN = "towline.dev/run"
 LABEL_STEP = "towline.dev/step"
 LABEL_ATTEMPT = "towline.dev/attempt"
 LABEL_STEP_POD = "towline.dev/step-pod"
+LABEL_NOTIFICATION = "towline.dev/notification"
+"""On an approval gate's notification Job and its pod: `<event>-<index>`. Such a Job is no step attempt."""
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 ANNOTATION_STEP_ID = "towline.dev/step-id"
 ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
@@ -170,6 +172,34 @@ def build_step_job(
     user = code_user_id(job_name) if needs.own_user else settings.run_as_user
     return step_job_manifest(run, job_name=job_name, step_id=step_id, labels=labels, deadline=deadline,
                              settings=settings, containers=[container], volumes=volumes, run_as_user=user)
+
+
+def build_notification_job(
+    run: RunRef, *, job_name: str, step_id: str, event: str, index: int, action: str, inputs: Mapping[str, Any],
+    credentials: Mapping[str, str], idempotency_key: str, allow_hosts: Sequence[str], settings: StepPodSettings,
+    created_at: datetime | None = None,
+) -> JSON:
+    """A step-shaped Job (attempt 0 of the gate's step) that delivers one approval announcement.
+
+    Built like any step Job, so the same admission policies admit it and guard it: runner image, hardened
+    pod, no token, only its own Secrets, `backoffLimit: 0` (a notification is sent once, never retried by
+    the Job controller). The `towline.dev/notification` label keeps it apart from the gate's attempts and
+    gives its egress policy a pod of its own to select.
+    """
+    job = build_step_job(
+        run, job_name=job_name, step_id=step_id, attempt=0, action=action, inputs=inputs, credentials=credentials,
+        idempotency_key=idempotency_key, timeout_seconds=None, allow_hosts=allow_hosts, settings=settings,
+        created_at=created_at,
+    )
+    value = f"{event}-{index}"
+    job["metadata"]["labels"][LABEL_NOTIFICATION] = value
+    job["spec"]["template"]["metadata"]["labels"][LABEL_NOTIFICATION] = value
+    return job
+
+
+def notification_selector(run: RunRef, step_id: str, event: str, index: int) -> JSON:
+    """The labels that select exactly one notification Job's pod."""
+    return {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-"), LABEL_NOTIFICATION: f"{event}-{index}"}
 
 
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}

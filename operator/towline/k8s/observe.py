@@ -28,7 +28,7 @@ from towline.engine.observed import (
     StepResult,
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
@@ -102,8 +102,8 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
     annotations = job["metadata"].get("annotations", {})
     step_id = annotations.get(ANNOTATION_STEP_ID)
     attempt_text = labels.get(LABEL_ATTEMPT)
-    if not step_id or not attempt_text:
-        return None
+    if not step_id or not attempt_text or LABEL_NOTIFICATION in labels:
+        return None  # a gate's notification Job is no attempt of any step
     status = job.get("status", {})
     state, reason = job_state(status)
     result = parse_result(pod) if pod is not None else None
@@ -256,6 +256,7 @@ def observe_approval(approval: JSON) -> ApprovalObservation:
         decided_at=decision_time(approval),
         reason=spec.get("reason"),
         expires_at=_time(spec.get("expiresAt")),
+        message=str(spec.get("message") or ""),
     )
 
 

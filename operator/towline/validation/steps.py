@@ -37,10 +37,10 @@ def step_errors(spec: WorkflowSpec, catalog: ActionCatalog) -> list[ValidationEr
     errors: list[ValidationError] = []
     for item in locate_steps(spec):
         errors += _kind_errors(item)
-        errors += _action_errors(item, catalog)
-        errors += _credential_errors(item, catalog)
+        errors += action_errors(item, catalog)
+        errors += credential_errors(item, catalog)
         errors += _network_errors(item)
-        errors += _host_errors(item, catalog)
+        errors += host_errors(item, catalog)
         errors += _timing_errors(item)
         errors += _on_failure_errors(item, compensations, main_ids)
     return errors
@@ -67,7 +67,7 @@ def _kind_errors(item: LocatedStep) -> list[ValidationError]:
     return errors
 
 
-def _action_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
+def action_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
     action = item.step.action
     if action is None:
         return []
@@ -108,7 +108,7 @@ def credential_references(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from credential_references(item, f"{path}[{index}]")
 
 
-def _credential_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
+def credential_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
     declared = item.step.credentials
     errors = []
     explicit = list(credential_references(item.step.with_, f"{item.path}.with"))
@@ -174,7 +174,7 @@ def _network_errors(item: LocatedStep) -> list[ValidationError]:
     return errors
 
 
-def _host_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
+def host_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
     """A step with credentials talks only to hosts fixed in the Workflow: its URL's literal host or allowHosts."""
     step = item.step
     if not step.credentials or step.allow_hosts or step.action not in catalog.known_actions():

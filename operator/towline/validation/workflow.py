@@ -14,6 +14,7 @@ from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.validation.actions import ActionCatalog
 from towline.validation.bindings import expression_errors
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
+from towline.validation.notifications import notification_errors
 from towline.validation.parsing import parse_workflow_spec
 from towline.validation.steps import step_errors
 from towline.validation.triggers import param_errors, trigger_errors
@@ -33,6 +34,7 @@ def validate_workflow(spec: WorkflowSpec, catalog: ActionCatalog) -> list[Valida
         *cycle_errors(located),
         *step_errors(spec, catalog),
         *expression_errors(spec),
+        *notification_errors(spec, catalog),
     ]
     return sorted(_unique(errors), key=lambda e: _manifest_order(e.field))
 
@@ -57,7 +59,7 @@ def _unique(errors: list[ValidationError]) -> list[ValidationError]:
     return kept
 
 
-_SECTION_ORDER = ("params", "triggers", "steps", "finally", "compensations", "policy")
+_SECTION_ORDER = ("params", "triggers", "steps", "finally", "compensations", "policy", "approvalNotifications")
 
 
 def _manifest_order(field: str) -> tuple[int, list[tuple[int, str]]]:
