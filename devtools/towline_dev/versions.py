@@ -39,6 +39,10 @@ PROMETHEUS_VERSION = "v0.316.0"
 """github.com/prometheus/prometheus at Prometheus 3.16.0 (its Go module versions are v0.3XX.Y for v3.XX.Y):
 `promtool check rules` and `promtool test rules` over the chart's alerts (towline_dev.promtool)."""
 
+CLI_UTILS_VERSION = "v0.37.2"
+"""sigs.k8s.io/cli-utils: its kstatus package, which Flux, kpt and Config Sync read object health with;
+a small command over it (towline_dev/kstatus.go) shows what they make of a WorkflowRun (towline_dev.kstatus)."""
+
 DEBIAN_PACKAGES = {
     "containerd": "1.6.20~ds1-1+deb12u3",
     "runc": "1.1.5+ds1-1+deb12u1",

@@ -34,6 +34,9 @@ Decision = Literal["Approved", "Rejected"]
 ApprovalPhase = Literal["Pending", "Approved", "Rejected", "Expired", "Cancelled"]
 
 
+APPROVERS_LINE_LIMIT = 512
+"""Longest status.approvers; a longer list is cut with an ellipsis (spec.approvers keeps every name)."""
+
 _SET_BY_OPERATOR = "the operator sets it when the run reaches the gate"
 _FINAL = "a decision is final; start a new run to decide again"
 
@@ -112,10 +115,22 @@ class ApprovalStatus(TowlineModel):
 
     phase: ApprovalPhase = Field(default="Pending", description="Pending, Approved, Rejected, Expired or Cancelled.")
     decided_at: datetime | None = Field(default=None, description="When the operator saw the decision.")
+    approvers: str | None = Field(
+        default=None, max_length=APPROVERS_LINE_LIMIT,
+        description="spec.approvers in one line for `kubectl get`, e.g. `alice, bob, group:sre`; `nobody` when "
+        "neither users nor groups are listed.",
+    )
     conditions: list[Condition] = Field(
         default_factory=list, json_schema_extra=list_map("type"),
         description="Reserved for standard conditions; the outcome is in phase and decidedAt.",
     )
+
+
+def approvers_line(approvers: Approvers) -> str:
+    """`alice, bob, group:sre` (status.approvers, the APPROVERS column); `nobody` when none are listed."""
+    names = [*approvers.users, *(f"group:{group}" for group in approvers.groups)]
+    line = ", ".join(names) or "nobody"
+    return line if len(line) <= APPROVERS_LINE_LIMIT else line[: APPROVERS_LINE_LIMIT - 1] + "…"
 
 
 class Approval(TowlineModel):

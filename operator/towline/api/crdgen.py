@@ -100,6 +100,8 @@ RESOURCES: tuple[Resource, ...] = (
             Column("Phase", ".status.phase"),
             Column("Step", ".status.currentStep", description="The step the run is at"),
             Column("Started", ".status.startedAt", "date"),
+            # Written once the run ends: a figure kubectl cannot keep current is never shown while it runs.
+            Column("Duration", ".status.duration", description="How long a finished run took"),
             Column("Trigger", ".spec.trigger.type", priority=1),
             Column("Requested By", ".spec.requestedBy", priority=1),
             Column("Finished", ".status.finishedAt", "date", priority=1),
@@ -112,12 +114,15 @@ RESOURCES: tuple[Resource, ...] = (
         (
             Column("Run", ".spec.runName"),
             Column("Step", ".spec.step"),
+            # One line the operator writes: a JSONPath column shows only the first item of a list.
+            Column("Approvers", ".status.approvers", description="Who may decide"),
             Column("Decision", ".spec.decision"),
             Column("Decided By", ".spec.decidedBy"),
             Column("Expires", ".spec.expiresAt"),
             Column("Phase", ".status.phase", priority=1),
             Column("Workflow", ".spec.workflowName", priority=1),
             Column("Requested By", ".spec.requestedBy", priority=1),
+            Column("Message", ".spec.message", priority=1, description="What the approver is asked"),
             AGE,
         ),
     ),

@@ -265,7 +265,8 @@ class WorkflowRunStatus(TowlineModel):
         description="Pending, Running, Waiting, AwaitingApproval, RetryScheduled, Succeeded, Failed or Cancelled.",
     )
     observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status describes.",
+        default=None, ge=0,
+        description="The run's metadata.generation when this status was written (cancel and suspend raise it).",
     )
     workflow_spec: WorkflowSnapshot | None = Field(
         default=None, description="The Workflow's steps and policy, copied when the run started.",
@@ -276,6 +277,11 @@ class WorkflowRunStatus(TowlineModel):
     )
     started_at: datetime | None = Field(default=None, description="When the run started.")
     finished_at: datetime | None = Field(default=None, description="When the run finished.")
+    duration: str | None = Field(
+        default=None, max_length=32,
+        description="How long a finished run took from startedAt to finishedAt, e.g. 1m12s; unset while it runs "
+        "(the Started column ages instead) and for a run that never started.",
+    )
     wake_at: datetime | None = Field(default=None, description="When the operator must look again.")
     current_step: str | None = Field(
         default=None, max_length=256, description="The ids of the steps the run is at, comma-separated.",
@@ -286,8 +292,10 @@ class WorkflowRunStatus(TowlineModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list, json_schema_extra=list_map("type"),
-        description="Succeeded (Unknown while running), and Suspended, CredentialsNeedRepair and Queued "
-        "(waiting under the workflow's policy.maxConcurrentRuns) when they apply.",
+        description="Succeeded (Unknown while running, then True or False); Reconciling (True until the run "
+        "finishes) and Stalled (True when it finished without succeeding), as kstatus reads them; and Suspended, "
+        "CredentialsNeedRepair, NeedsReconciliation, ReconcileFailing and Queued (waiting under the workflow's "
+        "policy.maxConcurrentRuns) when they apply.",
     )
     resume_token: str | None = Field(
         default=None, max_length=253,

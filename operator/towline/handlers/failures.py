@@ -16,6 +16,7 @@ import pydantic
 
 from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
+from towline.engine.standard import standard_status
 from towline.engine.summary import has_condition, set_condition
 from towline.engine.text import clip
 from towline.handlers.context import ReconcileContext
@@ -68,6 +69,7 @@ async def report_reconcile_failure(
         return
     status.conditions = list(status.conditions)
     set_condition(status, RECONCILE_FAILING, "True", reason="RetryBudgetExhausted", message=message, now=now)
+    status = standard_status(status, meta.get("generation"), now)
     try:
         await write_run_status(context.api, raw, status.to_wire())
     except ApiError as write_error:

@@ -24,6 +24,7 @@ from towline.engine import (
     start_retry,
     start_run,
 )
+from towline.engine.standard import standard_status
 from towline.handlers.context import ReconcileContext
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.queue import QUEUED_RECHECK, hold_if_queued
@@ -59,11 +60,17 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         return None
     run = WorkflowRun.model_validate(raw)
     status = previous = run.status or WorkflowRunStatus()
-    if status.phase in TERMINAL_RUN_PHASES:
-        # Nothing more to do for it: its Workflow's pass keeps the history within the limits.
-        return None
     now = datetime.now(UTC)
     meta = raw["metadata"]
+    generation = meta.get("generation")
+    if status.phase in TERMINAL_RUN_PHASES:
+        # Nothing more to do for it: its Workflow's pass keeps the history within the limits. Only a spec
+        # change after the end (a late cancel) or a run finished by an older operator gets its standard
+        # fields written once, so tools never wait on a finished run.
+        finished = standard_status(status, generation, now)
+        if finished != status:
+            await _write(operator, raw, finished)
+        return None
     problems: list[str] = []
     held = None
     if status.workflow_spec is None:
@@ -91,11 +98,12 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
-    if await _write(operator, raw, decision.status):
+    written = standard_status(decision.status, generation, now)
+    if await _write(operator, raw, written):
         # Metrics: derived from the written status transition (never inside the engine).
-        record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, decision.status)
-    if decision.status.phase in TERMINAL_RUN_PHASES:
-        await operator.on_run_finished({**raw, "status": decision.status.to_wire()})
+        record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
+    if written.phase in TERMINAL_RUN_PHASES:
+        await operator.on_run_finished({**raw, "status": written.to_wire()})
         return None
     if held is not None:
         return now + QUEUED_RECHECK
@@ -174,7 +182,11 @@ def code_steps_refused(operator: ReconcileContext, namespace: str, snapshot: Wor
 
 
 async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
-    """Write the status once; False when somebody wrote first (the run is requeued)."""
+    """Write the status once; False when somebody wrote first (the run is requeued).
+
+    `status` carries observedGeneration from `raw`; the write names raw's resourceVersion, so a spec
+    change since (which raises the generation) makes it a conflict, never a stale claim.
+    """
     try:
         written = await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from towline.api.approval import approvers_line
 from towline.engine import actions as engine_actions
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
@@ -275,16 +276,24 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         raise ApiError(409, f"Approval {action.name} exists but is not owned by run {run.name}")
     if context.remember is not None:
         context.remember(existing)
-    if not (existing.get("status") or {}).get("phase"):
-        await set_approval_phase(context.api, run.namespace, action.name, "Pending")
+    written = existing.get("status") or {}
+    # Also for an Approval an older operator created without the one-line approvers.
+    if not written.get("phase") or not written.get("approvers"):
+        await set_approval_phase(
+            context.api, run.namespace, action.name, written.get("phase") or "Pending",
+            approvers=approvers_line(action.approvers),
+        )
 
 
 async def set_approval_phase(
-    api: KubeApi, namespace: str, name: str, phase: str, *, decided_at: str | None = None
+    api: KubeApi, namespace: str, name: str, phase: str, *, decided_at: str | None = None,
+    approvers: str | None = None,
 ) -> None:
     status: dict[str, Any] = {"phase": phase}
     if decided_at is not None:
         status["decidedAt"] = decided_at
+    if approvers is not None:
+        status["approvers"] = approvers
     try:
         await api.merge_patch(APPROVALS.path(namespace, name, "status"), {"status": status})
     except ApiError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from towline.engine.text import elapsed
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
@@ -14,14 +15,7 @@ def duration(start: str | None, end: str | None, now: datetime) -> str:
     """`1.2s`, `3m04s`, `2h05m`; empty before the start."""
     if not start:
         return ""
-    seconds = ((parse_rfc3339(end) if end else now) - parse_rfc3339(start)).total_seconds()
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    return elapsed(((parse_rfc3339(end) if end else now) - parse_rfc3339(start)).total_seconds())
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
