@@ -116,9 +116,10 @@ def test_names_category_scope_and_status_subresource(plural: str, kind: str, sho
 
 @pytest.mark.parametrize(("plural", "default", "wide"), [
     ("workflows", ["Ready", "Reason", "Last Run", "Next Schedule", "Age"], ["Last Phase", "Suspended", "Message"]),
-    ("workflowruns", ["Workflow", "Phase", "Step", "Started", "Age"], ["Trigger", "Requested By", "Finished",
-                                                                        "Message"]),
-    ("approvals", ["Run", "Step", "Decision", "Decided By", "Expires", "Age"], ["Phase", "Workflow", "Requested By"]),
+    ("workflowruns", ["Workflow", "Phase", "Step", "Started", "Duration", "Age"],
+     ["Trigger", "Requested By", "Finished", "Message"]),
+    ("approvals", ["Run", "Step", "Approvers", "Decision", "Decided By", "Expires", "Age"],
+     ["Phase", "Workflow", "Requested By", "Message"]),
 ])
 def test_printer_columns(plural: str, default: list[str], wide: list[str]) -> None:
     columns = CRDS[f"{plural}.towline.dev.yaml"]["spec"]["versions"][0]["additionalPrinterColumns"]
@@ -127,6 +128,23 @@ def test_printer_columns(plural: str, default: list[str], wide: list[str]) -> No
     # kubectl shows a future `date` as "<invalid>": times that lie ahead are printed as text.
     future = {c["name"]: c["type"] for c in columns if c["name"] in {"Next Schedule", "Expires"}}
     assert set(future.values()) <= {"string"}
+
+
+def test_duration_and_approvers_columns_read_the_one_line_fields_the_operator_writes() -> None:
+    """A JSONPath column can show neither elapsed time nor a whole list: both are status strings."""
+    def column(plural: str, name: str) -> dict[str, object]:
+        columns = CRDS[f"{plural}.towline.dev.yaml"]["spec"]["versions"][0]["additionalPrinterColumns"]
+        return next(c for c in columns if c["name"] == name)
+
+    assert column("workflowruns", "Duration") == {
+        "name": "Duration", "type": "string", "jsonPath": ".status.duration", "description": "How long a finished run took",
+    }
+    assert column("approvals", "Approvers")["jsonPath"] == ".status.approvers"
+    assert column("approvals", "Message")["jsonPath"] == ".spec.message"
+    status = schema_of("workflowruns")["properties"]["status"]["properties"]
+    assert status["duration"]["type"] == "string"
+    assert status["observedGeneration"]["minimum"] == 0
+    assert schema_of("approvals")["properties"]["status"]["properties"]["approvers"]["type"] == "string"
 
 
 def test_step_lists_are_maps_keyed_by_id_so_the_api_server_rejects_duplicates() -> None:
