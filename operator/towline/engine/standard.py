@@ -18,7 +18,9 @@ Derived here in one place from what the engine decided, so the two can never dis
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from towline.api.run import WorkflowRunStatus
 from towline.engine.phases import TERMINAL_RUN_PHASES
@@ -72,3 +74,15 @@ def _outcome_reason(status: WorkflowRunStatus) -> str:
         if condition.type == "Succeeded" and condition.status == "False":
             return condition.reason
     return status.phase
+
+
+def standard_fields_lag(status: Mapping[str, Any], generation: object) -> bool:
+    """Whether a stored status (wire form) lacks what `standard_status` writes for this generation.
+
+    For finished runs, which otherwise get no pass: a spec change after the end (a late cancel) or a
+    run an older operator finished is written once; the write's own watch event then reads as current.
+    """
+    conditions = status.get("conditions") or []
+    return status.get("observedGeneration") != generation or not any(
+        isinstance(c, Mapping) and c.get("type") == STALLED for c in conditions
+    )

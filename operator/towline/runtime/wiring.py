@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from towline.engine import TERMINAL_RUN_PHASES
+from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.metrics import export_operator_state
@@ -84,8 +85,12 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         # The watch's own dict (kopf's body is a read-only view of it): a pass may decide on it.
         raw = event.get("object")
         operator.saw_run(key, raw if isinstance(raw, dict) else dict(body))
-        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart.
-        if (body.get("status") or {}).get("phase") not in TERMINAL_RUN_PHASES:
+        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart,
+        # unless its status has not caught up with its spec's generation (one write, see engine.standard).
+        status = body.get("status") or {}
+        if status.get("phase") not in TERMINAL_RUN_PHASES or standard_fields_lag(
+            status, (body.get("metadata") or {}).get("generation")
+        ):
             operator.runs.add(key)
 
     @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)

@@ -137,7 +137,8 @@ def test_duration_and_approvers_columns_read_the_one_line_fields_the_operator_wr
         return next(c for c in columns if c["name"] == name)
 
     assert column("workflowruns", "Duration") == {
-        "name": "Duration", "type": "string", "jsonPath": ".status.duration", "description": "How long a finished run took",
+        "name": "Duration", "type": "string", "jsonPath": ".status.duration",
+        "description": "How long a finished run took",
     }
     assert column("approvals", "Approvers")["jsonPath"] == ".status.approvers"
     assert column("approvals", "Message")["jsonPath"] == ".spec.message"

@@ -11,7 +11,7 @@ from towline.api.approval import APPROVERS_LINE_LIMIT, approvers_line
 from towline.api.common import Approvers
 from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import run_duration, standard_status
+from towline.engine.standard import run_duration, standard_fields_lag, standard_status
 from towline.engine.summary import set_condition
 from towline.engine.text import elapsed
 
@@ -120,3 +120,14 @@ def test_approvers_line_names_users_then_groups_and_says_nobody_when_none() -> N
     assert approvers_line(Approvers()) == "nobody"
     long = approvers_line(Approvers(users=[f"user-{i:03d}-" + "x" * 200 for i in range(50)]))
     assert len(long) == APPROVERS_LINE_LIMIT and long.endswith("…")
+
+
+def test_a_finished_run_gets_one_pass_only_while_its_stored_status_lags() -> None:
+    """The watch queues finished runs only for this: a late spec change, or a run an older operator finished."""
+    finished = standard_status(WorkflowRunStatus(phase="Succeeded", started_at=T0, finished_at=T0), 2, T0)
+    wire = finished.to_wire()
+    assert not standard_fields_lag(wire, 2)
+    assert standard_fields_lag(wire, 3), "spec.cancel set after the end raised the generation"
+    older = {key: value for key, value in wire.items() if key != "observedGeneration"}
+    assert standard_fields_lag(older, 2)
+    assert standard_fields_lag({**wire, "conditions": [c for c in wire["conditions"] if c["type"] != "Stalled"]}, 2)
