@@ -111,7 +111,7 @@ def test_runs_read_as_kstatus_expects_and_the_columns_show_duration_and_approver
     waiting_run = settled(cluster, ns, waiting)
     assert condition(waiting_run, "Reconciling") == ("True", "AwaitingApproval")
     assert condition(waiting_run, "Stalled") == ("False", "AwaitingApproval")
-    assert condition(settled(cluster, ns, bad), "Stalled") == ("True", "Rejected")
+    assert condition(settled(cluster, ns, bad), "Stalled") == ("True", "ApprovalRejected")
 
     # A spec change raises the generation; the operator's next write says it saw it, in flight or finished.
     for run, verdict in ((waiting, "InProgress"), (ok, "Current")):
