@@ -9,7 +9,6 @@ def clip(text: str | None, limit: int) -> str | None:
     return text[: limit - 1] + "…"
 
 
-
 def elapsed(seconds: float) -> str:
     """`1.2s`, `3m04s`, `2h05m`: the run's DURATION column and the plugin's tables say it the same way."""
     seconds = max(seconds, 0.0)
