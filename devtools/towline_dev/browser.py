@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,22 @@ def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 10
         driver.quit()
 
 
+@dataclass(frozen=True)
+class WebView:
+    """A running `kubectl towline ui`: where it listens, its launch token, its process id."""
+
+    base: str
+    token: str
+    pid: int
+
+    def url(self, path: str) -> str:
+        """`path` on this server with the launch token (`path` may carry a query already)."""
+        return f"{self.base}{path}{'&' if '?' in path else '?'}t={self.token}"
+
+
 @contextmanager
-def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[tuple[str, str]]:
-    """`kubectl-towline ui` as the kubeconfig context's user: (base URL, launch token) while it runs."""
+def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[WebView]:
+    """`kubectl-towline ui` as the kubeconfig context's user, while it runs."""
     command = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(kubeconfig),
                "--context", context, "-n", namespace, "ui", "--port", "0"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -54,7 +68,7 @@ def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[tuple[s
         if found is None:
             process.kill()
             raise RuntimeError(f"`kubectl towline ui` printed no launch URL: {line!r} {process.communicate()[1]}")
-        yield found.group(1), found.group(2)
+        yield WebView(found.group(1), found.group(2), process.pid)
     finally:
         process.terminate()
         try:

@@ -91,7 +91,8 @@ def test_without_the_launch_token_or_from_a_foreign_host_or_origin_a_request_is_
     towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with web_view(cluster.kubeconfig, context_name("carol"), ns) as (base, token), httpx.Client() as http:
+    with web_view(cluster.kubeconfig, context_name("carol"), ns) as view, httpx.Client() as http:
+        base, token = view.base, view.token
         port = base.rsplit(":", 1)[1]
         page = http.get(f"{base}/runs", params={"t": token})
         assert page.status_code == 200 and "carol" in page.text
@@ -134,14 +135,14 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
     cluster.kubectl("create", "secret", "generic", "ledger-api", "-n", ns, f"--from-literal=token={CANARY}")
     browser = chromium
     with ScriptedServer() as api, \
-            web_view(cluster.kubeconfig, context_name("carol"), ns) as (carol_url, carol_token), \
-            web_view(cluster.kubeconfig, context_name("bob"), ns) as (bob_url, bob_token):
+            web_view(cluster.kubeconfig, context_name("carol"), ns) as carol, \
+            web_view(cluster.kubeconfig, context_name("bob"), ns) as bob:
         ledger = api.script("/ledger", (200, {"late": False, "rows": 4}, {}))
         journal = api.script("/journal", (200, {"ok": True}, {}))
         apply(cluster, twelve_steps(ns, api.url))
 
         # The runs list is open before the run exists: the row appears and moves on without a reload.
-        browser.get(f"{carol_url}/runs?t={carol_token}")
+        browser.get(carol.url("/runs"))
         wait_for_element(browser, "#runs tbody", "the runs table")
         run = start_run(cluster, ns, "quarterly-close", "close-q4")
         wait_for_element(browser, f'#runs tr[data-run="{run}"]', "the new run's row")
@@ -152,7 +153,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         assert_no_canary(browser)
 
         # The run page: twelve nodes laid out, phases as recorded, the gate waiting.
-        browser.get(f"{carol_url}/runs/{run}?t={carol_token}&step=fetch_ledger")
+        browser.get(carol.url(f"/runs/{run}?step=fetch_ledger"))
         wait_for_element(browser, '#graph g.node[data-phase="Succeeded"]', "a finished step in the graph")
         nodes = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
         assert len(nodes) == 12
@@ -188,7 +189,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         # Bob approves from his own view's approvals page; the run goes on, and carol's graph follows it.
         carol_tab = browser.current_window_handle
         browser.switch_to.new_window("tab")
-        browser.get(f"{bob_url}/approvals?t={bob_token}")
+        browser.get(bob.url("/approvals"))
         card = wait_for_element(browser, f'#open .approval[data-approval="{approval}"]', "the waiting approval")
         assert "Close the quarter?" in card.text and "carol" in card.text
         screenshot(browser, "web-view-approvals.png", tmp_path)
@@ -208,11 +209,11 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         assert_no_canary(browser)
 
         # The workflow's page: its definition as committed (credential names, never values) and its runs.
-        browser.get(f"{carol_url}/workflows/quarterly-close?t={carol_token}")
+        browser.get(carol.url("/workflows/quarterly-close"))
         definition = wait_for_element(browser, "#definition", "the workflow's YAML")
         assert "ledger-api" in definition.text and "fetch_ledger" in definition.text
         wait_for_element(browser, f'tr[data-run="{run}"]', "the workflow's run")
-        browser.get(f"{carol_url}/workflows?t={carol_token}")
+        browser.get(carol.url("/workflows"))
         row = wait_for_element(browser, 'tr[data-workflow="quarterly-close"]', "the workflows list")
         assert run in row.text and "manual" in row.text
         assert_no_canary(browser)
