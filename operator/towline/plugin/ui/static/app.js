@@ -16,11 +16,16 @@ function h(tag, attrs, ...children) {
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
+}
+
+// replaceChildren for lists that may hold null/false placeholders (which the DOM would print as text).
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false));
 }
 
 function s(tag, attrs, ...children) {
@@ -115,13 +120,13 @@ function runsPage() {
   const redraw = scheduler(() => {
     const shown = [...runs.values()].filter(visible)
       .sort((a, b) => (b.created || "").localeCompare(a.created || "") || b.name.localeCompare(a.name));
-    rows.replaceChildren(...shown.map((run) => h("tr", { "data-run": run.name, "data-phase": run.phase },
+    fill(rows, ...shown.map((run) => h("tr", { "data-run": run.name, "data-phase": run.phase },
       h("td", {}, runLink(run.name)), h("td", {}, workflowLink(run.workflow || "")), h("td", {}, badge(run.phase)),
       h("td", {}, run.currentStep || ""), h("td", {}, run.requestedBy || ""), h("td", {}, run.trigger),
       h("td", { title: run.created }, age(run.created)), h("td", {}, duration(run.startedAt, run.finishedAt)))));
     count.textContent = `${shown.length} of ${runs.size} runs`;
   });
-  main.replaceChildren(
+  fill(main,
     h("h1", {}, "Runs ", count),
     h("form", { class: "filters", onsubmit: (e) => e.preventDefault() },
       field("Workflow", input("workflow")),
@@ -177,7 +182,7 @@ function drawGraph(container, steps, selected, onSelect) {
       node.addEventListener("click", () => onSelect(step.id));
       root.append(node);
     }
-    container.replaceChildren(root);
+    fill(container, root);
     container.dataset.layout = key;
   }
   for (const step of steps) {
@@ -233,11 +238,11 @@ function waitingForDecision(step) {
 }
 
 function stepPanel(panel, run, step, logs) {
-  if (!step) { panel.replaceChildren(h("p", { class: "muted" }, "Select a step in the graph.")); return; }
+  if (!step) { fill(panel, h("p", { class: "muted" }, "Select a step in the graph.")); return; }
   const attempts = step.history.map((record) => h("tr", {},
     h("td", {}, record.attempt), h("td", {}, record.jobName || ""), h("td", {}, duration(record.startedAt,
       record.finishedAt)), h("td", {}, record.errorClass || ""), h("td", {}, record.message || "")));
-  panel.replaceChildren(
+  fill(panel,
     h("h2", {}, `Step ${step.id} `, badge(step.phase)),
     facts([["Kind", step.kind], ["Needs", step.needs.join(", ")], ["When", step.when], ["Reason", step.reason],
       ["Attempt", step.attempt || ""], ["Job", step.jobName], ["Started", step.startedAt],
@@ -254,12 +259,12 @@ function stepPanel(panel, run, step, logs) {
 }
 
 function followLogs(run, stepId, pre) {
-  pre.replaceChildren();
+  fill(pre);
   const add = (text) => { pre.append(`${text}\n`); pre.scrollTop = pre.scrollHeight; };
   const source = live(`/events/runs/${encodeURIComponent(run)}/logs/${encodeURIComponent(stepId)}`, {
     pod: ({ pod, attempt }) => add(`==> attempt ${attempt} (pod ${pod}) <==`),
     line: add,
-    waiting: ({ message }) => { pre.replaceChildren(`${message}\n`); },
+    waiting: ({ message }) => { fill(pre, `${message}\n`); },
     problem: ({ message }) => add(`[${message}]`),
     end: () => source.close(),
   });
@@ -276,7 +281,7 @@ function runPage() {
   let selected = new URLSearchParams(location.search).get("step");
   let logSource = null;
   const logs = h("pre", { class: "logs", id: "logs" });
-  main.replaceChildren(head, banner, h("div", { class: "run-layout" }, graph, panel));
+  fill(main, head, banner, h("div", { class: "run-layout" }, graph, panel));
   const select = (id) => {
     selected = id;
     history.replaceState(null, "", link(`/runs/${encodeURIComponent(name)}`, { step: id }));
@@ -285,14 +290,14 @@ function runPage() {
     render(true);
   };
   function render(stepChanged) {
-    if (!run) { head.replaceChildren(h("h1", {}, `Run ${name}`), h("p", {}, "No such run (or not yet visible).")); return; }
-    head.replaceChildren(h("h1", {}, `Run ${run.name} `, badge(run.phase)),
+    if (!run) { fill(head, h("h1", {}, `Run ${name}`), h("p", {}, "No such run (or not yet visible).")); return; }
+    fill(head, h("h1", {}, `Run ${run.name} `, badge(run.phase)),
       facts([["Workflow", workflowLink(run.workflow || "")], ["Requested by", run.requestedBy],
         ["Trigger", run.trigger], ["Started", run.startedAt], ["Finished", run.finishedAt],
         ["Duration", duration(run.startedAt, run.finishedAt)], ["Message", run.message],
         ["Params", Object.keys(run.params).length ? JSON.stringify(run.params) : ""]]));
     const gates = run.steps.filter(waitingForDecision);
-    banner.replaceChildren(...gates.map((gate) => h("div", { class: "banner" },
+    fill(banner, ...gates.map((gate) => h("div", { class: "banner" },
       `Step ${gate.id} waits for a decision on approval ${gate.approvalName}. `,
       h("a", { href: link("/approvals") }, "Approvals"))));
     drawGraph(graph, run.steps, selected, select);
@@ -315,7 +320,7 @@ function approvalsPage() {
   const approvals = new Map();
   const open = h("div", { id: "open" });
   const decided = h("tbody");
-  main.replaceChildren(h("h1", {}, "Approvals"), h("h2", {}, "Waiting"), open, h("h2", {}, "Decided"),
+  fill(main, h("h1", {}, "Approvals"), h("h2", {}, "Waiting"), open, h("h2", {}, "Decided"),
     h("table", {}, h("thead", {}, h("tr", {}, ["Approval", "Run", "Step", "Decision", "By", "Reason", "Phase"]
       .map((t) => h("th", {}, t)))), decided));
   const redraw = scheduler(() => {
@@ -336,7 +341,7 @@ function approvalsPage() {
         decisionControls(approval.name)));
     }
     if (!open.children.length) open.append(h("p", { class: "muted", "data-approval": "" }, "Nothing waits for a decision."));
-    decided.replaceChildren(...all.filter((a) => a.decision || a.phase !== "Pending").map((a) => h("tr",
+    fill(decided, ...all.filter((a) => a.decision || a.phase !== "Pending").map((a) => h("tr",
       { "data-approval": a.name }, h("td", {}, a.name), h("td", {}, runLink(a.run)), h("td", {}, a.step),
       h("td", {}, a.decision ? badge(a.decision) : ""), h("td", {}, a.decidedBy || ""), h("td", {}, a.reason || ""),
       h("td", {}, badge(a.phase)))));
@@ -364,7 +369,7 @@ const triggerText = (triggers) => triggers.map((t) => (t.detail ? `${t.name} (${
 
 async function workflowsPage() {
   const items = await getJson("/api/workflows");
-  main.replaceChildren(h("h1", {}, "Workflows"), h("table", { id: "workflows" }, h("thead", {}, h("tr", {},
+  fill(main, h("h1", {}, "Workflows"), h("table", { id: "workflows" }, h("thead", {}, h("tr", {},
     ["Workflow", "Ready", "Triggers", "Next schedule", "Last run", "Steps"].map((t) => h("th", {}, t)))),
   h("tbody", {}, items.map((w) => h("tr", { "data-workflow": w.name },
     h("td", {}, workflowLink(w.name), w.suspend ? " (suspended)" : ""),
@@ -376,7 +381,7 @@ async function workflowsPage() {
 
 async function workflowPage() {
   const w = await getJson(`/api/workflows/${encodeURIComponent(SUBJECT)}`);
-  main.replaceChildren(h("h1", {}, `Workflow ${w.name} `, badge(w.ready.status)),
+  fill(main, h("h1", {}, `Workflow ${w.name} `, badge(w.ready.status)),
     facts([["Ready", `${w.ready.reason || ""} ${w.ready.message || ""}`], ["Triggers", triggerText(w.triggers)],
       ["Next schedule", w.nextScheduleTime], ["Runs", h("a", { href: link("/runs", { workflow: w.name }) },
         "live list")]]),
@@ -389,5 +394,5 @@ const PAGES = { runs: runsPage, run: runPage, approvals: approvalsPage, workflow
   workflow: workflowPage };
 
 Promise.resolve(PAGES[document.body.dataset.page]()).catch((error) => {
-  main.replaceChildren(h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
+  fill(main, h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
 });
