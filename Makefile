@@ -68,7 +68,7 @@ integration: binaries
 	$(PYTHON) -m pytest tests/integration -q
 
 # The concurrent part on one shared node, then the tests that must own the machine (tests/suite.py).
-test: install lint typecheck imports crds-check binaries
+test: install lint typecheck imports crds-check ui-assets-check binaries
 	$(PYTHON) -m tests.suite
 
 bench: install
