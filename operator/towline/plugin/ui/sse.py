@@ -39,17 +39,23 @@ async def follow_collection(
     snapshot: Callable[[list[JSON]], Any], change: Callable[[str, JSON], Any],
     field_selector: str | None = None,
 ) -> None:
-    """Send `snapshot(items)` as event `snapshot`, then `change(type, object)` as `change` for each event."""
-    while True:
-        items, version = await streams.list_with_version(api, path, field_selector=field_selector)
-        await send("snapshot", snapshot(items))
-        try:
-            while True:
-                async for event in streams.watch(api, path, version, field_selector=field_selector):
-                    obj = event.get("object") or {}
-                    version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                    await send("change", change(str(event.get("type")), obj))
-        except ApiError as error:
-            if error.status != 410:
-                await send("problem", {"status": error.status, "message": error.message})
-                raise
+    """Send `snapshot(items)` as event `snapshot`, then `change(type, object)` as `change` for each event.
+
+    A refusal (the person may not list or watch these) ends the stream with a `problem` event
+    carrying the API server's message: the response has started, so it cannot become an error status.
+    """
+    try:
+        while True:
+            items, version = await streams.list_with_version(api, path, field_selector=field_selector)
+            await send("snapshot", snapshot(items))
+            try:
+                while True:
+                    async for event in streams.watch(api, path, version, field_selector=field_selector):
+                        obj = event.get("object") or {}
+                        version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                        await send("change", change(str(event.get("type")), obj))
+            except ApiError as error:
+                if error.status != 410:  # 410: the version expired; list again
+                    raise
+    except ApiError as error:
+        await send("problem", {"status": error.status, "message": error.message})

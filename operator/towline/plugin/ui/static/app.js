@@ -42,9 +42,14 @@ function link(path, params) {
   return url.pathname + url.search;
 }
 
+// A stream the API server refused (say, RBAC) ends with `problem`: show it, and do not reconnect.
 function live(path, handlers) {
   const source = new EventSource(link(path));
-  for (const [event, handle] of Object.entries(handlers)) {
+  const all = { problem: ({ status, message }) => {
+    source.close();
+    main.prepend(h("p", { class: "result refused" }, `The API server refused (${status}): ${message}`));
+  }, ...handlers };
+  for (const [event, handle] of Object.entries(all)) {
     source.addEventListener(event, (message) => handle(JSON.parse(message.data)));
   }
   return source;
