@@ -151,9 +151,16 @@ function runsPage() {
 
 const NODE = { width: 190, height: 46 };
 
-function layoutGraph(steps) {
+// Top to bottom reads best; a wide fan-out (twenty steps side by side) reads better left to right.
+function layoutGraph(steps, available) {
+  const tall = layoutIn("TB", steps);
+  const { width, height } = tall.graph();
+  return width > available && width > 1.6 * height ? layoutIn("LR", steps) : tall;
+}
+
+function layoutIn(rankdir, steps) {
   const graph = new dagre.graphlib.Graph();
-  graph.setGraph({ rankdir: "TB", nodesep: 22, ranksep: 42, marginx: 14, marginy: 14 });
+  graph.setGraph({ rankdir, nodesep: 22, ranksep: rankdir === "TB" ? 42 : 60, marginx: 14, marginy: 14 });
   graph.setDefaultEdgeLabel(() => ({}));
   for (const step of steps) graph.setNode(step.id, { ...NODE });
   const ids = new Set(steps.map((step) => step.id));
@@ -165,7 +172,7 @@ function layoutGraph(steps) {
 function drawGraph(container, steps, selected, onSelect) {
   const key = JSON.stringify(steps.map((step) => [step.id, step.needs]));
   if (container.dataset.layout !== key) {
-    const graph = layoutGraph(steps);
+    const graph = layoutGraph(steps, container.clientWidth || 800);
     const { width, height } = graph.graph();
     const root = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
     for (const edge of graph.edges()) {
@@ -189,6 +196,8 @@ function drawGraph(container, steps, selected, onSelect) {
     }
     fill(container, root);
     container.dataset.layout = key;
+    const chosen = root.querySelector(`g.node[data-step="${CSS.escape(selected || "")}"]`);
+    if (chosen) chosen.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
   for (const step of steps) {
     const node = container.querySelector(`g.node[data-step="${CSS.escape(step.id)}"]`);
