@@ -215,5 +215,12 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         wait_for_element(browser, f'tr[data-run="{run}"]', "the workflow's run")
         browser.get(carol.url("/workflows"))
         row = wait_for_element(browser, 'tr[data-workflow="quarterly-close"]', "the workflows list")
-        assert run in row.text and "manual" in row.text
+        assert "manual" in row.text and "True" in row.text, row.text
+
+        def last_run_shown(driver: Any) -> bool:  # the page is a snapshot; lastRun follows the run's end
+            driver.refresh()
+            rows = driver.find_elements(By.CSS_SELECTOR, 'tr[data-workflow="quarterly-close"]')
+            return bool(rows) and run in rows[0].text and "Succeeded" in rows[0].text
+
+        WebDriverWait(browser, 60, poll_frequency=1).until(last_run_shown, message="the workflow's last run")
         assert_no_canary(browser)
