@@ -53,6 +53,7 @@ def twelve_steps(namespace: str, api: str) -> dict[str, Any]:
                 {"id": "post_journal", "needs": ["review"], "action": "http.request",
                  "with": {"url": f"{api}/journal", "method": "POST", "json": {"closed": True}}},
                 {"id": "archive", "needs": ["post_journal"], **transform},
+                {"id": "notify_controllers", "needs": ["post_journal"], **transform},
             ],
             "finally": [{"id": "report", **transform}],
         },
