@@ -35,7 +35,7 @@ STEPS = [{"id": "fetch", "action": "data.transform", "with": {"data": {}}},
 def _status(index: int) -> dict[str, Any]:
     started = f"2026-12-01T{index // 60 % 24:02d}:{index % 60:02d}:00Z"
     return {"phase": "Succeeded", "startedAt": started, "finishedAt": started,
-            "workflowSpec": {"steps": STEPS},
+            "workflowSpec": {"generation": 1, "steps": STEPS},
             "steps": [{"id": s["id"], "phase": "Succeeded", "attempt": 1, "jobName": f"run-{index}-{s['id']}-1",
                        "startedAt": started, "finishedAt": started, "output": {"rows": index}} for s in STEPS]}
 
