@@ -3,7 +3,7 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors stepkit devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check unit integration bench chaos images release clean
+.PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
@@ -12,6 +12,7 @@ help:
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
 	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
+	@echo "make ui-assets - copy the web view's graph layout library (pinned in webui/package-lock.json) into the package"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries and kubeconform the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
 	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
@@ -42,6 +43,19 @@ crds-check:
 	$(PYTHON) -m towline.api.crdgen --check charts/towline/crds
 	$(PYTHON) -m towline.validation.editorschema --check schemas/workflow.schema.json
 
+# The web view's one third-party browser file (the graph layout), from the pinned npm lock. The built
+# file is committed so the wheel needs no npm; the check fails when it no longer matches the lock.
+UI_VENDOR := operator/towline/plugin/ui/static/vendor
+ui-assets:
+	cd webui && npm ci --ignore-scripts --no-audit --no-fund
+	mkdir -p $(UI_VENDOR)
+	cp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/
+
+ui-assets-check:
+	cd webui && npm ci --ignore-scripts --no-audit --no-fund
+	cmp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js $(UI_VENDOR)/dagre.min.js
+	cmp webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/LICENSE
+
 unit:
 	$(PYTHON) -m pytest tests/unit -q
 
@@ -54,7 +68,7 @@ integration: binaries
 	$(PYTHON) -m pytest tests/integration -q
 
 # The concurrent part on one shared node, then the tests that must own the machine (tests/suite.py).
-test: install lint typecheck imports crds-check binaries
+test: install lint typecheck imports crds-check ui-assets-check binaries
 	$(PYTHON) -m tests.suite
 
 bench: install

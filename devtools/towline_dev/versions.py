@@ -59,6 +59,10 @@ WALKTHROUGH_PACKAGES = {"skopeo": "1.9.3+ds1-1+b10"}
 """Debian 12 packages the README walkthrough test types commands of besides kubectl and helm: skopeo,
 which copies a release's image archives into a registry as the README's install does."""
 
+BROWSER_TEST_PACKAGES = {"chromium": "156.0.8078.114-1~deb12u1", "chromium-driver": "156.0.8078.114-1~deb12u1"}
+"""Debian 12 packages the web view's browser tests drive (headless, through selenium): Chromium and
+its WebDriver, from bookworm-security; installed through `towline_dev.debpackages`."""
+
 # Container images (towline_dev.images). Debian package versions are those of
 # bookworm and its updates; a pin the mirror no longer offers fails the
 # install with the candidate version named, so it is updated here on purpose.

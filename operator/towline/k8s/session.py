@@ -38,6 +38,10 @@ async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOWS.path(namespace, name))
 
 
+async def list_workflows(api: KubeApi, namespace: str) -> list[JSON]:
+    return await api.list(WORKFLOWS.path(namespace))
+
+
 async def get_run(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOW_RUNS.path(namespace, name))
 

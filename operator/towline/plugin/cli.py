@@ -18,6 +18,7 @@ from towline.k8s.session import kubeconfig_namespace
 from towline.plugin import commands
 from towline.plugin.manifests import UsageError, parse_params
 from towline.plugin.offline import validate_files
+from towline.plugin.ui.launch import serve as serve_ui
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="WORKFLOW as a clean manifest to commit")
     export.add_argument("workflow")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+    ui = sub.add_parser("ui", help="a web view of runs on 127.0.0.1, acting as you (see docs/web-view.md)")
+    ui.add_argument("--port", type=int, default=0, help="default: any free port")
+    ui.add_argument("--open", action="store_true", help="open it in the browser")
     return parser
 
 
@@ -97,6 +102,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
                 api, namespace, io, name=args.name, kind=args.kind, form=args.output),
             "export": lambda: commands.export(api, namespace, io, args.workflow, args.output),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
+            "ui": lambda: serve_ui(api, namespace, port=args.port, open_browser=args.open, out=io.out),
         }
         code: int = await calls[args.command]()
         return code
@@ -122,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     except ApiError as error:
         _print_err(f"error from the API server ({error.status}): {error.message}")
         return 1
+    except KeyboardInterrupt:  # `ui` serves until Ctrl-C
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""Headless Chromium for the web view's tests, and `kubectl towline ui` run as one person.
+
+Chromium and its WebDriver are Debian's, pinned in versions.BROWSER_TEST_PACKAGES and
+installed through debpackages; selenium (pinned in the dev extras) drives them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from towline_dev.debpackages import Progress, ensure_debian_packages
+from towline_dev.versions import BROWSER_TEST_PACKAGES
+
+LAUNCH_URL = re.compile(r"(http://127\.0\.0\.1:\d+)/runs\?t=([A-Za-z0-9_-]+)")
+
+
+@contextmanager
+def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 1000) -> Iterator[Any]:
+    """A selenium WebDriver on Debian's headless Chromium; quit on exit."""
+    ensure_debian_packages(BROWSER_TEST_PACKAGES, progress, purpose="the web view's browser tests")
+    from selenium import webdriver  # noqa: PLC0415 - only the browser tests need selenium
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+        options.add_argument(flag)
+    service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@dataclass(frozen=True)
+class WebView:
+    """A running `kubectl towline ui`: where it listens, its launch token, its process id."""
+
+    base: str
+    token: str
+    pid: int
+
+    def url(self, path: str) -> str:
+        """`path` on this server with the launch token (`path` may carry a query already)."""
+        return f"{self.base}{path}{'&' if '?' in path else '?'}t={self.token}"
+
+
+@contextmanager
+def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[WebView]:
+    """`kubectl-towline ui` as the kubeconfig context's user, while it runs."""
+    command = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(kubeconfig),
+               "--context", context, "-n", namespace, "ui", "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = LAUNCH_URL.search(line)
+        if found is None:
+            process.kill()
+            raise RuntimeError(f"`kubectl towline ui` printed no launch URL: {line!r} {process.communicate()[1]}")
+        yield WebView(found.group(1), found.group(2), process.pid)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,189 @@
+"""The local web server of `kubectl towline ui`: pages, JSON, live streams and decisions, as one person.
+
+Every handler reaches the API server through towline.k8s with the person's
+kubeconfig client; nothing is cached across requests and nothing is decided
+here that RBAC or admission decide. The guard (towline.plugin.ui.guard) runs
+before any handler.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from string import Template
+from typing import Any
+
+from aiohttp import web
+
+from towline.k8s import session
+from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi
+from towline.plugin.ui import guard, views
+from towline.plugin.ui.logs import stream_step_logs
+from towline.plugin.ui.sse import follow_collection, open_stream
+
+JSON = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+STATIC = resources.files("towline.plugin.ui") / "static"
+PAGES = ("runs", "run", "approvals", "workflows", "workflow")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+API = web.AppKey("api", KubeApi)
+SETTINGS = web.AppKey("settings", dict)
+
+
+@web.middleware
+async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    why = guard.refusal(method=request.method, path=request.path, headers=request.headers,
+                        token=request.query.get(guard.TOKEN_PARAMETER), expected_token=settings["token"],
+                        port=settings["port"])
+    if why is not None:
+        return web.Response(status=403, text=f"refused: {why}\n", headers=SECURITY_HEADERS)
+    try:
+        response = await handler(request)
+    except ApiError as error:
+        response = web.json_response({"status": error.status, "message": error.message},
+                                     status=error.status if 400 <= error.status < 600 else 502)
+    if not response.prepared:
+        response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _page(request: web.Request, page: str, subject: str = "") -> web.Response:
+    settings = request.app[SETTINGS]
+    text = Template((STATIC / "page.html").read_text()).substitute(
+        page=page, subject=html.escape(subject), user=html.escape(settings["user"]),
+        namespace=html.escape(settings["namespace"]), token=html.escape(settings["token"]),
+    )
+    return web.Response(text=text, content_type="text/html", headers=SECURITY_HEADERS)
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound(f"/runs?{guard.TOKEN_PARAMETER}={request.app[SETTINGS]['token']}")
+
+
+async def runs_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "runs")
+
+
+async def run_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "run", request.match_info["name"])
+
+
+async def approvals_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "approvals")
+
+
+async def workflows_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "workflows")
+
+
+async def workflow_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "workflow", request.match_info["name"])
+
+
+def _namespace(request: web.Request) -> str:
+    return str(request.app[SETTINGS]["namespace"])
+
+
+async def runs_events(request: web.Request) -> web.StreamResponse:
+    response, send = await open_stream(request)
+    await follow_collection(
+        request.app[API], WORKFLOW_RUNS.path(_namespace(request)), send,
+        snapshot=lambda items: [views.run_summary(run) for run in views.newest_first(items)],
+        change=lambda kind, run: {"type": kind, "run": views.run_summary(run)},
+    )
+    return response
+
+
+async def run_events(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    response, send = await open_stream(request)
+    await follow_collection(
+        request.app[API], WORKFLOW_RUNS.path(_namespace(request)), send,
+        field_selector=f"metadata.name={name}",
+        snapshot=lambda items: views.run_detail(items[0]) if items else None,
+        change=lambda kind, run: None if kind == "DELETED" else views.run_detail(run),
+    )
+    return response
+
+
+async def approvals_events(request: web.Request) -> web.StreamResponse:
+    response, send = await open_stream(request)
+    await follow_collection(
+        request.app[API], APPROVALS.path(_namespace(request)), send,
+        snapshot=lambda items: [views.approval_view(a) for a in views.newest_first(items)],
+        change=lambda kind, approval: {"type": kind, "approval": views.approval_view(approval)},
+    )
+    return response
+
+
+async def step_logs_events(request: web.Request) -> web.StreamResponse:
+    response, send = await open_stream(request)
+    await stream_step_logs(request.app[API], _namespace(request), request.match_info["name"],
+                           request.match_info["step"], send)
+    return response
+
+
+async def workflows_json(request: web.Request) -> web.StreamResponse:
+    workflows = await session.list_workflows(request.app[API], _namespace(request))
+    return web.json_response([views.workflow_summary(w) for w in sorted(
+        workflows, key=lambda w: w["metadata"]["name"])])
+
+
+async def workflow_json(request: web.Request) -> web.StreamResponse:
+    api, namespace, name = request.app[API], _namespace(request), request.match_info["name"]
+    workflow = await session.get_workflow(api, namespace, name)
+    if workflow is None:
+        return web.json_response({"status": 404, "message": f"no Workflow {name!r}"}, status=404)
+    return web.json_response(views.workflow_detail(workflow, await session.list_runs(api, namespace, name)))
+
+
+async def decide(request: web.Request) -> web.StreamResponse:
+    """Approve or reject as the person: the same merge patch `kubectl towline approve` sends."""
+    try:
+        body = json.loads(await request.text())
+    except ValueError:
+        body = None
+    decision = body.get("decision") if isinstance(body, dict) else None
+    if decision not in {"Approved", "Rejected"}:
+        return web.json_response({"status": 400, "message": "decision must be Approved or Rejected"}, status=400)
+    api, name = request.app[API], request.match_info["name"]
+    spec: JSON = {"decision": decision, "decidedBy": request.app[SETTINGS]["user"]}
+    reason = body.get("reason") if isinstance(body, dict) else None
+    if isinstance(reason, str) and reason.strip():
+        spec["reason"] = reason.strip()[:1024]
+    decided = await session.decide_approval(api, _namespace(request), name, spec)
+    return web.json_response(views.approval_view(decided))
+
+
+def build_app(api: KubeApi, *, namespace: str, user: str, token: str) -> web.Application:
+    """The application; `settings["port"]` is filled in once the socket is bound."""
+    app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
+    app[API] = api
+    app[SETTINGS] = {"namespace": namespace, "user": user, "token": token, "port": 0}
+    app.router.add_get("/", index)
+    app.router.add_get("/runs", runs_page)
+    app.router.add_get("/runs/{name}", run_page)
+    app.router.add_get("/approvals", approvals_page)
+    app.router.add_get("/workflows", workflows_page)
+    app.router.add_get("/workflows/{name}", workflow_page)
+    app.router.add_get("/events/runs", runs_events)
+    app.router.add_get("/events/runs/{name}", run_events)
+    app.router.add_get("/events/runs/{name}/logs/{step}", step_logs_events)
+    app.router.add_get("/events/approvals", approvals_events)
+    app.router.add_get("/api/workflows", workflows_json)
+    app.router.add_get("/api/workflows/{name}", workflow_json)
+    app.router.add_post("/api/approvals/{name}", decide)
+    app.router.add_static("/static/", str(STATIC), append_version=False)
+    return app

@@ -1,0 +1,227 @@
+"""`kubectl towline ui` in a real browser (headless Chromium), against the local control plane.
+
+Each person runs their own web view with their own kubeconfig context: what the
+page shows and what its buttons do is what the API server lets that person do.
+The screenshots in the README come from here (TOWLINE_UPDATE_SCREENSHOTS=1
+writes them to docs/images/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from tests.integration.support import ScriptedServer, apply, bind_role, get, start_run, step_status, wait_for_phase
+
+from towline_dev.browser import headless_chromium, web_view
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
+from towline_dev.kubeconfig import context_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
+
+CANARY = "canary-secret-value-7f3e91d2"
+SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
+
+
+def twelve_steps(namespace: str, api: str) -> dict[str, Any]:
+    """Twelve steps: a call with a credential, a fan-out and join, a skipped branch, a four-eyes gate."""
+    transform = {"action": "data.transform", "with": {"data": {}, "fields": {"ok": "true"}}}
+    fan = [f"shape_{region}" for region in ("emea", "apac", "amer", "latam")]
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "quarterly-close", "namespace": namespace},
+        "spec": {
+            "steps": [
+                {"id": "fetch_ledger", "action": "http.request", "credentials": {"ledger": "ledger-api"},
+                 "with": {"url": f"{api}/ledger", "select": "response.body",
+                          "auth": {"bearer": {"credential": "ledger", "key": "token"}}}},
+                *({"id": step, "needs": ["fetch_ledger"], **transform} for step in fan),
+                {"id": "page_oncall", "needs": ["fetch_ledger"], "when": "steps.fetch_ledger.output.late",
+                 **transform},
+                {"id": "reconcile", "needs": fan, **transform},
+                {"id": "review", "needs": ["reconcile"],
+                 "approval": {"message": "Close the quarter?", "approvers": {"users": ["bob", "carol"]},
+                              "fourEyes": True, "expiresAfter": "30m"}},
+                {"id": "post_journal", "needs": ["review"], "action": "http.request",
+                 "with": {"url": f"{api}/journal", "method": "POST", "json": {"closed": True}}},
+                {"id": "archive", "needs": ["post_journal"], **transform},
+                {"id": "notify_controllers", "needs": ["post_journal"], **transform},
+            ],
+            "finally": [{"id": "report", **transform}],
+        },
+    }
+
+
+@pytest.fixture
+def chromium() -> Iterator[Any]:
+    with headless_chromium(print) as driver:
+        yield driver
+
+
+def screenshot(driver: Any, name: str, tmp_path: Path) -> Path:
+    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    path = directory / name
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000, "a screenshot of a drawn page"
+    return path
+
+
+def wait_for_element(driver: Any, css: str, what: str, timeout: float = 120) -> Any:
+    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(
+        lambda d: (d.find_elements(By.CSS_SELECTOR, css) or [None])[0], message=f"waiting for {what} ({css})")
+
+
+def node_phase(driver: Any, step: str) -> str | None:
+    found = driver.find_elements(By.CSS_SELECTOR, f'#graph g.node[data-step="{step}"]')
+    return found[0].get_attribute("data-phase") if found else None
+
+
+def assert_no_canary(driver: Any) -> None:
+    assert CANARY not in driver.page_source
+
+
+def test_without_the_launch_token_or_from_a_foreign_host_or_origin_a_request_is_refused(
+    towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    with web_view(cluster.kubeconfig, context_name("carol"), ns) as view, httpx.Client() as http:
+        base, token = view.base, view.token
+        port = base.rsplit(":", 1)[1]
+        page = http.get(f"{base}/runs", params={"t": token})
+        assert page.status_code == 200 and "carol" in page.text
+        assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
+        assert page.headers["Referrer-Policy"] == "no-referrer"
+
+        refused = {
+            "no token": http.get(f"{base}/runs"),
+            "wrong token": http.get(f"{base}/runs", params={"t": token[::-1]}),
+            "no token on a stream": http.get(f"{base}/events/runs"),
+            "no token on the JSON": http.get(f"{base}/api/workflows"),
+            "rebound host name": http.get(f"{base}/runs", params={"t": token},
+                                          headers={"Host": f"attacker.example:{port}"}),
+            "foreign origin": http.get(f"{base}/api/workflows", params={"t": token},
+                                       headers={"Origin": "https://attacker.example"}),
+            "cross-site fetch": http.get(f"{base}/api/workflows", params={"t": token},
+                                         headers={"Sec-Fetch-Site": "cross-site"}),
+            "write from another site": http.post(f"{base}/api/approvals/any", params={"t": token},
+                                                 headers={"Origin": "https://attacker.example"},
+                                                 json={"decision": "Approved"}),
+            "write without an origin": http.post(f"{base}/api/approvals/any", params={"t": token},
+                                                 json={"decision": "Approved"}),
+        }
+        assert {what: r.status_code for what, r in refused.items()} == {what: 403 for what in refused}
+        assert "launch token" in refused["no token"].text and "Host" in refused["rebound host name"].text
+        assert "Origin" in refused["foreign origin"].text
+
+        # The same request from the page's own origin reaches the API server, which answers as carol.
+        allowed = http.post(f"{base}/api/approvals/no-such-approval", params={"t": token},
+                            headers={"Origin": base}, json={"decision": "Approved"})
+        assert allowed.status_code == 404, allowed.text
+
+
+def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+    chromium: Any, tmp_path: Path,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    bind_role(cluster, ns, "towline-log-reader", users=("carol",))
+    cluster.kubectl("create", "secret", "generic", "ledger-api", "-n", ns, f"--from-literal=token={CANARY}")
+    browser = chromium
+    with ScriptedServer() as api, \
+            web_view(cluster.kubeconfig, context_name("carol"), ns) as carol, \
+            web_view(cluster.kubeconfig, context_name("bob"), ns) as bob:
+        ledger = api.script("/ledger", (200, {"late": False, "rows": 4}, {}))
+        journal = api.script("/journal", (200, {"ok": True}, {}))
+        apply(cluster, twelve_steps(ns, api.url))
+
+        # The runs list is open before the run exists: the row appears and moves on without a reload.
+        browser.get(carol.url("/runs"))
+        wait_for_element(browser, "#runs tbody", "the runs table")
+        run = start_run(cluster, ns, "quarterly-close", "close-q4")
+        wait_for_element(browser, f'#runs tr[data-run="{run}"]', "the new run's row")
+        WebDriverWait(browser, 180, poll_frequency=0.2).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, f'tr[data-run="{run}"]').get_attribute("data-phase")
+            == "AwaitingApproval", message="the row to show AwaitingApproval")
+        assert "carol" in browser.find_element(By.CSS_SELECTOR, f'tr[data-run="{run}"]').text
+        assert_no_canary(browser)
+
+        # The run page: twelve nodes laid out, phases as recorded, the gate waiting.
+        browser.get(carol.url(f"/runs/{run}?step=fetch_ledger"))
+        wait_for_element(browser, '#graph g.node[data-phase="Succeeded"]', "a finished step in the graph")
+        nodes = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
+        assert len(nodes) == 12
+        phases = {step: node_phase(browser, step) for step in (
+            "fetch_ledger", "shape_emea", "reconcile", "page_oncall", "review", "post_journal", "report")}
+        assert phases == {"fetch_ledger": "Succeeded", "shape_emea": "Succeeded", "reconcile": "Succeeded",
+                          "page_oncall": "Skipped", "review": "Running", "post_journal": "Pending",
+                          "report": "Pending"}
+        positions = {n.get_attribute("data-step"): n.get_attribute("transform") for n in nodes}
+        assert len(set(positions.values())) == 12, "the layout gives every step its own place"
+
+        # The step's logs, read from the kubelet through the API server as carol.
+        logs = wait_for_element(browser, "#logs", "the log pane")
+        WebDriverWait(browser, 90, poll_frequency=0.3).until(
+            lambda d: "running http.request" in logs.text, message="the step's log lines")
+        assert "==> attempt 1" in logs.text
+        assert ledger.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}", "the step used the Secret"
+        assert_no_canary(browser)
+
+        # Carol requested the run: the admission policy refuses her approval, and the page says why.
+        browser.find_element(By.CSS_SELECTOR, '#graph g.node[data-step="review"]').click()
+        box = wait_for_element(browser, "#step .decide-box", "the approve and reject buttons")
+        screenshot(browser, "web-view-run.png", tmp_path)
+        box.find_element(By.CSS_SELECTOR, "button.approve").click()
+        WebDriverWait(browser, 30, poll_frequency=0.2).until(
+            lambda d: "refused" in box.find_element(By.CSS_SELECTOR, ".result").get_attribute("class"),
+            message="carol's refusal on the page")
+        refusal = box.find_element(By.CSS_SELECTOR, ".result").text
+        assert "four-eyes" in refusal, refusal
+        approval = step_status(get(cluster, "workflowruns.towline.dev", run, ns), "review")["approvalName"]
+        assert "decision" not in get(cluster, "approvals.towline.dev", approval, ns)["spec"]
+
+        # Bob approves from his own view's approvals page; the run goes on, and carol's graph follows it.
+        carol_tab = browser.current_window_handle
+        browser.switch_to.new_window("tab")
+        browser.get(bob.url("/approvals"))
+        card = wait_for_element(browser, f'#open .approval[data-approval="{approval}"]', "the waiting approval")
+        assert "Close the quarter?" in card.text and "carol" in card.text
+        screenshot(browser, "web-view-approvals.png", tmp_path)
+        assert_no_canary(browser)
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        decided = wait_for_element(browser, f'tbody tr[data-approval="{approval}"]', "the decided approval")
+        assert "Approved" in decided.text and "bob" in decided.text
+        assert get(cluster, "approvals.towline.dev", approval, ns)["spec"]["decidedBy"] == "bob"
+
+        browser.switch_to.window(carol_tab)
+        WebDriverWait(browser, 180, poll_frequency=0.3).until(
+            lambda d: node_phase(d, "report") == "Succeeded" and node_phase(d, "archive") == "Succeeded",
+            message="the rest of the run in carol's graph")
+        assert node_phase(browser, "review") == "Succeeded" and node_phase(browser, "post_journal") == "Succeeded"
+        assert wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+        assert [json.loads(r["body"]) for r in journal.requests] == [{"closed": True}]
+        assert_no_canary(browser)
+
+        # The workflow's page: its definition as committed (credential names, never values) and its runs.
+        browser.get(carol.url("/workflows/quarterly-close"))
+        definition = wait_for_element(browser, "#definition", "the workflow's YAML")
+        assert "ledger-api" in definition.text and "fetch_ledger" in definition.text
+        wait_for_element(browser, f'tr[data-run="{run}"]', "the workflow's run")
+        browser.get(carol.url("/workflows"))
+        row = wait_for_element(browser, 'tr[data-workflow="quarterly-close"]', "the workflows list")
+        assert "manual" in row.text and "True" in row.text, row.text
+
+        def last_run_shown(driver: Any) -> bool:  # the page is a snapshot; lastRun follows the run's end
+            driver.refresh()
+            rows = driver.find_elements(By.CSS_SELECTOR, 'tr[data-workflow="quarterly-close"]')
+            return bool(rows) and run in rows[0].text and "Succeeded" in rows[0].text
+
+        WebDriverWait(browser, 60, poll_frequency=1).until(last_run_shown, message="the workflow's last run")
+        assert_no_canary(browser)
