@@ -3,6 +3,7 @@ found from its status, the approvals table, and which pods `logs -f` follows wit
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from towline.engine import job_name
+from towline.k8s import live
 from towline.plugin import approvalrule, approvals, follow
 from towline.plugin.approvalrule import User
 from towline.plugin.manifests import UsageError
@@ -153,3 +155,29 @@ def test_watch_prints_phase_and_current_step() -> None:
     assert follow.change_line("r", {"status": {"phase": "Running", "currentStep": "push"}}) == (
         ("Running", "push"), "r: Running (push)")
     assert follow.change_line("r", {}) == (("Pending", ""), "r: Pending")
+
+
+class _Chunks:
+    """An HTTP body that arrives in arbitrary pieces, as aiohttp hands them over."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks, self.released = chunks, False
+        self.content = self
+
+    async def iter_any(self) -> Any:
+        for chunk in self.chunks:
+            yield chunk
+
+    def release(self) -> None:
+        self.released = True
+
+
+def test_stream_lines_are_split_at_newlines_across_chunks_without_a_length_limit() -> None:
+    big = b"x" * 300_000  # a watch event far beyond a line reader's 64 KiB
+    body = _Chunks(b'{"a":', b'1}\n' + big[:100], big[100:] + b"\n\nlast")
+
+    async def collect() -> list[bytes]:
+        return [line async for line in live._lines(body)]
+
+    assert asyncio.run(collect()) == [b'{"a":1}', big, b"", b"last"]
+    assert body.released
