@@ -122,6 +122,9 @@ def test_logs_follow_streams_both_steps_in_order_and_watch_exits_with_the_runs_r
         assert set(steps) == {"first", "second"}, logs.lines
         assert steps.index("second") > len(steps) - 1 - steps[::-1].index("first"), "all of first, then second"
         assert any(line.startswith("second: ") and "running http.request" in line for line in logs.lines)
+        # Following a run that has already ended reads each finished pod's log whole, in the steps' order.
+        again = ok(towline(cluster, ns, "logs", "-f", run)).splitlines()
+        assert [line.split(":", 1)[0] for line in again] == steps, again
         changes = [line for line in watch.lines if line not in (f"{run}: Pending", f"{run}: Running")]
         assert changes == [f"{run}: Running (first)", f"{run}: Running (second)", f"{run}: Succeeded"], watch.lines
 

@@ -145,7 +145,11 @@ async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None,
         for pod, label in loggable(run, pods, started):
             pod_name = pod["metadata"]["name"]
             started.add(pod_name)
-            followers.append(asyncio.create_task(_stream(api, namespace, pod_name, label, out=out, err=err)))
+            # A pod that has finished has its whole log: it is read after the ones before it, so steps
+            # that ran one after another are not interleaved; running pods stream at once, side by side.
+            after = followers[-1] if followers and pod["status"]["phase"] != "Running" else None
+            followers.append(asyncio.create_task(
+                _stream(api, namespace, pod_name, label, out=out, err=err, after=after)))
 
     run_events = live.watch_objects(api, WORKFLOW_RUNS.path(namespace), field_selector=f"metadata.name={name}")
     pod_events = live.watch_objects(api, PODS.path(namespace), label_selector=selector)
@@ -182,7 +186,11 @@ async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None,
     return 0
 
 
-async def _stream(api: KubeApi, namespace: str, pod: str, label: str, *, out: Print, err: Print) -> None:
+async def _stream(
+    api: KubeApi, namespace: str, pod: str, label: str, *, out: Print, err: Print, after: asyncio.Task[None] | None,
+) -> None:
+    if after is not None:
+        await asyncio.wait([after])
     try:
         async for line in live.follow_log(api, PODS.path(namespace, pod, "log")):
             out(label + line)
