@@ -31,7 +31,6 @@ _DONE = {"cancel": "cancelled", "suspend": "suspended", "resume": "resumed"}
 class Io:
     out: Callable[[str], None]
     err: Callable[[str], None]
-    poll_seconds: float = 1.0
 
 
 class NotFound(Exception):  # noqa: N818 - says what the user sees
