@@ -386,7 +386,8 @@ def find_kwok(*, build: bool = True, progress: Progress = _stderr_progress) -> P
 
 
 def go_install_once(
-    package: str, target: Path, *, ldflags: str = "-s -w", build: bool = True, progress: Progress = _stderr_progress
+    package: str, target: Path, *, ldflags: str = "-s -w", tags: str = "", build: bool = True,
+    progress: Progress = _stderr_progress,
 ) -> Path:
     """A single Go command (`module/cmd/name@version`) at `target`, built there once with `go install`.
 
@@ -410,7 +411,7 @@ def go_install_once(
         try:
             # `go install module@version` builds outside any module, so no -mod flag.
             _run_go(
-                [go, "install", "-v", "-trimpath", "-ldflags", ldflags, package],
+                [go, "install", "-v", "-trimpath", "-ldflags", ldflags, *(["-tags", tags] if tags else []), package],
                 staging, progress, f"{label}: compiling", env=_go_env(GOBIN=str(staging), GOFLAGS="-buildvcs=false"),
             )
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ a build context, the base image in the store, dropping superseded builds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,8 +23,9 @@ import re
 import shutil
 import ssl
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,6 +290,31 @@ def build_archive(
     run_logged(push_command(store, reference, layout), progress, label, env=store.env(), log=log)
     write_archive(layout, archive, reference)
     shutil.rmtree(layout)
+
+
+@contextlib.contextmanager
+def published_build(target: Path, *, prefix: str) -> Iterator[Path]:
+    """A fresh directory beside `target` to build into, which replaces `target` only if the block succeeds.
+
+    Readers look for a complete entry (its `build.json`, or whatever marks it done) under the final name,
+    so a build that fails or is killed half-way leaves the old entry or none, never a partial one.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
+    try:
+        yield staging
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_build_manifest(directory: Path, manifest: Mapping[str, object]) -> None:
+    """`build.json`: what a cached build was made from; its presence marks the entry complete."""
+    (directory / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def drop_other_builds(directory: Path, keep: Path, count: int) -> None:

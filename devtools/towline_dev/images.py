@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -48,8 +47,10 @@ from towline_dev.imagebuild import (
     host_ca_bundle,
     images_cache,
     prune_command,
+    published_build,
     run_logged,
     stage_files,
+    write_build_manifest,
 )
 from towline_dev.stepimages import ensure_step_type_images
 from towline_dev.versions import IMAGE_BUILD_TOOLS, IMAGE_TOOL_PACKAGES
@@ -151,19 +152,10 @@ def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> 
     )
     log = images_cache() / f"build-{key}.log"
     log.unlink(missing_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=images_cache()))
-    staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
-    try:
+    with published_build(target, prefix=f"{key}-") as staging:
         base = build_archives(REPO_ROOT, files, staging, progress, log, key=key)
-        manifest = {"key": key, "files": len(files), "pins": pinned_inputs(), "base": base,
-                    "seconds": round(time.monotonic() - started, 1)}
-        (staging / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        write_build_manifest(staging, {"key": key, "files": len(files), "pins": pinned_inputs(), "base": base,
+                                       "seconds": round(time.monotonic() - started, 1)})
     drop_other_builds(images_cache(), keep=target, count=KEEP_BUILDS)
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in archive_paths(target).values())
     progress(f"Built the images in {time.monotonic() - started:.0f} s: {sizes}")

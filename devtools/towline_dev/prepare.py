@@ -1,6 +1,7 @@
 """`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly:
 the Kubernetes and node binaries, the private-registry tools, kubeconform and its schemas (which check
-the rendered chart) and, as root (the real node's tests need root too), the two images.
+the rendered chart), promtool (which tests the chart's alerts) and, as root (the real node's tests
+need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -18,6 +19,7 @@ from towline_dev.debpackages import PackagesUnavailable
 from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import ensure_images
 from towline_dev.kubeconform import find_kubeconform, kubernetes_schema_location
+from towline_dev.promtool import find_promtool
 from towline_dev.registry import find_registry_tools
 
 
@@ -45,10 +47,13 @@ def main() -> int:
     try:
         kubeconform = find_kubeconform(progress=_say)
         schemas = kubernetes_schema_location(progress=_say)
+        _say(f"kubeconform: {kubeconform}, schemas {schemas} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        promtool = find_promtool(progress=_say)
+        _say(f"promtool: {promtool} ({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    _say(f"kubeconform: {kubeconform}, schemas {schemas} ({time.monotonic() - started:.1f} s)")
     if os.geteuid() != 0:
         _say("not root: the images are not built here (the real-node tests that run them skip without root)")
         return 0

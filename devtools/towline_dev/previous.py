@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,7 +29,7 @@ import yaml
 
 from towline_dev import REPO_ROOT
 from towline_dev.binaries import _exclusive_lock, cache_root, find_binaries
-from towline_dev.imagebuild import ImageBuildFailed, images_cache
+from towline_dev.imagebuild import ImageBuildFailed, images_cache, published_build, write_build_manifest
 from towline_dev.images import IMAGES, ImageSpec, build_archives, context_files
 from towline_dev.ocilayout import read_archive
 from towline_dev.packaging import CHART, manifest_digest, package_chart
@@ -149,9 +148,7 @@ def ensure_previous_release(commit: str, progress: Progress, *, root: Path = REP
 def _build(root: Path, commit: str, target: Path, progress: Progress) -> None:
     started = time.monotonic()
     progress(f"Building the chart and images of commit {commit[:12]} into {target} (once per commit)")
-    staging = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}-", dir=previous_cache()))
-    staging.chmod(0o755)  # readable by whatever loads the archives (a node's containerd)
-    try:
+    with published_build(target, prefix=f".{commit[:12]}-") as staging:
         with tempfile.TemporaryDirectory(prefix="towline-previous-") as scratch:
             tree = export_tree(root, commit, Path(scratch))
             version = str(yaml.safe_load((tree / CHART / "Chart.yaml").read_text())["version"])
@@ -161,15 +158,8 @@ def _build(root: Path, commit: str, target: Path, progress: Progress) -> None:
             build_archives(tree, context_files(tree), staging, progress, log, specs=SPECS)
         digests = {spec.reference: archive_digest(staging / spec.archive_name, spec.reference) for spec in SPECS}
         seconds = round(time.monotonic() - started, 1)
-        manifest = {"format": FORMAT, "commit": commit, "chart": chart.name, "version": version,
-                    "images": digests, "seconds": seconds}
-        (staging / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        write_build_manifest(staging, {"format": FORMAT, "commit": commit, "chart": chart.name,
+                                       "version": version, "images": digests, "seconds": seconds})
     progress(f"Built commit {commit[:12]}'s chart and images in {time.monotonic() - started:.0f} s")
 
 

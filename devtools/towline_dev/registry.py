@@ -24,6 +24,7 @@ import base64
 import datetime
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -352,6 +353,30 @@ class LocalRegistry:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def fetched_by_containerd(self, user: str, methods: tuple[str, ...] = ("GET",)) -> set[str]:
+        """The URIs this registry answered 200 to a containerd (a node pulling) authenticated as `user`."""
+        return fetched_by_containerd(self.log_text(), user, methods)
+
+
+# Distribution logs one "response completed" line per request, its fields sorted by name (logrus), a value
+# holding ':' (a digest in a URI, the user agent) quoted.
+_FIELD = re.compile(r'([\w.]+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def fetched_by_containerd(log: str, user: str, methods: tuple[str, ...] = ("GET",)) -> set[str]:
+    """The URIs a registry log shows answered 200 to `methods` from containerd authenticated as `user`.
+
+    The user agent tells the node's pulls from a push tool's reads (crane and skopeo log in as the same user).
+    """
+    fetched = set()
+    for line in log.splitlines():
+        fields = {key: value.strip('"') for key, value in _FIELD.findall(line)}
+        if (fields.get("msg") == "response completed" and fields.get("auth.user.name") == user
+                and fields.get("http.request.useragent", "").startswith("containerd/")
+                and fields.get("http.request.method") in methods and fields.get("http.response.status") == "200"):
+            fetched.add(fields["http.request.uri"])
+    return fetched
 
 
 def ssl_context(ca_file: Path) -> ssl.SSLContext:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from towline_dev import REPO_ROOT
 from towline_dev.binaries import _exclusive_lock, cache_root
-from towline_dev.imagebuild import content_key
+from towline_dev.imagebuild import content_key, published_build
 from towline_dev.images import context_files, pinned_inputs
 from towline_dev.packaging import CHART, build_release
 from towline_dev.versions import HELM_VERSION
@@ -72,12 +71,8 @@ def ensure_release(version: str, progress: Progress) -> CachedRelease:
         if (target / "SHA256SUMS").is_file():
             return CachedRelease(version, target, None)
         started = time.monotonic()
-        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache))
-        try:
+        with published_build(target, prefix=f".{version}-") as staging:
             build_release(version, staging, progress)
-            staging.replace(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         _drop_old(cache, keep=target)
         return CachedRelease(version, target, time.monotonic() - started)
 

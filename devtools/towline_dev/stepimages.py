@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,8 +44,10 @@ from towline_dev.imagebuild import (
     host_ca_bundle,
     images_cache,
     prune_command,
+    published_build,
     run_logged,
     stage_files,
+    write_build_manifest,
 )
 from towline_dev.versions import IMAGE_TOOL_PACKAGES
 
@@ -227,9 +227,7 @@ def _build(  # noqa: PLR0917 - private, called from one place
     log = directory / f"build-{key}.log"
     log.unlink(missing_ok=True)
     base = ensure_base(store, progress, log) if spec.on_base else None
-    staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=directory))
-    staging.chmod(0o755)  # readable by whatever loads the archive (a node's containerd)
-    try:
+    with published_build(target, prefix=f"{key}-") as staging:
         root = staging / "context"
         stage_files(tree, files, root)
         if content_key(root, files, pins) != key:
@@ -247,15 +245,8 @@ def _build(  # noqa: PLR0917 - private, called from one place
                       reference=spec.reference, ca_bundle=host_ca_bundle(os.environ) if spec.on_base else None,
                       archive=staging / spec.archive_name, progress=progress, label=spec.reference, log=log)
         shutil.rmtree(root)
-        manifest = {"key": key, "reference": spec.reference, "files": files, "pins": pins, "base": base,
-                    "seconds": round(time.monotonic() - started, 1)}
-        (staging / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        write_build_manifest(staging, {"key": key, "reference": spec.reference, "files": files, "pins": pins,
+                                       "base": base, "seconds": round(time.monotonic() - started, 1)})
     run_logged(prune_command(store), progress, "pruning superseded images", env=store.env(), log=log)
     drop_other_builds(directory, keep=target, count=KEEP_BUILDS)
     size = (target / spec.archive_name).stat().st_size / 1e6

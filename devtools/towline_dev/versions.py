@@ -35,6 +35,10 @@ KUBECONFORM_VERSION = "v0.8.0"
 """github.com/yannh/kubeconform: validates the rendered chart and the examples against JSON schemas
 made from this Kubernetes release's OpenAPI and Towline's CRDs (towline_dev.kubeconform)."""
 
+PROMETHEUS_VERSION = "v0.316.0"
+"""github.com/prometheus/prometheus at Prometheus 3.16.0 (its Go module versions are v0.3XX.Y for v3.XX.Y):
+`promtool check rules` and `promtool test rules` over the chart's alerts (towline_dev.promtool)."""
+
 DEBIAN_PACKAGES = {
     "containerd": "1.6.20~ds1-1+deb12u3",
     "runc": "1.1.5+ds1-1+deb12u1",

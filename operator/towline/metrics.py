@@ -5,6 +5,10 @@ pass (`record_run_transition`), in the handler layer, after the status was
 written: the engine stays pure, and a pass whose write lost a conflict records
 nothing (the next pass sees the same transition and records it once).
 
+Gauges of what the operator's watches hold (runs by phase, open approval gates,
+whether this replica leads) are computed at scrape time from the watch cache, never
+incremented, so they are right after a restart.
+
 Label values are bounded: namespace, workflow, trigger type, connector action,
 phase, error class, decision. Never a run, step, job or user name.
 API-call, reconcile and work-queue metrics live with the code they measure.
@@ -14,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
+from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+import towline.buildinfo  # noqa: F401 - registers towline_build_info on the operator's /metrics
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.api.workflow import Step
 from towline.engine.phases import TERMINAL_RUN_PHASES
@@ -27,6 +33,8 @@ from towline.engine.phases import TERMINAL_RUN_PHASES
 STEP_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 DECISION_BUCKETS = (10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 LAG_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300)
+# Runs take from seconds (no approval) to days (waiting at a gate): few buckets, since each workflow has its own.
+RUN_BUCKETS = (10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 
 RUNS_STARTED = Counter(
     "towline_runs_started_total", "Runs that started executing.", ["namespace", "workflow", "trigger"]
@@ -34,6 +42,10 @@ RUNS_STARTED = Counter(
 RUNS_FINISHED = Counter(
     "towline_runs_finished_total", "Runs that finished, by outcome (Succeeded, Failed, Cancelled).",
     ["namespace", "workflow", "outcome"],
+)
+RUN_DURATION = Histogram(
+    "towline_run_duration_seconds", "Duration of finished runs, from start to finish, by outcome.",
+    ["namespace", "workflow", "outcome"], buckets=RUN_BUCKETS,
 )
 STEP_DURATION = Histogram(
     "towline_step_duration_seconds", "Duration of finished step attempts, by connector action and outcome.",
@@ -51,6 +63,11 @@ SCHEDULE_LAG = Histogram(
     "towline_schedule_lag_seconds", "How late a scheduled run was created: actual minus scheduled fire time.",
     ["namespace", "workflow"], buckets=LAG_BUCKETS,
 )
+EGRESS_ISOLATION_MISSING = Counter(
+    "towline_egress_isolation_missing_total",
+    "Step attempts that failed because their pod's egress isolation was not in effect (no NetworkPolicy "
+    "enforcer, or a slow one).", ["namespace"],
+)
 
 
 def record_run_transition(
@@ -61,6 +78,8 @@ def record_run_transition(
         RUNS_STARTED.labels(namespace, workflow, trigger).inc()
     if after.phase in TERMINAL_RUN_PHASES and before.phase not in TERMINAL_RUN_PHASES:
         RUNS_FINISHED.labels(namespace, workflow, after.phase).inc()
+        # A run that never started (refused, cancelled while queued) has no duration.
+        _observe(RUN_DURATION.labels(namespace, workflow, after.phase), after.started_at, after.finished_at)
     definitions = _definitions(after)
     old = {entry.id: entry for entry in before.steps}
     for entry in after.steps:
@@ -104,44 +123,99 @@ def record_schedule_fired(namespace: str, workflow: str, lag_seconds: float) -> 
     SCHEDULE_LAG.labels(namespace, workflow).observe(max(0.0, lag_seconds))
 
 
-def open_approval_gates(run: Mapping[str, object]) -> int:
-    """Approval gates of `run` (a WorkflowRun body) waiting for a decision; none once it finished."""
+def record_isolation_missing(namespace: str) -> None:
+    EGRESS_ISOLATION_MISSING.labels(namespace).inc()
+
+
+def _open_gates(run: Mapping[str, object]) -> list[dict[str, object]]:
     status = run.get("status") or {}
     assert isinstance(status, dict)
     if status.get("phase") in TERMINAL_RUN_PHASES:
-        return 0
-    return sum(1 for step in status.get("steps") or [] if step.get("approvalName") and step.get("phase") == "Running")
+        return []
+    return [step for step in status.get("steps") or [] if step.get("approvalName") and step.get("phase") == "Running"]
 
 
-class PendingApprovals(Collector):
-    """`towline_approvals_pending{namespace}`: open approval gates of unfinished runs, from the watch cache.
+def open_approval_gates(run: Mapping[str, object]) -> int:
+    """Approval gates of `run` (a WorkflowRun body) waiting for a decision; none once it finished."""
+    return len(_open_gates(run))
 
-    Computed at scrape time from what the operator's watches last saw, so it is right after a restart.
-    `gates` yields (namespace, open gates) per run the process knows.
+
+def next_gate_expiry(run: Mapping[str, object]) -> float | None:
+    """When the first open approval gate of `run` expires (Unix seconds), or None without one."""
+    moments = [datetime.fromisoformat(str(step["expiresAt"]).replace("Z", "+00:00")).timestamp()
+               for step in _open_gates(run) if step.get("expiresAt")]
+    return min(moments, default=None)
+
+
+class WatchedRun(Protocol):
+    """What the operator remembers of each run it watches (runtime.operator.RunSummary)."""
+
+    @property
+    def workflow(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def open_gates(self) -> int: ...
+    @property
+    def gate_expiry(self) -> float | None: ...
+
+
+class OperatorState(Collector):
+    """Gauges computed at scrape time from the operator's watch cache and its Lease elector.
+
+    - `towline_runs{namespace,workflow,phase}`: WorkflowRuns that exist, by phase;
+    - `towline_approvals_pending{namespace}`: approval gates of unfinished runs waiting for a decision;
+    - `towline_approval_next_expiry_timestamp_seconds{namespace}`: when the first of those expires;
+    - `towline_leader`: 1 while this replica holds the Lease (and may act), else 0.
+
+    Every replica watches, so each reports the same runs; only the leader acts. `runs` yields
+    (namespace, run) for each run the process knows; it is called on the metrics server's thread.
     """
 
-    def __init__(self, gates: Callable[[], Iterable[tuple[str, int]]]) -> None:
-        self._gates = gates
+    def __init__(self, runs: Callable[[], Iterable[tuple[str, WatchedRun]]], leading: Callable[[], bool]) -> None:
+        self.runs = runs
+        self.leading = leading
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
+        phases: dict[tuple[str, str, str], int] = {}
+        gates: dict[str, int] = {}
+        expiry: dict[str, float] = {}
+        for namespace, run in self.runs():
+            key = (namespace, run.workflow, run.phase)
+            phases[key] = phases.get(key, 0) + 1
+            if run.open_gates:
+                gates[namespace] = gates.get(namespace, 0) + run.open_gates
+            if run.gate_expiry is not None:
+                expiry[namespace] = min(expiry.get(namespace, run.gate_expiry), run.gate_expiry)
+        runs = GaugeMetricFamily("towline_runs", "WorkflowRuns the operator watches, by phase.",
+                                 labels=["namespace", "workflow", "phase"])
+        for labels, count in sorted(phases.items()):
+            runs.add_metric(list(labels), count)
+        yield runs
+        pending = GaugeMetricFamily(
             "towline_approvals_pending", "Approval gates waiting for a decision.", labels=["namespace"]
         )
-        counts: dict[str, int] = {}
-        for namespace, open_gates in self._gates():
-            counts[namespace] = counts.get(namespace, 0) + open_gates
-        for namespace, count in sorted(counts.items()):
-            family.add_metric([namespace], count)
-        yield family
+        for namespace, count in sorted(gates.items()):
+            pending.add_metric([namespace], count)
+        yield pending
+        expires = GaugeMetricFamily(
+            "towline_approval_next_expiry_timestamp_seconds",
+            "When the first approval gate waiting for a decision expires (Unix time).", labels=["namespace"],
+        )
+        for namespace, moment in sorted(expiry.items()):
+            expires.add_metric([namespace], moment)
+        yield expires
+        yield GaugeMetricFamily("towline_leader", "1 while this replica holds the Lease and may act, else 0.",
+                                value=1 if self.leading() else 0)
 
 
-_PENDING: list[PendingApprovals] = []
+_STATE: list[OperatorState] = []
 
 
-def count_pending_approvals(gates: Callable[[], Iterable[tuple[str, int]]]) -> None:
-    """Export `towline_approvals_pending` from `gates` (registered once per process; a later call re-points it)."""
-    if _PENDING:
-        _PENDING[0]._gates = gates
+def export_operator_state(runs: Callable[[], Iterable[tuple[str, WatchedRun]]], leading: Callable[[], bool]) -> None:
+    """Export the OperatorState gauges (registered once per process; a later call re-points them)."""
+    if _STATE:
+        _STATE[0].runs, _STATE[0].leading = runs, leading
         return
-    _PENDING.append(PendingApprovals(gates))
-    REGISTRY.register(_PENDING[0])
+    _STATE.append(OperatorState(runs, leading))
+    REGISTRY.register(_STATE[0])

@@ -112,6 +112,10 @@ def test_digests_pin_every_image_the_release_runs_and_the_policy_admits(k8s_bina
     assert len(containers) == 3 and {c["image"] for c in containers} == {operator_image}, containers
     operator = find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "TOWLINE_RUNNER_IMAGE", "value": runner_image} in operator["env"]
+    # Each process reports the image it runs (towline_build_info's image label).
+    for deployment in ("towline-operator", "towline-ingress"):
+        (container,) = find(documents, "Deployment", deployment)["spec"]["template"]["spec"]["containers"]
+        assert {"name": "TOWLINE_IMAGE", "value": operator_image} in container["env"], deployment
     policy = find(documents, "ValidatingAdmissionPolicy", "towline-operator-jobs")
     images = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "images")
     assert images == f'["{runner_image}"]'
@@ -224,6 +228,10 @@ BAD_VALUES = [
     ({"ingress.logFormat": "yaml"}, "logFormat"),
     ({"ingress.priorityClassName": "High Priority"}, "priorityClassName"),
     ({"serviceMonitor.intervall": "1m"}, "intervall"),
+    ({"prometheusRule.enabeld": "true"}, "enabeld"),
+    ({"prometheusRule.enabled": "yes"}, "enabled"),
+    ({"grafanaDashboard.label": '{"grafana_dashboard": "1"}'}, "label"),
+    ({"grafanaDashboard.labels": '{"grafana_dashboard": 1}'}, "grafana_dashboard"),
     ({"tests.enabeld": "false"}, "enabeld"),
     ({"tests.resources.request": '{"cpu": "1"}'}, "request"),
     ({"egress.podCidrs": '["10.244.0.0/16"]'}, "podCidrs"),

@@ -38,7 +38,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).parents[2]
 EVERY_OPTIONAL_OBJECT = REPO / "tests" / "fixtures" / "chart" / "every-optional-object.yaml"
-SERVICE_MONITORS = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+SERVICE_MONITORS = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+                    "--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
 NOTHING_OPTIONAL = {
     "admissionPolicies.enabled": "false", "networkPolicy.enabled": "false", "ingress.enabled": "false",
     "tests.enabled": "false", "operator.podDisruptionBudget.enabled": "false",
@@ -122,10 +123,11 @@ def test_the_chart_with_every_optional_object_is_valid(
 
 
 def test_helm_lint_strict_is_clean_with_every_optional_object(k8s_binaries: BinarySet) -> None:
-    """test_chart.py lints the defaults. helm lint cannot be told that the ServiceMonitor API exists
-    (it has no --api-versions), so the ServiceMonitors, which refuse to render without it, stay off."""
+    """test_chart.py lints the defaults. helm lint cannot be told that the ServiceMonitor and PrometheusRule
+    APIs exist (it has no --api-versions), so those objects, which refuse to render without them, stay off."""
     result = helm(k8s_binaries, "lint", str(CHART), "--strict", "--kube-version", KUBERNETES_VERSION,
-                  "--values", str(EVERY_OPTIONAL_OBJECT), "--set", "serviceMonitor.enabled=false")
+                  "--values", str(EVERY_OPTIONAL_OBJECT), "--set", "serviceMonitor.enabled=false",
+                  "--set", "prometheusRule.enabled=false")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout, result.stdout
 

@@ -83,6 +83,16 @@ def jobs_of(cluster: ControlPlane, namespace: str, run: str) -> list[dict[str, A
     return list_objects(cluster, "jobs", namespace, f"towline.dev/run={run}")
 
 
+def one_holding_one_queued(cluster: ControlPlane, namespace: str) -> tuple[str, str]:
+    """Workflow `deploy` at maxConcurrentRuns 1: a run holding the slot at its approval, a second queued."""
+    apply(cluster, one_at_a_time(namespace))
+    holder = start_run(cluster, namespace, "deploy", "holder")
+    wait_for_phase(cluster, namespace, holder, {"AwaitingApproval"})
+    waiting = start_run(cluster, namespace, "deploy", "waiting")
+    queued(cluster, namespace, waiting)
+    return holder, waiting
+
+
 def test_runs_over_the_limit_wait_with_no_job_and_start_oldest_first(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
@@ -138,11 +148,7 @@ def test_a_queued_run_that_is_cancelled_ends_without_starting(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    apply(cluster, one_at_a_time(ns))
-    holder = start_run(cluster, ns, "deploy", "holder")
-    wait_for_phase(cluster, ns, holder, {"AwaitingApproval"})
-    waiting = start_run(cluster, ns, "deploy", "waiting")
-    queued(cluster, ns, waiting)
+    holder, waiting = one_holding_one_queued(cluster, ns)
     cancelled = cluster.kubectl("patch", RUNS, waiting, "-n", ns, "--type", "merge",
                                 "-p", json.dumps({"spec": {"cancel": True}}), user="carol", check=False)
     assert cancelled.returncode == 0, cancelled.stderr
@@ -159,11 +165,7 @@ def test_raising_the_limit_starts_a_queued_run(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    apply(cluster, one_at_a_time(ns))
-    holder = start_run(cluster, ns, "deploy", "holder")
-    wait_for_phase(cluster, ns, holder, {"AwaitingApproval"})
-    waiting = start_run(cluster, ns, "deploy", "waiting")
-    queued(cluster, ns, waiting)
+    holder, waiting = one_holding_one_queued(cluster, ns)
     raised = one_at_a_time(ns)
     raised["spec"]["policy"]["maxConcurrentRuns"] = 2
     apply(cluster, raised)

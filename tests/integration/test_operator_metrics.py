@@ -8,7 +8,10 @@ bob) and checks the differences, since other tests share the operator.
 from __future__ import annotations
 
 import json
+import platform
 import urllib.request
+from datetime import datetime
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -25,7 +28,8 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "error_class", "decision",
                   "verb", "resource", "code", "le",
                   "name",  # the work queue's own name: runs or workflows
-                  "source"}  # how a reconcile saw a run's children: hit or listed
+                  "source",  # how a reconcile saw a run's children: hit or listed
+                  "phase", "version", "python_version", "image"}
 
 
 def _metrics_text(url: str) -> str | None:
@@ -49,6 +53,10 @@ def scrape(operator: OperatorProcess) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def seconds(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 def workflow(namespace: str, api: str) -> dict[str, Any]:
@@ -80,6 +88,11 @@ def test_metrics_after_an_end_to_end_run(
         wait_for("the Approval", lambda: get(cluster, "approvals.towline.dev", approval, ns))
         wait_for("approvals_pending 1", lambda: value(scrape(towline_operator), "towline_approvals_pending",
                                                         namespace=ns) == 1)
+        waiting_now = scrape(towline_operator)
+        assert value(waiting_now, "towline_runs", namespace=ns, workflow="metered", phase="AwaitingApproval") == 1
+        # The gate's own expiry (expiresAfter, 72 h by default), exactly as its status says.
+        expires = step_status(waiting, "review")["expiresAt"]
+        assert value(waiting_now, "towline_approval_next_expiry_timestamp_seconds", namespace=ns) == seconds(expires)
         assert decide(cluster, ns, approval, "bob").returncode == 0
         done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
         assert done["status"]["phase"] == "Succeeded", done["status"]
@@ -105,6 +118,26 @@ def test_metrics_after_an_end_to_end_run(
     assert delta("towline_approval_decision_seconds_count", decision="Approved") == 1
     assert delta("towline_approval_decision_seconds_bucket", decision="Approved", le="604800.0") == 1
     assert value(after, "towline_approvals_pending", namespace=ns) == 0
+    assert ("towline_approval_next_expiry_timestamp_seconds", (("namespace", ns),)) not in after
+    # Run duration: one observation, the run's own startedAt to finishedAt.
+    status = done["status"]
+    assert delta("towline_run_duration_seconds_count", namespace=ns, workflow="metered", outcome="Succeeded") == 1
+    took = delta("towline_run_duration_seconds_sum", namespace=ns, workflow="metered", outcome="Succeeded")
+    assert abs(took - (seconds(status["finishedAt"]) - seconds(status["startedAt"]))) < 0.01, (took, status)
+    # Runs by phase from the watch cache: the finished run counts as Succeeded, nowhere else.
+    def succeeded_shown() -> Samples | None:
+        now = scrape(towline_operator)
+        return now if value(now, "towline_runs", namespace=ns, workflow="metered", phase="Succeeded") == 1 else None
+
+    final: Samples = wait_for("towline_runs to show the run Succeeded", succeeded_shown)
+    assert [labels for (name, labels) in final if name == "towline_runs" and dict(labels)["namespace"] == ns] == [
+        (("namespace", ns), ("phase", "Succeeded"), ("workflow", "metered"))]
+    # The session's single operator holds the Lease; its build is this checkout's installed package.
+    assert value(final, "towline_leader") == 1
+    (build,) = [dict(labels) for (name, labels) in final if name == "towline_build_info"]
+    # No image outside a pod (the chart sets TOWLINE_IMAGE: test_chart.py).
+    assert build == {"version": version("towline"), "python_version": platform.python_version(), "image": ""}
+    assert value(final, "towline_build_info", **build) == 1
 
     # Cardinality: only bounded label names, never a run, step, Job, Approval or user name as a value.
     towline_samples = [(name, dict(labels)) for (name, labels) in after if name.startswith("towline_")]

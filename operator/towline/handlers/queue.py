@@ -17,7 +17,7 @@ from typing import Any
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES, Decision, RunInLine, admission, cancel_queued_run, hold_run
 from towline.handlers.context import ReconcileContext
-from towline.k8s.runs import list_runs, read_workflow
+from towline.k8s.runs import list_runs
 from towline_connectors.wire import parse_rfc3339
 
 QUEUED_RECHECK = timedelta(seconds=60)
@@ -26,11 +26,15 @@ covers a wake-up lost with a restart of the process or a missed watch event, not
 
 
 async def hold_if_queued(
-    operator: ReconcileContext, run: WorkflowRun, meta: dict[str, Any], status: WorkflowRunStatus, now: datetime
+    operator: ReconcileContext, run: WorkflowRun, meta: dict[str, Any], status: WorkflowRunStatus, now: datetime,
+    *, workflow_body: dict[str, Any] | None,
 ) -> Decision | None:
-    """The run's decision while it must wait for a slot (or was cancelled while waiting); None: it may start."""
+    """The run's decision while it must wait for a slot (or was cancelled while waiting); None: it may start.
+
+    `workflow_body` is the run's Workflow as just read: the limit is the one it has now.
+    """
     namespace, workflow = meta["namespace"], run.spec.workflow_ref.name
-    limit = await current_limit(operator, namespace, workflow)
+    limit = concurrency_limit(workflow_body)
     if limit is None:
         return None
     me = RunInLine(meta["name"], parse_rfc3339(meta["creationTimestamp"]), started=False, finished=False)
@@ -45,10 +49,9 @@ async def hold_if_queued(
     return hold_run(status, workflow, limit, seen, now)
 
 
-async def current_limit(operator: ReconcileContext, namespace: str, workflow: str) -> int | None:
-    """The Workflow's policy.maxConcurrentRuns now; None when unset or the Workflow is missing (the start
+def concurrency_limit(raw: dict[str, Any] | None) -> int | None:
+    """The Workflow's policy.maxConcurrentRuns; None when unset or the Workflow is missing (the start
     then fails with the reason, as it does without a limit)."""
-    raw = await read_workflow(operator.api, namespace, workflow)
     policy = ((raw or {}).get("spec") or {}).get("policy") or {}
     limit = policy.get("maxConcurrentRuns")
     # The API server enforces the type and range; anything else is treated as unset.

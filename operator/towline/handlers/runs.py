@@ -67,9 +67,11 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     problems: list[str] = []
     held = None
     if status.workflow_spec is None:
-        held = await hold_if_queued(operator, run, meta, status, now)
+        # Read once for both: the limit a queued run waits on, and the definition the run snapshots.
+        workflow = await read_workflow(operator.api, namespace, run.spec.workflow_ref.name)
+        held = await hold_if_queued(operator, run, meta, status, now, workflow_body=workflow)
         if held is None:
-            status, problems = await snapshot_workflow(operator, run, status)
+            status, problems = await snapshot_workflow(operator, run, status, workflow)
     view = RunView(
         name=name,
         namespace=namespace,
@@ -101,14 +103,16 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
 
 
 async def snapshot_workflow(
-    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus
+    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus, raw: dict[str, Any] | None
 ) -> tuple[WorkflowRunStatus, list[str]]:
-    """Copy the Workflow's steps into the run once; a run in flight never sees later edits."""
+    """Copy the Workflow's steps into the run once; a run in flight never sees later edits.
+
+    `raw` is the run's Workflow as just read (None: it does not exist).
+    """
     namespace = run.metadata["namespace"]
     workflow_name = run.spec.workflow_ref.name
     if run.spec.retry_of is not None:
-        return await snapshot_retry(operator, run, status)
-    raw = await read_workflow(operator.api, namespace, workflow_name)
+        return await snapshot_retry(operator, run, status, raw)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
     raw_spec = raw.get("spec") or {}
@@ -131,7 +135,7 @@ async def snapshot_workflow(
 
 
 async def snapshot_retry(
-    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus
+    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus, workflow: dict[str, Any] | None
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """A retry executes the finished run's snapshot; reused outputs come from that run's status only."""
     assert run.spec.retry_of is not None
@@ -140,7 +144,6 @@ async def snapshot_retry(
     if raw is None:
         return status, [f"spec.retryOf.run: run {previous_name!r} does not exist in this namespace"]
     previous = WorkflowRun.model_validate(raw)
-    workflow = await read_workflow(operator.api, run.metadata["namespace"], run.spec.workflow_ref.name)
     if workflow is None:
         return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
     generation = int(workflow["metadata"].get("generation", 0))

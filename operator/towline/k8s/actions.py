@@ -31,6 +31,7 @@ from towline.k8s.objects import (
 from towline.k8s.observe import controller_uid
 from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
+from towline.metrics import record_isolation_missing
 from towline_connectors.wire import rfc3339
 
 JSON = dict[str, Any]
@@ -140,6 +141,7 @@ async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Act
     elif isinstance(action, engine_actions.DeleteJob):
         await context.api.delete(JOBS.path(run.namespace, action.job_name))
     elif isinstance(action, engine_actions.EmitEvent) and action.reason == EGRESS_ISOLATION_MISSING:
+        record_isolation_missing(run.namespace)
         report = context.isolation_reports.record(run.namespace)
         if report is not None:
             await emit_event(context, run, action.type, action.reason, report)

@@ -33,7 +33,7 @@ from towline.k8s.apiserver import except_in_step_policies, read_api_server_addre
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
-from towline.metrics import open_approval_gates
+from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
@@ -62,6 +62,8 @@ class RunSummary:
     """Started by a webhook delivery (kept through the replay window, see handlers/history.py)."""
     open_gates: int
     """Approval gates waiting for a decision (the approvals-pending gauge)."""
+    gate_expiry: float | None
+    """When the first of those expires, Unix seconds (the approvals-expiring alert's gauge)."""
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> RunSummary:
@@ -74,6 +76,7 @@ class RunSummary:
             finished_at=status.get("finishedAt"),
             webhook=(((body.get("spec") or {}).get("trigger") or {}).get("type") == "webhook"),
             open_gates=open_approval_gates(body),
+            gate_expiry=next_gate_expiry(body),
         )
 
 

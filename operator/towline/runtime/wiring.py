@@ -18,7 +18,7 @@ import kopf
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
-from towline.metrics import count_pending_approvals
+from towline.metrics import export_operator_state
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
 
@@ -38,10 +38,10 @@ def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kop
         _tune(settings)
         operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig))
         memo["operator"] = operator
-        count_pending_approvals(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
+        export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
             # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
-            lambda: [(namespace, summary.open_gates)
-                     for (namespace, _), summary in list(operator.run_summaries.items())]
+            lambda: [(namespace, summary) for (namespace, _), summary in list(operator.run_summaries.items())],
+            lambda: operator.leader.is_leader,
         )
         await operator.start()
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -33,8 +32,8 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.integration.helm.registrysupport import registry_as_the_only_source
 from tests.integration.helm.release import Cluster, chart_pods, on, uninstall
-from tests.integration.nodesupport import remove_node_images
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline.k8s.objects import LABEL_STEP
@@ -42,7 +41,6 @@ from towline_dev import REPO_ROOT
 from towline_dev.existing import ExistingCluster
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_towline_images
 from towline_dev.node import cleanup
-from towline_dev.node.layout import NODE_ADDRESS
 from towline_dev.node.realnode import NodeCluster, RealNode
 from towline_dev.ocilayout import read_archive
 from towline_dev.packaging import CHART, package_chart
@@ -87,21 +85,13 @@ def private_release(
     seconds["helm package"] = time.monotonic() - began
     archives = ensure_towline_images(_progress)
     began = time.monotonic()
-    with LocalRegistry(work / "registry", address=NODE_ADDRESS, progress=_progress) as registry:
-        seconds["registry start"] = time.monotonic() - began
+    with registry_as_the_only_source(cluster, node, work / "registry", archives, _progress) as registry:
+        seconds["registry start, node images removed"] = time.monotonic() - began
         began = time.monotonic()
         operator = registry.push(archives[TOWLINE_IMAGE], "towline-private/towline", version)
         runner = registry.push(archives[RUNNER_IMAGE], "towline-private/towline-runner", version)
         seconds["crane push of both images"] = time.monotonic() - began
-        trusted = registry.trust_from(node.paths.registry_hosts_dir)
         try:
-            # An earlier module's release goes first, its pods with it: none may run from the node's copies.
-            uninstall(cluster, RELEASE, NAMESPACE)
-            wait_for("the earlier release's pods to be gone", lambda: not chart_pods(cluster, terminating=True),
-                     timeout=180)
-            # So that every blob comes from the registry: the names, and the image IDs the CRI records beside them.
-            ids = [read_archive(archives[name]).manifest["config"]["digest"] for name in (TOWLINE_IMAGE, RUNNER_IMAGE)]
-            remove_node_images(node, TOWLINE_IMAGE, RUNNER_IMAGE, *ids)
             held = frozenset(cleanup.ctr(node.paths, "content", "ls", "-q", check=True).stdout.split()) | \
                 _unpacked_layers(node, archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE])
             print(f"\nblobs of the pushed images the node still holds (through its other images): "
@@ -132,12 +122,6 @@ def private_release(
             uninstall(cluster, RELEASE, NAMESPACE)
             cluster.kubectl("delete", "namespace", WORKFLOWS, "--wait=true", check=False, timeout=120)
             cluster.kubectl("delete", "secret", RELEASE_SECRET, "-n", NAMESPACE, "--ignore-not-found", check=False)
-            # The node as the session had it: the registry's names gone, its own images back, no trust left.
-            remove_node_images(node, *(f"{image.repository}{suffix}" for image in (operator, runner)
-                                   for suffix in (f":{image.tag}", f"@{image.digest}")))
-            for archive in (archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE]):
-                node.load_image(archive)
-            shutil.rmtree(trusted)
             print(f"\nprivate registry timings: {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}")
 
 
@@ -198,7 +182,7 @@ def _assert_fetched_from_the_registry(release: PrivateRelease, image: PushedImag
     """The node fetched the image's manifest, its config and every layer it did not hold through another
     image, from the registry, authenticated as the pull secret's user."""
     registry = release.registry
-    fetched = _authenticated_gets(registry.log_text(), registry.username)
+    fetched = registry.fetched_by_containerd(registry.username)
     name = image.repository.split("/", 1)[1]
     assert f"/v2/{name}/manifests/{image.digest}" in fetched, sorted(fetched)
     pushed = read_archive(release.archives[image.reference])
@@ -298,15 +282,3 @@ def test_helm_test_passes_its_pod_pulling_with_the_release_pull_secret(private_r
     assert re.search(r"TEST SUITE:\s+towline-test-operator\s.*Phase:\s+Succeeded", result.stdout, re.S), result.stdout
     pulls = _pod_pulls(cluster, NAMESPACE, "towline-test-operator")
     assert any(private_release.operator.reference in message for message in pulls), pulls
-
-
-# logrus writes the fields sorted by name and quotes a value holding ':' (a digest in a URI).
-_ACCESS = re.compile(r'msg="response completed".*?auth\.user\.name=(\S+).*?http\.request\.method=GET'
-                     r'.*?http\.request\.uri="?([^"\s]+)"?.*?http\.response\.status=200')
-
-
-def _authenticated_gets(log: str, user: str) -> set[str]:
-    """The URIs the registry answered 200 to a GET from `user` (its "response completed" log lines)."""
-    return {match[2] for match in map(_ACCESS.search, log.splitlines()) if match and match[1] == user}
-
-

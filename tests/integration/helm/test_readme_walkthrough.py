@@ -42,19 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.integration.helm.registrysupport import registry_as_the_only_source
 from tests.integration.helm.release import Cluster, chart_pods, uninstall
-from tests.integration.nodesupport import remove_node_images
 from tests.integration.support import wait_for
 
 from towline_dev import REPO_ROOT
 from towline_dev.consoleblocks import BashSession, Block, Command, Ran, console_blocks, substitute
 from towline_dev.debpackages import ensure_debian_packages
 from towline_dev.existing import ExistingCluster
-from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_towline_images
+from towline_dev.images import ensure_towline_images
 from towline_dev.install import install_crds
-from towline_dev.node.layout import NODE_ADDRESS
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.ocilayout import read_archive
 from towline_dev.registry import LocalRegistry
 from towline_dev.release import NAMESPACE, RELEASE
 from towline_dev.releasecache import ensure_release
@@ -150,9 +148,8 @@ def walkthrough(
     kubeconfig.chmod(0o600)
     user = cluster.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout.strip()
     archives = ensure_towline_images(_progress)
-    with LocalRegistry(work / "registry", address=NODE_ADDRESS, progress=_progress) as registry:
+    with registry_as_the_only_source(cluster, node, work / "registry", archives, _progress) as registry:
         certs, made = CERTS_DIR / registry.host, not CERTS_DIR.exists()
-        trusted = registry.trust_from(node.paths.registry_hosts_dir)
         env = {key: value for key, value in os.environ.items() if _CLIENT_ENV.match(key)}
         env |= {"HOME": str(home), "KUBECONFIG": str(kubeconfig), "REGISTRY_AUTH_FILE": str(work / "auth.json"),
                 "PATH": f"{home}/.local/bin:{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -165,16 +162,10 @@ def walkthrough(
                                     registry.host], input=registry.password, capture_output=True, text=True,
                                    env=env, timeout=60, check=False)
             assert login.returncode == 0, login.stderr
-            # An earlier module's release goes first, its pods with it: none may run from the node's copies.
-            uninstall(cluster, RELEASE, NAMESPACE)
-            wait_for("the earlier release's pods to be gone", lambda: not chart_pods(cluster, terminating=True),
-                     timeout=180)
             # The README starts from a cluster without Towline: it creates both namespaces. (The session's own
             # chart objects create theirs again afterwards, `chart_left_to_helm`.)
             for namespace in (NAMESPACE, HELLO):
                 cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", timeout=180)
-            ids = [read_archive(archives[name]).manifest["config"]["digest"] for name in (TOWLINE_IMAGE, RUNNER_IMAGE)]
-            remove_node_images(node, TOWLINE_IMAGE, RUNNER_IMAGE, *ids)
             yield Walkthrough(cluster, registry, repository, checkout, env, user, work, seconds)
         finally:
             uninstall(cluster, RELEASE, NAMESPACE)
@@ -182,11 +173,6 @@ def walkthrough(
                             timeout=120)
             cluster.kubectl("delete", "secret", "regcred", "-n", NAMESPACE, "--ignore-not-found", check=False)
             install_crds(cluster)  # the README's last block deletes them; the session's other tests need them
-            pulled = [ref for ref in node.images() if ref.startswith(f"{repository}/")]
-            remove_node_images(node, *pulled)
-            for archive in (archives[TOWLINE_IMAGE], archives[RUNNER_IMAGE]):
-                node.load_image(archive)
-            shutil.rmtree(trusted, ignore_errors=True)
             shutil.rmtree(CERTS_DIR if made else certs, ignore_errors=True)
             print(f"\nREADME walkthrough timings: {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}")
 
@@ -258,19 +244,6 @@ def _assert_release_runs_from_the_registry(walk: Walkthrough, version: str) -> N
         assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}], pod["metadata"]["name"]
 
 
-def _fetched_by_the_node(log: str, user: str) -> set[str]:
-    """What the node's containerd fetched from the registry as `user` (paths below /v2/<REGISTRY_PATH>/)."""
-    fetched = set()
-    for line in log.splitlines():
-        if ("response completed" in line and f"auth.user.name={user}" in line
-                and re.search(r'http\.request\.useragent="?containerd/', line)
-                and re.search(r"http\.request\.method=(GET|HEAD)\b", line) and "http.response.status=200" in line):
-            match = re.search(rf'http\.request\.uri="?/v2/{REGISTRY_PATH}/([^"\s]+)', line)
-            if match:
-                fetched.add(match[1])
-    return fetched
-
-
 def test_the_readme_walkthrough_runs_as_written(walkthrough: Walkthrough) -> None:
     walk = walkthrough
     placeholders = {"registry.example.com": walk.repository, "USER": walk.registry.username,
@@ -292,7 +265,9 @@ def test_the_readme_walkthrough_runs_as_written(walkthrough: Walkthrough) -> Non
     assert rolled_out == 2, "the install and the upgrade should each end with the ingress rolled out"
     # Every pod pulled its image from the registry (the node held no copy of either image): the layers of both
     # images, and the upgrade's tag (its layers were there by then: 0.1.0 and 0.2.0 are one image).
-    fetched = _fetched_by_the_node(walk.registry.log_text(), walk.registry.username)
+    prefix = f"/v2/{REGISTRY_PATH}/"
+    fetched = {uri.removeprefix(prefix) for uri in walk.registry.fetched_by_containerd(
+        walk.registry.username, ("GET", "HEAD")) if uri.startswith(prefix)}
     for name in ("towline", "towline-runner"):
         assert any(path.startswith(f"{name}/blobs/sha256:") for path in fetched), (name, sorted(fetched))
     assert "towline/manifests/0.2.0" in fetched, sorted(fetched)

@@ -32,7 +32,7 @@ FREE_FORM = {
     "tests.topologySpreadConstraints[].labelSelector",
     "stepPods.nodeSelector",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
-    "serviceMonitor.labels",
+    "serviceMonitor.labels", "prometheusRule.labels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
 }
 """Maps whose keys the user chooses: the schema may constrain their values, not their keys."""
 

@@ -193,3 +193,18 @@ def test_a_change_to_the_base_changes_the_image_key(checkout: Path, monkeypatch:
     before = key_of(checkout)
     monkeypatch.setattr(imagebuild, "DPKG_EXCLUDES", (*imagebuild.DPKG_EXCLUDES, "path-exclude=/usr/share/zoneinfo/*"))
     assert key_of(checkout) != before
+
+
+def test_a_published_build_replaces_the_entry_only_when_it_completes(tmp_path: Path) -> None:
+    target = tmp_path / "cache" / "key1"
+    target.mkdir(parents=True)
+    (target / "old").write_text("previous build")
+    with pytest.raises(RuntimeError), imagebuild.published_build(target, prefix="key1-") as staging:
+        (staging / "half").write_text("x")
+        raise RuntimeError("the build failed half-way")
+    assert [p.name for p in target.iterdir()] == ["old"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["key1"], "the staging directory was left behind"
+    with imagebuild.published_build(target, prefix="key1-") as staging:
+        imagebuild.write_build_manifest(staging, {"key": "key1"})
+    assert sorted(p.name for p in target.iterdir()) == ["build.json"]
+    assert oct(target.stat().st_mode & 0o777) == "0o755"

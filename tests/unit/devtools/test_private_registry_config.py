@@ -55,3 +55,28 @@ def test_kubelet_verifies_pull_credentials_for_every_image_but_the_nodes_own_imp
     assert config["preloadedImagesVerificationAllowlist"] == ["localhost/*"]
     imported = (layout.SANDBOX_IMAGE, layout.COREDNS_IMAGE, TOWLINE_IMAGE, RUNNER_IMAGE, STEP_TYPE_IMAGE_PREFIX)
     assert all(image.startswith("localhost/") for image in imported), imported
+
+
+_LINE = ('time="2026-12-02T10:45:49.466840201Z" level=info msg="response completed" auth.user.name={user} '
+         'go.version=go1.26.8 http.request.host="198.51.100.250:48019" http.request.method={method} '
+         'http.request.uri={uri} http.request.useragent="{agent}" http.response.status={status} version=v3.1.2')
+_BLOB = '"/v2/towline-private/towline/blobs/sha256:8e29"'
+
+
+def test_only_the_nodes_authenticated_fetches_count_from_the_access_log() -> None:
+    def line(user: str = "puller", method: str = "GET", uri: str = _BLOB, agent: str = "containerd/1.6.20~ds1",
+             status: int = 200) -> str:
+        return _LINE.format(user=user, method=method, uri=uri, agent=agent, status=status)
+
+    log = "\n".join([
+        line(),
+        line(method="HEAD", uri="/v2/towline-private/towline/manifests/0.1.0"),
+        line(user="someone-else", uri='"/v2/x/blobs/sha256:1"'),
+        line(agent="crane/v0.22.1 go-containerregistry/v0.22.1", uri='"/v2/x/blobs/sha256:2"'),
+        line(status=401, uri='"/v2/x/blobs/sha256:3"'),
+        line().replace('msg="response completed"', 'msg="response completed with error"')
+              .replace("sha256:8e29", "sha256:4"),
+    ])
+    assert registry.fetched_by_containerd(log, "puller") == {"/v2/towline-private/towline/blobs/sha256:8e29"}
+    assert registry.fetched_by_containerd(log, "puller", ("GET", "HEAD")) == {
+        "/v2/towline-private/towline/blobs/sha256:8e29", "/v2/towline-private/towline/manifests/0.1.0"}

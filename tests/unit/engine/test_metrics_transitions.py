@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
 from engine_harness import Sim, action, workflow
 from prometheus_client import REGISTRY
 
 from towline.api.run import WorkflowRunStatus
-from towline.metrics import count_pending_approvals, open_approval_gates, record_run_transition
+from towline.metrics import export_operator_state, next_gate_expiry, open_approval_gates, record_run_transition
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A run as the operator remembers it (runtime.operator.RunSummary's metric fields)."""
+
+    workflow: str
+    phase: str
+    open_gates: int = 0
+    gate_expiry: float | None = None
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Seen:
+        return cls("renewal-watch", body["status"]["phase"], open_approval_gates(body), next_gate_expiry(body))
 
 
 def value(name: str, **labels: str) -> float:
@@ -66,8 +84,12 @@ def test_approval_decision_latency_and_pending_gauge() -> None:
     sim = Sim(workflow([{"id": "review", "approval": {"approvers": {"users": ["bob"]}}}, action("a", "review")]))
     sim.reconcile()
     running = {"metadata": {"namespace": "metrics-c", "name": "r"}, "status": sim.status.to_wire()}
-    count_pending_approvals(lambda: [("metrics-c", open_approval_gates(running))])
+    export_operator_state(lambda: [("metrics-c", Seen.of(running))], lambda: True)
     assert value("towline_approvals_pending", namespace="metrics-c") == 1
+    # The gate expires expiresAfter (default 72 h) after it opened: the gauge carries that moment.
+    expires = next(step for step in running["status"]["steps"] if step.get("approvalName"))["expiresAt"]
+    assert value("towline_approval_next_expiry_timestamp_seconds", namespace="metrics-c") == datetime.fromisoformat(
+        expires.replace("Z", "+00:00")).timestamp()
     before = value("towline_approval_decision_seconds_count", decision="Approved")
     status = sim.status
     sim.advance(120)
@@ -76,8 +98,10 @@ def test_approval_decision_latency_and_pending_gauge() -> None:
     record_run_transition("metrics-c", "renewal-watch", "manual", status, sim.status)
     assert value("towline_approval_decision_seconds_count", decision="Approved") == before + 1
     finished = {"metadata": {"namespace": "metrics-c"}, "status": sim.status.to_wire()}
-    count_pending_approvals(lambda: [("metrics-c", open_approval_gates(finished))])
+    export_operator_state(lambda: [("metrics-c", Seen.of(finished))], lambda: True)
     assert value("towline_approvals_pending", namespace="metrics-c") == 0
+    assert REGISTRY.get_sample_value("towline_approval_next_expiry_timestamp_seconds", {"namespace": "metrics-c"}) \
+        is None
 
 
 def test_a_rejected_run_is_finished_but_never_started() -> None:
@@ -86,3 +110,38 @@ def test_a_rejected_run_is_finished_but_never_started() -> None:
     record_run_transition(ns, "w", "manual", WorkflowRunStatus(), failed)
     assert value("towline_runs_started_total", namespace=ns, workflow="w", trigger="manual") == 0
     assert value("towline_runs_finished_total", namespace=ns, workflow="w", outcome="Failed") == 1
+
+
+def test_a_finished_run_lands_in_the_run_duration_histogram_by_outcome() -> None:
+    ns = "metrics-e"
+    started = WorkflowRunStatus(phase="Running", started_at=datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
+    finished = started.model_copy(update={"phase": "Failed", "finished_at": datetime(2026, 1, 1, 10, 2, tzinfo=UTC)})
+    record_run_transition(ns, "w", "manual", started, finished)
+    assert value("towline_run_duration_seconds_count", namespace=ns, workflow="w", outcome="Failed") == 1
+    assert value("towline_run_duration_seconds_sum", namespace=ns, workflow="w", outcome="Failed") == 120
+    assert value("towline_run_duration_seconds_bucket", namespace=ns, workflow="w", outcome="Failed", le="60.0") == 0
+    assert value("towline_run_duration_seconds_bucket", namespace=ns, workflow="w", outcome="Failed", le="300.0") == 1
+    # A run refused before it started has no duration to observe.
+    record_run_transition(ns, "w", "manual", WorkflowRunStatus(), WorkflowRunStatus(phase="Failed"))
+    assert value("towline_run_duration_seconds_count", namespace=ns, workflow="w", outcome="Failed") == 1
+
+
+def test_runs_by_phase_and_the_leader_gauge_follow_what_the_operator_sees_now() -> None:
+    runs = [("metrics-f", Seen("a", "Running")), ("metrics-f", Seen("a", "Running")),
+            ("metrics-f", Seen("a", "Succeeded")), ("metrics-g", Seen("b", "AwaitingApproval", 2, 1.5e9)),
+            ("metrics-g", Seen("b", "AwaitingApproval", 1, 1.2e9))]
+    leading = [False]
+    export_operator_state(lambda: runs, lambda: leading[0])
+    assert value("towline_runs", namespace="metrics-f", workflow="a", phase="Running") == 2
+    assert value("towline_runs", namespace="metrics-f", workflow="a", phase="Succeeded") == 1
+    assert value("towline_runs", namespace="metrics-g", workflow="b", phase="AwaitingApproval") == 2
+    assert value("towline_approvals_pending", namespace="metrics-g") == 3
+    assert value("towline_approval_next_expiry_timestamp_seconds", namespace="metrics-g") == 1.2e9
+    assert REGISTRY.get_sample_value("towline_leader") == 0
+    # Nothing is counted up or down: the next scrape shows the runs as they are then.
+    runs[:] = [("metrics-f", Seen("a", "Succeeded"))]
+    leading[0] = True
+    assert REGISTRY.get_sample_value("towline_runs", {"namespace": "metrics-f", "workflow": "a",
+                                                       "phase": "Running"}) is None
+    assert value("towline_runs", namespace="metrics-f", workflow="a", phase="Succeeded") == 1
+    assert REGISTRY.get_sample_value("towline_leader") == 1

@@ -6,8 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from towline.engine.actions import Action, CreateStepJob, DeleteJob, EmitEvent
+from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.actions import PARALLEL_CREATES, ActionContext, DefaultDenyPolicies, apply_actions
 from towline.k8s.client import ApiError
 from towline.k8s.objects import RunRef, StepPodSettings, build_default_deny_policy
@@ -91,3 +93,15 @@ def test_a_refused_job_fails_the_pass_after_the_others_were_created() -> None:
     with pytest.raises(ApiError, match="forbidden"):
         apply(api, [job(i) for i in range(3)])
     assert {"create Job fan-m0-1", "create Job fan-m2-1"} <= set(api.calls)
+
+
+def test_every_attempt_without_egress_isolation_is_counted_though_events_are_rationed() -> None:
+    def counted() -> float:
+        return REGISTRY.get_sample_value("towline_egress_isolation_missing_total", {"namespace": RUN.namespace}) or 0
+
+    before, api = counted(), SlowApi()
+    apply(api, [EmitEvent("Warning", EGRESS_ISOLATION_MISSING, "step m0 attempt 1: not isolated")
+                for _ in range(4)])
+    assert counted() == before + 4
+    # One Event once three failed within the window (k8s/isolationreports.py), however many counted.
+    assert api.calls == [f"event {EGRESS_ISOLATION_MISSING}"]

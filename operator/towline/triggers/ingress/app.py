@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+import towline.buildinfo  # noqa: F401 - registers towline_build_info on the ingress's /metrics
 from towline.k8s.workflowcache import WorkflowCache
 from towline.triggers.ingress.body import BodyLimits, busy, read_body
 from towline.triggers.ingress.capacity import Capacity, CapacityLimits
