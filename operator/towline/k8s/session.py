@@ -25,13 +25,18 @@ SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectrevie
 
 async def who_am_i(api: KubeApi) -> str:
     """The user name the API server authenticates this client as."""
+    return str((await user_info(api))["username"])
+
+
+async def user_info(api: KubeApi) -> JSON:
+    """The API server's own answer to who this client is: `username` and `groups` (as admission sees them)."""
     review = await api.request("POST", SELF_SUBJECT_REVIEWS.path(), body={
         "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
     })
-    name = ((review.get("status") or {}).get("userInfo") or {}).get("username")
-    if not name:
+    info: JSON = (review.get("status") or {}).get("userInfo") or {}
+    if not info.get("username"):
         raise ApiError(500, "the API server's SelfSubjectReview carried no user name")
-    return str(name)
+    return info
 
 
 async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
@@ -65,6 +70,11 @@ async def patch_run(api: KubeApi, namespace: str, name: str, patch: JSON) -> JSO
 
 async def get_approval(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(APPROVALS.path(namespace, name))
+
+
+async def list_approvals(api: KubeApi, namespace: str | None) -> list[JSON]:
+    """The namespace's Approvals, or every namespace's (None) that the caller may list."""
+    return await api.list(APPROVALS.path(namespace))
 
 
 async def decide_approval(api: KubeApi, namespace: str, name: str, spec: JSON) -> JSON:

@@ -15,7 +15,7 @@ from typing import Any
 
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands
+from towline.plugin import commands, livecli
 from towline.plugin.manifests import UsageError, parse_params
 from towline.plugin.offline import validate_files
 from towline.plugin.ui.launch import serve as serve_ui
@@ -38,14 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="a run's steps: state, attempts, durations, errors, approvers").add_argument("run")
 
-    for verb in ("approve", "reject"):
-        decide = sub.add_parser(verb, help=f"{verb} an Approval as yourself")
-        decide.add_argument("approval")
-        decide.add_argument("--reason", default=None)
-
-    logs = sub.add_parser("logs", help="the step pods' logs of RUN (or of one STEP)")
-    logs.add_argument("run")
-    logs.add_argument("step", nargs="?")
+    livecli.add_parsers(sub)
 
     for verb, text in (("cancel", "cancel a run (final)"), ("suspend", "start no new step until resumed"),
                        ("resume", "lift a suspension; retry a step paused for credential repair")):
@@ -89,11 +82,6 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
                 api, namespace, io, workflow=args.workflow, params=parse_params(args.param), follow=args.follow),
             "runs": lambda: commands.list_runs(api, namespace, io, args.workflow),
             "status": lambda: commands.status(api, namespace, io, args.run),
-            "approve": lambda: commands.decide(
-                api, namespace, io, approval=args.approval, decision="Approved", reason=args.reason),
-            "reject": lambda: commands.decide(
-                api, namespace, io, approval=args.approval, decision="Rejected", reason=args.reason),
-            "logs": lambda: commands.logs(api, namespace, io, args.run, args.step),
             "cancel": lambda: commands.switch(api, namespace, io, args.run, "cancel"),
             "suspend": lambda: commands.switch(api, namespace, io, args.run, "suspend"),
             "resume": lambda: commands.switch(api, namespace, io, args.run, "resume"),
@@ -103,6 +91,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "export": lambda: commands.export(api, namespace, io, args.workflow, args.output),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
             "ui": lambda: serve_ui(api, namespace, port=args.port, open_browser=args.open, out=io.out),
+            **livecli.calls(api, namespace, io, args),
         }
         code: int = await calls[args.command]()
         return code

@@ -6,7 +6,6 @@ command returns its exit code and writes through `out` / `err`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import graph, manifests, render
+from towline.plugin import approvalrule, follow, graph, manifests, render
 from towline.plugin.connectors import render as render_connectors
 from towline.plugin.connectors import step_types_of
 
@@ -32,7 +31,6 @@ _DONE = {"cancel": "cancelled", "suspend": "suspended", "resume": "resumed"}
 class Io:
     out: Callable[[str], None]
     err: Callable[[str], None]
-    poll_seconds: float = 1.0
 
 
 class NotFound(Exception):  # noqa: N818 - says what the user sees
@@ -57,19 +55,8 @@ async def start(api: KubeApi, namespace: str, io: Io, *, workflow: str, params: 
 
 
 async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:
-    """Print every change of phase or current step until the run ends; exit 0 only if it succeeded."""
-    seen: tuple[str, str] | None = None
-    while True:
-        status = (await _run_or_fail(api, namespace, name)).get("status") or {}
-        now = (status.get("phase", "Pending"), status.get("currentStep") or "")
-        if now != seen:
-            io.out(f"{name}: {now[0]}" + (f" ({now[1]})" if now[1] else ""))
-            seen = now
-        if now[0] in TERMINAL:
-            if status.get("message") and now[0] != "Succeeded":
-                io.out(status["message"])
-            return 0 if now[0] == "Succeeded" else 1
-        await asyncio.sleep(io.poll_seconds)
+    """Print every change of phase or current step until the run ends (a watch); exit 0 only if it succeeded."""
+    return await follow.watch_run(api, namespace, name, io.out, io.err)
 
 
 async def list_runs(api: KubeApi, namespace: str, io: Io, workflow: str | None) -> int:
@@ -86,10 +73,7 @@ async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decisio
     if await session.get_approval(api, namespace, approval) is None:
         raise NotFound(f"no Approval {approval!r} in namespace {namespace}; `kubectl towline status RUN` names it")
     user = await session.who_am_i(api)
-    spec: JSON = {"decision": decision, "decidedBy": user}
-    if reason:
-        spec["reason"] = reason
-    await session.decide_approval(api, namespace, approval, spec)
+    await session.decide_approval(api, namespace, approval, approvalrule.decision_patch(user, decision, reason))
     io.out(f"approval/{approval} {decision.lower()} by {user}")
     return 0
 
@@ -155,19 +139,8 @@ def runs_own_pods(run: JSON, pods: list[JSON]) -> list[JSON]:
     The run label proves nothing: a Job somebody else made with that label on its pod template gets
     labelled pods from the Job controller, and their logs must never pass for the run's.
     """
-    names = set()
-    for entry in (run.get("status") or {}).get("steps") or []:
-        names.add(entry.get("jobName"))
-        names.update(record.get("jobName") for record in entry.get("history") or [])
-    names.discard(None)
-    return [pod for pod in pods if _controlling_job(pod) in names]
-
-
-def _controlling_job(pod: JSON) -> str | None:
-    for owner in pod["metadata"].get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1":
-            return str(owner.get("name"))
-    return None
+    names = follow.step_jobs(run)
+    return [pod for pod in pods if follow.controlling_job(pod) in names]
 
 
 async def draw(api: KubeApi, namespace: str, io: Io, *, name: str, kind: str, form: str) -> int:

@@ -1,0 +1,103 @@
+"""The live commands' arguments and dispatch: `logs [-f]`, `watch`, `approvals`, `approve|reject`.
+
+cli.py adds these parsers with `add_parsers` and takes their calls from `calls`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from towline.k8s import session
+from towline.k8s.client import KubeApi
+from towline.plugin import approvals, commands, follow
+
+Call = Callable[[], Awaitable[int]]
+
+_EXAMPLES = {
+    "logs": """examples:
+  kubectl towline logs release-x7k2p                 # every step's log so far
+  kubectl towline logs release-x7k2p check           # one step's
+  kubectl towline logs -f release-x7k2p              # follow each step as it starts, until the run ends""",
+    "watch": """examples:
+  kubectl towline watch release-x7k2p && echo released   # exit 0 only if the run succeeded""",
+    "approvals": """examples:
+  kubectl towline approvals                          # pending in this namespace
+  kubectl towline approvals --mine -A                # those you may decide, in every namespace""",
+    "approve": """examples:
+  kubectl towline approve release-x7k2p review       # the run's gate at step review
+  kubectl towline approve release-x7k2p              # the run's one pending gate
+  kubectl towline approve release-x7k2p-review --reason "checked the diff"   # an Approval by name""",
+}
+
+
+def _parser(sub: Any, name: str, text: str, examples: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, description=text, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
+def add_parsers(sub: Any) -> None:
+    """Add `logs`, `watch`, `approvals`, `approve` and `reject` to the subcommands `sub`."""
+    logs = _parser(sub, "logs", "the step pods' logs of RUN (or of one STEP)", _EXAMPLES["logs"])
+    logs.add_argument("run")
+    logs.add_argument("step", nargs="?")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="stream each step's log as it runs, lines prefixed with the step id, until the run ends")
+
+    _parser(sub, "watch", "print each phase and current-step change of RUN until it ends; exit 0 iff it succeeded",
+            _EXAMPLES["watch"]).add_argument("run")
+
+    listing = _parser(sub, "approvals", "pending Approvals: run, step, approvers, age, expiry, message",
+                      _EXAMPLES["approvals"])
+    listing.add_argument("--mine", action="store_true",
+                         help="only those you may decide (the admission policy's own rule, with your groups)")
+    listing.add_argument("-A", "--all-namespaces", action="store_true", help="in every namespace you may list")
+
+    for verb in ("approve", "reject"):
+        decide = _parser(sub, verb, f"{verb} a run's gate (RUN STEP, or RUN with one pending gate) or an Approval "
+                         "by name, as yourself", _EXAMPLES["approve"].replace("approve ", f"{verb} "))
+        decide.add_argument("name", metavar="RUN|APPROVAL")
+        decide.add_argument("step", nargs="?", metavar="STEP")
+        decide.add_argument("--reason", default=None)
+
+
+async def _require_run(api: KubeApi, namespace: str, name: str) -> None:
+    if await session.get_run(api, namespace, name) is None:
+        raise commands.NotFound(f"no WorkflowRun {name!r} in namespace {namespace}; "
+                                "list them with `kubectl towline runs`")
+
+
+def calls(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespace) -> dict[str, Call]:
+    """The dispatch entries of the commands `add_parsers` added."""
+
+    def out(text: str) -> None:
+        io.out(text)
+        sys.stdout.flush()  # a pipe (`| grep`) sees each line as it comes
+
+    async def logs() -> int:
+        if args.follow:
+            await _require_run(api, namespace, args.run)
+            return await follow.follow_logs(api, namespace, args.run, args.step, out=out, err=io.err)
+        return await commands.logs(api, namespace, io, args.run, args.step)
+
+    async def watch() -> int:
+        await _require_run(api, namespace, args.run)
+        return await follow.watch_run(api, namespace, args.run, out, io.err)
+
+    def decide(decision: str) -> Call:
+        async def call() -> int:
+            name = await approvals.resolve(api, namespace, args.name, args.step)
+            return await commands.decide(api, namespace, io, approval=name, decision=decision, reason=args.reason)
+        return call
+
+    return {
+        "logs": logs,
+        "watch": watch,
+        "approvals": lambda: approvals.list_pending(
+            api, None if args.all_namespaces else namespace, io, only_mine=args.mine),
+        "approve": decide("Approved"),
+        "reject": decide("Rejected"),
+    }
