@@ -7,13 +7,10 @@ run's. Lines come from the kubelet through the API server, as the person.
 
 from __future__ import annotations
 
-from towline.k8s import session, streams
+from towline.k8s import live, session
 from towline.k8s.client import PODS, ApiError, KubeApi
 from towline.plugin.commands import runs_own_pods
 from towline.plugin.ui.sse import Send
-
-FOLLOW_SECONDS = 600
-"""A followed log is read for at most this long per connection; the page reconnects after."""
 
 
 async def stream_step_logs(api: KubeApi, namespace: str, run_name: str, step: str, send: Send) -> None:
@@ -35,7 +32,7 @@ async def stream_step_logs(api: KubeApi, namespace: str, run_name: str, step: st
                 for line in (await session.pod_log(api, namespace, name)).splitlines():
                     await send("line", line)
             else:
-                async for line in streams.follow_log(api, path, seconds=FOLLOW_SECONDS):
+                async for line in live.follow_log(api, path):
                     await send("line", line)
         except ApiError as error:
             await send("problem", {"pod": name, "message": f"logs not available ({error.status}): {error.message}"})

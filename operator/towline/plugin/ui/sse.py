@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from towline.k8s import streams
+from towline.k8s import live
 from towline.k8s.client import ApiError, KubeApi
 
 JSON = dict[str, Any]
@@ -44,18 +44,15 @@ async def follow_collection(
     A refusal (the person may not list or watch these) ends the stream with a `problem` event
     carrying the API server's message: the response has started, so it cannot become an error status.
     """
+    items: list[JSON] = []
     try:
-        while True:
-            items, version = await streams.list_with_version(api, path, field_selector=field_selector)
-            await send("snapshot", snapshot(items))
-            try:
-                while True:
-                    async for event in streams.watch(api, path, version, field_selector=field_selector):
-                        obj = event.get("object") or {}
-                        version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                        await send("change", change(str(event.get("type")), obj))
-            except ApiError as error:
-                if error.status != 410:  # 410: the version expired; list again
-                    raise
+        async for kind, obj in live.watch_objects(api, path, field_selector=field_selector):
+            if kind == live.LISTED:
+                items.append(obj)
+            elif kind == live.SYNCED:  # a (re-)list is complete: the page replaces what it shows
+                await send("snapshot", snapshot(items))
+                items = []
+            else:
+                await send("change", change(kind, obj))
     except ApiError as error:
         await send("problem", {"status": error.status, "message": error.message})
