@@ -19,7 +19,7 @@ from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import graph, manifests, render
+from towline.plugin import graph, manifests
 from towline.plugin.connectors import render as render_connectors
 from towline.plugin.connectors import step_types_of
 
@@ -39,7 +39,7 @@ class NotFound(Exception):  # noqa: N818 - says what the user sees
     pass
 
 
-async def _run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
+async def run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
     run = await session.get_run(api, namespace, name)
     if run is None:
         raise NotFound(f"no WorkflowRun {name!r} in namespace {namespace}; list them with `kubectl towline runs`")
@@ -60,7 +60,7 @@ async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:
     """Print every change of phase or current step until the run ends; exit 0 only if it succeeded."""
     seen: tuple[str, str] | None = None
     while True:
-        status = (await _run_or_fail(api, namespace, name)).get("status") or {}
+        status = (await run_or_fail(api, namespace, name)).get("status") or {}
         now = (status.get("phase", "Pending"), status.get("currentStep") or "")
         if now != seen:
             io.out(f"{name}: {now[0]}" + (f" ({now[1]})" if now[1] else ""))
@@ -70,16 +70,6 @@ async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:
                 io.out(status["message"])
             return 0 if now[0] == "Succeeded" else 1
         await asyncio.sleep(io.poll_seconds)
-
-
-async def list_runs(api: KubeApi, namespace: str, io: Io, workflow: str | None) -> int:
-    io.out(render.runs_table(await session.list_runs(api, namespace, workflow), datetime.now(UTC)))
-    return 0
-
-
-async def status(api: KubeApi, namespace: str, io: Io, name: str) -> int:
-    io.out(render.status_tree(await _run_or_fail(api, namespace, name), datetime.now(UTC)))
-    return 0
 
 
 async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decision: str, reason: str | None) -> int:
@@ -96,7 +86,7 @@ async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decisio
 
 async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -> int:
     """cancel, suspend or resume: the user's switches on a run."""
-    run = await _run_or_fail(api, namespace, name)
+    run = await run_or_fail(api, namespace, name)
     if action == "cancel":
         patch: JSON = {"spec": {"cancel": True}}
     elif action == "suspend":
@@ -113,7 +103,7 @@ async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -
 
 
 async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -> int:
-    old = await _run_or_fail(api, namespace, name)
+    old = await run_or_fail(api, namespace, name)
     phase = (old.get("status") or {}).get("phase", "Pending")
     if phase not in TERMINAL:
         raise manifests.UsageError(f"run {name} is {phase}; retry it once it has finished (or cancel it first)")
@@ -127,7 +117,7 @@ async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -
 
 
 async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:
-    run = await _run_or_fail(api, namespace, name)
+    run = await run_or_fail(api, namespace, name)
     pods = runs_own_pods(run, await session.step_pods(api, namespace, name, step))
     if not pods:
         what = f"step {step} of run {name}" if step else f"run {name}"
