@@ -19,7 +19,7 @@ from typing import Any
 from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
 from towline.plugin import commands, errors, filters, output, views
-from towline.plugin.completion import SHELLS, autocomplete, completion_script, kubectl_answer
+from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
 from towline.plugin.manifests import parse_params
 from towline.plugin.offline import validate_files
 
@@ -79,8 +79,9 @@ kubectl towline runs --phase Running --phase AwaitingApproval -o yaml""")
                       help="runs of every namespace you may list (adds a NAMESPACE column)")
     runs.add_argument("-l", "--selector", default=None, metavar="SELECTOR",
                       help="label selector, passed to the API server (e.g. towline.dev/workflow=nightly)")
-    runs.add_argument("--phase", action="append", default=[], type=_phase_value, metavar="PHASE[,PHASE]",
-                      help=f"only runs in these phases (repeatable): {', '.join(filters.PHASES)}")
+    phase = runs.add_argument("--phase", action="append", default=[], type=_phase_value, metavar="PHASE[,PHASE]",
+                              help=f"only runs in these phases (repeatable): {', '.join(filters.PHASES)}")
+    complete_with(phase, filters.PHASES)
     runs.add_argument("-w", "--workflow", default=None, help="only runs of this workflow")
     runs.add_argument("--since", type=filters.duration, default=None, metavar="DURATION",
                       help="only runs created within DURATION (e.g. 10m, 2h, 1d)")

@@ -34,6 +34,11 @@ def autocomplete(parser: Any) -> None:
     argcomplete.autocomplete(parser)
 
 
+def complete_with(action: Any, choices: tuple[str, ...]) -> None:
+    """Offer `choices` for a flag whose values argparse checks itself (not with `choices=`)."""
+    action.completer = lambda **_: list(choices)  # argcomplete calls it with the parse so far
+
+
 class _Answered(Exception):  # noqa: N818 - control flow out of argcomplete, not a failure
     def __init__(self, code: int) -> None:
         super().__init__(code)
