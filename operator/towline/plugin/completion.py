@@ -13,9 +13,12 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import sys
 from typing import Any
 
 import argcomplete
+from argcomplete import io as argcomplete_io
+from argcomplete.finders import CompletionFinder
 from argcomplete.shell_integration import shellcode
 
 SHELLS = ("bash", "zsh", "fish")
@@ -56,7 +59,7 @@ def candidates(parser: Any, words: list[str]) -> list[str]:
     for name in ("_ARGCOMPLETE_SHELL", "_ARGCOMPLETE_DFS"):
         os.environ.pop(name, None)
     try:
-        argcomplete.autocomplete(parser, output_stream=answer, exit_method=_stop)
+        _InProcessFinder()(parser, output_stream=answer, exit_method=_stop)
     except _Answered as stopped:
         if stopped.code != 0:
             return []
@@ -64,6 +67,14 @@ def candidates(parser: Any, words: list[str]) -> list[str]:
         os.environ.clear()
         os.environ.update(saved)
     return [candidate for candidate in answer.getvalue().split("\n") if candidate]
+
+
+class _InProcessFinder(CompletionFinder):
+    """argcomplete's finder without its debug stream on file descriptor 9, which in this process may be
+    somebody else's (closing it when the stream is collected)."""
+
+    def _init_debug_stream(self) -> None:
+        argcomplete_io.debug_stream = sys.stderr
 
 
 def _stop(code: int = 0) -> None:
