@@ -4,6 +4,8 @@ failure into one line on stderr and a non-zero exit, never a traceback."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +132,24 @@ def test_every_failure_is_one_line_with_its_exit_code() -> None:
     assert fails(RuntimeError("a bug\nover lines")) == 1
     assert printed[-1].startswith("error: unexpected RuntimeError: a bug over lines")
     assert all("\n" not in line for line in printed)
+
+
+def test_ctrl_c_while_waiting_for_the_api_server_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """The server here accepts the connection and never answers; once the plugin is connected (the fact the
+    test waits on), SIGINT arrives as a person's Ctrl-C would."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        path = write(tmp_path / "silent", config("x", {"x": ("c", "team")}, f"https://127.0.0.1:{port}"))
+        process = subprocess.Popen([str(BIN / "kubectl-towline"), "--kubeconfig", str(path), "runs"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            server.settimeout(60)
+            connection, _ = server.accept()
+            with connection:
+                process.send_signal(signal.SIGINT)
+                out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130
+    assert (out, err) == ("", "interrupted\n")
