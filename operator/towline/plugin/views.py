@@ -6,6 +6,7 @@ render/describe/output. Each returns its exit code and writes through the Io.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
@@ -78,7 +79,7 @@ def plugin_version() -> str:
         return "unknown (not installed as a package)"
 
 
-async def version(connect: Any, io: Io) -> int:
+async def version(connect: Callable[[], Awaitable[KubeApi]], io: Io) -> int:
     """The plugin's version; then, if the cluster answers, its Kubernetes version and Towline's images.
 
     Exits 0 when the client part printed, whatever the server part says: the command is
@@ -86,7 +87,7 @@ async def version(connect: Any, io: Io) -> int:
     """
     io.out(f"Client (kubectl-towline): {plugin_version()}")
     try:
-        api: KubeApi = await connect()
+        api = await connect()
     except Exception as error:  # any reason not to reach it is only reported
         io.out(f"Server: not reachable ({' '.join(str(error).split())})")
         return 0
