@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.integration.support import ScriptedServer, apply, bind_role, get, step_status, wait_for, wait_for_phase
+from tests.integration.support import (
+    ScriptedServer,
+    apply,
+    bind_role,
+    create,
+    get,
+    step_status,
+    wait_for,
+    wait_for_phase,
+)
 from tests.integration.test_operator_runs import release_workflow
 from tests.integration.test_plugin import created_name, ok, three_steps
 
@@ -50,33 +59,41 @@ def test_runs_filters_and_output_formats(
         apply(cluster, three_steps(ns, api.url))
         failed = created_name(towline(cluster, "-n", ns, "run", "sync", "--follow").stdout)
         succeeded = created_name(ok(towline(cluster, "-n", ns, "run", "sync", "--follow")))
+        # A run's labels are set at creation (only the operator may change them later).
+        labelled = create(cluster, {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+            "metadata": {"name": f"{succeeded}-gold", "namespace": ns, "labels": {"tier": "gold"}},
+            "spec": {"workflowRef": {"name": "sync"}, "requestedBy": "carol"},
+        }, user="carol", check=False)
+        assert labelled.returncode == 0, labelled.stderr
+        gold = f"{succeeded}-gold"
+        wait_for_phase(cluster, ns, gold, {"Succeeded"})
     assert get(cluster, "workflowruns.towline.dev", failed, ns)["status"]["phase"] == "Failed"
-    cluster.kubectl("label", "workflowrun", failed, "-n", ns, "tier=gold")
 
     def runs(*args: str, user: str = "carol") -> str:
         return ok(towline(cluster, "-n", ns, "runs", *args, user=user))
 
-    assert runs("-o", "name").splitlines() == [f"workflowrun/{failed}", f"workflowrun/{succeeded}"]
+    assert runs("-o", "name").splitlines() == [f"workflowrun/{n}" for n in (failed, succeeded, gold)]
     listed = json.loads(runs("-o", "json"))
-    assert listed["kind"] == "List" and [i["kind"] for i in listed["items"]] == ["WorkflowRun"] * 2
+    assert listed["kind"] == "List" and [i["kind"] for i in listed["items"]] == ["WorkflowRun"] * 3
     server = get(cluster, "workflowruns.towline.dev", failed, ns)
     assert listed["items"][0]["metadata"]["uid"] == server["metadata"]["uid"]
     assert listed["items"][0]["status"]["phase"] == "Failed"
-    assert [i["metadata"]["name"] for i in yaml.safe_load(runs("-o", "yaml"))["items"]] == [failed, succeeded]
+    assert [i["metadata"]["name"] for i in yaml.safe_load(runs("-o", "yaml"))["items"]] == [failed, succeeded, gold]
     wide = runs("-o", "wide").splitlines()
     assert wide[0].split()[-3:] == ["AGE", "TRIGGER", "MESSAGE"]
     assert failed in wide[1] and "manual" in wide[1] and "push" in wide[1]
 
     assert runs("--phase", "failed", "-o", "name") == f"workflowrun/{failed}\n"
-    assert runs("--phase", "Failed,Succeeded", "-o", "name").count("workflowrun/") == 2
+    assert runs("--phase", "Failed,Succeeded", "-o", "name").count("workflowrun/") == 3
     assert runs("--phase", "Running") == "No runs.\n"
     assert "unknown phase 'Done'; use one or more of Pending" in one_line_failure(
         towline(cluster, "-n", ns, "runs", "--phase", "Done"), 2)
-    assert runs("-l", "tier=gold", "-o", "name") == f"workflowrun/{failed}\n"
+    assert runs("-l", "tier=gold", "-o", "name") == f"workflowrun/{gold}\n"
     refused = one_line_failure(towline(cluster, "-n", ns, "runs", "-l", "tier in ("))
     assert "error from the API server (400)" in refused, "the selector went to the API server, which refused it"
-    assert runs("--workflow", "sync", "--last", "1", "-o", "name") == f"workflowrun/{succeeded}\n"
-    assert runs("--since", "1h", "-o", "name").count("workflowrun/") == 2
+    assert runs("--workflow", "sync", "--last", "2", "-o", "name") == f"workflowrun/{succeeded}\nworkflowrun/{gold}\n"
+    assert runs("--since", "1h", "-o", "name").count("workflowrun/") == 3
     assert runs("--workflow", "other") == "No runs.\n"
     assert "--since: '1 hour' is not a duration" in one_line_failure(
         towline(cluster, "-n", ns, "runs", "--since", "1 hour"), 2)
