@@ -99,7 +99,7 @@ def test_runs_filters_and_output_formats(
         towline(cluster, "-n", ns, "runs", "--since", "1 hour"), 2)
 
     everywhere = ok(towline(cluster, "runs", "-A", "--phase", "Failed", user="admin")).splitlines()
-    assert everywhere[0].startswith("NAMESPACE   NAME")
+    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert [ns, failed] in [line.split()[:2] for line in everywhere[1:]]
     # carol may list runs in her team's namespace only: RBAC refuses the rest, in one line.
     assert "you may not list workflowruns.towline.dev cluster-wide; your user lacks the RBAC permission" in \
