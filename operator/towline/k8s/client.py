@@ -23,6 +23,8 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from prometheus_client import Counter, Histogram
 
+from towline.k8s import kubeconfig as kubeconfig_loader
+
 API_REQUESTS = Counter(
     "towline_api_requests_total", "Requests the operator made to the Kubernetes API.", ["verb", "resource", "code"]
 )
@@ -122,7 +124,8 @@ class KubeApi:
         if path is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
-            await config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+            # Merged like kubectl merges $KUBECONFIG (a:b), first current-context winning.
+            await kubeconfig_loader.load(kubeconfig, context, configuration)
         return cls(client.ApiClient(configuration=configuration))
 
     @property
@@ -217,9 +220,11 @@ class KubeApi:
                 return None
             raise
 
-    async def list(self, path: str, *, label_selector: str | None = None) -> list[JSON]:
-        query = {"labelSelector": label_selector} if label_selector else None
-        items: list[JSON] = (await self.request("GET", path, query=query)).get("items", [])
+    async def list(self, path: str, *, label_selector: str | None = None,
+                   field_selector: str | None = None) -> list[JSON]:
+        query = {key: value for key, value in (("labelSelector", label_selector),
+                                               ("fieldSelector", field_selector)) if value}
+        items: list[JSON] = (await self.request("GET", path, query=query or None)).get("items", [])
         return items
 
     async def create(self, path: str, body: JSON) -> tuple[JSON, bool]:

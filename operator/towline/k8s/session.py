@@ -9,17 +9,15 @@ checks permissions itself. Names that must be truthful (`requestedBy`,
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from towline.k8s.client import APPROVALS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
+from towline.k8s import kubeconfig as kubeconfig_loader
+from towline.k8s.client import APPROVALS, EVENTS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
 from towline.k8s.objects import LABEL_RUN, LABEL_STEP
 
 JSON = dict[str, Any]
 
+DEPLOYMENTS = Resource("apps", "v1", "deployments")
 SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)
 
 
@@ -96,14 +94,34 @@ async def pod_log(api: KubeApi, namespace: str, pod: str) -> str:
 
 
 def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The namespace of the kubeconfig context in use (as kubectl picks it), else `default`."""
-    path = Path(kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube/config")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return "default"
-    wanted = context or document.get("current-context")
-    for entry in document.get("contexts") or []:
-        if entry.get("name") == wanted:
-            return str((entry.get("context") or {}).get("namespace") or "default")
-    return "default"
+    """The namespace of the kubeconfig context in use (as kubectl picks it, $KUBECONFIG merged), else `default`."""
+    return kubeconfig_loader.namespace(kubeconfig, context)
+
+
+async def list_runs_where(api: KubeApi, namespace: str | None, *, selector: str | None = None) -> list[JSON]:
+    """Runs of one namespace, or of every namespace the caller may list (`None`), by label selector."""
+    return await api.list(WORKFLOW_RUNS.path(namespace), label_selector=selector)
+
+
+async def approvals_of_run(api: KubeApi, namespace: str, run: str) -> list[JSON]:
+    """The Approvals the operator opened for `run` (spec.runName), oldest first."""
+    approvals = [a for a in await api.list(APPROVALS.path(namespace)) if (a.get("spec") or {}).get("runName") == run]
+    return sorted(approvals, key=lambda a: a["metadata"].get("creationTimestamp") or "")
+
+
+async def events_of(api: KubeApi, namespace: str, kind: str, name: str) -> list[JSON]:
+    """The core/v1 Events about one object (involvedObject), oldest first."""
+    events = await api.list(EVENTS.path(namespace),
+                            field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")
+    return sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
+                  e["metadata"].get("creationTimestamp") or "")
+
+
+async def server_version(api: KubeApi) -> JSON:
+    """The API server's /version (gitVersion, platform): readable by every authenticated user."""
+    return await api.request("GET", "/version")
+
+
+async def towline_deployments(api: KubeApi) -> list[JSON]:
+    """The Deployments of Towline releases the caller may see, cluster-wide (raises ApiError 403 if not allowed)."""
+    return await api.list(DEPLOYMENTS.path(None), label_selector="app.kubernetes.io/name=towline")

@@ -3,7 +3,10 @@
 
 kubectl hands a plugin none of its own global flags, so this one takes
 `--kubeconfig`, `--context` and `-n/--namespace` itself (default: $KUBECONFIG,
-its current context and that context's namespace).
+merged like kubectl merges it, its current context and that context's namespace).
+Each command's parser is built by a small function so that new ones slot in;
+every command's help ends with examples. Failures are one line on stderr and a
+non-zero exit (see `errors`), never a traceback.
 """
 
 from __future__ import annotations
@@ -13,75 +16,183 @@ import asyncio
 import sys
 from typing import Any
 
-from towline.k8s.client import ApiError, KubeApi
+from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands, livecli
-from towline.plugin.manifests import UsageError, parse_params
+from towline.plugin import commands, errors, filters, livecli, output, views
+from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
+from towline.plugin.manifests import parse_params
 from towline.plugin.offline import validate_files
 from towline.plugin.ui.launch import serve as serve_ui
 
+Sub = Any  # argparse's _SubParsersAction, which typeshed keeps private
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubectl towline", description="Start, watch and decide Towline runs.")
-    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else ~/.kube/config")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
-    parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="start a run of WORKFLOW as yourself")
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes print as one line naming the command and where to look, exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def command(sub: Sub, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    """A subcommand whose help ends with an Examples section (kept as written)."""
+    epilog = "Examples:\n" + "\n".join(f"  {line}" if line else "" for line in examples.strip("\n").splitlines())
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=summary, description=summary[0].upper() + summary[1:] + ".", epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
+def output_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("-o", "--output", choices=output.FORMATS, default=None,
+                        help=f"json/yaml: {what} as the API server returns it; name: kind/NAME; wide: more columns")
+
+
+def add_run_commands(sub: Sub) -> None:
+    run = command(sub, "run", "start a run of WORKFLOW as yourself", """
+# start a run and return at once
+kubectl towline run release -p env=staging
+# start one and print its progress until it ends (exit 0 only if it succeeded)
+kubectl towline run nightly --follow""")
     run.add_argument("workflow")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
     run.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
 
-    runs = sub.add_parser("runs", help="list runs")
-    runs.add_argument("-w", "--workflow", default=None, help="only runs of this workflow")
-
-    sub.add_parser("status", help="a run's steps: state, attempts, durations, errors, approvers").add_argument("run")
-
-    livecli.add_parsers(sub)
-
-    for verb, text in (("cancel", "cancel a run (final)"), ("suspend", "start no new step until resumed"),
-                       ("resume", "lift a suspension; retry a step paused for credential repair")):
-        sub.add_parser(verb, help=text).add_argument("run")
-
-    retry = sub.add_parser("retry", help="a new run that starts again from RUN's failed steps")
+    retry = command(sub, "retry", "a new run that starts again from RUN's failed steps", """
+kubectl towline retry sync-x7k2p
+kubectl towline retry sync-x7k2p --follow""")
     retry.add_argument("run")
     retry.add_argument("-f", "--follow", action="store_true")
 
-    draw = sub.add_parser("graph", help="WORKFLOW or RUN as Mermaid or Graphviz DOT (a run coloured by state)")
+    for verb, text in (("cancel", "cancel a run (final)"), ("suspend", "start no new step until resumed"),
+                       ("resume", "lift a suspension; retry a step paused for credential repair")):
+        command(sub, verb, text, f"kubectl towline {verb} release-x7k2p").add_argument("run")
+
+
+def add_list_commands(sub: Sub) -> None:
+    runs = command(sub, "runs", "list runs, oldest first", """
+kubectl towline runs
+kubectl towline runs -A --phase Failed,Cancelled --since 1d
+kubectl towline runs --workflow nightly --last 5 -o wide
+kubectl towline runs -l towline.dev/workflow=release -o name
+kubectl towline runs --phase Running --phase AwaitingApproval -o yaml""")
+    runs.add_argument("-A", "--all-namespaces", action="store_true",
+                      help="runs of every namespace you may list (adds a NAMESPACE column)")
+    runs.add_argument("-l", "--selector", default=None, metavar="SELECTOR",
+                      help="label selector, passed to the API server (e.g. towline.dev/workflow=nightly)")
+    phase = runs.add_argument("--phase", action="append", default=[], type=_phase_value, metavar="PHASE[,PHASE]",
+                              help=f"only runs in these phases (repeatable): {', '.join(filters.PHASES)}")
+    complete_with(phase, filters.PHASES)
+    runs.add_argument("-w", "--workflow", default=None, help="only runs of this workflow")
+    runs.add_argument("--since", type=filters.duration, default=None, metavar="DURATION",
+                      help="only runs created within DURATION (e.g. 10m, 2h, 1d)")
+    runs.add_argument("--last", type=filters.positive, default=None, metavar="N",
+                      help="only the newest N runs (after the other filters)")
+    output_flag(runs, "the runs, as a List")
+
+    status = command(sub, "status", "a run's steps: state, attempts, durations, errors, approvers", """
+kubectl towline status release-x7k2p
+kubectl towline status release-x7k2p -o wide   # with each step's Job
+kubectl towline status release-x7k2p -o json | jq .status.phase""")
+    status.add_argument("run")
+    output_flag(status, "the WorkflowRun")
+
+    describe = command(sub, "describe", "all that is recorded about RUN: params, trigger, step inputs and outputs, "
+                       "attempts, approvals and Events", """
+kubectl towline describe release-x7k2p
+kubectl towline describe release-x7k2p -o yaml   # the run, its Approvals and Events as a List""")
+    describe.add_argument("run")
+    describe.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
+                          help="json/yaml: the run, its Approvals and its Events as a List; name: their names")
+
+
+def add_inspect_commands(sub: Sub) -> None:
+    draw = command(sub, "graph", "WORKFLOW or RUN as Mermaid or Graphviz DOT (a run coloured by state)", """
+kubectl towline graph release
+kubectl towline graph release-x7k2p -o dot | dot -Tsvg > run.svg""")
     draw.add_argument("name")
     draw.add_argument("-o", "--output", choices=("mermaid", "dot"), default="mermaid")
     draw.add_argument("--kind", choices=("auto", "run", "workflow"), default="auto")
 
-    validate = sub.add_parser("validate", help="check Workflow files offline with the operator's own rules")
+
+def add_authoring_commands(sub: Sub) -> None:
+    validate = command(sub, "validate", "check Workflow files offline with the operator's own rules", """
+kubectl towline validate workflows/*.yaml""")
     validate.add_argument("files", nargs="+", metavar="FILE")
 
-    catalog = sub.add_parser("connectors", help="the built-in actions and the step types usable here")
+    catalog = command(sub, "connectors", "the built-in actions and the step types usable here", """
+kubectl towline connectors
+kubectl towline connectors --json | jq '.[].name'""")
     catalog.add_argument("--json", action="store_true", help="their input/output JSON Schemas and declarations")
 
-    export = sub.add_parser("export", help="WORKFLOW as a clean manifest to commit")
+    export = command(sub, "export", "WORKFLOW as a clean manifest to commit", """
+kubectl towline export release > workflows/release.yaml""")
     export.add_argument("workflow")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
-    ui = sub.add_parser("ui", help="a web view of runs on 127.0.0.1, acting as you (see docs/web-view.md)")
+
+def add_tool_commands(sub: Sub) -> None:
+    command(sub, "version", "the plugin's version and, if the cluster answers, Kubernetes' and Towline's", """
+kubectl towline version""")
+    completion = command(sub, "completion", "print the shell completion script for bash, zsh or fish", """
+# bash (add to ~/.bashrc)
+source <(kubectl towline completion bash)
+# zsh (add to ~/.zshrc)
+source <(kubectl towline completion zsh)
+# fish
+kubectl towline completion fish > ~/.config/fish/completions/kubectl-towline.fish""")
+    completion.add_argument("shell", choices=SHELLS)
+    ui = command(sub, "ui", "a web view of runs and approvals on 127.0.0.1, acting as you (docs/web-view.md)", """
+kubectl towline ui --open          # serve on a free port and open the browser
+kubectl towline ui --port 8765     # then open the URL it prints (it carries the launch token)""")
     ui.add_argument("--port", type=int, default=0, help="default: any free port")
     ui.add_argument("--open", action="store_true", help="open it in the browser")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="kubectl towline", description="Start, watch and decide Towline runs.",
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="Examples:\n  kubectl towline run release -p env=staging --follow\n"
+                           "  kubectl towline runs -A --phase Failed --since 1d\n"
+                           "  kubectl towline describe release-x7k2p\n\n"
+                           "`kubectl towline COMMAND --help` shows each command's flags and examples.")
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG (merged), else ~/.kube/config")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (add_run_commands, add_list_commands, livecli.add_parsers, add_inspect_commands,
+                add_authoring_commands, add_tool_commands):
+        add(sub)
     return parser
+
+
+def _phase_value(text: str) -> frozenset[str]:
+    return frozenset(filters.phases([text]))
 
 
 def _print_err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def run_filter(args: argparse.Namespace) -> filters.RunFilter:
+    return filters.RunFilter(phases=frozenset().union(*args.phase), workflow=args.workflow, since=args.since,
+                             last=args.last)
+
+
 async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
+    if args.command == "version":
+        return await views.version(lambda: KubeApi.connect(args.kubeconfig, args.context), io)
     namespace = args.namespace or kubeconfig_namespace(args.kubeconfig, args.context)
     api = await KubeApi.connect(args.kubeconfig, args.context)
     try:
         calls: dict[str, Any] = {
             "run": lambda: commands.start(
                 api, namespace, io, workflow=args.workflow, params=parse_params(args.param), follow=args.follow),
-            "runs": lambda: commands.list_runs(api, namespace, io, args.workflow),
-            "status": lambda: commands.status(api, namespace, io, args.run),
+            "runs": lambda: views.list_runs(
+                api, None if args.all_namespaces else namespace, io, selector=args.selector,
+                narrow=run_filter(args), form=args.output),
+            "status": lambda: views.status(api, namespace, io, args.run, args.output),
+            "describe": lambda: views.describe(api, namespace, io, args.run, args.output),
             "cancel": lambda: commands.switch(api, namespace, io, args.run, "cancel"),
             "suspend": lambda: commands.switch(api, namespace, io, args.run, "suspend"),
             "resume": lambda: commands.switch(api, namespace, io, args.run, "resume"),
@@ -100,8 +211,13 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    autocomplete(parser)  # answers a shell's completion request and exits; otherwise does nothing
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     io = commands.Io(out=print, err=_print_err)
+    if args.command == "completion":
+        print(completion_script(args.shell), end="")
+        return 0
     if args.command == "validate":
         lines, problems = validate_files(args.files)
         for line in lines:
@@ -109,16 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             _print_err(f"{problems} problem(s) found")
         return 1 if problems else 0
-    try:
-        return asyncio.run(dispatch(args, io))
-    except (UsageError, commands.NotFound) as error:
-        _print_err(f"error: {error}")
-        return 2 if isinstance(error, UsageError) else 1
-    except ApiError as error:
-        _print_err(f"error from the API server ({error.status}): {error.message}")
-        return 1
-    except KeyboardInterrupt:  # `ui` serves until Ctrl-C
-        return 130
+    return errors.guarded(lambda: asyncio.run(dispatch(args, io)), _print_err)
+
+
+def kubectl_complete() -> int:
+    """`kubectl_complete-towline ARG... PARTIAL`: what kubectl (1.26+) runs to complete `kubectl towline`."""
+    print(kubectl_answer(build_parser(), sys.argv[1:]), end="")
+    return 0
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import approvalrule, follow, graph, manifests, render
+from towline.plugin import approvalrule, follow, graph, manifests
 from towline.plugin.connectors import render as render_connectors
 from towline.plugin.connectors import step_types_of
 
@@ -37,7 +37,7 @@ class NotFound(Exception):  # noqa: N818 - says what the user sees
     pass
 
 
-async def _run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
+async def run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
     run = await session.get_run(api, namespace, name)
     if run is None:
         raise NotFound(f"no WorkflowRun {name!r} in namespace {namespace}; list them with `kubectl towline runs`")
@@ -59,16 +59,6 @@ async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:
     return await follow.watch_run(api, namespace, name, io.out, io.err)
 
 
-async def list_runs(api: KubeApi, namespace: str, io: Io, workflow: str | None) -> int:
-    io.out(render.runs_table(await session.list_runs(api, namespace, workflow), datetime.now(UTC)))
-    return 0
-
-
-async def status(api: KubeApi, namespace: str, io: Io, name: str) -> int:
-    io.out(render.status_tree(await _run_or_fail(api, namespace, name), datetime.now(UTC)))
-    return 0
-
-
 async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decision: str, reason: str | None) -> int:
     if await session.get_approval(api, namespace, approval) is None:
         raise NotFound(f"no Approval {approval!r} in namespace {namespace}; `kubectl towline status RUN` names it")
@@ -80,7 +70,7 @@ async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decisio
 
 async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -> int:
     """cancel, suspend or resume: the user's switches on a run."""
-    run = await _run_or_fail(api, namespace, name)
+    run = await run_or_fail(api, namespace, name)
     if action == "cancel":
         patch: JSON = {"spec": {"cancel": True}}
     elif action == "suspend":
@@ -97,7 +87,7 @@ async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -
 
 
 async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -> int:
-    old = await _run_or_fail(api, namespace, name)
+    old = await run_or_fail(api, namespace, name)
     phase = (old.get("status") or {}).get("phase", "Pending")
     if phase not in TERMINAL:
         raise manifests.UsageError(f"run {name} is {phase}; retry it once it has finished (or cancel it first)")
@@ -111,7 +101,7 @@ async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -
 
 
 async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:
-    run = await _run_or_fail(api, namespace, name)
+    run = await run_or_fail(api, namespace, name)
     pods = runs_own_pods(run, await session.step_pods(api, namespace, name, step))
     if not pods:
         what = f"step {step} of run {name}" if step else f"run {name}"

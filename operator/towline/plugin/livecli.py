@@ -17,16 +17,16 @@ from towline.plugin import approvals, commands, follow
 Call = Callable[[], Awaitable[int]]
 
 _EXAMPLES = {
-    "logs": """examples:
+    "logs": """Examples:
   kubectl towline logs release-x7k2p                 # every step's log so far
   kubectl towline logs release-x7k2p check           # one step's
   kubectl towline logs -f release-x7k2p              # follow each step as it starts, until the run ends""",
-    "watch": """examples:
+    "watch": """Examples:
   kubectl towline watch release-x7k2p && echo released   # exit 0 only if the run succeeded""",
-    "approvals": """examples:
+    "approvals": """Examples:
   kubectl towline approvals                          # pending in this namespace
   kubectl towline approvals --mine -A                # those you may decide, in every namespace""",
-    "approve": """examples:
+    "approve": """Examples:
   kubectl towline approve release-x7k2p review       # the run's gate at step review
   kubectl towline approve release-x7k2p              # the run's one pending gate
   kubectl towline approve release-x7k2p-review --reason "checked the diff"   # an Approval by name""",

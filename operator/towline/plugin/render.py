@@ -25,14 +25,16 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def runs_table(runs: list[JSON], now: datetime) -> str:
+def runs_table(runs: list[JSON], now: datetime, *, wide: bool = False, all_namespaces: bool = False) -> str:
+    """One line a run, oldest first. `wide` adds age, trigger (and delivery id) and message;
+    `all_namespaces` a NAMESPACE column first, as `kubectl get -A` does."""
     if not runs:
         return "No runs."
     rows = []
     for run in sorted(runs, key=lambda r: r["metadata"].get("creationTimestamp") or ""):
         spec, status = run.get("spec") or {}, run.get("status") or {}
         retry = (spec.get("retryOf") or {}).get("run")
-        rows.append([
+        row = [
             run["metadata"]["name"],
             spec.get("workflowRef", {}).get("name", ""),
             status.get("phase", "Pending"),
@@ -40,8 +42,36 @@ def runs_table(runs: list[JSON], now: datetime) -> str:
             duration(status.get("startedAt"), status.get("finishedAt"), now),
             spec.get("requestedBy") or (spec.get("trigger") or {}).get("type", ""),
             f"retry of {retry}" if retry else "",
-        ])
-    return table(["NAME", "WORKFLOW", "PHASE", "STEP", "DURATION", "REQUESTED BY", "NOTE"], rows)
+        ]
+        if wide:
+            row += [age(run["metadata"].get("creationTimestamp"), now), trigger_text(spec.get("trigger") or {}),
+                    " ".join(str(status.get("message") or "").split())]
+        rows.append([run["metadata"].get("namespace", ""), *row] if all_namespaces else row)
+    header = ["NAME", "WORKFLOW", "PHASE", "STEP", "DURATION", "REQUESTED BY", "NOTE"]
+    if wide:
+        header += ["AGE", "TRIGGER", "MESSAGE"]
+    return table(["NAMESPACE", *header] if all_namespaces else header, rows)
+
+
+def age(created: str | None, now: datetime) -> str:
+    """`45s`, `12m`, `3h`, `2d`: kubectl's AGE column, coarsely."""
+    if not created:
+        return ""
+    seconds = int((now - parse_rfc3339(created)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def trigger_text(trigger: JSON) -> str:
+    """`manual`, `schedule/nightly`, `webhook/push (delivery 72d3...)`."""
+    text = str(trigger.get("type") or "manual")
+    if trigger.get("name"):
+        text += f"/{trigger['name']}"
+    if trigger.get("deliveryId"):
+        text += f" (delivery {trigger['deliveryId']})"
+    return text
 
 
 def ordered_step_ids(run: JSON) -> list[tuple[str, str]]:
@@ -61,8 +91,10 @@ def ordered_step_ids(run: JSON) -> list[tuple[str, str]]:
     return order
 
 
-def step_line(entry: JSON, now: datetime) -> str:
+def step_line(entry: JSON, now: datetime, *, wide: bool = False) -> str:
     parts = [entry.get("phase", "Pending")]
+    if wide and entry.get("jobName"):
+        parts.append(f"job {entry['jobName']}")
     attempts = int(entry.get("attempt") or 0)
     if attempts:
         parts.append(f"attempts {attempts}")
@@ -85,7 +117,8 @@ def step_line(entry: JSON, now: datetime) -> str:
     return "  ".join(parts)
 
 
-def status_tree(run: JSON, now: datetime) -> str:
+def status_tree(run: JSON, now: datetime, *, wide: bool = False) -> str:
+    """The run's steps as a tree; `wide` adds each step's current Job."""
     meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
     workflow = spec.get("workflowRef", {}).get("name", "")
     lines = [f"Run {meta['name']}  workflow {workflow}  {status.get('phase', 'Pending')}"]
@@ -110,5 +143,5 @@ def status_tree(run: JSON, now: datetime) -> str:
         last = index + 1 == len(order) or order[index + 1][0] != where
         branch = "└─" if last else "├─"
         entry = entries.get(step_id, {"id": step_id})
-        lines.append(f"  {branch} {step_id.ljust(width)}  {step_line(entry, now)}")
+        lines.append(f"  {branch} {step_id.ljust(width)}  {step_line(entry, now, wide=wide)}")
     return "\n".join(lines)
