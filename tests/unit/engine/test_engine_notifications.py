@@ -132,4 +132,5 @@ def test_the_approve_command_is_one_the_plugin_accepts() -> None:
     command = notifications(sim)[0].inputs["payload"]["approveCommand"]
     assert command.startswith("kubectl towline ")
     args = build_parser().parse_args(shlex.split(command.removeprefix("kubectl towline ")))
-    assert (args.namespace, args.command, args.approval) == ("sales-ops", "approve", "renewal-watch-1-review")
+    parsed = (args.namespace, args.command, args.name, args.step)
+    assert parsed == ("sales-ops", "approve", "renewal-watch-1-review", None)
