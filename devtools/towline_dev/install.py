@@ -146,6 +146,10 @@ class OperatorProcess:
     """Extra TOWLINE_* settings, e.g. shorter Lease timings or a smaller retry budget."""
     pods: StepPods = field(default_factory=StepPods)
     """The runner image and isolation probe of its step pods (default: the local real node's)."""
+    clock_file: Path | None = None
+    """None: the machine's clock. Else the schedules run on `towline_dev.fakeclock`'s clock in this file."""
+    watch_retry_budget: tuple[float, ...] = ()
+    """Empty: kopf's own backoffs between attempts of one API request; else these (outage tests)."""
 
     def start(self) -> OperatorProcess:
         env = dict(os.environ)
@@ -167,9 +171,17 @@ class OperatorProcess:
         env.pop("TOWLINE_RUNNER_COMMAND", None)
         env.pop("TOWLINE_REQUIRE_ISOLATION", None)
         env.update(self.settings)
+        # Test-only settings go through the dev launcher; the shipped command has no way to take them.
+        command = ["-m", "towline.cli", "operator"]
+        if self.clock_file is not None or self.watch_retry_budget:
+            command = ["-m", "towline_dev.testoperator"]
+            if self.clock_file is not None:
+                command += ["--clock-file", str(self.clock_file)]
+            if self.watch_retry_budget:
+                command += ["--watch-retry-budget", ",".join(f"{s:g}" for s in self.watch_retry_budget)]
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(
-            [sys.executable, "-m", "towline.cli", "operator", "--kubeconfig", str(self.kubeconfig)],
+            [sys.executable, *command, "--kubeconfig", str(self.kubeconfig)],
             log_path=self.log_path, env=env,
         )
         return self

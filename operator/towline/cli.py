@@ -6,6 +6,14 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import kopf
+
+    from towline.runtime.clock import Clock
 
 log = logging.getLogger("towline.operator")
 
@@ -109,11 +117,15 @@ def watch_namespaces_from(value: str) -> list[str]:
 
 
 def run_operator(
-    kubeconfig: str | None, log_level: str, namespaces: list[str] | None = None, log_format: str = "text"
+    kubeconfig: str | None, log_level: str, namespaces: list[str] | None = None, log_format: str = "text",
+    *, clock: Clock | None = None, adjust: Callable[[kopf.OperatorSettings], None] | None = None,
 ) -> int:
+    """`clock` (None: the machine's) and `adjust` (kopf's settings): only a harness that imports this
+    function passes them (`towline_dev.testoperator`); the command line offers neither."""
     import kopf  # noqa: PLC0415 - keep `towline connectors` fast
 
     from towline.logs import configure_logging  # noqa: PLC0415
+    from towline.runtime.clock import SYSTEM_CLOCK  # noqa: PLC0415
     from towline.runtime.config import OperatorConfig  # noqa: PLC0415
     from towline.runtime.wiring import build_registry  # noqa: PLC0415
 
@@ -128,7 +140,7 @@ def run_operator(
         # In a pod every address (the Service scrapes it); tests bind loopback only.
         start_http_server(metrics_port, addr=os.environ.get("TOWLINE_METRICS_ADDRESS", "0.0.0.0"))  # noqa: S104
     config = OperatorConfig.from_environment()
-    registry = build_registry(config, kubeconfig)
+    registry = build_registry(config, kubeconfig, clock=clock or SYSTEM_CLOCK, adjust=adjust)
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig
     # kopf's liveness endpoint is served by the operator's event loop: a hung loop fails the probe.

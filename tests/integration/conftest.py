@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tests.workers import SHARED_NODE, namespace_prefix, operator_scope, worker_
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
+from towline_dev.fakeclock import MovableClock
 from towline_dev.install import (
     OPERATOR_NAMESPACE,
     SERVICE_ACCOUNT,
@@ -97,6 +99,25 @@ def towline_operator(
     log = Path(process.log_path)
     kept = kept_logs_root() / (f"operator-{worker}.log" if worker else "operator.log")
     kept.write_bytes(log.read_bytes() if log.exists() else b"")
+
+
+@pytest.fixture
+def clocked_operator(
+    towline_operator: OperatorProcess, tmp_path: Path
+) -> Iterator[tuple[OperatorProcess, MovableClock]]:
+    """The session operator, restarted on a clock the test moves (`towline_dev.fakeclock`), for the test only.
+
+    Schedule tests move it past a slot instead of waiting for the real minute. The same
+    settings, identity, Lease and metrics port; the session operator is back afterwards.
+    """
+    clock = MovableClock(tmp_path / "operator-clock")
+    towline_operator.stop()
+    clocked = replace(towline_operator, clock_file=clock.path, log_path=tmp_path / "operator.log", process=None)
+    try:
+        yield clocked.start(), clock
+    finally:
+        clocked.stop()
+        towline_operator.start()
 
 
 @pytest.fixture(scope="module")

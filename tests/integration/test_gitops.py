@@ -25,7 +25,9 @@ from tests.integration.support import (
 from tests.integration.test_operator_metrics import scrape, value
 from tests.integration.test_operator_runs import decide
 
+from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
+from towline_dev.fakeclock import MovableClock
 from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
@@ -60,10 +62,10 @@ def tracking_keys(obj: dict[str, Any]) -> set[str]:
 
 
 def test_scheduled_run_and_its_children_never_copy_tracking_metadata_and_lastrun_is_current(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+    clocked_operator: tuple[OperatorProcess, MovableClock], towline_installed: ControlPlane, team_namespace: str
 ) -> None:
-    cluster, ns = towline_installed, team_namespace
-    before = scrape(towline_operator)
+    (operator, clock), cluster, ns = clocked_operator, towline_installed, team_namespace
+    before = scrape(operator)
     with ScriptedServer() as api:
         api.script("/check", (200, {"ok": True}, {}))
         api.script("/done", (200, {"ok": True}, {}))
@@ -73,9 +75,10 @@ def test_scheduled_run_and_its_children_never_copy_tracking_metadata_and_lastrun
             (w := get(cluster, "workflows.towline.dev", "nightly", ns)) and w.get("status", {}).get("conditions")
             and w))
         assert argocd_health("Workflow", ready)["status"] == "Healthy"
-        # The first slot after the workflow appeared (at most a minute away).
+        # The first slot after the workflow appeared: the operator's clock is moved past it, not waited for.
+        clock.advance_past(parse_rfc3339(ready["status"]["nextScheduleTime"]))
         scheduled = wait_for("the scheduled run", lambda: list_objects(
-            cluster, "workflowruns.towline.dev", ns, "towline.dev/workflow=nightly"), timeout=100)
+            cluster, "workflowruns.towline.dev", ns, "towline.dev/workflow=nightly"))
         run = scheduled[0]["metadata"]["name"]
         waiting = wait_for_phase(cluster, ns, run, {"AwaitingApproval"})
         assert argocd_health("WorkflowRun", waiting)["status"] == "Suspended"
@@ -106,7 +109,7 @@ def test_scheduled_run_and_its_children_never_copy_tracking_metadata_and_lastrun
         assert tracking_keys(workflow) == set(TRACKING_LABELS) | set(TRACKING_ANNOTATIONS), \
             "the operator never touches the synced Workflow's own metadata"
 
-    after = scrape(towline_operator)
+    after = scrape(operator)
     fired = len(list_objects(cluster, "workflowruns.towline.dev", ns, "towline.dev/workflow=nightly"))
     lag = (value(after, "towline_schedule_lag_seconds_count", namespace=ns, workflow="nightly")
            - value(before, "towline_schedule_lag_seconds_count", namespace=ns, workflow="nightly"))

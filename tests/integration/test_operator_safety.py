@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from tests.integration.support import (
 
 from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
+from towline_dev.fakeclock import MovableClock
 from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
@@ -161,9 +162,9 @@ def _reached(cluster: ControlPlane, namespace: str, moment: str) -> bool:
 
 
 def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+    clocked_operator: tuple[OperatorProcess, MovableClock], towline_installed: ControlPlane, team_namespace: str
 ) -> None:
-    cluster, ns = towline_installed, team_namespace
+    (operator, clock), cluster, ns = clocked_operator, towline_installed, team_namespace
     apply(cluster, {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
         "metadata": {"name": "minutely", "namespace": ns},
@@ -177,17 +178,24 @@ def test_schedule_every_minute_fires_once_per_slot_across_a_restart(
         return [r for r in list_objects(cluster, "workflowruns.towline.dev", ns)
                 if r["spec"].get("trigger", {}).get("type") == "schedule"]
 
-    wait_for("the first scheduled run", scheduled_runs, timeout=75)
-    first_slot = min(_slot(r) for r in scheduled_runs())
-    # Restart the operator right around the next slot boundary.
-    # The operator runs on the machine's clock (no clock of its own to inject): the restart must straddle a
-    # real minute boundary, so the test waits for it, then keeps the operator down across it.
-    next_boundary = 60 - datetime.now(UTC).second
-    time.sleep(max(0, next_boundary - 1))
-    towline_operator.kill()
-    time.sleep(3)  # down across the boundary
-    towline_operator.start()
-    wait_for("two more slots", lambda: len({_slot(r) for r in scheduled_runs()}) >= 3, timeout=150)
+    def run_of(slot: datetime) -> list[dict[str, Any]]:
+        return [r for r in scheduled_runs() if _slot(r) == slot]
+
+    # The first slot is the minute after the workflow appeared; the operator's clock (moved by the
+    # test, not waited for) then passes it, and each later slot, one by one.
+    next_slot = wait_for("the schedule's next slot", lambda: (
+        (get(cluster, "workflows.towline.dev", "minutely", ns) or {}).get("status") or {}).get("nextScheduleTime"))
+    first_slot = parse_rfc3339(next_slot)
+    assert first_slot.second == 0, f"a slot is at the start of a minute: {first_slot}"
+    clock.advance_past(first_slot)
+    wait_for("the first scheduled run", lambda: run_of(first_slot))
+    # The operator is down while its clock passes the next slot: once back, it fires that slot once.
+    operator.kill()
+    clock.advance_past(first_slot + timedelta(minutes=1))
+    operator.start()
+    wait_for("the slot missed while down", lambda: run_of(first_slot + timedelta(minutes=1)))
+    clock.advance_past(first_slot + timedelta(minutes=2))
+    wait_for("two more slots", lambda: len({_slot(r) for r in scheduled_runs()}) >= 3)
     runs = scheduled_runs()
     slots = sorted(_slot(r) for r in runs)
     assert len(slots) == len(set(slots)), f"a slot fired twice: {slots}"

@@ -8,6 +8,7 @@ itself in.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from towline.api.run import WorkflowRunStatus
@@ -50,6 +51,9 @@ class ReconcileContext(Protocol):
 
     @property
     def action_context(self) -> ActionContext: ...
+
+    def now(self) -> datetime:
+        """The operator's wall time (UTC): what a Workflow's schedules fire by."""
 
     @property
     def identity_user(self) -> str:

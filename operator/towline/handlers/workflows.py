@@ -8,7 +8,7 @@ manifest must not drift.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 
 from towline.api.workflow import HistoryLimits, WorkflowStatus
 from towline.handlers.context import ReconcileContext
@@ -32,7 +32,7 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     raw = await read_workflow(operator.api, namespace, name)
     if raw is None:
         return None
-    now = datetime.now(UTC)
+    now = operator.now()
     generation = int(raw["metadata"].get("generation", 0))
     previous = WorkflowStatus.model_validate(raw.get("status") or {})
     raw_spec = raw.get("spec") or {}

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
@@ -37,6 +38,7 @@ from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
+from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
@@ -85,8 +87,10 @@ class Operator:
     config: OperatorConfig
     connection: KubeApi
     """The unfenced connection: the Lease and closing use it; reconciles use `api`."""
+    clock: Clock = SYSTEM_CLOCK
+    """What schedules fire by (the Workflow queue and pass); runs and the Lease keep the machine's clock."""
     runs: WorkQueue = field(default_factory=lambda: WorkQueue("runs"))
-    workflows: WorkQueue = field(default_factory=lambda: WorkQueue("workflows"))
+    workflows: WorkQueue = field(init=False)
     step_type_queue: WorkQueue = field(default_factory=lambda: WorkQueue("steptypes"))
     run_summaries: dict[Key, RunSummary] = field(default_factory=dict)
     workflow_keys: set[Key] = field(default_factory=set)
@@ -98,6 +102,7 @@ class Operator:
     """The resourceVersion of this process's last status write per run in flight."""
 
     def __post_init__(self) -> None:
+        self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
         self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
         self.step_type_queue.max_retries = self.config.max_retries
         self._catalog = connector_catalog()
@@ -150,6 +155,9 @@ class Operator:
     @property
     def action_context(self) -> ActionContext:
         return self._action_context
+
+    def now(self) -> datetime:
+        return self.clock.now()
 
     @property
     def identity_user(self) -> str:
@@ -279,6 +287,7 @@ class Operator:
             self.workflows.run_worker(self._leading(self._reconcile_workflow), self._give_up_workflow),
             name="wf-worker"))
         self.tasks.append(asyncio.create_task(self._requeue_on_leadership(), name="leadership-requeue"))
+        self.tasks.append(asyncio.create_task(self._recheck_when_the_clock_moves(), name="clock-moved"))
 
     async def stop(self) -> None:
         """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once."""
@@ -328,6 +337,12 @@ class Operator:
             for key in self.step_types.type_keys():
                 self.step_type_queue.add(key)
             await self.leader.lost_leadership.wait()
+
+    async def _recheck_when_the_clock_moves(self) -> None:
+        """A jump forward may make delayed Workflow passes (a schedule's next slot) due now."""
+        while True:
+            await self.clock.moved()
+            self.workflows.recheck()
 
     async def _reconcile_run(self, key: Key) -> None:
         wake_at = await reconcile_run(self, *key)

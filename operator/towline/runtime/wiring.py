@@ -10,7 +10,7 @@ kopf hands to every handler.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -20,6 +20,7 @@ from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.metrics import export_operator_state
+from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
 
@@ -31,13 +32,18 @@ def operator_of(memo: kopf.Memo) -> Operator:
     return operator
 
 
-def build_registry(config: OperatorConfig, kubeconfig: str | None = None) -> kopf.OperatorRegistry:
+def build_registry(
+    config: OperatorConfig, kubeconfig: str | None = None, *, clock: Clock = SYSTEM_CLOCK,
+    adjust: Callable[[kopf.OperatorSettings], None] | None = None,
+) -> kopf.OperatorRegistry:
+    """`clock` and `adjust` (changes to kopf's settings after Towline's) are for a harness that imports
+    this; the shipped operator passes neither."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        _tune(settings)
-        operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig))
+        _tune(settings, adjust)
+        operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig), clock=clock)
         memo["operator"] = operator
         export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
             # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
@@ -133,7 +139,7 @@ class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
         return {}
 
 
-def _tune(settings: kopf.OperatorSettings) -> None:
+def _tune(settings: kopf.OperatorSettings, adjust: Callable[[kopf.OperatorSettings], None] | None) -> None:
     settings.posting.enabled = False
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
@@ -142,6 +148,8 @@ def _tune(settings: kopf.OperatorSettings) -> None:
     # finished runs never holds them all at once.
     settings.watching.chunk_size = 500
     settings.queueing.idle_timeout = 0.5
+    if adjust is not None:
+        adjust(settings)
 
 
 def _saw_step_type(operator: Operator, event: Any, kind: str) -> None:

@@ -78,6 +78,10 @@ class WorkQueue:
         """Look at `key` again at `when` (a hint; status holds the truth)."""
         self.add_after(key, (when - self._wall_clock()).total_seconds())
 
+    def recheck(self) -> None:
+        """Look at the delayed keys again now (the clock they wait on has jumped)."""
+        self._delayed_changed.set()
+
     def add_rate_limited(self, key: Key) -> None:
         metrics.RETRIES.labels(self.name).inc()
         self.add_after(key, self._limiter.when(key))

@@ -75,8 +75,18 @@ def node_cluster(request: pytest.FixtureRequest, helm_cluster: Cluster) -> Clust
 
 @pytest.fixture
 def running_release(node_cluster: Cluster) -> Iterator[Cluster]:
-    """The chart installed and its Deployments rolled out (pods running on a real node)."""
-    cluster = node_cluster
+    """The chart installed and its Deployments rolled out (pods running on a real node), for one test."""
+    yield from _running_release(node_cluster)
+
+
+@pytest.fixture(scope="module")
+def module_running_release(node_cluster: Cluster) -> Iterator[Cluster]:
+    """`running_release`, installed once for the module's tests that only use the release (no upgrade,
+    no uninstall, no change of values): each works in a namespace of its own."""
+    yield from _running_release(node_cluster)
+
+
+def _running_release(cluster: Cluster) -> Iterator[Cluster]:
     uninstall(cluster, RELEASE, NAMESPACE)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")

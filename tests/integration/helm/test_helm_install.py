@@ -153,12 +153,12 @@ def test_watch_namespaces_confines_the_operator_to_them(
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def test_helm_test_passes_against_the_running_operator(running_release: Cluster) -> None:
-    result = on(running_release, "test", RELEASE, "-n", NAMESPACE, "--timeout", "5m")
+def test_helm_test_passes_against_the_running_operator(module_running_release: Cluster) -> None:
+    result = on(module_running_release, "test", RELEASE, "-n", NAMESPACE, "--timeout", "5m")
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"TEST SUITE:\s+towline-test-operator\s.*Phase:\s+Succeeded", result.stdout, re.S), result.stdout
     # The passed test pod is deleted (hook-succeeded), so `helm uninstall` will leave nothing behind.
-    left = running_release.kubectl("get", "pod", "towline-test-operator", "-n", NAMESPACE, check=False)
+    left = module_running_release.kubectl("get", "pod", "towline-test-operator", "-n", NAMESPACE, check=False)
     assert "NotFound" in left.stderr, left.stdout
 
 
@@ -179,8 +179,8 @@ def _walkthrough_workflow(namespace: str) -> dict[str, Any]:
             ]}}
 
 
-def test_readme_approval_walkthrough_against_the_helm_installed_operator(running_release: Cluster) -> None:
-    cluster, namespace = running_release, "towline-walkthrough"
+def test_readme_approval_walkthrough_against_the_helm_installed_operator(module_running_release: Cluster) -> None:
+    cluster, namespace = module_running_release, "towline-walkthrough"
     cluster.kubectl("create", "namespace", namespace, check=False)
     try:
         bind_role(cluster, namespace, "towline-runner", users=("carol", "alice"))
@@ -227,10 +227,10 @@ def test_api_server_egress_can_be_narrowed_to_the_real_api_server(node_cluster: 
 CANARY = "canary-4b1e8d-never-in-a-log"
 
 
-def test_canary_secret_value_is_in_no_container_log_of_the_helm_installed_run(running_release: Cluster) -> None:
+def test_canary_secret_value_is_in_no_container_log_of_the_helm_installed_run(module_running_release: Cluster) -> None:
     """A step mounts a Secret holding a canary; its value appears in no container's `kubectl logs`
     (operator, ingress, step), nor in the run's status or the events, and only in its Secret."""
-    cluster, namespace = running_release, "towline-canary"
+    cluster, namespace = module_running_release, "towline-canary"
     cluster.kubectl("create", "namespace", namespace, check=False)
     try:
         bind_role(cluster, namespace, "towline-runner", users=("carol",))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from towline.k8s.client import KubeApi
@@ -66,3 +67,54 @@ def test_runs_in_line_reflect_the_watch() -> None:
                         run("other", "Running", workflow="weekly"))
     lines = {line.name: (line.started, line.finished) for line in process.runs_in_line(NAMESPACE, "nightly")}
     assert lines == {"a": (True, False), "b": (False, False), "c": (True, True)}
+
+
+class SteppedClock:
+    """A clock that jumps when told to; `moved()` returns once per jump."""
+
+    def __init__(self) -> None:
+        self.wall = datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC)
+        self.offset = 0.0
+        self.jumped = asyncio.Event()
+
+    def now(self) -> datetime:
+        return self.wall + timedelta(seconds=self.offset)
+
+    def monotonic(self) -> float:
+        return 1000.0 + self.offset
+
+    async def moved(self) -> None:
+        await self.jumped.wait()
+        self.jumped.clear()
+
+    def jump(self, seconds: float) -> None:
+        self.offset += seconds
+        self.jumped.set()
+
+
+def test_a_workflow_wake_up_is_due_as_soon_as_the_operators_clock_passes_it() -> None:
+    async def body() -> None:
+        clock = SteppedClock()
+        config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                                pod_settings=StepPodSettings())
+        process = Operator(config=config, connection=KubeApi(object()), clock=clock)
+        assert process.now() == clock.now()
+        tasks = [asyncio.create_task(process.workflows.run_delayed()),
+                 asyncio.create_task(process._recheck_when_the_clock_moves())]
+        try:
+            key = (NAMESPACE, "minutely")
+            process.workflows.add_at(key, clock.now() + timedelta(seconds=30))  # the next slot
+            await asyncio.sleep(0.05)
+            assert len(process.workflows) == 0, "not due before the slot"
+            clock.jump(31)
+            for _ in range(100):
+                if len(process.workflows):
+                    break
+                await asyncio.sleep(0.01)
+            assert key in process.workflows._queued, "due once the clock passed the slot, not 30 s later"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(body())

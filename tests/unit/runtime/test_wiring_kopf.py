@@ -20,7 +20,7 @@ def test_only_event_handlers_are_registered_so_no_diff_base_is_needed() -> None:
 
 def test_the_operator_settings_build_an_empty_diff_base_and_post_no_kopf_events() -> None:
     settings = kopf.OperatorSettings()
-    _tune(settings)
+    _tune(settings, None)
     assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
     body = kopf.Body({"metadata": {"name": "r"}, "spec": {"big": ["x"] * 1000}, "status": {"phase": "Running"}})
     assert settings.persistence.diffbase_storage.build(body=body) == {}
