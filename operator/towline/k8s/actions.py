@@ -216,16 +216,25 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
         created_at=datetime.now(UTC),
     )
-    existing, created = await context.api.create(JOBS.path(run.namespace), job)
-    if not created and controller_uid(existing) != run.uid:
-        # Adopting it would let whoever made it supply this step's result.
-        raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
-    if context.remember is not None:
-        context.remember(existing)
+    created = await create_or_adopt_job(context, run, job)
     if created:
         log.info("created Job %s for %s", action.job_name, action.action)
     else:
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
+
+
+async def create_or_adopt_job(context: ActionContext, run: RunRef, job: JSON) -> bool:
+    """Create `job`, or adopt the one of that name a pass before a crash created; True if created now.
+
+    A same-named Job the run does not control is refused: adopting it would let whoever made it supply
+    the step's result (or the announcement).
+    """
+    existing, created = await context.api.create(JOBS.path(run.namespace), job)
+    if not created and controller_uid(existing) != run.uid:
+        raise ApiError(409, f"Job {job['metadata']['name']} exists but is not controlled by run {run.name}")
+    if context.remember is not None:
+        context.remember(existing)
+    return created
 
 
 async def create_notification_job(
@@ -248,11 +257,7 @@ async def create_notification_job(
         idempotency_key=action.idempotency_key, allow_hosts=action.allow_hosts, settings=context.pod_settings,
         created_at=datetime.now(UTC),
     )
-    existing, created = await context.api.create(JOBS.path(run.namespace), job)
-    if not created and controller_uid(existing) != run.uid:
-        raise ApiError(409, f"Job {action.job_name} exists but is not controlled by run {run.name}")
-    if context.remember is not None:
-        context.remember(existing)
+    created = await create_or_adopt_job(context, run, job)
     log.info("%s notification Job %s (%s, %s)", "created" if created else "adopted existing", action.job_name,
              action.event, action.action)
 
