@@ -105,3 +105,23 @@ def test_every_attempt_without_egress_isolation_is_counted_though_events_are_rat
     assert counted() == before + 4
     # One Event once three failed within the window (k8s/isolationreports.py), however many counted.
     assert api.calls == [f"event {EGRESS_ISOLATION_MISSING}"]
+
+
+class ExistingJobApi(SlowApi):
+    """The Job already exists (a pass before a crash made it, or somebody else did), controlled by `owner_uid`."""
+
+    def __init__(self, owner_uid: str) -> None:
+        super().__init__()
+        self.owner_uid = owner_uid
+
+    async def create(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        if body["kind"] != "Job":
+            return await super().create(path, body)
+        owner = {**RUN.owner_reference(), "uid": self.owner_uid}
+        return {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}}, False
+
+
+def test_a_job_the_run_controls_is_adopted_and_an_impostor_is_refused() -> None:
+    apply(ExistingJobApi(owner_uid=RUN.uid), [job(0)])  # adopted: no error
+    with pytest.raises(ApiError, match="fan-m0-1 exists but is not controlled by run fan"):
+        apply(ExistingJobApi(owner_uid="someone-elses-run"), [job(0)])
