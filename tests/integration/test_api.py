@@ -19,7 +19,8 @@ import pytest
 import yaml
 from tests.integration.support import get, wait_for
 
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration

@@ -32,6 +32,8 @@ from towline_connectors.wire import (
 )
 
 LABEL_WORKFLOW = "towline.dev/workflow"
+LABEL_TRIGGER = "towline.dev/trigger"
+"""On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-`."""
 LABEL_RUN = "towline.dev/run"
 LABEL_STEP = "towline.dev/step"
 LABEL_ATTEMPT = "towline.dev/attempt"

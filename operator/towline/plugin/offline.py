@@ -23,7 +23,8 @@ import yaml
 from towline.api.steptype import ResolvedStepType
 from towline.plugin.codemodules import config_maps, module_reports
 from towline.plugin.connectors import ANY_IMAGE
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import StepTypeCatalog, action_of, check_step_type
 
 

@@ -42,8 +42,7 @@ from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
-from towline.validation import connector_catalog
-from towline.validation.catalog import ConnectorCatalog
+from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import check_step_type
 from towline_connectors.wire import parse_rfc3339

@@ -10,7 +10,7 @@ from engine_harness import Sim, workflow
 from towline.api.run import WorkflowRunSpec
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import start_run
-from towline.validation import connector_catalog
+from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import StepTypeCatalog
 
 ACTION = "steptype/deploy"

@@ -9,7 +9,8 @@ from typing import Any
 
 from towline.api.steptype import ResolvedStepType
 from towline.handlers.steptypes import catalog_of, step_types_of
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy, check_step_type
 

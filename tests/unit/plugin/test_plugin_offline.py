@@ -11,7 +11,8 @@ import yaml
 from towline.plugin import graph, manifests, render
 from towline.plugin.cli import main
 from towline.plugin.offline import validate_files
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 
 EXAMPLES = sorted(str(p) for p in Path(__file__).parents[3].joinpath("examples").glob("*.yaml"))
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from towline.runtime.config import code_step_policy
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import catalog_from
 

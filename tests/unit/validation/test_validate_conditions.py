@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from towline.api.common import Condition
 from towline.api.workflow import ValidationError
-from towline.validation import connector_catalog, ready_condition, validate_workflow_manifest, workflow_conditions
+from towline.validation import ready_condition, validate_workflow_manifest, workflow_conditions
+from towline.validation.catalog import connector_catalog
 
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 PROBLEM = ValidationError(field="spec.steps[0].needs[0]", message="'lod' is not a step id; did you mean 'load'?")

@@ -8,7 +8,8 @@ import pytest
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.runtime.steptypes import StepTypeCache
-from towline.validation import connector_catalog, validate_workflow_manifest
+from towline.validation import validate_workflow_manifest
+from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import (
     StepImagePolicy,
     StepTypeCatalog,

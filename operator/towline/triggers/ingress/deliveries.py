@@ -18,10 +18,9 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.k8s.client import ApiError, KubeApi
-from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
+from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import create_run
 from towline.k8s.secrets import SecretKeyReader, SecretProblem
-from towline.triggers.cron import LABEL_TRIGGER
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers

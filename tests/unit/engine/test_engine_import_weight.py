@@ -1,0 +1,36 @@
+"""The engine is pure: importing it loads no HTTP client, no operator framework, no Kubernetes client.
+
+import-linter sees the direct edges between packages, not what an `__init__` pulls in on the way
+(`towline.validation` once re-exported the connector catalog, which loads every connector and httpx).
+A fresh interpreter shows what really loads.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("httpx", "kopf", "kubernetes", "kubernetes_asyncio", "aiohttp", "prometheus_client", "wasmtime")
+STANDARD_LIBRARY_CONNECTOR_MODULES = {"towline_connectors", "towline_connectors.wire", "towline_connectors.netguard"}
+"""The connector modules the engine may share: standard library only (import-linter holds them to that)."""
+
+
+def loaded_by(module: str) -> set[str]:
+    script = f"import sys, json, {module}; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    return set(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize("module", ["towline.engine", "towline.validation"])
+def test_the_pure_layers_load_no_client_or_framework(module: str) -> None:
+    loaded = loaded_by(module)
+    assert not {name for name in loaded if name.split(".")[0] in HEAVY}
+    assert {name for name in loaded if name.split(".")[0] == "towline_connectors"} <= \
+        STANDARD_LIBRARY_CONNECTOR_MODULES
+
+
+def test_the_check_sees_a_heavy_import() -> None:
+    assert "httpx" in loaded_by("towline.validation.catalog")
