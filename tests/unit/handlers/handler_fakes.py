@@ -1,0 +1,317 @@
+"""An in-memory API server behind the real `KubeApi`, and a `ReconcileContext` around it, for handler tests.
+
+`MemoryApi` replaces only `KubeApi.request`, the one method that talks HTTP, so
+`get` (404 -> None), `create` (409 -> adopt), `replace`, `merge_patch`,
+`delete` and `list` run as they do against a cluster. It answers like the API
+server for what the handlers rely on: objects keyed by kind, namespace and
+name, opaque string resourceVersions bumped on every write, a PUT naming a
+stale resourceVersion refused with 409, a create of an existing name refused
+with 409, the status subresource writing only `status` and the main resource
+never writing it, `metadata.generation` raised by spec changes, a 404 for what
+does not exist, equality label selectors on lists. Nothing in it knows a test.
+
+`MemoryContext` records what the handlers ask of the process (requeues,
+written versions, finished runs) and observes a run's children through the
+real `towline.k8s.observe` lists, as the runtime does on a cache miss.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from towline.api.run import WorkflowRunStatus
+from towline.api.steptype import ResolvedStepType
+from towline.api.workflow import LastRun
+from towline.engine.observed import Observed
+from towline.engine.queue import RunInLine
+from towline.handlers.context import Key
+from towline.handlers.history import FinishedRun
+from towline.k8s.actions import ActionContext
+from towline.k8s.client import EVENTS, JOBS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
+from towline.k8s.objects import StepPodSettings
+from towline.k8s.observe import observe_run
+from towline.validation.catalog import ConnectorCatalog, connector_catalog
+from towline.validation.codesteps import CodeStepPolicy
+from towline.validation.steptypes import StepImagePolicy, check_step_type
+
+JSON = dict[str, Any]
+StoreKey = tuple[str, str, str]
+"""(group/version/plural, namespace or "", name)"""
+
+STEP_IMAGES = StepImagePolicy(allowed_prefixes=("localhost/towline-step-",))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a request path names: a collection, an object, or an object's subresource."""
+
+    resource: str
+    namespace: str
+    name: str | None
+    subresource: str | None
+
+
+def parse_path(path: str) -> Target:
+    parts = [part for part in path.split("/") if part]
+    group_version, rest = ("/".join(parts[:2]), parts[2:]) if parts[0] == "api" else ("/".join(parts[:3]), parts[3:])
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    return Target(f"{group_version}/{rest[0]}", namespace, rest[1] if len(rest) > 1 else None,
+                  rest[2] if len(rest) > 2 else None)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def matches(labels: Mapping[str, str], selector: str) -> bool:
+    """Equality-based selector `a=b,c=d` (the only form the operator sends)."""
+    wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
+    return all(labels.get(key) == value for key, value in wanted.items())
+
+
+class MemoryApi(KubeApi):
+    def __init__(self) -> None:
+        super().__init__(api_client=None)
+        self.objects: dict[StoreKey, JSON] = {}
+        self.requests: list[tuple[str, str]] = []
+        """(method, path) of every request, in order."""
+        self._versions = itertools.count(100)
+        self._uids = itertools.count(1)
+
+    async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, str] | None = None,
+                      content_type: str = "application/json") -> JSON:
+        self.requests.append((method, path))
+        target = parse_path(path)
+        if method == "GET":
+            if target.name is None:
+                selector = (query or {}).get("labelSelector", "")
+                return {"items": [copy.deepcopy(obj) for (resource, namespace, _), obj in sorted(self.objects.items())
+                                  if resource == target.resource and namespace == target.namespace
+                                  and matches(obj["metadata"].get("labels") or {}, selector)]}
+            return copy.deepcopy(self._existing(target))
+        if method == "POST":
+            return self._create(target, copy.deepcopy(body))
+        if method == "PUT":
+            return self._write(target, copy.deepcopy(body), check_version=True)
+        if method == "PATCH":
+            existing = self._existing(target)
+            part = "status" if target.subresource == "status" else None
+            patch = {"status": body.get("status")} if part else {k: v for k, v in body.items() if k != "status"}
+            return self._write(target, merge_patch(existing, patch), check_version=False)
+        if method == "DELETE":
+            self._existing(target)
+            del self.objects[self._key(target)]
+            return {"kind": "Status", "status": "Success"}
+        raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+
+    def _key(self, target: Target) -> StoreKey:
+        assert target.name is not None
+        return target.resource, target.namespace, target.name
+
+    def _existing(self, target: Target) -> JSON:
+        found = self.objects.get(self._key(target))
+        if found is None:
+            raise ApiError(404, f'{target.resource.rsplit("/", 1)[-1]} "{target.name}" not found')
+        return found
+
+    def _create(self, target: Target, body: JSON) -> JSON:
+        meta = body.setdefault("metadata", {})
+        if "name" not in meta and "generateName" in meta:
+            meta["name"] = f"{meta['generateName']}{next(self._uids):05d}"
+        key = (target.resource, target.namespace, meta["name"])
+        if key in self.objects:
+            raise Conflict(409, f'{target.resource.rsplit("/", 1)[-1]} "{meta["name"]}" already exists')
+        if target.namespace:
+            meta["namespace"] = target.namespace
+        meta.update(uid=f"uid-{next(self._uids)}", generation=1, resourceVersion=str(next(self._versions)),
+                    creationTimestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        body.pop("status", None)  # the status subresource is the only way to write status
+        self.objects[key] = body
+        return copy.deepcopy(body)
+
+    def _write(self, target: Target, body: JSON, *, check_version: bool) -> JSON:
+        existing = self._existing(target)
+        sent = (body.get("metadata") or {}).get("resourceVersion")
+        if check_version and sent != existing["metadata"]["resourceVersion"]:
+            raise Conflict(409, f'Operation cannot be fulfilled on {target.resource.rsplit("/", 1)[-1]} '
+                                f'"{target.name}": the object has been modified; please apply your changes to '
+                                "the latest version and try again")
+        updated = copy.deepcopy(existing)
+        if target.subresource == "status":
+            updated["status"] = body.get("status")
+        else:
+            for part, value in body.items():
+                if part not in ("metadata", "status"):
+                    updated[part] = value
+            for part in ("labels", "annotations", "ownerReferences"):
+                if part in body.get("metadata", {}):
+                    updated["metadata"][part] = body["metadata"][part]
+            if updated.get("spec") != existing.get("spec"):
+                updated["metadata"]["generation"] += 1
+        if updated != existing:
+            updated["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.objects[self._key(target)] = updated
+        return copy.deepcopy(updated)
+
+    # What other writers (kubectl, the Job controller, the kubelet) do, by the same requests.
+    async def apply(self, body: JSON) -> JSON:
+        """Create `body` and, if it carries a status, write that through the status subresource."""
+        path = path_of(body)
+        created, _ = await self.create(path, body)
+        if "status" not in body:
+            return created
+        return await self.replace(f"{path}/{created['metadata']['name']}/status",
+                                  {**created, "status": body["status"]})
+
+    def stored(self, resource: str, namespace: str, name: str) -> JSON | None:
+        return self.objects.get((resource, namespace, name))
+
+    def of_kind(self, resource: str) -> list[JSON]:
+        return [obj for (kind, _, _), obj in sorted(self.objects.items()) if kind == resource]
+
+
+def path_of(body: JSON) -> str:
+    group_version = body["apiVersion"]
+    plural = {"Workflow": "workflows", "WorkflowRun": "workflowruns", "Job": "jobs", "Pod": "pods"}[body["kind"]]
+    prefix = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+    return f"{prefix}/namespaces/{body['metadata']['namespace']}/{plural}"
+
+
+def resource_of(path: str) -> str:
+    return parse_path(path).resource
+
+
+RUNS = resource_of(WORKFLOW_RUNS.path("x"))
+WORKFLOW_KIND = resource_of(WORKFLOWS.path("x"))
+JOB_KIND = resource_of(JOBS.path("x"))
+EVENT_KIND = resource_of(EVENTS.path("x"))
+
+
+async def finish_job(api: MemoryApi, namespace: str, job_name: str, document: JSON) -> None:
+    """What the Job controller and the kubelet do for a step that ran: a pod from the Job's template whose
+    step container ended with `document` as its termination message, and the Job marked Complete."""
+    job = api.stored(JOB_KIND, namespace, job_name)
+    assert job is not None, f"no Job {job_name}"
+    template = job["spec"]["template"]
+    containers = template["spec"].get("containers") or []
+    statuses = [{"name": c["name"], "image": c["image"], "imageID": c["image"], "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                          "message": json.dumps(document) if c["name"] == "step" else ""}}}
+                for c in containers]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job["metadata"]["uid"],
+             "controller": True}
+    await api.apply({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"{job_name}-pod", "namespace": namespace,
+                                  "labels": template["metadata"].get("labels") or {}, "ownerReferences": [owner]},
+                     "spec": template["spec"], "status": {"phase": "Succeeded", "containerStatuses": statuses}})
+    await api.replace(f"{JOBS.path(namespace, job_name)}/status", {**job, "status": {
+        "succeeded": 1, "startTime": "2026-12-01T10:00:00Z", "completionTime": "2026-12-01T10:00:05Z",
+        "conditions": [{"type": "Complete", "status": "True"}]}})
+
+
+@dataclass
+class MemoryContext:
+    """The ReconcileContext the handlers get, over a MemoryApi; it records what they ask of the process."""
+
+    api: MemoryApi = field(default_factory=MemoryApi)
+    catalog: ConnectorCatalog = field(default_factory=connector_catalog)
+    code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
+    identity_user: str = "system:serviceaccount:towline-system:towline-operator"
+    clock: datetime = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    watched: dict[Key, JSON] = field(default_factory=dict)
+    """Run bodies as the watch last showed them (tests put stale ones here); latest_run answers from it."""
+    in_line: list[RunInLine] = field(default_factory=list)
+    """What the watch-fed view of a workflow's runs shows (may be behind the API server)."""
+    requeued_runs: list[Key] = field(default_factory=list)
+    requeued_workflows: list[Key] = field(default_factory=list)
+    requeued_step_types: list[Key] = field(default_factory=list)
+    woken: list[tuple[str, str]] = field(default_factory=list)
+    written: dict[Key, JSON] = field(default_factory=dict)
+    finished: list[JSON] = field(default_factory=list)
+    action_context: ActionContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.action_context = ActionContext(api=self.api, pod_settings=StepPodSettings(),
+                                            connector_ports=self.catalog.connector_ports)
+
+    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
+        return {}
+
+    def check_step_type(self, body: JSON) -> ResolvedStepType | list[str]:
+        return check_step_type(body, STEP_IMAGES)
+
+    def requeue_step_type(self, key: Key) -> None:
+        self.requeued_step_types.append(key)
+
+    def now(self) -> datetime:
+        return self.clock
+
+    async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
+        return await observe_run(self.api, namespace, run, run_uid)
+
+    def latest_run(self, key: Key) -> JSON | None:
+        return self.watched.get(key)
+
+    def wrote_run(self, key: Key, written: JSON) -> None:
+        self.written[key] = written
+
+    def requeue_run(self, key: Key) -> None:
+        self.requeued_runs.append(key)
+
+    def requeue_workflow(self, key: Key) -> None:
+        self.requeued_workflows.append(key)
+
+    def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        return list(self.in_line)
+
+    def wake_queued_runs(self, namespace: str, workflow: str) -> None:
+        self.woken.append((namespace, workflow))
+
+    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
+        return None
+
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        return []
+
+    async def on_run_finished(self, run: JSON) -> None:
+        self.finished.append(run)
+
+
+NAMESPACE = "team"
+TWO_STEPS: JSON = {
+    "params": [{"name": "version", "type": "string", "default": "1.0.0"}],
+    "steps": [
+        {"id": "plan", "action": "data.transform",
+         "with": {"data": {"version": "${{ params.version }}"}, "fields": {"release": "'v' + data.version"}}},
+        {"id": "release", "needs": ["plan"], "action": "data.transform",
+         "with": {"data": {"release": "${{ steps.plan.output.release }}"}, "fields": {"done": "data.release"}}},
+    ],
+}
+
+
+def workflow(name: str, spec: JSON) -> JSON:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+
+
+def run(name: str, workflow_name: str, **spec: Any) -> JSON:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"workflowRef": {"name": workflow_name}, **spec}}
