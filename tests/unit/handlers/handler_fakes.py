@@ -17,6 +17,7 @@ real `towline.k8s.observe` lists, as the runtime does on a cache miss.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
@@ -315,3 +316,30 @@ def run(name: str, workflow_name: str, **spec: Any) -> JSON:
     return {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"workflowRef": {"name": workflow_name}, **spec}}
+
+
+def setup(context: MemoryContext, *bodies: JSON) -> None:
+    for body in bodies:
+        asyncio.run(context.api.apply(body))
+
+
+def status_of(context: MemoryContext, name: str, resource: str = RUNS) -> JSON:
+    body = context.api.stored(resource, NAMESPACE, name)
+    assert body is not None, f"{name} does not exist"
+    return dict(body.get("status") or {})
+
+
+def version_of(context: MemoryContext, name: str, resource: str = RUNS) -> str:
+    body = context.api.stored(resource, NAMESPACE, name)
+    assert body is not None, f"{name} does not exist"
+    return str(body["metadata"]["resourceVersion"])
+
+
+def jobs(context: MemoryContext) -> list[str]:
+    return [job["metadata"]["name"] for job in context.api.of_kind(JOB_KIND)]
+
+
+def events(context: MemoryContext) -> list[tuple[str, str, str]]:
+    """(involved object, type, reason) of every Event recorded."""
+    return [(event["involvedObject"]["name"], event["type"], event["reason"])
+            for event in context.api.of_kind(EVENT_KIND)]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from handler_fakes import (
-    JOB_KIND,
     NAMESPACE,
     RUNS,
     TWO_STEPS,
     WORKFLOW_KIND,
     MemoryContext,
     finish_job,
+    jobs,
     run,
+    setup,
+    status_of,
+    version_of,
     workflow,
 )
 
@@ -22,35 +24,14 @@ from towline.handlers.runs import reconcile_run
 KEY = (NAMESPACE, "r1")
 
 
-def setup(context: MemoryContext, *bodies: dict[str, Any]) -> None:
-    for body in bodies:
-        asyncio.run(context.api.apply(body))
-
-
 def reconcile(context: MemoryContext, name: str = "r1") -> None:
     asyncio.run(reconcile_run(context, NAMESPACE, name))
-
-
-def status_of(context: MemoryContext, name: str = "r1") -> dict[str, Any]:
-    body = context.api.stored(RUNS, NAMESPACE, name)
-    assert body is not None
-    return dict(body.get("status") or {})
-
-
-def version_of(context: MemoryContext, name: str = "r1") -> str:
-    body = context.api.stored(RUNS, NAMESPACE, name)
-    assert body is not None
-    return str(body["metadata"]["resourceVersion"])
-
-
-def jobs(context: MemoryContext) -> list[str]:
-    return [job["metadata"]["name"] for job in context.api.of_kind(JOB_KIND)]
 
 
 def test_a_new_run_snapshots_its_workflow_and_starts_the_first_step(context: MemoryContext) -> None:
     setup(context, workflow("rel", TWO_STEPS), run("r1", "rel", params={"version": "2.0.0"}))
     reconcile(context)
-    status = status_of(context)
+    status = status_of(context, "r1")
     assert [step["id"] for step in status["workflowSpec"]["steps"]] == ["plan", "release"]
     assert status["workflowSpec"]["generation"] == 1
     assert status["params"] == {"version": "2.0.0"}
@@ -58,7 +39,7 @@ def test_a_new_run_snapshots_its_workflow_and_starts_the_first_step(context: Mem
     assert [(s["id"], s["phase"], s["jobName"]) for s in status["steps"]] == [
         ("plan", "Running", "towline-step-r1-plan-1")]
     assert jobs(context) == ["towline-step-r1-plan-1"], "one Job: release waits for plan"
-    assert context.written[KEY]["metadata"]["resourceVersion"] == version_of(context), "the pass told what it wrote"
+    assert context.written[KEY]["metadata"]["resourceVersion"] == version_of(context, "r1"), "told what it wrote"
     assert context.requeued_runs == []
 
 
@@ -70,13 +51,13 @@ def test_the_snapshot_does_not_follow_later_edits_of_the_workflow(context: Memor
     edited = context.api.stored(WORKFLOW_KIND, NAMESPACE, "rel")
     assert edited is not None and edited["metadata"]["generation"] == 2
     reconcile(context)
-    assert [step["id"] for step in status_of(context)["workflowSpec"]["steps"]] == ["plan", "release"]
+    assert [step["id"] for step in status_of(context, "r1")["workflowSpec"]["steps"]] == ["plan", "release"]
 
 
 def test_a_run_of_a_missing_workflow_is_refused_naming_it(context: MemoryContext) -> None:
     setup(context, run("r1", "nowhere"))
     reconcile(context)
-    status = status_of(context)
+    status = status_of(context, "r1")
     assert status["phase"] == "Failed"
     assert "Workflow 'nowhere' does not exist in namespace team" in status["message"]
     assert jobs(context) == []
@@ -87,7 +68,7 @@ def test_a_run_of_an_invalid_workflow_is_refused_naming_it_and_the_field(context
     broken = {"steps": [{"id": "a", "action": "data.transform", "needs": ["ghost"], "with": {"data": {}}}]}
     setup(context, workflow("broken", broken), run("r1", "broken"))
     reconcile(context)
-    status = status_of(context)
+    status = status_of(context, "r1")
     assert status["phase"] == "Failed"
     assert "Workflow 'broken' is not valid (spec.steps[0].needs" in status["message"]
     assert "workflowSpec" not in status
@@ -99,22 +80,22 @@ def test_a_run_finishes_when_its_last_job_succeeds_and_is_reported_once(context:
     reconcile(context)
     asyncio.run(finish_job(context.api, NAMESPACE, "towline-step-r1-plan-1", {"ok": True, "output": {"release": "v2"}}))
     reconcile(context)
-    steps = status_of(context)["steps"]
+    steps = status_of(context, "r1")["steps"]
     assert [(s["id"], s["phase"]) for s in steps] == [("plan", "Succeeded"), ("release", "Running")]
     assert context.finished == []
     asyncio.run(finish_job(context.api, NAMESPACE, "towline-step-r1-release-1", {"ok": True, "output": {"done": "v2"}}))
     reconcile(context)
-    final = status_of(context)
+    final = status_of(context, "r1")
     assert final["phase"] == "Succeeded"
     assert final["steps"][1]["output"] == {"done": "v2"}
     [reported] = context.finished
     assert reported["status"] == final and reported["metadata"]["name"] == "r1"
 
     # A finished run is not touched again: no write, no Job, no second report.
-    version = version_of(context)
+    version = version_of(context, "r1")
     writes = [r for r in context.api.requests if r[0] != "GET"]
     reconcile(context)
-    assert version_of(context) == version
+    assert version_of(context, "r1") == version
     assert [r for r in context.api.requests if r[0] != "GET"] == writes
     assert len(context.finished) == 1
 
@@ -136,7 +117,7 @@ def test_a_status_write_that_conflicts_requeues_the_run_and_writes_nothing(conte
     # The next pass reads afresh and succeeds.
     del context.watched[KEY]
     reconcile(context)
-    assert status_of(context)["phase"] == "Running" and context.requeued_runs == [KEY]
+    assert status_of(context, "r1")["phase"] == "Running" and context.requeued_runs == [KEY]
     assert jobs(context) == ["towline-step-r1-plan-1"], "the Job the conflicting pass made is adopted, not doubled"
 
 
@@ -165,7 +146,7 @@ def test_a_retry_runs_the_finished_runs_snapshot_and_reuses_its_succeeded_output
 def test_a_retry_of_a_run_that_does_not_exist_is_refused_naming_it(context: MemoryContext) -> None:
     setup(context, workflow("rel", TWO_STEPS), run("r1", "rel", retryOf={"run": "gone"}))
     reconcile(context)
-    status = status_of(context)
+    status = status_of(context, "r1")
     assert status["phase"] == "Failed"
     assert "spec.retryOf.run: run 'gone' does not exist in this namespace" in status["message"]
     assert jobs(context) == []
