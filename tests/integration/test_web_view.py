@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from tests.integration.support import ScriptedServer, apply, bind_role, get, start_run, step_status, wait_for_phase
@@ -74,8 +75,14 @@ def screenshot(driver: Any, name: str, tmp_path: Path) -> Path:
     return path
 
 
+def live_wait(driver: Any, timeout: float, poll: float = 0.2) -> WebDriverWait[Any]:
+    """A wait that reads again when the page re-rendered an element between finding and reading it
+    (live updates replace a run's row as its phase changes)."""
+    return WebDriverWait(driver, timeout, poll_frequency=poll, ignored_exceptions=(StaleElementReferenceException,))
+
+
 def wait_for_element(driver: Any, css: str, what: str, timeout: float = 120) -> Any:
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(
+    return live_wait(driver, timeout, 0.2).until(
         lambda d: (d.find_elements(By.CSS_SELECTOR, css) or [None])[0], message=f"waiting for {what} ({css})")
 
 
@@ -147,10 +154,11 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         wait_for_element(browser, "#runs tbody", "the runs table")
         run = start_run(cluster, ns, "quarterly-close", "close-q4")
         wait_for_element(browser, f'#runs tr[data-run="{run}"]', "the new run's row")
-        WebDriverWait(browser, 180, poll_frequency=0.2).until(
+        live_wait(browser, 180, 0.2).until(
             lambda d: d.find_element(By.CSS_SELECTOR, f'tr[data-run="{run}"]').get_attribute("data-phase")
             == "AwaitingApproval", message="the row to show AwaitingApproval")
-        assert "carol" in browser.find_element(By.CSS_SELECTOR, f'tr[data-run="{run}"]').text
+        live_wait(browser, 30).until(lambda d: "carol" in d.find_element(By.CSS_SELECTOR, f'tr[data-run="{run}"]').text,
+                                     message="the row to name carol as the requester")
         assert_no_canary(browser)
 
         # The run page: twelve nodes laid out, phases as recorded, the gate waiting.
@@ -168,7 +176,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
 
         # The step's logs, read from the kubelet through the API server as carol.
         logs = wait_for_element(browser, "#logs", "the log pane")
-        WebDriverWait(browser, 90, poll_frequency=0.3).until(
+        live_wait(browser, 90, 0.3).until(
             lambda d: "running http.request" in logs.text, message="the step's log lines")
         assert "==> attempt 1" in logs.text
         assert ledger.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}", "the step used the Secret"
@@ -179,7 +187,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         box = wait_for_element(browser, "#step .decide-box", "the approve and reject buttons")
         screenshot(browser, "web-view-run.png", tmp_path)
         box.find_element(By.CSS_SELECTOR, "button.approve").click()
-        WebDriverWait(browser, 30, poll_frequency=0.2).until(
+        live_wait(browser, 30, 0.2).until(
             lambda d: "refused" in box.find_element(By.CSS_SELECTOR, ".result").get_attribute("class"),
             message="carol's refusal on the page")
         refusal = box.find_element(By.CSS_SELECTOR, ".result").text
@@ -201,7 +209,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         assert get(cluster, "approvals.towline.dev", approval, ns)["spec"]["decidedBy"] == "bob"
 
         browser.switch_to.window(carol_tab)
-        WebDriverWait(browser, 180, poll_frequency=0.3).until(
+        live_wait(browser, 180, 0.3).until(
             lambda d: node_phase(d, "report") == "Succeeded" and node_phase(d, "archive") == "Succeeded",
             message="the rest of the run in carol's graph")
         assert node_phase(browser, "review") == "Succeeded" and node_phase(browser, "post_journal") == "Succeeded"
@@ -223,5 +231,5 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
             rows = driver.find_elements(By.CSS_SELECTOR, 'tr[data-workflow="quarterly-close"]')
             return bool(rows) and run in rows[0].text and "Succeeded" in rows[0].text
 
-        WebDriverWait(browser, 60, poll_frequency=1).until(last_run_shown, message="the workflow's last run")
+        live_wait(browser, 60, 1).until(last_run_shown, message="the workflow's last run")
         assert_no_canary(browser)
