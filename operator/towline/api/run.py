@@ -162,8 +162,10 @@ class WorkflowSnapshot(TowlineModel):
     finally_: list[Step] = Field(default_factory=list, alias="finally", description="The Workflow's spec.finally.")
     compensations: list[Step] = Field(default_factory=list, description="The Workflow's spec.compensations.")
     policy: Policy = Field(default_factory=Policy, description="The Workflow's spec.policy.")
-    approval_notifications: list[ApprovalNotification] = Field(
-        default_factory=list, max_length=10, description="The Workflow's spec.approvalNotifications.",
+    approval_notifications: list[ApprovalNotification] | None = Field(
+        default=None, max_length=10,
+        description="The Workflow's spec.approvalNotifications; absent when it declares none (so the snapshot of a "
+        "run started before notifications existed is written back unchanged).",
     )
     step_types: dict[str, ResolvedStepType] = Field(
         default_factory=dict, max_length=100,

@@ -145,7 +145,7 @@ class Gates:
     def announce(self) -> None:
         """Ask for every announcement a gate owes and record it (towline.engine.notifications)."""
         snapshot = self.driver.run.status.workflow_spec
-        notifications = snapshot.approval_notifications if snapshot is not None else []
+        notifications = (snapshot.approval_notifications if snapshot is not None else None) or []
         if not notifications:
             return
         for entry in self.driver.state.entries():

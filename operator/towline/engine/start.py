@@ -52,7 +52,8 @@ def start_run(
         finally_=[step.model_copy(deep=True) for step in workflow_spec.finally_],
         compensations=[step.model_copy(deep=True) for step in workflow_spec.compensations],
         policy=workflow_spec.policy.model_copy(deep=True),
-        approval_notifications=[entry.model_copy(deep=True) for entry in workflow_spec.approval_notifications],
+        approval_notifications=[entry.model_copy(deep=True) for entry in workflow_spec.approval_notifications]
+        or None,
         step_types=resolved,
     )
     return snapshot, params
