@@ -27,15 +27,6 @@ def pending(approval: JSON) -> bool:
     return phase == "Pending" and not spec.get("decision")
 
 
-def age(seconds: float) -> str:
-    """kubectl's short form: 42s, 5m, 3h, 2d."""
-    seconds = max(seconds, 0)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
-
-
 def approvers_text(spec: JSON) -> str:
     approvers = spec.get("approvers") or {}
     names = [*(approvers.get("users") or []), *(f"group:{g}" for g in approvers.get("groups") or [])]
@@ -49,14 +40,13 @@ def approvals_table(approvals: list[JSON], now: datetime, *, all_namespaces: boo
     for approval in sorted(approvals, key=lambda a: (a["metadata"].get("namespace") or "",
                                                      a["metadata"].get("creationTimestamp") or "")):
         meta, spec = approval["metadata"], approval.get("spec") or {}
-        created = meta.get("creationTimestamp")
         expires = spec.get("expiresAt")
         left = (parse_rfc3339(expires) - now).total_seconds() if expires else None
         message = " ".join(str(spec.get("message") or "").split())
         row = [
             meta["name"], spec.get("runName", ""), spec.get("step", ""), approvers_text(spec),
-            age((now - parse_rfc3339(created)).total_seconds()) if created else "",
-            "" if left is None else (f"in {age(left)}" if left > 0 else "expired"),
+            render.age(meta.get("creationTimestamp"), now),
+            "" if left is None else (f"in {render.span(left)}" if left > 0 else "expired"),
             message if len(message) <= 60 else message[:57] + "...",
         ]
         rows.append([meta.get("namespace", ""), *row] if all_namespaces else row)

@@ -57,11 +57,16 @@ def age(created: str | None, now: datetime) -> str:
     """`45s`, `12m`, `3h`, `2d`: kubectl's AGE column, coarsely."""
     if not created:
         return ""
-    seconds = int((now - parse_rfc3339(created)).total_seconds())
+    return span((now - parse_rfc3339(created)).total_seconds())
+
+
+def span(seconds: float) -> str:
+    """A length of time as the AGE column says it (also how long until an approval expires)."""
+    whole = int(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit != "m" else 1):
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
+        if whole >= size * (2 if unit != "m" else 1):
+            return f"{whole // size}{unit}"
+    return f"{max(whole, 0)}s"
 
 
 def trigger_text(trigger: JSON) -> str:
