@@ -144,12 +144,13 @@ def subject_line(facts: GateFacts, event: Event) -> str:
 
 
 def approvers_text(approvers: Approvers) -> str:
+    """Who may decide, in prose; with neither users nor groups the admission policy lets nobody decide."""
     parts = []
     if approvers.users:
         parts.append("users " + ", ".join(approvers.users))
     if approvers.groups:
         parts.append("groups " + ", ".join(approvers.groups))
-    return "; ".join(parts) or "anyone the namespace's RBAC lets decide"
+    return "; ".join(parts) or "nobody (the gate lists no user or group)"
 
 
 def message_text(facts: GateFacts, event: Event) -> str:

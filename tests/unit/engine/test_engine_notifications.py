@@ -7,8 +7,10 @@ from datetime import timedelta
 
 from engine_harness import Sim, action, workflow
 
+from towline.api.common import Approvers
 from towline.engine import CreateNotificationJob
 from towline.engine.naming import STEP_JOB_PREFIX, job_name, notification_job_name
+from towline.engine.notifications import approvers_text
 from towline.plugin.cli import build_parser
 
 REVIEW = {
@@ -134,3 +136,8 @@ def test_the_approve_command_is_one_the_plugin_accepts() -> None:
     args = build_parser().parse_args(shlex.split(command.removeprefix("kubectl towline ")))
     parsed = (args.namespace, args.command, args.name, args.step)
     assert parsed == ("sales-ops", "approve", "renewal-watch-1-review", None)
+
+
+def test_a_gate_without_approvers_is_announced_as_decidable_by_nobody() -> None:
+    # The chart's admission policy admits a decision only from a listed user or group member.
+    assert approvers_text(Approvers()) == "nobody (the gate lists no user or group)"
