@@ -394,9 +394,27 @@ def go_install_once(
     For the tools that are no part of a node (kwok, kubeconform): each keyed by its version in a
     directory of its own, so building one never waits for or invalidates the Kubernetes set.
     """
+    label = package.rsplit("/", 1)[-1].replace("@", " ")
+
+    def install(go: str, staging: Path) -> Path:
+        # `go install module@version` builds outside any module, so no -mod flag.
+        _run_go(
+            [go, "install", "-v", "-trimpath", "-ldflags", ldflags, *(["-tags", tags] if tags else []), package],
+            staging, progress, f"{label}: compiling", env=_go_env(GOBIN=str(staging), GOFLAGS="-buildvcs=false"),
+        )
+        return staging / target.name
+
+    return go_build_once(target, label, install, build=build, progress=progress)
+
+
+def go_build_once(
+    target: Path, label: str, make: Callable[[str, Path], Path], *, build: bool = True,
+    progress: Progress = _stderr_progress,
+) -> Path:
+    """The command at `target`, made once per machine by `make(go, staging)` (which returns the built file):
+    under a lock beside its directory, in a staging directory removed afterwards, moved into place whole."""
     if target.is_file():
         return target
-    label = package.rsplit("/", 1)[-1].replace("@", " ")
     if not build:
         raise BinariesUnavailable(f"{label} is not built yet ({target} is missing)")
     with _exclusive_lock(target.parent.parent / "build.lock"):
@@ -409,13 +427,9 @@ def go_install_once(
         started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix="bin-", dir=target.parent.parent))
         try:
-            # `go install module@version` builds outside any module, so no -mod flag.
-            _run_go(
-                [go, "install", "-v", "-trimpath", "-ldflags", ldflags, *(["-tags", tags] if tags else []), package],
-                staging, progress, f"{label}: compiling", env=_go_env(GOBIN=str(staging), GOFLAGS="-buildvcs=false"),
-            )
+            built = make(go, staging)
             target.parent.mkdir(parents=True, exist_ok=True)
-            (staging / target.name).replace(target)
+            built.replace(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         progress(f"{label}: built in {time.monotonic() - started:.0f} s")

@@ -13,20 +13,17 @@ import hashlib
 import json
 import shutil
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from towline_dev.binaries import (
-    BinariesUnavailable,
     Progress,
-    _exclusive_lock,
     _run_go,
     _stderr_progress,
     _wrapper_gomod,
     cache_root,
+    go_build_once,
 )
 from towline_dev.versions import CLI_UTILS_VERSION
 
@@ -50,35 +47,19 @@ def cached_kstatus() -> Path:
 
 def find_kstatus(*, build: bool = True, progress: Progress = _stderr_progress) -> Path:
     """The command from the cache, else built once (`make binaries` does it)."""
-    target = cached_kstatus()
-    if target.is_file():
-        return target
-    if not build:
-        raise BinariesUnavailable(f"the kstatus command is not built yet ({target} is missing)")
-    with _exclusive_lock(target.parent.parent / "build.lock"):
-        if target.is_file():
-            return target
-        go = shutil.which("go")
-        if go is None:
-            raise BinariesUnavailable(f"the kstatus command is not in {target} and Go is not installed to build it")
-        label = f"kstatus (cli-utils {CLI_UTILS_VERSION})"
-        progress(f"{label}: building from the Go module proxy into {target.parent} (once per machine)")
-        started = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix="src-", dir=target.parent.parent))
-        try:
-            (work / "go.mod").write_text(_wrapper_gomod("towline.local/kstatus", f"{MODULE} {CLI_UTILS_VERSION}", {}))
-            (work / "go.sum").touch()
-            shutil.copyfile(SOURCE, work / "main.go")
-            # tidy adds the modules the program imports at the versions cli-utils requires (no newer ones).
-            _run_go([go, "mod", "tidy"], work, progress, f"{label}: resolving dependencies")
-            _run_go([go, "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(work / "kstatus"), "."],
-                    work, progress, f"{label}: compiling")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            (work / "kstatus").replace(target)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        progress(f"{label}: built in {time.monotonic() - started:.0f} s")
-        return target
+    label = f"kstatus (cli-utils {CLI_UTILS_VERSION})"
+
+    def compile_wrapper(go: str, work: Path) -> Path:
+        (work / "go.mod").write_text(_wrapper_gomod("towline.local/kstatus", f"{MODULE} {CLI_UTILS_VERSION}", {}))
+        (work / "go.sum").touch()
+        shutil.copyfile(SOURCE, work / "main.go")
+        # tidy adds the modules the program imports at the versions cli-utils requires (no newer ones).
+        _run_go([go, "mod", "tidy"], work, progress, f"{label}: resolving dependencies")
+        _run_go([go, "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(work / "kstatus"), "."],
+                work, progress, f"{label}: compiling")
+        return work / "kstatus"
+
+    return go_build_once(cached_kstatus(), label, compile_wrapper, build=build, progress=progress)
 
 
 def compute(resource: dict[str, Any], *, binary: Path | None = None) -> Verdict:
