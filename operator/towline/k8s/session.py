@@ -49,8 +49,12 @@ async def get_run(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOW_RUNS.path(namespace, name))
 
 
-async def list_runs(api: KubeApi, namespace: str, workflow: str | None = None) -> list[JSON]:
-    runs = await api.list(WORKFLOW_RUNS.path(namespace))
+async def list_runs(
+    api: KubeApi, namespace: str | None, workflow: str | None = None, *, selector: str | None = None,
+) -> list[JSON]:
+    """Runs of one namespace, or of every namespace the caller may list (`None`); by label selector (the API
+    server filters) and by the Workflow they run."""
+    runs = await api.list(WORKFLOW_RUNS.path(namespace), label_selector=selector)
     if workflow is not None:
         runs = [r for r in runs if (r.get("spec") or {}).get("workflowRef", {}).get("name") == workflow]
     return runs
@@ -96,11 +100,6 @@ async def pod_log(api: KubeApi, namespace: str, pod: str) -> str:
 def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace of the kubeconfig context in use (as kubectl picks it, $KUBECONFIG merged), else `default`."""
     return kubeconfig_loader.namespace(kubeconfig, context)
-
-
-async def list_runs_where(api: KubeApi, namespace: str | None, *, selector: str | None = None) -> list[JSON]:
-    """Runs of one namespace, or of every namespace the caller may list (`None`), by label selector."""
-    return await api.list(WORKFLOW_RUNS.path(namespace), label_selector=selector)
 
 
 async def approvals_of_run(api: KubeApi, namespace: str, run: str) -> list[JSON]:

@@ -33,7 +33,7 @@ async def list_runs(api: KubeApi, namespace: str | None, io: Io, *, selector: st
                     form: str | None) -> int:
     """`runs`: one namespace, or all (`namespace=None`, with a NAMESPACE column)."""
     now = datetime.now(UTC)
-    runs = narrow.apply(await session.list_runs_where(api, namespace, selector=selector), now)
+    runs = narrow.apply(await session.list_runs(api, namespace, selector=selector), now)
     if form in output.MACHINE_FORMATS:
         if runs or form != "name":
             io.out(output.objects(_typed(runs, RUN_KIND), form))
