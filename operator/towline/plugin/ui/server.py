@@ -19,6 +19,7 @@ from aiohttp import web
 
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi
+from towline.plugin.approvalrule import decision_patch
 from towline.plugin.ui import guard, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
@@ -159,10 +160,9 @@ async def decide(request: web.Request) -> web.StreamResponse:
     if decision not in {"Approved", "Rejected"}:
         return web.json_response({"status": 400, "message": "decision must be Approved or Rejected"}, status=400)
     api, name = request.app[API], request.match_info["name"]
-    spec: JSON = {"decision": decision, "decidedBy": request.app[SETTINGS]["user"]}
     reason = body.get("reason") if isinstance(body, dict) else None
-    if isinstance(reason, str) and reason.strip():
-        spec["reason"] = reason.strip()[:1024]
+    text = reason.strip()[:1024] if isinstance(reason, str) else None
+    spec = decision_patch(request.app[SETTINGS]["user"], decision, text or None)
     decided = await session.decide_approval(api, _namespace(request), name, spec)
     return web.json_response(views.approval_view(decided))
 
