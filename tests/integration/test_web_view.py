@@ -204,8 +204,11 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         screenshot(browser, "web-view-approvals.png", tmp_path)
         assert_no_canary(browser)
         card.find_element(By.CSS_SELECTOR, "button.approve").click()
-        decided = wait_for_element(browser, f'tbody tr[data-approval="{approval}"]', "the decided approval")
-        assert "Approved" in decided.text and "bob" in decided.text
+        # The row is drawn again as the operator closes the Approval: read it afresh until it says who decided.
+        row = f'tbody tr[data-approval="{approval}"]'
+        live_wait(browser, 120).until(
+            lambda d: all(word in d.find_element(By.CSS_SELECTOR, row).text for word in ("Approved", "bob")),
+            message="the decided approval's row to say Approved by bob")
         assert get(cluster, "approvals.towline.dev", approval, ns)["spec"]["decidedBy"] == "bob"
 
         browser.switch_to.window(carol_tab)
