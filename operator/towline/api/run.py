@@ -236,9 +236,10 @@ class StepStatus(TowlineModel):
     )
     approval_name: str | None = Field(default=None, max_length=253, description="An approval step's Approval.")
     decided_by: str | None = Field(default=None, max_length=253, description="Who decided an approval step.")
-    notifications: list[NotificationRecord] = Field(
-        default_factory=list, max_length=30,
-        description="An approval step's announcements (spec.approvalNotifications): one Job per entry and event.",
+    notifications: list[NotificationRecord] | None = Field(
+        default=None, max_length=30,
+        description="An approval step's announcements (spec.approvalNotifications): one Job per entry and event; "
+        "absent until the first (so a step recorded by a release without notifications is written back unchanged).",
     )
     history: list[AttemptRecord] = Field(
         default_factory=list, max_length=20, description="The step's finished attempts, oldest first.",

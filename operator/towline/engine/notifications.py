@@ -67,7 +67,7 @@ def owed_notifications(
     entry: StepStatus, notifications: Sequence[ApprovalNotification], *, run_name: str,
 ) -> list[tuple[int, Event, ApprovalNotification, str]]:
     """(index, event, entry, Job name) of every announcement this gate owes and has not recorded."""
-    recorded = {(record.index, record.event) for record in entry.notifications}
+    recorded = {(record.index, record.event) for record in entry.notifications or []}
     owed = []
     for event in gate_events(entry):
         for index, notification in enumerate(notifications):
@@ -109,7 +109,7 @@ def notification_hosts(
 def record(entry: StepStatus, event: Event, index: int, *, action: str, job_name: str, now: datetime) -> None:
     """Note the announcement on the gate's status (a new list: the entry's copy is shallow)."""
     entry.notifications = [
-        *entry.notifications,
+        *(entry.notifications or []),
         NotificationRecord(event=event, index=index, action=action, job_name=job_name, created_at=now),
     ]
 

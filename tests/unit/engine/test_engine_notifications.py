@@ -8,6 +8,7 @@ from datetime import timedelta
 from engine_harness import Sim, action, workflow
 
 from towline.api.common import Approvers
+from towline.api.run import WorkflowRunStatus
 from towline.engine import CreateNotificationJob
 from towline.engine.naming import STEP_JOB_PREFIX, job_name, notification_job_name
 from towline.engine.notifications import approvers_text
@@ -41,7 +42,7 @@ def test_an_opened_gate_asks_for_one_notification_per_entry_and_records_it() -> 
     sent = notifications(sim)
     assert [(n.event, n.index, n.action) for n in sent] == [
         ("opened", 0, "webhook.send"), ("opened", 1, "notify.slack")]
-    assert [(r.event, r.index, r.job_name) for r in sim.step("review").notifications] == [
+    assert [(r.event, r.index, r.job_name) for r in sim.step("review").notifications or []] == [
         ("opened", 0, sent[0].job_name), ("opened", 1, sent[1].job_name)]
     sim.reconcile()
     assert len(notifications(sim)) == 2, "a recorded notification is not asked for again"
@@ -54,7 +55,7 @@ def test_a_pass_replayed_after_a_crash_asks_for_the_same_job_name() -> None:
     sent = notifications(sim)
     assert len(sent) == 2 and sent[0].job_name == sent[1].job_name, "the second create is a 409 on the same name"
     assert sent[0].idempotency_key == sent[1].idempotency_key
-    assert len(sim.step("review").notifications) == 1
+    assert len(sim.step("review").notifications or []) == 1
 
 
 def test_decided_and_expired_gates_are_announced_once_each() -> None:
@@ -110,7 +111,7 @@ def test_a_gate_without_notifications_asks_for_none() -> None:
     sim.reconcile()
     sim.decide_approval("review", "Approved")
     sim.reconcile()
-    assert notifications(sim) == [] and sim.step("review").notifications == []
+    assert notifications(sim) == [] and sim.step("review").notifications is None
 
 
 def test_notification_job_names_are_step_job_names_that_no_step_attempt_can_take() -> None:
@@ -141,3 +142,16 @@ def test_the_approve_command_is_one_the_plugin_accepts() -> None:
 def test_a_gate_without_approvers_is_announced_as_decidable_by_nobody() -> None:
     # The chart's admission policy admits a decision only from a listed user or group member.
     assert approvers_text(Approvers()) == "nobody (the gate lists no user or group)"
+
+
+def test_a_step_recorded_by_a_release_without_notifications_is_written_back_unchanged() -> None:
+    """An upgrade must not touch finished steps: the wire form gains no empty `notifications` list."""
+    sim = gated_run()
+    sim.reconcile()
+    sim.decide_approval("review", "Approved")
+    sim.reconcile()
+    wire = sim.status.to_wire()
+    steps = wire["steps"]
+    assert isinstance(steps, list) and steps
+    assert all("notifications" not in step for step in steps), steps
+    assert WorkflowRunStatus.model_validate(wire).to_wire() == wire
