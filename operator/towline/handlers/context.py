@@ -71,10 +71,11 @@ class ReconcileContext(Protocol):
         """
 
     def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
-        """The pass wrote the run's status; `written` is the API server's answer."""
+        """The pass wrote the run's status; `written` is the API server's answer (the next pass decides on it)."""
 
-    def requeue_run(self, key: Key) -> None:
-        """Look at this run again soon (e.g. after a write conflict)."""
+    def write_conflicted(self, key: Key) -> None:
+        """The pass's status write lost to somebody else's: forget what is known of the run and look again soon
+        (the next pass reads it)."""
 
     def requeue_workflow(self, key: Key) -> None: ...
 

@@ -191,7 +191,7 @@ async def _write(operator: ReconcileContext, raw: dict[str, Any], status: Workfl
         written = await write_run_status(operator.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
-        operator.requeue_run((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        operator.write_conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
         return False
     if written is not None:

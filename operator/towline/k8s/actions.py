@@ -49,23 +49,33 @@ class DefaultDenyPolicies:
     """Namespaces whose default-deny policy was last seen as it must be: by the watch, a read or a write.
 
     The NetworkPolicy watch clears a namespace as soon as it shows the policy deleted or changed,
-    so the next step Job reads it and puts it back; until then no step Job costs a read.
+    so the next step Job reads it and puts it back; until then no step Job costs a read. The answer
+    to a read or write counts only when no watch event for the namespace arrived while it was under
+    way: the event may be newer, and resourceVersions are opaque, never ordered.
     """
 
     def __init__(self) -> None:
         self._intact: set[str] = set()
-        self._versions: dict[str, int] = {}
+        self._events: dict[str, int] = {}
 
     def saw(self, policy: JSON, *, deleted: bool = False) -> None:
-        """A watch event, or the answer to a read or write; an answer older than what the watch showed is ignored."""
-        meta = policy["metadata"]
-        namespace = meta["namespace"]
-        text = meta.get("resourceVersion")
-        version = int(text) if isinstance(text, str) and text.isdigit() else 0
-        if version < self._versions.get(namespace, 0):
-            return
-        self._versions[namespace] = version
-        if not deleted and policy.get("spec") == build_default_deny_policy(namespace)["spec"]:
+        """A watch event: the policy's newest state (the watch delivers in order)."""
+        namespace = policy["metadata"]["namespace"]
+        self._events[namespace] = self._events.get(namespace, 0) + 1
+        self._record(namespace, None if deleted else policy)
+
+    def asking(self, namespace: str) -> int:
+        """Before a read or write: a mark `answered` compares with."""
+        return self._events.get(namespace, 0)
+
+    def answered(self, policy: JSON, mark: int) -> None:
+        """The answer to a read or write begun at `mark`, ignored when the watch spoke in between."""
+        namespace = policy["metadata"]["namespace"]
+        if self._events.get(namespace, 0) == mark:
+            self._record(namespace, policy)
+
+    def _record(self, namespace: str, policy: JSON | None) -> None:
+        if policy is not None and policy.get("spec") == build_default_deny_policy(namespace)["spec"]:
             self._intact.add(namespace)
         else:
             self._intact.discard(namespace)
@@ -166,6 +176,7 @@ async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
     known = context.default_deny
     if known is not None and known.intact(namespace):
         return
+    mark = known.asking(namespace) if known is not None else 0
     desired = build_default_deny_policy(namespace)
     path = NETWORK_POLICIES.path(namespace, desired["metadata"]["name"])
     existing = await context.api.get(path)
@@ -178,7 +189,7 @@ async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
     else:
         body = existing
     if known is not None:
-        known.saw(body)
+        known.answered(body, mark)
 
 
 async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:

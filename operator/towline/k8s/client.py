@@ -39,6 +39,12 @@ MAX_API_RETRY_AFTER_SECONDS = 10.0
 JSON = dict[str, Any]
 
 
+
+def resource_version(body: Mapping[str, Any]) -> str | None:
+    """An object's metadata.resourceVersion: opaque (compared only for equality, never ordered or parsed)."""
+    version = (body.get("metadata") or {}).get("resourceVersion")
+    return version if isinstance(version, str) and version else None
+
 class ApiError(Exception):
     """The API server refused a request; `status` and the server's `message` say why."""
 

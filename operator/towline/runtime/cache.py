@@ -3,7 +3,8 @@
 Fed by the watch events kopf hands the runtime and by the answers to the
 operator's own creates (client-go's mutation cache: a Job this process just
 created is in the cache before its watch event arrives, so it is never taken
-for a vanished one). Indexed by the run label, exactly as the live list in
+for a vanished one; an answer only fills a gap, so it never undoes a newer watch
+event, and resourceVersions are never ordered). Indexed by the run label, exactly as the live list in
 `towline.k8s.observe` selects, and handed to the same `build_observed`.
 
 Trust only where it is safe (client-go's expectations, in the other
@@ -38,6 +39,8 @@ class RunChildren:
     jobs: dict[str, JSON] = field(default_factory=dict)
     pods: dict[str, JSON] = field(default_factory=dict)
     approvals: dict[str, JSON] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    """UIDs the watch showed deleted (kept until the run is forgotten)."""
 
     def of_kind(self, kind: str) -> dict[str, JSON]:
         return {"Job": self.jobs, "Pod": self.pods, "Approval": self.approvals}[kind]
@@ -81,32 +84,39 @@ def _names_and_images(containers: Any) -> list[JSON]:
     return [{"name": c.get("name"), "image": c.get("image")} for c in containers or []]
 
 
-def _version(body: JSON) -> int | None:
-    text = (body.get("metadata") or {}).get("resourceVersion")
-    return int(text) if isinstance(text, str) and text.isdigit() else None
-
-
 class ChildCache:
     def __init__(self) -> None:
         self._runs: dict[Key, RunChildren] = {}
 
     def saw(self, kind: str, body: JSON) -> bool:
-        """A watch event or a create's answer: keep the newer of what is cached and `body`.
+        """A watch event: the newest state of the object (the watch delivers in order).
 
         True when what a reconcile would observe changed: a Job that is new or whose state
         (active, succeeded, failed) changed; any change of a pod or an Approval. A Job's
         other updates (a pod became ready) are no reason for a pass.
         """
+        return self._keep(kind, body, answer=False)
+
+    def learned(self, kind: str, body: JSON) -> None:
+        """An answer to the operator's own create or list: fills a gap, never replaces what the watch showed.
+
+        The watch may have shown a newer state while the request was under way, and resourceVersions are
+        opaque (never ordered), so an object already cached under the same UID, or one the watch showed
+        deleted, is left as the watch has it; its later events keep it current.
+        """
+        self._keep(kind, body, answer=True)
+
+    def _keep(self, kind: str, body: JSON, *, answer: bool) -> bool:
         meta = body.get("metadata") or {}
         run = (meta.get("labels") or {}).get(LABEL_RUN)
         if not run:
             return False
-        objects = self._runs.setdefault((meta["namespace"], run), RunChildren()).of_kind(kind)
+        children = self._runs.setdefault((meta["namespace"], run), RunChildren())
+        objects = children.of_kind(kind)
         cached = objects.get(meta["name"])
-        if cached is not None and cached["metadata"].get("uid") == meta.get("uid"):
-            old, new = _version(cached), _version(body)
-            if old is not None and new is not None and new < old:
-                return False  # a late answer to our own create must not undo a newer watch event
+        same = cached is not None and cached["metadata"].get("uid") == meta.get("uid")
+        if answer and (same or meta.get("uid") in children.deleted):
+            return False
         kept = objects[meta["name"]] = trim(kind, body)
         if kind != "Job" or cached is None or cached["metadata"].get("uid") != meta.get("uid"):
             return True
@@ -121,8 +131,8 @@ class ChildCache:
         cached = children.of_kind(kind).get(meta.get("name", ""))
         if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
             del children.of_kind(kind)[meta["name"]]
-        if not children:
-            del self._runs[key]
+        if meta.get("uid"):
+            children.deleted.add(meta["uid"])  # a late list answer must not bring it back
 
     def forget_run(self, key: Key) -> None:
         self._runs.pop(key, None)

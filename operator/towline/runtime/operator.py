@@ -31,7 +31,7 @@ from towline.handlers.steptypes import reconcile_step_type
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
-from towline.k8s.client import KubeApi, WriteFenced
+from towline.k8s.client import KubeApi, WriteFenced, resource_version
 from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
 from towline.metrics import next_gate_expiry, open_approval_gates
@@ -96,9 +96,12 @@ class Operator:
     children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    """The latest watch event's body of each run in flight (dropped when it finishes)."""
-    _written_versions: dict[Key, int] = field(default_factory=dict)
-    """The resourceVersion of this process's last status write per run in flight."""
+    """Each run in flight as last known: its latest watch event, or this process's own write until the watch
+    shows that write (dropped when the run finishes)."""
+    _awaited_echoes: dict[Key, str] = field(default_factory=dict)
+    """client-go's expectations for the operator's own writes: the resourceVersion of the last status write per
+    run whose watch event has not arrived. The watch delivers in order, so until it does every event is older
+    than the write; versions are opaque and only ever compared for equality."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -171,19 +174,29 @@ class Operator:
         jobs, pods, approvals = await list_children(self.api, namespace, run)
         for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
             for body in bodies:
-                self.children.saw(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
+                self.children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
-        body = self._latest_bodies.get(key)
-        if body is None or _version(body) < self._written_versions.get(key, 0):
-            return None  # older than this process's own last write: read it
-        return body
+        return self._latest_bodies.get(key)
 
     def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
-        self._written_versions[key] = _version(written)
+        version = resource_version(written)
+        current = self._latest_bodies.get(key)
+        if current is not None and version is not None and resource_version(current) == version:
+            return  # the watch showed the write before its answer was handled
+        self._awaited_echoes.pop(key, None)
+        if version is None or (written.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
+            self._latest_bodies.pop(key, None)  # read it next time; a finished run keeps no body
+            return
+        self._latest_bodies[key] = written
+        self._awaited_echoes[key] = version
 
-    def requeue_run(self, key: Key) -> None:
+    def write_conflicted(self, key: Key) -> None:
+        # Somebody wrote after what this process knows (or a relisted watch never showed its own write's version):
+        # the next pass reads the run.
+        self._latest_bodies.pop(key, None)
+        self._awaited_echoes.pop(key, None)
         self.runs.add(key)
 
     def requeue_workflow(self, key: Key) -> None:
@@ -201,7 +214,7 @@ class Operator:
                 self.runs.add((ns, name))
 
     def _remember_created(self, body: dict[str, Any]) -> None:
-        self.children.saw(str(body.get("kind")), body)
+        self.children.learned(str(body.get("kind")), body)
 
     async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
         """The API server moved: the leader carves its new addresses out of running steps' policies."""
@@ -248,10 +261,16 @@ class Operator:
             # A finished run is never observed again: its children's copies would only cost memory.
             self.children.forget_run(key)
             self._latest_bodies.pop(key, None)
-            self._written_versions.pop(key, None)
-        else:
-            # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
+            self._awaited_echoes.pop(key, None)
+            return
+        # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
+        awaited = self._awaited_echoes.get(key)
+        if awaited is None:
             self._latest_bodies[key] = body
+        elif resource_version(body) == awaited:
+            del self._awaited_echoes[key]
+            self._latest_bodies[key] = body
+        # else: an event from before this process's own write, whose answer is newer; keep that
 
     def wants_children(self, key: Key) -> bool:
         """Whether to cache this run's children: unless the run is known to have finished."""
@@ -263,7 +282,7 @@ class Operator:
         if summary is not None and summary.phase not in TERMINAL_RUN_PHASES:
             self.wake_queued_runs(key[0], summary.workflow)  # deleted before it finished: its slot is free
         self._latest_bodies.pop(key, None)
-        self._written_versions.pop(key, None)
+        self._awaited_echoes.pop(key, None)
         self.runs.forget(key)
         self.children.forget_run(key)
 
@@ -366,8 +385,3 @@ class Operator:
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)
-
-
-def _version(body: dict[str, Any]) -> int:
-    text = (body.get("metadata") or {}).get("resourceVersion")
-    return int(text) if isinstance(text, str) and text.isdigit() else 0

@@ -57,6 +57,10 @@ class WorkQueue:
         self._counter = itertools.count()
         self._delayed_changed = asyncio.Event()
 
+    def __contains__(self, key: object) -> bool:
+        """Whether a pass for `key` is waiting: queued, or due again after the one in progress."""
+        return key in self._queued or key in self._dirty
+
     def add(self, key: Key) -> None:
         if key in self._processing:
             self._dirty.add(key)

@@ -240,7 +240,7 @@ class MemoryContext:
     """Run bodies as the watch last showed them (tests put stale ones here); latest_run answers from it."""
     in_line: list[RunInLine] = field(default_factory=list)
     """What the watch-fed view of a workflow's runs shows (may be behind the API server)."""
-    requeued_runs: list[Key] = field(default_factory=list)
+    conflicted_runs: list[Key] = field(default_factory=list)
     requeued_workflows: list[Key] = field(default_factory=list)
     requeued_step_types: list[Key] = field(default_factory=list)
     woken: list[tuple[str, str]] = field(default_factory=list)
@@ -273,8 +273,9 @@ class MemoryContext:
     def wrote_run(self, key: Key, written: JSON) -> None:
         self.written[key] = written
 
-    def requeue_run(self, key: Key) -> None:
-        self.requeued_runs.append(key)
+    def write_conflicted(self, key: Key) -> None:
+        self.conflicted_runs.append(key)
+        self.watched.pop(key, None)
 
     def requeue_workflow(self, key: Key) -> None:
         self.requeued_workflows.append(key)

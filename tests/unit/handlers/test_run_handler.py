@@ -40,7 +40,7 @@ def test_a_new_run_snapshots_its_workflow_and_starts_the_first_step(context: Mem
         ("plan", "Running", "towline-step-r1-plan-1")]
     assert jobs(context) == ["towline-step-r1-plan-1"], "one Job: release waits for plan"
     assert context.written[KEY]["metadata"]["resourceVersion"] == version_of(context, "r1"), "told what it wrote"
-    assert context.requeued_runs == []
+    assert context.conflicted_runs == []
 
 
 def test_the_snapshot_does_not_follow_later_edits_of_the_workflow(context: MemoryContext) -> None:
@@ -110,14 +110,13 @@ def test_a_status_write_that_conflicts_requeues_the_run_and_writes_nothing(conte
                                         {"metadata": {"labels": {"team": "a"}}}))
     before = context.api.stored(RUNS, NAMESPACE, "r1")
     reconcile(context)
-    assert context.requeued_runs == [KEY]
+    assert context.conflicted_runs == [KEY]
     assert context.api.stored(RUNS, NAMESPACE, "r1") == before, "the run is as the other writer left it"
     assert context.written == {} and context.finished == []
 
     # The next pass reads afresh and succeeds.
-    del context.watched[KEY]
     reconcile(context)
-    assert status_of(context, "r1")["phase"] == "Running" and context.requeued_runs == [KEY]
+    assert status_of(context, "r1")["phase"] == "Running" and context.conflicted_runs == [KEY]
     assert jobs(context) == ["towline-step-r1-plan-1"], "the Job the conflicting pass made is adopted, not doubled"
 
 

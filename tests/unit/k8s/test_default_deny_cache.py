@@ -80,9 +80,24 @@ def test_an_opened_policy_seen_on_the_watch_is_put_back() -> None:
 
 def test_an_answer_older_than_the_watch_cannot_mark_a_deleted_policy_intact() -> None:
     known = DefaultDenyPolicies()
+    mark = known.asking(NS)
     known.saw(policy("11"), deleted=True)
-    known.saw(policy("10"))  # a read that was answered before the delete, handled after it
+    known.answered(policy("10"), mark)  # a read that was answered before the delete, handled after it
     assert not known.intact(NS)
+
+
+def test_a_delete_the_watch_shows_while_the_read_is_under_way_wins() -> None:
+    """resourceVersions are opaque: the order of events, not the size of a version, decides."""
+    known = DefaultDenyPolicies()
+
+    class DeletedDuringTheRead(RecordingApi):
+        async def get(self, path: str) -> dict[str, Any] | None:
+            answer = await super().get(path)
+            known.saw(policy("9"), deleted=True)  # the watch's event arrives before the answer is handled
+            return answer
+
+    ensure(DeletedDuringTheRead(policy("10")), known)
+    assert not known.intact(NS), "the next step Job reads the policy again"
 
 
 def test_without_a_watch_every_step_reads_the_policy() -> None:

@@ -53,7 +53,7 @@ def test_a_just_created_job_is_not_taken_for_a_vanished_one() -> None:
     cache = ChildCache()
     status = running("release-build-1")
     assert not cache.covers(KEY, status), "the status names a Job the cache has not seen: list live"
-    cache.saw("Job", job("release-build-1"))  # the create's answer, before any watch event
+    cache.learned("Job", job("release-build-1"))  # the create's answer, before any watch event
     assert cache.covers(KEY, status)
     jobs, _, _ = cache.children(KEY)
     assert [j["metadata"]["name"] for j in jobs] == ["release-build-1"]
@@ -62,9 +62,29 @@ def test_a_just_created_job_is_not_taken_for_a_vanished_one() -> None:
 def test_a_late_create_answer_does_not_undo_a_newer_watch_event() -> None:
     cache = ChildCache()
     cache.saw("Job", job("release-build-1", version="12", complete=True))
-    cache.saw("Job", job("release-build-1", version="10"))
+    cache.learned("Job", job("release-build-1", version="10"))
     jobs, _, _ = cache.children(KEY)
     assert jobs[0]["status"]["succeeded"] == 1
+
+
+def test_versions_are_opaque_the_watch_order_decides() -> None:
+    """resourceVersions are never ordered: a watch event replaces, whatever its version looks like."""
+    cache = ChildCache()
+    cache.learned("Job", job("release-build-1", version="b9"))
+    cache.saw("Job", job("release-build-1", version="a1", complete=True))
+    assert cache.children(KEY)[0][0]["status"]["succeeded"] == 1
+    cache.learned("Job", job("release-build-1", version="zz"))
+    assert cache.children(KEY)[0][0]["metadata"]["resourceVersion"] == "a1", "an answer never replaces"
+
+
+def test_a_late_list_answer_does_not_bring_back_a_job_the_watch_showed_deleted() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1"))
+    cache.gone("Job", job("release-build-1"))
+    cache.learned("Job", job("release-build-1"))  # listed before the delete, answered after its event
+    assert cache.children(KEY) == ([], [], [])
+    cache.learned("Job", job("release-build-1", uid="recreated"))
+    assert cache.children(KEY)[0][0]["metadata"]["uid"] == "recreated"
 
 
 def test_a_recreated_job_of_the_same_name_replaces_the_old_one() -> None:

@@ -24,6 +24,11 @@ def run(version: str, phase: str = "Running") -> dict[str, Any]:
             "spec": {"workflowRef": {"name": "release"}}, "status": {"phase": phase}}
 
 
+def version(process: Operator) -> str | None:
+    body = process.latest_run(KEY)
+    return None if body is None else str(body["metadata"]["resourceVersion"])
+
+
 def test_a_pass_gets_the_latest_event() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
@@ -33,13 +38,54 @@ def test_a_pass_gets_the_latest_event() -> None:
     assert taken["metadata"]["resourceVersion"] == "11"
 
 
-def test_an_event_older_than_the_own_last_write_is_not_used() -> None:
+def test_until_the_watch_shows_the_own_write_a_pass_decides_on_the_write() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
     process.wrote_run(KEY, run("12"))
-    assert process.latest_run(KEY) is None, "the status written at 12 is newer: read it"
+    assert version(process) == "12", "the write's answer is the newest known"
+    process.saw_run(KEY, run("11"))
+    assert version(process) == "12", "an event from before the write (the watch is in order) is not used"
     process.saw_run(KEY, run("12"))
-    assert process.latest_run(KEY) is not None, "the echo of the own write is current"
+    process.saw_run(KEY, run("13"))
+    assert version(process) == "13", "after the write's echo every event is newer"
+
+
+def test_versions_are_opaque_never_ordered() -> None:
+    """The API server's resourceVersions are opaque strings; nothing may parse or compare them by size."""
+    process = operator()
+    process.saw_run(KEY, run("b7"))
+    process.wrote_run(KEY, run("a9"))
+    process.saw_run(KEY, run("zz"))
+    assert version(process) == "a9"
+    process.saw_run(KEY, run("a9"))
+    process.saw_run(KEY, run("0"))
+    assert version(process) == "0"
+
+
+def test_an_echo_seen_before_the_writes_answer_is_kept() -> None:
+    process = operator()
+    process.saw_run(KEY, run("12"))
+    process.wrote_run(KEY, run("12"))
+    process.saw_run(KEY, run("13"))
+    assert version(process) == "13", "nothing is awaited: the watch already showed the write"
+
+
+def test_a_conflict_forgets_the_run_so_the_next_pass_reads_it() -> None:
+    process = operator()
+    process.saw_run(KEY, run("10"))
+    process.wrote_run(KEY, run("12"))
+    process.write_conflicted(KEY)
+    assert process.latest_run(KEY) is None
+    assert KEY in process.runs, "looked at again"
+    process.saw_run(KEY, run("14"))
+    assert version(process) == "14", "a relisted watch that never showed the write is followed again"
+
+
+def test_a_write_that_finished_the_run_keeps_no_body() -> None:
+    process = operator()
+    process.saw_run(KEY, run("10"))
+    process.wrote_run(KEY, run("12", phase="Succeeded"))
+    assert process.latest_run(KEY) is None
 
 
 def test_a_finished_or_deleted_run_keeps_no_body() -> None:
