@@ -12,7 +12,6 @@ signing-key reader, `towline.k8s.secrets`, is the one exception, and the operato
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -30,14 +29,13 @@ API_REQUESTS = Counter(
 )
 API_LATENCY = Histogram("towline_api_request_seconds", "Latency of Kubernetes API requests.", ["verb", "resource"])
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-MAX_ATTEMPTS = 5
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+"""Answers that say "not now" rather than "no": the caller's work queue tries again later."""
 # The API server asks for a second or so; a larger Retry-After (from a proxy in front of it) is capped
-# so one answer cannot park a reconcile pass for hours.
+# so one answer cannot park a reconcile for hours.
 MAX_API_RETRY_AFTER_SECONDS = 10.0
 
 JSON = dict[str, Any]
-
 
 
 def resource_version(body: Mapping[str, Any]) -> str | None:
@@ -45,14 +43,26 @@ def resource_version(body: Mapping[str, Any]) -> str | None:
     version = (body.get("metadata") or {}).get("resourceVersion")
     return version if isinstance(version, str) and version else None
 
-class ApiError(Exception):
-    """The API server refused a request; `status` and the server's `message` say why."""
 
-    def __init__(self, status: int, message: str, body: JSON | None = None) -> None:
+class ApiError(Exception):
+    """The API server refused a request; `status` and the server's `message` say why.
+
+    The client never retries (retries live in one place: the work queue, which knows the key and its
+    backoff); `transient` and `retry_after` are what it reports for the queue to decide.
+    """
+
+    def __init__(self, status: int, message: str, body: JSON | None = None, *,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
         self.body = body or {}
+        self.retry_after = retry_after
+        """The server's Retry-After in seconds (capped), when it sent one."""
+
+    @property
+    def transient(self) -> bool:
+        return self.status in TRANSIENT_STATUS
 
 
 class ApiUnavailable(ApiError):  # noqa: N818 - named like Conflict, for what the caller sees
@@ -151,48 +161,35 @@ class KubeApi:
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
-        """One API call with bounded retries on throttling and server errors."""
+        """One API call, never retried here: a transient failure is an ApiError the work queue retries."""
         resource = _resource_label(path)
-        delay = 0.2
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            if method != "GET" and self._may_write is not None and not self._may_write():
-                raise WriteFenced(f"{method} {path}: this replica does not hold the Lease")
-            try:
-                with API_LATENCY.labels(method, resource).time():
-                    response = await self._client.call_api(
-                        path, method,
-                        query_params=list((query or {}).items()),
-                        header_params={"Accept": "application/json", "Content-Type": content_type},
-                        body=body,
-                        auth_settings=["BearerToken"],
-                        _preload_content=False,
-                        _request_timeout=30,
-                    )
-                    status: int = response.status
-                    raw = await response.read()
-            except TRANSPORT_ERRORS as error:
-                # A restarting API server refuses connections for seconds: retried like a 503.
-                API_REQUESTS.labels(method, resource, "unreachable").inc()
-                if attempt == MAX_ATTEMPTS:
-                    raise ApiUnavailable(error) from error
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            API_REQUESTS.labels(method, resource, str(status)).inc()
-            payload: JSON = json.loads(raw) if raw else {}
-            if status < 400:
-                return payload
-            message = str(payload.get("message") or raw[:500])
-            if status in RETRYABLE_STATUS and attempt < MAX_ATTEMPTS:
-                retry_after = response.headers.get("Retry-After")
-                await asyncio.sleep(min(float(retry_after), MAX_API_RETRY_AFTER_SECONDS)
-                                    if retry_after and retry_after.isdigit() else delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if status == 409:
-                raise Conflict(status, message, payload)
-            raise ApiError(status, message, payload)
-        raise AssertionError("unreachable: the loop returns or raises")
+        if method != "GET" and self._may_write is not None and not self._may_write():
+            raise WriteFenced(f"{method} {path}: this replica does not hold the Lease")
+        try:
+            with API_LATENCY.labels(method, resource).time():
+                response = await self._client.call_api(
+                    path, method,
+                    query_params=list((query or {}).items()),
+                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=30,
+                )
+                status: int = response.status
+                raw = await response.read()
+        except TRANSPORT_ERRORS as error:
+            # A restarting API server refuses connections for seconds: reported like a 503.
+            API_REQUESTS.labels(method, resource, "unreachable").inc()
+            raise ApiUnavailable(error) from error
+        API_REQUESTS.labels(method, resource, str(status)).inc()
+        payload: JSON = json.loads(raw) if raw else {}
+        if status < 400:
+            return payload
+        message = str(payload.get("message") or raw[:500])
+        if status == 409:
+            raise Conflict(status, message, payload)
+        raise ApiError(status, message, payload, retry_after=_retry_after(response.headers.get("Retry-After")))
 
     async def read_text(self, path: str, *, query: Mapping[str, str] | None = None) -> str:
         """A GET whose answer is plain text (a pod's log); raises ApiError like `request`."""
@@ -276,3 +273,10 @@ def _resource_label(path: str) -> str:
     if len(rest) >= 3:
         label += "/" + rest[2]
     return label
+
+
+def _retry_after(header: str | None) -> float | None:
+    """Retry-After in seconds (the API server sends whole seconds), capped."""
+    if header is None or not header.isdigit():
+        return None
+    return min(float(header), MAX_API_RETRY_AFTER_SECONDS)

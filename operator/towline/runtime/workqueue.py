@@ -6,7 +6,10 @@ is being processed is processed once more afterwards. A failed pass is retried
 with per-key exponential backoff (see `ratelimit`); a success forgets the
 failures. After `max_retries` retries in a row the queue stops retrying the
 key and reports it once through `on_give_up`; the next add (a watch event, a
-requeue) gives it one more pass. Delayed adds are hints kept in memory only:
+requeue) gives it one more pass. The API client never retries: a transient
+answer (throttled, unavailable, unreachable) is retried here, never given up
+on, no sooner than the server's Retry-After and no later than
+`TRANSIENT_BACKOFF_CAP` (an API server that is back is noticed soon). Delayed adds are hints kept in memory only:
 every wake-up time the engine needs is also persisted in the run's status.
 """
 
@@ -22,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from towline.handlers.context import Key
+from towline.k8s.client import ApiError
 from towline.runtime import metrics
 from towline.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
@@ -29,6 +33,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 15
 """5 ms doubling 15 times: about 5 minutes of retries before the run is marked."""
+TRANSIENT_BACKOFF_CAP = 30.0
+"""Seconds: the longest a key waits between passes that failed only because the API server was busy or away."""
 
 GiveUp = Callable[[Key, int, BaseException], Awaitable[None]]
 
@@ -153,6 +159,13 @@ class WorkQueue:
 
     async def _failed(self, key: Key, error: Exception, on_give_up: GiveUp) -> None:
         retries = self._limiter.failures(key)
+        if isinstance(error, ApiError) and error.transient:
+            log.info("%s %s/%s: the API server answered %d (%s); retry %d with backoff",
+                     self.name, *key, error.status, error.message[:200], retries + 1)
+            metrics.RETRIES.labels(self.name).inc()
+            delay = min(self._limiter.when(key), TRANSIENT_BACKOFF_CAP)
+            self.add_after(key, max(delay, error.retry_after or 0.0))
+            return
         if retries < self.max_retries:
             log.warning("%s %s/%s: pass failed (%s: %s); retry %d of %d with backoff",
                         self.name, *key, type(error).__name__, error, retries + 1, self.max_retries,

@@ -1,16 +1,16 @@
-"""An API server that cannot be reached is an ApiError (503) after bounded retries, never a
-transport exception: callers (the Lease elector, reconciles, the ingress) handle ApiError only.
-Real sockets: a loopback port nobody listens on, then a server that comes up during the retries."""
+"""An API server that cannot be reached is an ApiError (503), never a transport exception: callers (the
+Lease elector, reconciles, the ingress) handle ApiError only. The client reports at once and never retries
+(the work queue does): one request per call, with the server's Retry-After passed on. Real sockets: a
+loopback port nobody listens on, then a server that answers 429."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from kubernetes_asyncio import client
@@ -32,10 +32,16 @@ async def call(port: int, method: str = "GET") -> Any:
         await api.close()
 
 
-class Answer(BaseHTTPRequestHandler):
+class Busy(BaseHTTPRequestHandler):
+    """The API server's priority and fairness: 429 with Retry-After, and a count of the requests."""
+
+    seen: ClassVar[list[str]] = []
+
     def do_GET(self) -> None:
-        payload = json.dumps({"kind": "ConfigMap", "metadata": {"name": "x"}}).encode()
-        self.send_response(200)
+        Busy.seen.append(self.path)
+        payload = json.dumps({"kind": "Status", "message": "too many requests, please try again later"}).encode()
+        self.send_response(429)
+        self.send_header("Retry-After", "3")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -46,31 +52,25 @@ class Answer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def late_server() -> Iterator[int]:
-    """A port whose server starts listening 0.3 s from now (an API server restarting)."""
-    port = free_loopback_port()
-    servers: list[ThreadingHTTPServer] = []
-
-    def serve() -> None:
-        time.sleep(0.3)
-        server = ThreadingHTTPServer(("127.0.0.1", port), Answer)
-        servers.append(server)
-        server.serve_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield port
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def busy_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
 def test_a_refused_connection_ends_as_an_api_error_503(method: str) -> None:
     with pytest.raises(ApiUnavailable) as raised:
         asyncio.run(call(free_loopback_port(), method))
-    assert isinstance(raised.value, ApiError) and raised.value.status == 503
+    assert isinstance(raised.value, ApiError) and raised.value.status == 503 and raised.value.transient
     assert "cannot reach the API server" in raised.value.message
 
 
-def test_a_server_that_comes_back_during_the_retries_answers_the_same_call(late_server: int) -> None:
-    assert asyncio.run(call(late_server))["metadata"]["name"] == "x"
+def test_a_busy_server_is_asked_once_and_its_retry_after_is_reported(busy_server: int) -> None:
+    Busy.seen.clear()
+    with pytest.raises(ApiError) as raised:
+        asyncio.run(call(busy_server))
+    assert (raised.value.status, raised.value.transient, raised.value.retry_after) == (429, True, 3.0)
+    assert len(Busy.seen) == 1, "the client does not retry; the work queue decides"

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from towline.k8s.client import ApiError
 from towline.runtime.ratelimit import ItemExponentialRateLimiter
-from towline.runtime.workqueue import WorkQueue
+from towline.runtime.workqueue import TRANSIENT_BACKOFF_CAP, WorkQueue
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -161,5 +162,44 @@ def test_add_at_waits_until_the_wall_clock_moment() -> None:
         assert len(queue) == 1
         queue.add_at(("team", "overdue"), wall - timedelta(seconds=5))
         assert len(queue) == 2, "a moment in the past is due now"
+
+    run(body)
+
+
+def test_a_busy_or_absent_api_server_is_retried_past_the_budget_no_sooner_than_its_retry_after() -> None:
+    """Retries live in the queue (the client reports): a transient answer is never given up on, and the wait
+    follows the server's Retry-After but stays below the cap, so an API server that is back is noticed soon."""
+    async def body() -> None:
+        clock = FakeClock()
+        queue, gave_up, passes = queue_with(clock, max_retries=3), [], []
+
+        async def busy(key: Key) -> None:
+            passes.append(clock.now)
+            raise ApiError(429, "too many requests", retry_after=7.0)
+
+        async def give_up(key: Key, attempts: int, error: BaseException) -> None:
+            gave_up.append(key)
+
+        queue.add(RUN)
+        for _ in range(16):
+            await queue.process_one(busy, give_up)
+            wait = queue.promote_due()
+            assert wait is not None, "retried"
+            assert 7.0 <= wait <= TRANSIENT_BACKOFF_CAP
+            clock.now += wait
+            queue.promote_due()
+        assert gave_up == [] and len(passes) == 16
+        assert passes[-1] - passes[-2] == TRANSIENT_BACKOFF_CAP, "the backoff grew to the cap, no further"
+
+        # A refusal that is not transient (403) still has a budget.
+        async def forbidden(key: Key) -> None:
+            raise ApiError(403, "forbidden")
+
+        queue.forget(RUN)
+        for _ in range(4):
+            await queue.process_one(forbidden, give_up)
+            clock.now += queue.promote_due() or 0
+            queue.promote_due()
+        assert gave_up == [RUN]
 
     run(body)

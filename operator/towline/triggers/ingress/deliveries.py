@@ -161,6 +161,9 @@ class DeliveryHandler:
         except ApiError as error:
             log.warning("%s/%s trigger %s: the API server refused run %s: %s",
                         target.namespace, target.workflow, target.trigger.name, name, error.message)
+            if error.transient:  # busy or away: the sender's redelivery (same delivery id) starts the run once
+                return Refusal(503, "ApiServerBusy", "the API server cannot take the run now; send the delivery "
+                               "again", retry_after=max(1, round(error.retry_after or 1)))
             return Refusal(502, "RunRefused", f"the API server refused the run: {error.message[:300]}")
         if created:
             return Accepted(202, name, "run created")
