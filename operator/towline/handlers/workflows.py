@@ -44,8 +44,9 @@ async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: 
     status.conditions = workflow_conditions(previous.conditions, errors, generation, now)
     wake_at = None
     if spec is not None and not errors:
+        in_flight = [run.name for run in operator.runs_in_line(namespace, name) if not run.finished]
         wake_at = await fire_due_schedules(
-            operator.api, raw, spec, status, now=now, creator=operator.identity_user
+            operator.api, raw, spec, status, now=now, creator=operator.identity_user, known_in_flight=in_flight,
         )
     # The Workflow changed (policy.maxConcurrentRuns may have grown) or a run of it finished.
     operator.wake_queued_runs(namespace, name)

@@ -9,6 +9,7 @@ the run that exists. Concurrency policies follow CronJob's: Allow, Forbid
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +29,15 @@ JSON = dict[str, Any]
 
 
 async def fire_due_schedules(
-    api: KubeApi, workflow: JSON, spec: WorkflowSpec, status: WorkflowStatus, *, now: datetime, creator: str
+    api: KubeApi, workflow: JSON, spec: WorkflowSpec, status: WorkflowStatus, *, now: datetime, creator: str,
+    known_in_flight: Collection[str],
 ) -> datetime | None:
-    """Create the runs that are due, update `status` in place, return the next wake-up."""
+    """Create the runs that are due, update `status` in place, return the next wake-up.
+
+    `known_in_flight`: the Workflow's unfinished runs as the watch last showed them. Forbid and Replace
+    read the runs live only when it names one (it may have finished since); a run too new for the watch
+    to show is not seen, as by CronJob's controller, whose informer lags the same way.
+    """
     meta = workflow["metadata"]
     created_at = parse_rfc3339(meta["creationTimestamp"])
     previous = {entry.trigger: entry for entry in status.schedules}
@@ -47,7 +54,7 @@ async def fire_due_schedules(
                 log.warning("%s/%s: slot %s missed its starting deadline", meta["namespace"], meta["name"], due.slot)
                 entry.last_schedule_time = due.slot
             elif due is not None:
-                if await _start_run(api, workflow, trigger, due.slot, creator):
+                if await _start_run(api, workflow, trigger, due.slot, creator=creator, known_in_flight=known_in_flight):
                     record_schedule_fired(meta["namespace"], meta["name"], (now - due.slot).total_seconds())
                     log.info("%s/%s: fired %s for %s", meta["namespace"], meta["name"], trigger.name, due.slot)
                 entry.last_schedule_time = due.slot
@@ -61,7 +68,9 @@ async def fire_due_schedules(
     return status.next_schedule_time
 
 
-async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datetime, creator: str) -> bool:
+async def _start_run(
+    api: KubeApi, workflow: JSON, trigger: Trigger, slot: datetime, *, creator: str, known_in_flight: Collection[str],
+) -> bool:
     """Apply the concurrency policy, then create the slot's run. False when the slot is skipped."""
     assert trigger.schedule is not None
     meta = workflow["metadata"]
@@ -70,7 +79,7 @@ async def _start_run(api: KubeApi, workflow: JSON, trigger: Trigger, slot: datet
     # Second deterministic name of the slot's run, for when the first is held by an impostor.
     alternate = scheduled_run_name(name, f"{trigger.name}-{meta['uid'][:8]}", slot)
     policy = trigger.schedule.concurrency_policy
-    if policy != "Allow":
+    if policy != "Allow" and set(known_in_flight) - {run_name, alternate}:
         active = [
             run for run in await list_runs(api, namespace)
             if run["spec"]["workflowRef"]["name"] == name

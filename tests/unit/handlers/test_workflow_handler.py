@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
-from handler_fakes import NAMESPACE, TWO_STEPS, WORKFLOW_KIND, MemoryContext, setup, status_of, workflow
+from handler_fakes import (
+    NAMESPACE,
+    RUNS,
+    TWO_STEPS,
+    WORKFLOW_KIND,
+    MemoryContext,
+    run,
+    setup,
+    status_of,
+    workflow,
+)
 
+from towline.engine.queue import RunInLine
 from towline.handlers.workflows import reconcile_workflow
 
 
@@ -37,3 +49,30 @@ def test_an_invalid_workflow_is_not_ready_and_lists_its_errors(context: MemoryCo
     fields = [error["field"] for error in status["validationErrors"]]
     assert "spec.steps[0].action" in fields and any(field.startswith("spec.steps[1].needs") for field in fields)
     assert [c["status"] for c in status["conditions"] if c["type"] == "Stalled"] == ["True"]
+
+
+FORBID = {**TWO_STEPS, "triggers": [{"name": "every_minute",
+                                     "schedule": {"cron": "* * * * *", "concurrencyPolicy": "Forbid"}}]}
+
+
+def test_forbid_reads_the_runs_live_only_when_the_watch_shows_one_in_flight(context: MemoryContext) -> None:
+    """The store decides whether a list is needed; the live list decides whether the slot is skipped."""
+    setup(context, workflow("rel", FORBID), run("manual-1", "rel"))
+    context.clock = datetime.now(UTC).replace(second=30, microsecond=0) + timedelta(minutes=1)
+    reconcile(context, "rel")  # the first pass only notes the schedule (no back-fill)
+    runs_listed = ("GET", f"/apis/towline.dev/v1alpha1/namespaces/{NAMESPACE}/workflowruns")
+
+    # The watch shows manual-1 in flight: the runs are read live, and the slot is skipped.
+    context.in_line = [RunInLine("manual-1", context.clock, started=True, finished=False)]
+    context.clock += timedelta(minutes=1)
+    reconcile(context, "rel")
+    assert runs_listed in context.api.requests
+    assert [r["metadata"]["name"] for r in context.api.of_kind(RUNS)] == ["manual-1"], "Forbid skipped the slot"
+
+    # The watch shows it finished: no list, and the slot's run is created.
+    context.in_line = [RunInLine("manual-1", context.clock, started=True, finished=True)]
+    context.api.requests.clear()
+    context.clock += timedelta(minutes=1)
+    reconcile(context, "rel")
+    assert runs_listed not in context.api.requests
+    assert len(context.api.of_kind(RUNS)) == 2

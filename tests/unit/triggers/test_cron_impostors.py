@@ -35,7 +35,9 @@ class FakeRuns:
 
 
 def fire(api: FakeRuns) -> bool:
-    return asyncio.run(_start_run(api, WORKFLOW, TRIGGER, SLOT, "system:serviceaccount:t:op"))  # type: ignore[arg-type]
+    in_flight = [name for name, run in api.runs.items() if not (run.get("status") or {}).get("phase")]
+    return asyncio.run(_start_run(api, WORKFLOW, TRIGGER, SLOT,  # type: ignore[arg-type]
+                                  creator="system:serviceaccount:t:op", known_in_flight=in_flight))
 
 
 def impostor(**spec: Any) -> dict[str, Any]:
