@@ -41,6 +41,7 @@ from towline.runtime.cache import ChildCache
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.steptypes import StepTypeCache, TypeKey
+from towline.runtime.store import Store
 from towline.runtime.workqueue import WorkQueue
 from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
@@ -91,7 +92,12 @@ class Operator:
     runs: WorkQueue = field(default_factory=lambda: WorkQueue("runs"))
     workflows: WorkQueue = field(init=False)
     step_type_queue: WorkQueue = field(default_factory=lambda: WorkQueue("steptypes"))
-    run_summaries: dict[Key, RunSummary] = field(default_factory=dict)
+    run_summaries: Store[Key, RunSummary] = field(default_factory=lambda: Store(
+        workflow=lambda key, summary: (key[0], summary.workflow),
+        queued=lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None,
+        in_flight=lambda key, summary: True if summary.phase not in TERMINAL_RUN_PHASES else None,
+    ))
+    """Every run the watch showed, indexed by Workflow, by Workflow of the queued ones, and in flight."""
     workflow_keys: set[Key] = field(default_factory=set)
     children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -205,13 +211,11 @@ class Operator:
     def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
         return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
                           finished=summary.phase in TERMINAL_RUN_PHASES)
-                for (ns, name), summary in list(self.run_summaries.items())
-                if ns == namespace and summary.workflow == workflow and summary.created]
+                for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow)) if summary.created]
 
     def wake_queued_runs(self, namespace: str, workflow: str) -> None:
-        for (ns, name), summary in list(self.run_summaries.items()):
-            if ns == namespace and summary.workflow == workflow and summary.phase == "Pending":
-                self.runs.add((ns, name))
+        for key, _ in self.run_summaries.by("queued", (namespace, workflow)):
+            self.runs.add(key)
 
     def _remember_created(self, body: dict[str, Any]) -> None:
         self.children.learned(str(body.get("kind")), body)
@@ -220,13 +224,11 @@ class Operator:
         """The API server moved: the leader carves its new addresses out of running steps' policies."""
         if not self.leader.is_leader:
             return  # the leader's own refresh does it
-        for (namespace, run), summary in list(self.run_summaries.items()):
-            if summary.phase not in TERMINAL_RUN_PHASES:
-                await except_in_step_policies(self.api, namespace, run, networks)
+        for (namespace, run), _ in self.run_summaries.by("in_flight", True):
+            await except_in_step_policies(self.api, namespace, run, networks)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
-        mine = [(name, summary) for (ns, name), summary in self.run_summaries.items()
-                if ns == namespace and summary.workflow == workflow]
+        mine = [(name, summary) for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow))]
         if not mine:
             return None
         name, latest = max(mine, key=lambda item: item[1].created)
@@ -235,8 +237,8 @@ class Operator:
     def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
         return [FinishedRun(name, summary.phase, summary.finished_at or "",
                             kept_until(summary.created, summary.webhook))
-                for (ns, name), summary in self.run_summaries.items()
-                if ns == namespace and summary.workflow == workflow and summary.phase in TERMINAL_RUN_PHASES]
+                for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow))
+                if summary.phase in TERMINAL_RUN_PHASES]
 
     async def on_run_finished(self, run: dict[str, Any]) -> None:
         """Queue the workflow's pass: it trims the history and refreshes lastRun with the run's final phase."""
@@ -252,8 +254,8 @@ class Operator:
 
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
-        before = self.run_summaries.get(key)
-        summary = self.run_summaries[key] = RunSummary.of(body)
+        summary = RunSummary.of(body)
+        before = self.run_summaries.put(key, summary)
         if summary.phase in TERMINAL_RUN_PHASES:
             if before is not None and before.phase not in TERMINAL_RUN_PHASES:
                 # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
@@ -278,7 +280,7 @@ class Operator:
         return summary is None or summary.phase not in TERMINAL_RUN_PHASES
 
     def forgot_run(self, key: Key) -> None:
-        summary = self.run_summaries.pop(key, None)
+        summary = self.run_summaries.pop(key)
         if summary is not None and summary.phase not in TERMINAL_RUN_PHASES:
             self.wake_queued_runs(key[0], summary.workflow)  # deleted before it finished: its slot is free
         self._latest_bodies.pop(key, None)
@@ -348,7 +350,7 @@ class Operator:
     async def _requeue_on_leadership(self) -> None:
         while True:
             await self.leader.became_leader.wait()
-            for key in list(self.run_summaries):
+            for key in self.run_summaries:
                 self.runs.add(key)
             for key in list(self.workflow_keys):
                 self.workflows.add(key)

@@ -47,7 +47,7 @@ def build_registry(
         memo["operator"] = operator
         export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
             # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
-            lambda: [(namespace, summary) for (namespace, _), summary in list(operator.run_summaries.items())],
+            lambda: [(namespace, summary) for (namespace, _), summary in operator.run_summaries.items()],
             lambda: operator.leader.is_leader,
         )
         await operator.start()
