@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import cel
 from pydantic import Field, field_validator
 
+from towline_connectors.cellib import cel
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import InputModel, OutputModel

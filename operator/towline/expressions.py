@@ -18,9 +18,8 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-import cel
-
 from towline.expression_cost import STRING_LITERAL, runtime_cost_problem, static_cost_problem
+from towline_connectors.cellib import cel
 from towline_connectors.wire import to_json_value
 
 TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
