@@ -50,6 +50,7 @@ def installed(helm_cluster: Cluster) -> Cluster:
     helm_cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     helm_cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite",
                          "pod-security.kubernetes.io/enforce=restricted")
+    uninstall(helm_cluster, RELEASE, NAMESPACE)  # a test that ran first may have left it installed
     install(helm_cluster, RELEASE, NAMESPACE, {})
     return helm_cluster
 
@@ -103,9 +104,10 @@ HERE = Path(__file__).parent
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test here is exclusive: it installs the chart with Helm on the shared node (stopping the session
-    operator and removing the chart objects every worker relies on) or on a plane of its own. `make test` runs
-    them after the concurrent part."""
+    """A test here that installs the chart on the shared node (`node_cluster`: it stops the session operator and
+    removes the chart objects every worker relies on) is exclusive: `make test` runs it after the concurrent
+    part. One that only uses a control plane of its own (`helm_cluster`, `installed`: loopback, its own ports)
+    runs in the concurrent part beside the others."""
     for item in items:
-        if HERE in Path(str(item.path)).parents:
+        if HERE in Path(str(item.path)).parents and "node_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.exclusive)

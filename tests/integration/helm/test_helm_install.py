@@ -151,6 +151,8 @@ def test_watch_namespaces_confines_the_operator_to_them(
         uninstall(cluster, "scoped", release_namespace)
         for namespace in ("watched", "unwatched"):
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        # The module's other tests share `installed`'s release, in whatever order they run.
+        install(cluster, RELEASE, NAMESPACE, {})
 
 
 def test_helm_test_passes_against_the_running_operator(module_running_release: Cluster) -> None:
