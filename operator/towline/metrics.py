@@ -148,7 +148,7 @@ def next_gate_expiry(run: Mapping[str, object]) -> float | None:
 
 
 class WatchedRun(Protocol):
-    """What the operator remembers of each run it watches (runtime.operator.RunSummary)."""
+    """What the operator remembers of each run it watches (runtime.runstore.RunSummary)."""
 
     @property
     def workflow(self) -> str: ...

@@ -21,65 +21,31 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
-from towline.engine import TERMINAL_RUN_PHASES, RunInLine
+from towline.engine import RunInLine
 from towline.engine.observed import Observed
 from towline.handlers.context import Key
 from towline.handlers.failures import report_reconcile_failure
-from towline.handlers.history import FinishedRun, kept_until
+from towline.handlers.history import FinishedRun
 from towline.handlers.runs import reconcile_run
 from towline.handlers.steptypes import reconcile_step_type
 from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
-from towline.k8s.client import KubeApi, WriteFenced, resource_version
+from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
-from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
-from towline.runtime.cache import ChildCache
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
+from towline.runtime.runstore import RunStore
 from towline.runtime.steptypes import StepTypeCache, TypeKey
-from towline.runtime.store import Store
 from towline.runtime.workqueue import WorkQueue
 from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import check_step_type
-from towline_connectors.wire import parse_rfc3339
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """What the process keeps per run: enough for a Workflow's lastRun, never the body."""
-
-    workflow: str
-    created: str
-    phase: str
-    started_at: str | None
-    finished_at: str | None
-    webhook: bool
-    """Started by a webhook delivery (kept through the replay window, see handlers/history.py)."""
-    open_gates: int
-    """Approval gates waiting for a decision (the approvals-pending gauge)."""
-    gate_expiry: float | None
-    """When the first of those expires, Unix seconds (the approvals-expiring alert's gauge)."""
-
-    @classmethod
-    def of(cls, body: dict[str, Any]) -> RunSummary:
-        status = body.get("status") or {}
-        return cls(
-            workflow=str(((body.get("spec") or {}).get("workflowRef") or {}).get("name", "")),
-            created=str(body["metadata"].get("creationTimestamp") or ""),
-            phase=str(status.get("phase") or "Pending"),
-            started_at=status.get("startedAt"),
-            finished_at=status.get("finishedAt"),
-            webhook=(((body.get("spec") or {}).get("trigger") or {}).get("type") == "webhook"),
-            open_gates=open_approval_gates(body),
-            gate_expiry=next_gate_expiry(body),
-        )
 
 
 @dataclass
@@ -92,22 +58,10 @@ class Operator:
     runs: WorkQueue = field(default_factory=lambda: WorkQueue("runs"))
     workflows: WorkQueue = field(init=False)
     step_type_queue: WorkQueue = field(default_factory=lambda: WorkQueue("steptypes"))
-    run_summaries: Store[Key, RunSummary] = field(default_factory=lambda: Store(
-        workflow=lambda key, summary: (key[0], summary.workflow),
-        queued=lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None,
-        in_flight=lambda key, summary: True if summary.phase not in TERMINAL_RUN_PHASES else None,
-    ))
-    """Every run the watch showed, indexed by Workflow, by Workflow of the queued ones, and in flight."""
+    known: RunStore = field(default_factory=RunStore)
+    """What the watches showed of runs and their children (towline.runtime.runstore)."""
     workflow_keys: set[Key] = field(default_factory=set)
-    children: ChildCache = field(default_factory=ChildCache)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    """Each run in flight as last known: its latest watch event, or this process's own write until the watch
-    shows that write (dropped when the run finishes)."""
-    _awaited_echoes: dict[Key, str] = field(default_factory=dict)
-    """client-go's expectations for the operator's own writes: the resourceVersion of the last status write per
-    run whose watch event has not arrived. The watch delivers in order, so until it does every event is older
-    than the write; versions are opaque and only ever compared for equality."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -172,121 +126,79 @@ class Operator:
         return f"system:serviceaccount:{self.config.namespace}:{self.config.service_account}"
 
     async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
-        key = (namespace, run)
-        if self.children.covers(key, status):
+        key, children = (namespace, run), self.known.children
+        if children.covers(key, status):
             metrics.CACHE_READS.labels("hit").inc()
-            return build_observed(*self.children.children(key), run_name=run, run_uid=run_uid)
+            return build_observed(*children.children(key), run_name=run, run_uid=run_uid)
         metrics.CACHE_READS.labels("listed").inc()
         jobs, pods, approvals = await list_children(self.api, namespace, run)
         for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
             for body in bodies:
-                self.children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
+                children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
-        return self._latest_bodies.get(key)
+        return self.known.latest(key)
 
     def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
-        version = resource_version(written)
-        current = self._latest_bodies.get(key)
-        if current is not None and version is not None and resource_version(current) == version:
-            return  # the watch showed the write before its answer was handled
-        self._awaited_echoes.pop(key, None)
-        if version is None or (written.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
-            self._latest_bodies.pop(key, None)  # read it next time; a finished run keeps no body
-            return
-        self._latest_bodies[key] = written
-        self._awaited_echoes[key] = version
+        self.known.wrote(key, written)
 
     def write_conflicted(self, key: Key) -> None:
-        # Somebody wrote after what this process knows (or a relisted watch never showed its own write's version):
-        # the next pass reads the run.
-        self._latest_bodies.pop(key, None)
-        self._awaited_echoes.pop(key, None)
+        self.known.conflicted(key)
         self.runs.add(key)
 
     def requeue_workflow(self, key: Key) -> None:
         self.workflows.add(key)
 
     def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
-        return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
-                          finished=summary.phase in TERMINAL_RUN_PHASES)
-                for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow)) if summary.created]
+        return self.known.in_line(namespace, workflow)
 
     def wake_queued_runs(self, namespace: str, workflow: str) -> None:
-        for key, _ in self.run_summaries.by("queued", (namespace, workflow)):
+        for key in self.known.queued(namespace, workflow):
             self.runs.add(key)
 
-    def _remember_created(self, body: dict[str, Any]) -> None:
-        self.children.learned(str(body.get("kind")), body)
-
-    async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
-        """The API server moved: the leader carves its new addresses out of running steps' policies."""
-        if not self.leader.is_leader:
-            return  # the leader's own refresh does it
-        for (namespace, run), _ in self.run_summaries.by("in_flight", True):
-            await except_in_step_policies(self.api, namespace, run, networks)
-
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
-        mine = [(name, summary) for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow))]
-        if not mine:
-            return None
-        name, latest = max(mine, key=lambda item: item[1].created)
-        return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
+        return self.known.last_run_of(namespace, workflow)
 
     def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
-        return [FinishedRun(name, summary.phase, summary.finished_at or "",
-                            kept_until(summary.created, summary.webhook))
-                for (_, name), summary in self.run_summaries.by("workflow", (namespace, workflow))
-                if summary.phase in TERMINAL_RUN_PHASES]
+        return self.known.finished_runs_of(namespace, workflow)
 
     async def on_run_finished(self, run: dict[str, Any]) -> None:
         """Queue the workflow's pass: it trims the history and refreshes lastRun with the run's final phase."""
         namespace = run["metadata"]["namespace"]
         workflow = run["spec"]["workflowRef"]["name"]
         key = (namespace, run["metadata"]["name"])
-        if key in self.run_summaries:
+        if key in self.known.summaries:
             # The watch event with the final status may not have arrived yet; lastRun must not lag,
             # and the runs queued behind it must not count it as running.
             self.saw_run(key, run)
         self.wake_queued_runs(namespace, workflow)
         self.workflows.add((namespace, workflow))
 
+    def _remember_created(self, body: dict[str, Any]) -> None:
+        self.known.children.learned(str(body.get("kind")), body)
+
+    async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
+        """The API server moved: the leader carves its new addresses out of running steps' policies."""
+        if not self.leader.is_leader:
+            return  # the leader's own refresh does it
+        for namespace, run in self.known.in_flight():
+            await except_in_step_policies(self.api, namespace, run, networks)
+
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
-        summary = RunSummary.of(body)
-        before = self.run_summaries.put(key, summary)
-        if summary.phase in TERMINAL_RUN_PHASES:
-            if before is not None and before.phase not in TERMINAL_RUN_PHASES:
-                # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
-                self.wake_queued_runs(key[0], summary.workflow)
-            # A finished run is never observed again: its children's copies would only cost memory.
-            self.children.forget_run(key)
-            self._latest_bodies.pop(key, None)
-            self._awaited_echoes.pop(key, None)
-            return
-        # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
-        awaited = self._awaited_echoes.get(key)
-        if awaited is None:
-            self._latest_bodies[key] = body
-        elif resource_version(body) == awaited:
-            del self._awaited_echoes[key]
-            self._latest_bodies[key] = body
-        # else: an event from before this process's own write, whose answer is newer; keep that
+        if self.known.saw(key, body):
+            # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
+            self.wake_queued_runs(key[0], body["spec"]["workflowRef"]["name"])
 
     def wants_children(self, key: Key) -> bool:
-        """Whether to cache this run's children: unless the run is known to have finished."""
-        summary = self.run_summaries.get(key)
-        return summary is None or summary.phase not in TERMINAL_RUN_PHASES
+        return self.known.wants_children(key)
 
     def forgot_run(self, key: Key) -> None:
-        summary = self.run_summaries.pop(key)
-        if summary is not None and summary.phase not in TERMINAL_RUN_PHASES:
+        summary = self.known.forgot(key)
+        if summary is not None and not summary.finished:
             self.wake_queued_runs(key[0], summary.workflow)  # deleted before it finished: its slot is free
-        self._latest_bodies.pop(key, None)
-        self._awaited_echoes.pop(key, None)
         self.runs.forget(key)
-        self.children.forget_run(key)
 
     # Lifecycle
     async def start(self) -> None:
@@ -350,7 +262,7 @@ class Operator:
     async def _requeue_on_leadership(self) -> None:
         while True:
             await self.leader.became_leader.wait()
-            for key in self.run_summaries:
+            for key in self.known.summaries:
                 self.runs.add(key)
             for key in list(self.workflow_keys):
                 self.workflows.add(key)

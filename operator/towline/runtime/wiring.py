@@ -47,7 +47,7 @@ def build_registry(
         memo["operator"] = operator
         export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
             # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
-            lambda: [(namespace, summary) for (namespace, _), summary in operator.run_summaries.items()],
+            lambda: [(namespace, summary) for (namespace, _), summary in operator.known.summaries.items()],
             lambda: operator.leader.is_leader,
         )
         await operator.start()
@@ -164,9 +164,9 @@ def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
     plain = {"metadata": dict(body.get("metadata") or {}), "spec": dict(body.get("spec") or {}),
              "status": dict(body.get("status") or {})}
     if (event or {}).get("type") == "DELETED":
-        operator.children.gone(kind, plain)
+        operator.known.children.gone(kind, plain)
         return True
     run = (plain["metadata"].get("labels") or {}).get(LABEL_RUN)
     if run and not operator.wants_children((plain["metadata"].get("namespace", ""), run)):
         return False
-    return operator.children.saw(kind, plain)
+    return operator.known.children.saw(kind, plain)

@@ -168,11 +168,11 @@ def test_a_finished_runs_children_are_not_kept() -> None:
     body = {"metadata": {"name": RUN, "namespace": NS, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"workflowRef": {"name": "release"}}, "status": {"phase": "Running"}}
     operator.saw_run(KEY, body)
-    operator.children.saw("Job", job("release-build-1", complete=True))
+    operator.known.children.saw("Job", job("release-build-1", complete=True))
     assert operator.wants_children(KEY)
-    assert len(operator.children) == 1
+    assert len(operator.known.children) == 1
     operator.saw_run(KEY, {**body, "status": {"phase": "Succeeded"}})
-    assert len(operator.children) == 0
+    assert len(operator.known.children) == 0
     assert not operator.wants_children(KEY)
     last = operator.last_run_of(NS, "release")
     assert last is not None

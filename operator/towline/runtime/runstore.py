@@ -1,0 +1,159 @@
+"""What one operator process knows of the runs it watches: the stores the reconcilers read instead of the API.
+
+Per run a summary (indexed by Workflow: lastRun, the queue behind `maxConcurrentRuns`, cron concurrency,
+history limits), the latest body of each run in flight (a pass decides on it instead of a read), the
+expectations for the process's own status writes, and the run's children (`ChildCache`). Fed by watch
+events and by the process's own writes; it never calls the API server and never touches a queue: it
+answers, and the `Operator` decides whom to wake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.api.workflow import LastRun
+from towline.engine import TERMINAL_RUN_PHASES, RunInLine
+from towline.handlers.context import Key
+from towline.handlers.history import FinishedRun, kept_until
+from towline.k8s.client import resource_version
+from towline.metrics import next_gate_expiry, open_approval_gates
+from towline.runtime.cache import ChildCache
+from towline.runtime.store import Store
+from towline_connectors.wire import parse_rfc3339
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What the process keeps per run: enough for a Workflow's lastRun, never the body."""
+
+    workflow: str
+    created: str
+    phase: str
+    started_at: str | None
+    finished_at: str | None
+    webhook: bool
+    """Started by a webhook delivery (kept through the replay window, see handlers/history.py)."""
+    open_gates: int
+    """Approval gates waiting for a decision (the approvals-pending gauge)."""
+    gate_expiry: float | None
+    """When the first of those expires, Unix seconds (the approvals-expiring alert's gauge)."""
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> RunSummary:
+        status = body.get("status") or {}
+        return cls(
+            workflow=str(((body.get("spec") or {}).get("workflowRef") or {}).get("name", "")),
+            created=str(body["metadata"].get("creationTimestamp") or ""),
+            phase=str(status.get("phase") or "Pending"),
+            started_at=status.get("startedAt"),
+            finished_at=status.get("finishedAt"),
+            webhook=(((body.get("spec") or {}).get("trigger") or {}).get("type") == "webhook"),
+            open_gates=open_approval_gates(body),
+            gate_expiry=next_gate_expiry(body),
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL_RUN_PHASES
+
+
+def _summaries() -> Store[Key, RunSummary]:
+    return Store(
+        workflow=lambda key, summary: (key[0], summary.workflow),
+        queued=lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None,
+        in_flight=lambda key, summary: None if summary.finished else True,
+    )
+
+
+@dataclass
+class RunStore:
+    summaries: Store[Key, RunSummary] = field(default_factory=_summaries)
+    """Every run the watch showed, indexed by Workflow, by Workflow of the queued ones, and in flight."""
+    children: ChildCache = field(default_factory=ChildCache)
+    _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    """Each run in flight as last known: its latest watch event, or this process's own write until the watch
+    shows that write (dropped when the run finishes)."""
+    _awaited_echoes: dict[Key, str] = field(default_factory=dict)
+    """client-go's expectations for the operator's own writes: the resourceVersion of the last status write per
+    run whose watch event has not arrived. The watch delivers in order, so until it does every event is older
+    than the write; versions are opaque and only ever compared for equality."""
+
+    # Watch events
+    def saw(self, key: Key, body: dict[str, Any]) -> bool:
+        """A watch event (or this process's own final write); True when it shows a run in flight finished."""
+        summary = RunSummary.of(body)
+        before = self.summaries.put(key, summary)
+        if summary.finished:
+            # A finished run is never observed again: its children's copies would only cost memory.
+            self.children.forget_run(key)
+            self._latest_bodies.pop(key, None)
+            self._awaited_echoes.pop(key, None)
+            return before is not None and not before.finished
+        # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
+        awaited = self._awaited_echoes.get(key)
+        if awaited is None:
+            self._latest_bodies[key] = body
+        elif resource_version(body) == awaited:
+            del self._awaited_echoes[key]
+            self._latest_bodies[key] = body
+        # else: an event from before this process's own write, whose answer is newer; keep that
+        return False
+
+    def forgot(self, key: Key) -> RunSummary | None:
+        """The run was deleted; returns what was known of it."""
+        self._latest_bodies.pop(key, None)
+        self._awaited_echoes.pop(key, None)
+        self.children.forget_run(key)
+        return self.summaries.pop(key)
+
+    def wants_children(self, key: Key) -> bool:
+        """Whether to cache this run's children: unless the run is known to have finished."""
+        summary = self.summaries.get(key)
+        return summary is None or not summary.finished
+
+    # The process's own writes
+    def latest(self, key: Key) -> dict[str, Any] | None:
+        return self._latest_bodies.get(key)
+
+    def wrote(self, key: Key, written: dict[str, Any]) -> None:
+        version = resource_version(written)
+        current = self._latest_bodies.get(key)
+        if current is not None and version is not None and resource_version(current) == version:
+            return  # the watch showed the write before its answer was handled
+        self._awaited_echoes.pop(key, None)
+        if version is None or (written.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
+            self._latest_bodies.pop(key, None)  # read it next time; a finished run keeps no body
+            return
+        self._latest_bodies[key] = written
+        self._awaited_echoes[key] = version
+
+    def conflicted(self, key: Key) -> None:
+        """Somebody wrote after what this process knows (or a relisted watch never showed its own write's
+        version): forget the body, so the next pass reads the run."""
+        self._latest_bodies.pop(key, None)
+        self._awaited_echoes.pop(key, None)
+
+    # Lookups by Workflow
+    def in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
+                          finished=summary.finished)
+                for (_, name), summary in self.summaries.by("workflow", (namespace, workflow)) if summary.created]
+
+    def queued(self, namespace: str, workflow: str) -> list[Key]:
+        return [key for key, _ in self.summaries.by("queued", (namespace, workflow))]
+
+    def in_flight(self) -> list[Key]:
+        return [key for key, _ in self.summaries.by("in_flight", True)]
+
+    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
+        mine = [(name, summary) for (_, name), summary in self.summaries.by("workflow", (namespace, workflow))]
+        if not mine:
+            return None
+        name, latest = max(mine, key=lambda item: item[1].created)
+        return LastRun(name=name, phase=latest.phase, started_at=latest.started_at)
+
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        return [FinishedRun(name, summary.phase, summary.finished_at or "",
+                            kept_until(summary.created, summary.webhook))
+                for (_, name), summary in self.summaries.by("workflow", (namespace, workflow)) if summary.finished]
