@@ -102,8 +102,27 @@ def tcp_probe(plane: ControlPlane, namespace: str, pod: str, host: str, port: in
 def remove_node_images(node: RealNode, *references: str) -> None:
     """Forget images in the node's containerd, and (--sync) the content only they held, so that the next
     pod using them pulls them for real. The CRI names each image by its ID (`sha256:<config digest>`)
-    too: that name holds the content until it goes."""
+    too: that name holds the content until it goes.
+
+    A stopped container of a deleted pod (the kubelet removes those only at its next container GC, within a
+    minute) still holds its image's unpacked layers: a pull then finds them and fetches no blob. Such
+    containers of these images go first (a running one is left alone: it is in use)."""
+    stopped = _stopped_containers_of(node, set(references))
+    if stopped:
+        cleanup.ctr(node.paths, "containers", "rm", *stopped, check=True, timeout=120)
     present = set(node.images())
     gone = [reference for reference in references if reference in present]
     if gone:
         cleanup.ctr(node.paths, "images", "rm", "--sync", *gone, check=True, timeout=120)
+
+
+def _stopped_containers_of(node: RealNode, images: set[str]) -> list[str]:
+    """IDs of the node's containers created from one of `images` (a name or an ID) that have no running task."""
+    listed = cleanup.ctr(node.paths, "containers", "ls", check=True).stdout.splitlines()[1:]
+    running = set(cleanup.running_tasks(node.paths))
+    found = []
+    for line in listed:
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] in images and fields[0] not in running:
+            found.append(fields[0])
+    return found
