@@ -3,12 +3,13 @@ PYTHON ?= python3
 PKG_DIRS := operator connectors stepkit devtools
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench chaos images release clean
+.PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
 	@echo "make test   - lint, type check, import contracts, CRD staleness, unit and integration tests"
 	@echo "make bench  - benchmarks (print figures; never part of make test)"
+	@echo "make bench-argo - Towline side by side with Argo Workflows (builds its controller once; docs/benchmarks.md)"
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
 	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
@@ -73,6 +74,9 @@ test: install lint typecheck imports crds-check ui-assets-check binaries
 
 bench: install
 	$(PYTHON) -m tests.bench
+
+bench-argo: install
+	$(PYTHON) -m tests.bench.bench_argo
 
 # The full chaos scenario on the real node (root); make test runs a short one (tests/integration/test_chaos.py).
 chaos: binaries

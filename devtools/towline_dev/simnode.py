@@ -121,9 +121,21 @@ def pod_stages(message: str) -> list[JSON]:
     ]
 
 
-def kwok_config_text(message: str) -> str:
+def complete_owned_by(api_version: str, kind: str, message: str = "") -> JSON:
+    """A Stage completing (exit code 0, `message`) a running pod owned by another kind of controller,
+    e.g. Argo Workflows' pods (owned by its Workflow) for the side-by-side benchmark."""
+    complete = _COMPLETE_TEMPLATE.replace("MESSAGE", json.dumps(message))
+    return _pod_stage(f"pod-complete-{kind.lower()}", [
+        _NOT_DELETED,
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": ".metadata.ownerReferences.[].apiVersion", "operator": "In", "values": [api_version]},
+        {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": [kind]},
+    ], {"statusTemplate": complete})
+
+
+def kwok_config_text(message: str, extra_stages: tuple[JSON, ...] = ()) -> str:
     """The file kwok's `--config` reads: the pod Stages (node Stages stay kwok's defaults)."""
-    return yaml.safe_dump_all(pod_stages(message), sort_keys=False)
+    return yaml.safe_dump_all([*pod_stages(message), *extra_stages], sort_keys=False)
 
 
 def fake_node(name: str = NODE_NAME) -> JSON:
@@ -140,16 +152,18 @@ def fake_node(name: str = NODE_NAME) -> JSON:
 class SimulatedNode:
     """kube-scheduler plus kwok with one fake Node; `start()` returns once the Node is Ready."""
 
-    def __init__(self, plane: ControlPlane, work: Path, *, message: str | None = None) -> None:
+    def __init__(self, plane: ControlPlane, work: Path, *, message: str | None = None,
+                 extra_stages: tuple[JSON, ...] = ()) -> None:
         self.plane = plane
         self.work = work
+        self.extra_stages = extra_stages
         self.message = message if message is not None else result_message(SUCCEEDED_RESULT)
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> SimulatedNode:
         self.work.mkdir(parents=True, exist_ok=True)
         config = self.work / "kwok.yaml"
-        config.write_text(kwok_config_text(self.message))
+        config.write_text(kwok_config_text(self.message, self.extra_stages))
         kubeconfig = str(self.plane.kubeconfig)  # admin: kwok writes pod and node status, the scheduler binds
         try:
             self._processes["kube-scheduler"] = spawn([

@@ -31,6 +31,10 @@ CRANE_VERSION = "v0.22.1"
 KWOK_VERSION = "v0.7.0"
 """sigs.k8s.io/kwok: simulated nodes for the scale benchmarks (never needed by the tests)."""
 
+ARGO_WORKFLOWS_VERSION = "v4.0.5"
+"""github.com/argoproj/argo-workflows/v4: the `workflow-controller` and its CRDs that the side-by-side
+benchmark runs next to Towline (tests/bench/bench_argo.py; never needed by the tests)."""
+
 KUBECONFORM_VERSION = "v0.8.0"
 """github.com/yannh/kubeconform: validates the rendered chart and the examples against JSON schemas
 made from this Kubernetes release's OpenAPI and Towline's CRDs (towline_dev.kubeconform)."""

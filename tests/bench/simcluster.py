@@ -75,10 +75,11 @@ def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:
 
 
 @contextmanager
-def sim_cluster() -> Iterator[SimCluster]:
+def sim_cluster(*, extra_stages: tuple[dict[str, Any], ...] = ()) -> Iterator[SimCluster]:
+    """`extra_stages`: more kwok pod Stages, e.g. completing another engine's pods."""
     work = Path(tempfile.mkdtemp(prefix="towline-bench-"))
     plane = ControlPlane(find_binaries()).start()
-    node = SimulatedNode(plane, work / "node")
+    node = SimulatedNode(plane, work / "node", extra_stages=extra_stages)
     cluster = SimCluster(plane=plane, work=work, operator_kubeconfig=work / "operator.kubeconfig")
     try:
         node.start()

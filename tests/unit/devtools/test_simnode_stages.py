@@ -13,6 +13,7 @@ from towline_connectors.result import StepResult, render_result
 from towline_dev.simnode import (
     MANAGED_ANNOTATION,
     SUCCEEDED_RESULT,
+    complete_owned_by,
     fake_node,
     kwok_config_text,
     pod_stages,
@@ -76,3 +77,14 @@ def test_a_result_beyond_the_termination_message_limit_is_refused() -> None:
 def test_a_result_with_go_template_delimiters_is_refused() -> None:
     with pytest.raises(ValueError, match="template"):
         result_message({**SUCCEEDED_RESULT, "output": "{{ Now }}"})
+
+
+def test_another_engines_pods_are_completed_only_when_its_kind_owns_them() -> None:
+    stage = complete_owned_by("argoproj.io/v1alpha1", "Workflow")
+    expressions = stage["spec"]["selector"]["matchExpressions"]
+    assert {"key": ".metadata.ownerReferences.[].apiVersion", "operator": "In",
+            "values": ["argoproj.io/v1alpha1"]} in expressions
+    assert {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Workflow"]} in expressions
+    documents = list(yaml.safe_load_all(kwok_config_text(result_message(SUCCEEDED_RESULT), (stage,))))
+    assert sorted(d["metadata"]["name"] for d in documents) == [
+        "pod-complete", "pod-complete-workflow", "pod-delete", "pod-ready"]
