@@ -73,6 +73,9 @@ class ReconcileContext(Protocol):
     def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
         """The pass wrote the run's status; `written` is the API server's answer (the next pass decides on it)."""
 
+    def decided_run(self, key: Key, phase: str) -> None:
+        """This pass's status write moved the run to a final phase (counted per shard: who decided each run)."""
+
     def write_conflicted(self, key: Key) -> None:
         """The pass's status write lost to somebody else's: forget what is known of the run and look again soon
         (the next pass reads it)."""

@@ -102,6 +102,8 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     if await _write(operator, raw, written):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
+        if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
+            operator.decided_run((namespace, name), written.phase)
     if written.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": written.to_wire()})
         return None

@@ -120,12 +120,12 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases")
 class KubeApi:
     """A thin JSON client over kubernetes-asyncio's transport and authentication."""
 
-    def __init__(self, api_client: Any, may_write: Callable[[], bool] | None = None) -> None:
+    def __init__(self, api_client: Any, may_write: Callable[[str], bool] | None = None) -> None:
         self._client = api_client
         self._may_write = may_write
 
-    def fenced(self, may_write: Callable[[], bool]) -> KubeApi:
-        """The same connection, refusing every write while `may_write()` is false.
+    def fenced(self, may_write: Callable[[str], bool]) -> KubeApi:
+        """The same connection, refusing every write to a path while `may_write(path)` is false.
 
         Reconciles get this view: a replica that was paused past its Lease and
         resumes mid-pass cannot write, even before its elector notices.
@@ -163,8 +163,8 @@ class KubeApi:
     ) -> JSON:
         """One API call, never retried here: a transient failure is an ApiError the work queue retries."""
         resource = _resource_label(path)
-        if method != "GET" and self._may_write is not None and not self._may_write():
-            raise WriteFenced(f"{method} {path}: this replica does not hold the Lease")
+        if method != "GET" and self._may_write is not None and not self._may_write(path):
+            raise WriteFenced(f"{method} {path}: this replica does not hold the Lease (of its shard)")
         try:
             with API_LATENCY.labels(method, resource).time():
                 response = await self._client.call_api(

@@ -18,19 +18,20 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from towline.k8s.client import LEASES, ApiError, KubeApi
+from towline.k8s.client import LEASES, ApiError, Conflict, KubeApi
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
 
-def _format(moment: datetime) -> str:
+def format_time(moment: datetime) -> str:
     """A Lease's times are MicroTime."""
     return rfc3339(moment, timespec="microseconds")
 
 
-def _parse(text: str | None) -> datetime | None:
+def parse_time(text: str | None) -> datetime | None:
     return parse_rfc3339(text) if text else None
 
 
@@ -66,17 +67,26 @@ class LeaderElector:
         identity: str,
         timings: LeaderTimings = LeaderTimings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        observed: Callable[[dict[str, Any] | None], None] | None = None,
+        may_take: Callable[[], bool] | None = None,
+        should_let_go: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
+        """`observed`, `may_take` and `should_let_go` are for several Leases shared out among replicas
+        (towline.k8s.shards): each Lease read is shown to `observed`; while not leading, the Lease is taken
+        (or taken back) only if `may_take()`; while leading, it is not renewed once `should_let_go(lease)`."""
         problems = timings.problems()
         if problems:
             raise ValueError("leader election: " + "; ".join(problems))
         self._api = api
         self._namespace = namespace
-        self._name = name
+        self.name = self._name = name
         self.identity = identity
         self.timings = timings
         self._clock = clock
         self._renewed_at: datetime | None = None
+        self._observed = observed
+        self._may_take = may_take
+        self._should_let_go = should_let_go
         self.became_leader = asyncio.Event()
         self.lost_leadership = asyncio.Event()
 
@@ -151,7 +161,7 @@ class LeaderElector:
             current = await self._api.get(path)
             if current is None or current.get("spec", {}).get("holderIdentity") != self.identity:
                 return False
-            now = _format(self._clock())
+            now = format_time(self._clock())
             current["spec"] = {**current["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
                                "renewTime": now, "acquireTime": now}
             await self._api.replace(path, current)
@@ -162,37 +172,54 @@ class LeaderElector:
         return True
 
     async def _try_acquire_or_renew(self, now: datetime) -> bool:
+        try:
+            return await self._try_acquire_or_renew_once(now)
+        except Conflict:
+            # Somebody wrote the Lease since it was read: a replica asking for it (towline.k8s.shards) or one
+            # taking it over. Read it again at once rather than stepping down for a write that may not be a claim.
+            return await self._try_acquire_or_renew_once(now)
+
+    async def _try_acquire_or_renew_once(self, now: datetime) -> bool:
         path = LEASES.path(self._namespace)
         current = await self._api.get(f"{path}/{self._name}")
+        if self._observed is not None:
+            self._observed(current)
+        leading = self.is_leader
+        if not leading and self._may_take is not None and not self._may_take():
+            return False
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.timings.lease_seconds)),
-            "renewTime": _format(now),
+            "renewTime": format_time(now),
         }
         if current is None:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self._name, "namespace": self._namespace},
-                "spec": {**spec, "acquireTime": _format(now), "leaseTransitions": 0},
+                "spec": {**spec, "acquireTime": format_time(now), "leaseTransitions": 0},
             }
             _, created = await self._api.create(path, body)
             return created
         held = current.get("spec", {})
         holder = held.get("holderIdentity")
-        renewed = _parse(held.get("renewTime"))
+        renewed = parse_time(held.get("renewTime"))
         duration = int(held.get("leaseDurationSeconds") or self.timings.lease_seconds)
         expired = renewed is None or now - renewed > timedelta(seconds=duration)
         if holder and holder != self.identity and not expired:
             return False  # a released Lease (no holder) is free at once
+        if leading and holder == self.identity and self._should_let_go is not None and self._should_let_go(current):
+            return False  # not renewed: it expires, and the replica that asked for it takes it
         new_spec = {**held, **spec}
         if holder != self.identity:
-            new_spec["acquireTime"] = _format(now)
+            new_spec["acquireTime"] = format_time(now)
             new_spec["leaseTransitions"] = int(held.get("leaseTransitions") or 0) + 1
         current["spec"] = new_spec
         try:
             await self._api.replace(f"{path}/{self._name}", current)
         except ApiError as error:
+            if error.status == 409 and holder == self.identity:
+                raise Conflict(409, error.message) from None  # read again once (above)
             if error.status == 409:
                 return False
             raise

@@ -15,6 +15,7 @@ from typing import Any
 from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
+from towline.k8s.shards import MAX_SHARDS
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy
@@ -50,6 +51,20 @@ def leader_timings_from(env: Mapping[str, str]) -> LeaderTimings:
             + "; ".join(problems)
         )
     return timings
+
+
+def shard_settings(env: Mapping[str, str]) -> tuple[int, int]:
+    """TOWLINE_SHARDS (chart `operator.shards`) and TOWLINE_REPLICAS (chart `operator.replicas`): how many
+    shards the namespaces are hashed into, one Lease each, and over how many replicas they are spread."""
+    found = []
+    settings = (("TOWLINE_SHARDS", "operator.shards", 3), ("TOWLINE_REPLICAS", "operator.replicas", 2))
+    for name, value, example in settings:
+        text = env.get(name, "").strip() or "1"
+        if not text.isdigit() or not 1 <= int(text) <= MAX_SHARDS:
+            raise ValueError(f"{name}={text!r} must be a whole number from 1 to {MAX_SHARDS}; set {value} in the "
+                             f"chart values to e.g. {example}")
+        found.append(int(text))
+    return found[0], found[1]
 
 
 def cluster_cidrs(text: str) -> tuple[str, ...]:
@@ -236,6 +251,10 @@ class OperatorConfig:
     pod_settings: StepPodSettings
     workers: int = 4
     lease_name: str = "towline-operator"
+    """The Lease with one shard; shard i of S has `<lease_name>-shard-<i>-of-<S>`."""
+    shards: int = 1
+    replicas: int = 1
+    """How many replicas the chart runs: a replica takes up to ceil(shards / replicas) shards at once."""
     leader_timings: LeaderTimings = field(default_factory=LeaderTimings)
     max_retries: int = DEFAULT_MAX_RETRIES
     step_image_policy: StepImagePolicy = field(default_factory=StepImagePolicy)
@@ -261,12 +280,15 @@ class OperatorConfig:
         if not retries_text.isdigit():
             raise ValueError(f"TOWLINE_RECONCILE_MAX_RETRIES={retries_text!r} must be a whole number, e.g. "
                              f"{DEFAULT_MAX_RETRIES}")
+        shards, replicas = shard_settings(env)
         return cls(
             namespace=env.get("TOWLINE_NAMESPACE", "towline-system"),
             identity=env.get("TOWLINE_POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
             service_account=env.get("TOWLINE_SERVICE_ACCOUNT", "towline-operator"),
             pod_settings=pod_settings,
             lease_name=env.get("TOWLINE_LEASE_NAME") or "towline-operator",
+            shards=shards,
+            replicas=replicas,
             leader_timings=leader_timings_from(env),
             max_retries=int(retries_text),
             step_image_policy=step_image_policy(env),

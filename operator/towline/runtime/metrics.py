@@ -24,3 +24,12 @@ CACHE_READS = Counter(
     "towline_runtime_observations_total",
     "How reconciles saw a run's children: from the watch-fed cache (hit) or by listing (listed).", ["source"],
 )
+
+SHARD_HELD = Gauge(
+    "towline_shard_held", "1 while this replica holds the shard's Lease (and acts on its namespaces), else 0.",
+    ["shard"],
+)
+SHARD_RUNS_DECIDED = Counter(
+    "towline_shard_runs_decided_total",
+    "Runs this replica's own status write moved to a final phase, by the shard of their namespace.", ["shard"],
+)

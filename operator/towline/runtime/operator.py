@@ -1,11 +1,13 @@
 """One operator process: its queues, its Lease, what it remembers of runs, and its workers.
 
 Implements the handlers' `ReconcileContext`. Every replica watches and keeps
-its queues filled; only the Lease holder reconciles and fires schedules. A
-reconcile runs only while this replica leads: it is cancelled when the renew
-deadline passes, and every write it makes goes through an API view that
-refuses writes once the deadline has passed, so a replica that was paused and
-resumes mid-pass cannot act after another replica took over.
+its queues filled; only the holder of a namespace's shard Lease (with one
+shard, the single Lease) reconciles there and fires its schedules
+(towline.k8s.shards). A reconcile runs only while this replica holds the key's
+shard: it is cancelled when that shard's renew deadline passes, and every write
+it makes goes through an API view that refuses a write to a namespace whose
+shard is not held, so a replica that was paused and resumes mid-pass cannot act
+after another replica took over.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
-from towline.k8s.leader import LeaderElector
 from towline.k8s.observe import build_observed, list_children
+from towline.k8s.shards import ShardElectors
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
@@ -69,11 +71,12 @@ class Operator:
         self.step_type_queue.max_retries = self.config.max_retries
         self._catalog = connector_catalog()
         self.step_types = StepTypeCache(self.config.step_image_policy)
-        self.leader = LeaderElector(
-            self.connection, namespace=self.config.namespace, name=self.config.lease_name,
-            identity=self.config.identity, timings=self.config.leader_timings,
+        self.shards = ShardElectors(
+            self.connection, namespace=self.config.namespace, base_name=self.config.lease_name,
+            identity=self.config.identity, shards=self.config.shards, replicas=self.config.replicas,
+            timings=self.config.leader_timings,
         )
-        self._api = self.connection.fenced(lambda: self.leader.is_leader)
+        self._api = self.connection.fenced(self.shards.may_write)
         self.api_server = ApiServerAddresses(lambda: read_api_server_addresses(self.connection),
                                              changed=self._except_in_running_steps)
         self._action_context = ActionContext(
@@ -143,6 +146,12 @@ class Operator:
     def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
         self.known.wrote(key, written)
 
+    def decided_run(self, key: Key, phase: str) -> None:
+        shard = self.shards.shard_of(key[0])
+        metrics.SHARD_RUNS_DECIDED.labels(str(shard)).inc()
+        log.info("%s/%s: decided %s (shard %d of %d, %s)", *key, phase, shard, self.shards.count,
+                 self.config.identity)
+
     def write_conflicted(self, key: Key) -> None:
         self.known.conflicted(key)
         self.runs.add(key)
@@ -179,11 +188,10 @@ class Operator:
         self.known.children.learned(str(body.get("kind")), body)
 
     async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
-        """The API server moved: the leader carves its new addresses out of running steps' policies."""
-        if not self.leader.is_leader:
-            return  # the leader's own refresh does it
+        """The API server moved: each shard's holder carves its new addresses out of running steps' policies."""
         for namespace, run in self.known.in_flight():
-            await except_in_step_policies(self.api, namespace, run, networks)
+            if self.shards.holds(namespace):  # else that shard's holder does
+                await except_in_step_policies(self.api, namespace, run, networks)
 
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
@@ -204,7 +212,7 @@ class Operator:
     async def start(self) -> None:
         await self.api_server.refresh()  # before any step could start; retried in the background if it fails
         self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
-        self.tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
         self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))
@@ -218,7 +226,9 @@ class Operator:
         self.tasks.append(asyncio.create_task(
             self.workflows.run_worker(self._leading(self._reconcile_workflow), self._give_up_workflow),
             name="wf-worker"))
-        self.tasks.append(asyncio.create_task(self._requeue_on_leadership(), name="leadership-requeue"))
+        for index in range(self.shards.count):
+            metrics.SHARD_HELD.labels(str(index)).set(0)
+            self.tasks.append(asyncio.create_task(self._requeue_on_leadership(index), name=f"shard-{index}"))
         self.tasks.append(asyncio.create_task(self._recheck_when_the_clock_moves(), name="clock-moved"))
 
     async def stop(self) -> None:
@@ -226,31 +236,31 @@ class Operator:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.leader.release()
+        await self.shards.release()
         await self.connection.close()
 
     def _leading(self, process: Callable[[Key], Awaitable[None]]) -> Callable[[Key], Awaitable[None]]:
-        """Only the Lease holder acts; followers re-queue everything when they take over."""
+        """Only the holder of the key's shard acts; others re-queue the shard's keys when they take it over."""
 
         async def guarded(key: Key) -> None:
-            if not self.leader.is_leader:
+            if not self.shards.holds(key[0]):
                 return
             try:
-                await self._while_leading(process(key))
+                await self._while_leading(key[0], process(key))
             except WriteFenced as refused:
                 log.warning("%s/%s: %s; the new leader takes over", *key, refused)
 
         return guarded
 
-    async def _while_leading(self, work: Awaitable[None]) -> None:
-        """Run `work`, cancelling it as soon as this replica's renew deadline passes."""
+    async def _while_leading(self, namespace: str, work: Awaitable[None]) -> None:
+        """Run `work`, cancelling it as soon as the renew deadline of the namespace's shard passes."""
         task = asyncio.ensure_future(work)
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=max(0.05, self.leader.seconds_left()))
+                done, _ = await asyncio.wait({task}, timeout=max(0.05, self.shards.seconds_left(namespace)))
                 if done:
                     return task.result()
-                if not self.leader.is_leader:
+                if not self.shards.holds(namespace):
                     log.warning("lost the Lease during a pass; cancelling it")
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -259,16 +269,25 @@ class Operator:
         finally:
             task.cancel()
 
-    async def _requeue_on_leadership(self) -> None:
+    async def _requeue_on_leadership(self, shard: int) -> None:
+        elector = self.shards.electors[shard]
         while True:
-            await self.leader.became_leader.wait()
+            await elector.became_leader.wait()
+            log.info("holding shard %d of %d", shard, self.shards.count)
+            metrics.SHARD_HELD.labels(str(shard)).set(1)
+            mine = self.shards.shard_of
             for key in self.known.summaries:
-                self.runs.add(key)
+                if mine(key[0]) == shard:
+                    self.runs.add(key)
             for key in list(self.workflow_keys):
-                self.workflows.add(key)
+                if mine(key[0]) == shard:
+                    self.workflows.add(key)
             for key in self.step_types.type_keys():
-                self.step_type_queue.add(key)
-            await self.leader.lost_leadership.wait()
+                if mine(key[0]) == shard:
+                    self.step_type_queue.add(key)
+            await elector.lost_leadership.wait()
+            log.info("no longer holding shard %d of %d", shard, self.shards.count)
+            metrics.SHARD_HELD.labels(str(shard)).set(0)
 
     async def _recheck_when_the_clock_moves(self) -> None:
         """A jump forward may make delayed Workflow passes (a schedule's next slot) due now."""
@@ -294,7 +313,7 @@ class Operator:
                   error)
 
     async def _give_up_run(self, key: Key, attempts: int, error: BaseException) -> None:
-        if self.leader.is_leader:
+        if self.shards.holds(key[0]):
             await report_reconcile_failure(self, *key, attempts, error)
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:

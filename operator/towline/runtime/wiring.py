@@ -48,7 +48,7 @@ def build_registry(
         export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
             # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
             lambda: [(namespace, summary) for (namespace, _), summary in operator.known.summaries.items()],
-            lambda: operator.leader.is_leader,
+            lambda: operator.shards.any_held,
         )
         await operator.start()
 

@@ -245,6 +245,7 @@ class MemoryContext:
     requeued_step_types: list[Key] = field(default_factory=list)
     woken: list[tuple[str, str]] = field(default_factory=list)
     written: dict[Key, JSON] = field(default_factory=dict)
+    decided: list[tuple[Key, str]] = field(default_factory=list)
     finished: list[JSON] = field(default_factory=list)
     action_context: ActionContext = field(init=False)
 
@@ -272,6 +273,9 @@ class MemoryContext:
 
     def wrote_run(self, key: Key, written: JSON) -> None:
         self.written[key] = written
+
+    def decided_run(self, key: Key, phase: str) -> None:
+        self.decided.append((key, phase))
 
     def write_conflicted(self, key: Key) -> None:
         self.conflicted_runs.append(key)

@@ -263,7 +263,7 @@ def test_timings_come_from_the_environment_and_bad_ones_name_the_variable() -> N
 
 def test_a_fenced_connection_refuses_writes_before_they_leave_the_process() -> None:
     leading = [True]
-    connection = KubeApi(object()).fenced(lambda: leading[0])
+    connection = KubeApi(object()).fenced(lambda path: leading[0])
     leading[0] = False
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         with pytest.raises(WriteFenced, match="does not hold the Lease"):
