@@ -123,21 +123,32 @@ class ShardElectors:
         return self.holds(namespace_of_path(path))
 
     async def run(self) -> None:
-        """Every retry period, one attempt per shard (at once), then perhaps one request for a shard."""
+        """Every retry period, one attempt per shard, then perhaps one request for a shard.
+
+        The shards held are renewed at once (their deadlines run); the others are tried one after
+        the other, so each try counts the shard taken just before it against this replica's share.
+        """
         while True:
-            results = await asyncio.gather(*(elector.try_once() for elector in self.electors),
-                                           return_exceptions=True)
-            for elector, result in zip(self.electors, results, strict=True):
-                if isinstance(result, BaseException):
-                    log.error("leader election: the attempt failed", exc_info=result)
-                    if elector.became_leader.is_set() and not elector.is_leader:
-                        elector.step_down()
+            held = [elector for elector in self.electors if elector.is_leader]
+            await self._attempt(held)
+            for elector in self.electors:
+                if elector not in held:
+                    await self._attempt([elector])
             if self.count > 1:
                 try:
                     await self._ask_for_a_shard()
                 except ApiError as error:
                     log.info("shards: could not ask for a shard (%s)", error)
             await asyncio.sleep(self.timings.retry_period)
+
+    @staticmethod
+    async def _attempt(electors: list[LeaderElector]) -> None:
+        results = await asyncio.gather(*(elector.try_once() for elector in electors), return_exceptions=True)
+        for elector, result in zip(electors, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("leader election: the attempt failed", exc_info=result)
+                if elector.became_leader.is_set() and not elector.is_leader:
+                    elector.step_down()
 
     async def release(self) -> None:
         await asyncio.gather(*(elector.release() for elector in self.electors))
