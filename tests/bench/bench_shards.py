@@ -178,7 +178,7 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
         proof.seconds = time.monotonic() - started
         alive = {name for name, operator in operators.items() if operator.process and operator.process.poll() is None}
         holders = await wait_until("spread over the replicas alive", lambda: _spread(admin, shards, alive))
-        proof.holders.append(("end (the paused replica asked for a shard back)", {
+        proof.holders.append(("end, spread over the replicas alive", {
             i: holder for i, (holder, _) in holders.items()}))
     finally:
         stop.set()
