@@ -53,6 +53,11 @@ class ShardProof:
 
     runs: dict[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, run) -> phase, from the watch."""
+    finished_at: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    """(namespace, run) -> its status.finishedAt (the deciding replica's clock)."""
+    shards: int = 3
+    killed: list[tuple[int, str, datetime]] = field(default_factory=list)
+    """(shard, replica, when) of each SIGKILL."""
     jobs: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
     """(namespace, run, step) -> the names of its Jobs."""
     decided: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
@@ -66,7 +71,7 @@ class ShardProof:
     def problems(self) -> list[str]:
         found = [f"{len(self.not_succeeded)} runs did not succeed, e.g. {self.not_succeeded[:3]}"
                  ] if self.not_succeeded else []
-        never = [key for key in self.runs if key not in self.decided]
+        never = [key for key in self.runs if key not in self.decided and self.killed_deciding(key) is None]
         twice = [key for key, who in self.decided.items() if len(who) > 1]
         doubled = [key for key, names in self.jobs.items() if len(names) > 1]
         if never:
@@ -77,15 +82,33 @@ class ShardProof:
             found.append(f"{len(doubled)} steps got a second Job, e.g. {[(k, self.jobs[k]) for k in doubled[:3]]}")
         return found
 
+    def killed_deciding(self, key: tuple[str, str]) -> str | None:
+        """The replica that decided `key` without living to log it: the holder of its shard, SIGKILLed after
+        the run's finishedAt (a write that landed, its answer lost with the process); else None."""
+        finished = self.finished_at.get(key)
+        for shard, replica, when in self.killed:
+            if finished is not None and shard == shard_of(key[0], self.shards) and finished <= when:
+                return replica
+        return None
+
+    def deciders(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        """Who decided each run: its log lines, or the killed holder that decided it unlogged."""
+        found = dict(self.decided)
+        for key in self.runs:
+            replica = self.killed_deciding(key) if key not in found else None
+            if replica is not None:
+                found[key] = [(shard_of(key[0], self.shards), f"{replica} (unlogged, killed)")]
+        return found
+
     @property
     def not_succeeded(self) -> list[tuple[str, str]]:
         return [key for key, phase in self.runs.items() if phase != "Succeeded"]
 
     def per_shard(self) -> Counter[int]:
-        return Counter(who[0][0] for who in self.decided.values())
+        return Counter(who[0][0] for who in self.deciders().values())
 
     def per_replica(self) -> Counter[str]:
-        return Counter(who[0][1] for who in self.decided.values())
+        return Counter(who[0][1] for who in self.deciders().values())
 
     def split(self) -> float:
         """The largest shard's runs over the mean, minus 1 (0.2: the busiest shard has 20 % more than its share)."""
@@ -143,13 +166,15 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
     operators = {operator.identity: operator for operator in start_replicas(cluster, replicas, shards)}
     admin = await KubeApi.connect(str(cluster.plane.kubeconfig))
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)
-    proof = ShardProof()
+    proof = ShardProof(shards=shards)
     seen = RunObservations(expected_runs=runs)
     finished = asyncio.Event()
 
     def saw_run(body: dict[str, Any]) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         proof.runs[key] = (body.get("status") or {}).get("phase") or "Pending"
+        if (body.get("status") or {}).get("finishedAt"):
+            proof.finished_at[key] = parse_rfc3339(body["status"]["finishedAt"])
         seen.saw_run(body)
         if len([p for p in proof.runs.values() if p in TERMINAL]) >= runs:
             finished.set()
@@ -234,6 +259,7 @@ async def _disrupt(api: KubeApi, operators: dict[str, OperatorProcess], proof: S
     signalled = datetime.now(UTC)
     if signal_name == "SIGKILL":
         operators[victim].kill()
+        proof.killed.append((shard, victim, datetime.now(UTC)))
     else:
         operators[victim].pause()
 
@@ -263,9 +289,11 @@ def report(proof: ShardProof, runs: int, namespaces: int, replicas: int, shards:
     print(table(["shard", "runs decided"], [[str(k), str(v)] for k, v in sorted(proof.per_shard().items())]))
     print(f"\nbusiest shard over the mean: {proof.split() * 100:.0f} %")
     print(table(["replica", "runs decided"], [[k, str(v)] for k, v in sorted(proof.per_replica().items())]))
-    decided_once = sum(1 for who in proof.decided.values() if len(who) == 1)
+    decided_once = sum(1 for who in proof.deciders().values() if len(who) == 1)
+    unlogged = sum(1 for who in proof.deciders().values() if "unlogged" in who[0][1])
     steps = sum(len(names) for names in proof.jobs.values())
-    print(f"\nruns decided exactly once: {decided_once} of {runs}; step Jobs {steps} for {len(proof.jobs)} steps")
+    print(f"\nruns decided exactly once: {decided_once} of {runs} ({unlogged} by the killed holder just before "
+          f"its SIGKILL, without its log line); step Jobs {steps} for {len(proof.jobs)} steps")
 
 
 def main() -> None:

@@ -93,6 +93,6 @@ def test_three_replicas_decide_every_run_once_across_a_killed_and_a_paused_shard
     final status written) by exactly one replica, for its namespace's shard, and no step gets a second Job."""
     proof = asyncio.run(shard_proof(kwok_cluster, runs=30, namespaces=9, replicas=3))
     assert proof.problems() == []
-    assert len(proof.decided) == 30
+    assert len(proof.deciders()) == 30
     assert [signal for signal, *_ in proof.takeovers] == ["SIGKILL", "SIGSTOP"]
     assert sum(len(names) for names in proof.jobs.values()) == 90
