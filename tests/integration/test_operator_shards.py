@@ -19,7 +19,8 @@ from towline.k8s.leader import LeaderTimings
 from towline.k8s.shards import ShardElectors
 from towline_dev.install import OPERATOR_NAMESPACE
 
-pytestmark = [pytest.mark.integration]
+# local_only: it builds its own loopback control plane and kwok node (no real node, so no node lock).
+pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
 TIMINGS = LeaderTimings(lease_seconds=6, renew_deadline=4, retry_period=1)
 
