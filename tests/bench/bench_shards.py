@@ -12,7 +12,8 @@ Lease's own acquireTime), runs decided per shard and per replica (from each
 replica's log line for every run it decided, which a killed replica leaves
 behind, unlike its metrics), and exits non-zero when a run did not succeed, a
 run was decided by no replica or by two, or a step got a second Job.
-Sizes: BENCH_SHARD_RUNS, BENCH_SHARD_NAMESPACES, BENCH_SHARD_REPLICAS.
+Sizes: BENCH_SHARD_RUNS, BENCH_SHARD_NAMESPACES, BENCH_SHARD_REPLICAS, BENCH_SHARDS (1: the single Lease
+`towline-operator` of old, one replica acting for all).
 """
 
 from __future__ import annotations
@@ -198,7 +199,8 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
         await _disrupt(admin, operators, proof, shards, "SIGKILL", avoid=set())
         if pause:
             await _wait_finished(proof, runs // 2)
-            await _disrupt(admin, operators, proof, shards, "SIGSTOP", avoid={proof.takeovers[-1][1]})
+            await _disrupt(admin, operators, proof, shards, "SIGSTOP",
+                           avoid={proof.takeovers[-1][1]} if shards > 1 else set())
         await asyncio.wait_for(finished.wait(), TIMEOUT)
         proof.seconds = time.monotonic() - started
         alive = {name for name, operator in operators.items() if operator.process and operator.process.poll() is None}
@@ -237,7 +239,8 @@ async def _spread(api: KubeApi, shards: int, replicas: set[str]) -> dict[int, tu
     holders = await lease_holders(api, shards)
     counts = Counter(holder for holder, _ in holders.values())
     share = -(-shards // len(replicas))
-    if len(holders) < shards or any(counts[name] > share or counts[name] < min(1, share) for name in replicas):
+    least = 1 if len(replicas) <= shards else 0
+    if len(holders) < shards or any(counts[name] > share or counts[name] < least for name in replicas):
         return None
     return holders
 
@@ -300,10 +303,11 @@ def main() -> None:
     runs = int(os.environ.get("BENCH_SHARD_RUNS", "300"))
     namespaces = int(os.environ.get("BENCH_SHARD_NAMESPACES", "30"))
     replicas = int(os.environ.get("BENCH_SHARD_REPLICAS", "3"))
+    shards = int(os.environ.get("BENCH_SHARDS", "3"))
     print("shard bench: real API server, kube-scheduler, Job controller; kwok as the node")
     with sim_cluster() as cluster:
-        proof = asyncio.run(shard_proof(cluster, runs=runs, namespaces=namespaces, replicas=replicas))
-    report(proof, runs, namespaces, replicas, 3)
+        proof = asyncio.run(shard_proof(cluster, runs=runs, namespaces=namespaces, replicas=replicas, shards=shards))
+    report(proof, runs, namespaces, replicas, shards)
     problems = proof.problems()
     if problems:
         sys.exit("shard bench: " + "; ".join(problems))
