@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.bench.figures import table
+from tests.bench.figures import counts_by, table
 from tests.bench.scaleload import TERMINAL, chain, create_runs, run_manifest, watch, workflow
 from tests.bench.scaleload import Observations as RunObservations
-from tests.bench.simcluster import RUNNER, SimCluster, sim_cluster
+from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, sim_cluster
 from towline.k8s.client import JOBS, LEASES, WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.shards import shard_lease_name, shard_of
@@ -68,6 +68,8 @@ class ShardProof:
     takeovers: list[tuple[str, int, str, str, float]] = field(default_factory=list)
     """(what was done, shard, old holder, new holder, seconds from the signal to the new holder's acquireTime)."""
     seconds: float = 0.0
+    metrics: dict[str, Counter[tuple[str, ...]]] = field(default_factory=dict)
+    """replica -> towline_shard_runs_decided_total by shard, scraped from each replica alive at the end."""
 
     def problems(self) -> list[str]:
         found = [f"{len(self.not_succeeded)} runs did not succeed, e.g. {self.not_succeeded[:3]}"
@@ -81,6 +83,11 @@ class ShardProof:
             found.append(f"{len(twice)} runs were decided twice, e.g. {[(k, self.decided[k]) for k in twice[:3]]}")
         if doubled:
             found.append(f"{len(doubled)} steps got a second Job, e.g. {[(k, self.jobs[k]) for k in doubled[:3]]}")
+        for replica, counted in self.metrics.items():
+            logged = Counter((str(shard),) for who in self.decided.values() for shard, name in who if name == replica)
+            if +counted != logged:
+                found.append(f"{replica}: towline_shard_runs_decided_total {dict(counted)} but its log says "
+                             f"{dict(logged)}")
         return found
 
     def killed_deciding(self, key: tuple[str, str]) -> str | None:
@@ -205,6 +212,9 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
         proof.seconds = time.monotonic() - started
         alive = {name for name, operator in operators.items() if operator.process and operator.process.poll() is None}
         holders = await wait_until("spread over the replicas alive", lambda: _spread(admin, shards, alive))
+        for name in sorted(alive):
+            proof.metrics[name] = counts_by(operator_metrics(operators[name]), "towline_shard_runs_decided_total",
+                                            "shard")
         proof.holders.append(("end, spread over the replicas alive", {
             i: holder for i, (holder, _) in holders.items()}))
     finally:

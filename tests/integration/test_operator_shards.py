@@ -91,9 +91,12 @@ def test_three_replicas_decide_every_run_once_across_a_killed_and_a_paused_shard
 ) -> None:
     """30 runs in 9 namespaces on 3 replicas x 3 shards; a holder SIGKILLed at a quarter of the runs,
     another SIGSTOPped at half until its shard was taken over: every run succeeds, is decided (its
-    final status written) by exactly one replica, for its namespace's shard, and no step gets a second Job."""
+    final status written) by exactly one replica, for its namespace's shard, and no step gets a second Job;
+    the replicas alive at the end count in towline_shard_runs_decided_total what they logged."""
     proof = asyncio.run(shard_proof(kwok_cluster, runs=30, namespaces=9, replicas=3))
     assert proof.problems() == []
     assert len(proof.deciders()) == 30
     assert [signal for signal, *_ in proof.takeovers] == ["SIGKILL", "SIGSTOP"]
     assert sum(len(names) for names in proof.jobs.values()) == 90
+    # The replicas alive at the end export what their logs say they decided (problems() compares them).
+    assert sum(sum(counted.values()) for counted in proof.metrics.values()) > 0
