@@ -132,6 +132,12 @@ class LeaderElector:
                 self.step_down()
             return self.is_leader
         if renewed:
+            if was_leader and not self.is_leader:
+                # The deadline passed while the renewal was on its way (a starved or paused process): this replica
+                # stopped acting meanwhile (passes were cancelled, writes refused), so it lost the Lease and takes
+                # it anew, and whatever waits for a new leader (queueing every key again) runs.
+                self.step_down()
+                was_leader = False
             self._renewed_at = sent_at
             if not was_leader:
                 log.info("acquired leadership as %s", self.identity)

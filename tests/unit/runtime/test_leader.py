@@ -268,3 +268,27 @@ def test_a_fenced_connection_refuses_writes_before_they_leave_the_process() -> N
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         with pytest.raises(WriteFenced, match="does not hold the Lease"):
             asyncio.run(connection.request(method, "/api/v1/namespaces/team/configmaps/x", body={}))
+
+
+def test_a_renewal_that_lands_after_the_deadline_counts_as_a_loss_and_a_new_acquisition(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The deadline passed while the renewal was on its way: passes were cancelled meanwhile, so the
+    replica must go through lost and acquired again (whoever waits for a new leader requeues every key),
+    not carry on as if it had led throughout."""
+    clock = Clock()
+    store = LeaseStore(clock)
+    leader = elector(store, clock, "a")
+
+    async def scenario() -> None:
+        assert await leader.try_once()
+        clock.advance(8)
+        store.delay_replace = 3  # answered 11 s after the last renewal: past the 10 s deadline
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert await leader.try_once()
+        assert leader.became_leader.is_set() and not leader.lost_leadership.is_set()
+
+    asyncio.run(scenario())
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == ["lost leadership as a; stopping all actions", "acquired leadership as a"], messages
