@@ -38,6 +38,7 @@ from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.cache import ChildCache
+from towline.runtime.childwatch import ChildEvents, watch_children
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.steptypes import StepTypeCache, TypeKey
@@ -99,6 +100,8 @@ class Operator:
     """The latest watch event's body of each run in flight (dropped when it finishes)."""
     _written_versions: dict[Key, int] = field(default_factory=dict)
     """The resourceVersion of this process's last status write per run in flight."""
+    _watches: KubeApi | None = None
+    """The connection of the child watches (towline.runtime.childwatch), apart from the passes' requests."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -272,6 +275,10 @@ class Operator:
         await self.api_server.refresh()  # before any step could start; retried in the background if it fails
         self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
         self.tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        self._watches = self.connection.separate()
+        events = ChildEvents(self.children, self._action_context.default_deny, self.wants_children, self.runs.add)
+        self.tasks.append(asyncio.create_task(
+            watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
         self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))
@@ -293,6 +300,8 @@ class Operator:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self._watches is not None:
+            await self._watches.close()
         await self.leader.release()
         await self.connection.close()
 
