@@ -37,7 +37,7 @@ Key = tuple[str, str]
 
 PAGE_SIZE = 500
 """Objects per page of a (re-)list, as kopf listed: a start over thousands of finished steps is never one answer."""
-RETRY_SECONDS = (0.5, 30.0)
+RETRY_SECONDS = (0.5, 16.0)
 """First and longest wait before a failed stream is listed again."""
 
 
