@@ -29,6 +29,7 @@ from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_o
 from tests.bench.simcluster import RUNNER, SimCluster, operator_cpu_seconds, operator_metrics, sim_cluster
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import StepPodSettings
+from towline_dev.install import StepPods
 
 SCENARIOS = ((chain(5), int(os.environ.get("BENCH_CHAIN_RUNS", "200"))),
              (fan_out_in(48), int(os.environ.get("BENCH_FAN_RUNS", "20"))))
@@ -72,7 +73,7 @@ async def raw_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outcome:
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)
     operator_identity = await KubeApi.connect(str(cluster.operator_kubeconfig))
     seen = Observations(expected_runs=runs)
-    settings = StepPodSettings()
+    settings = StepPodSettings(image=StepPods().runner_image)  # the chart's runner image: admission allows no other
     try:
         async with watching(admin, namespace, seen):
             before = cluster.apiserver_metrics()
