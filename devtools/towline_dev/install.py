@@ -150,6 +150,9 @@ class OperatorProcess:
     """None: the machine's clock. Else the schedules run on `towline_dev.fakeclock`'s clock in this file."""
     watch_retry_budget: tuple[float, ...] = ()
     """Empty: kopf's own backoffs between attempts of one API request; else these (outage tests)."""
+    profile_path: Path | None = None
+    """None: no profile. Else the process runs under cProfile, which writes its stats here when it stops
+    (the benchmarks' BENCH_OPERATOR_PROFILE)."""
 
     def start(self) -> OperatorProcess:
         env = dict(os.environ)
@@ -179,6 +182,8 @@ class OperatorProcess:
                 command += ["--clock-file", str(self.clock_file)]
             if self.watch_retry_budget:
                 command += ["--watch-retry-budget", ",".join(f"{s:g}" for s in self.watch_retry_budget)]
+        if self.profile_path is not None:
+            command = ["-m", "cProfile", "-o", str(self.profile_path), *command]
         # Its own process group (so a kill takes everything it started), and it dies with its parent.
         self.process = spawn(
             [sys.executable, *command, "--kubeconfig", str(self.kubeconfig)],

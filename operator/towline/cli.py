@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -139,7 +140,7 @@ def run_operator(
 
         # In a pod every address (the Service scrapes it); tests bind loopback only.
         start_http_server(metrics_port, addr=os.environ.get("TOWLINE_METRICS_ADDRESS", "0.0.0.0"))  # noqa: S104
-    config = OperatorConfig.from_environment()
+    config = dataclasses.replace(OperatorConfig.from_environment(), watch_namespaces=tuple(namespaces or ()))
     registry = build_registry(config, kubeconfig, clock=clock or SYSTEM_CLOCK, adjust=adjust)
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig

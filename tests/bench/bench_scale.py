@@ -9,7 +9,8 @@ RBAC, watching only the scenario's namespace), each in a namespace of its own.
 
 Prints Markdown tables: throughput and the ratio to the raw client; p50/p95/p99
 of run created -> first Job and Job complete -> next Job; API requests per step
-by verb from the API server (all clients) and from the operator's own counter.
+by verb from the API server (all clients) and from the operator's own counter;
+the operator process's CPU (utime + stime from /proc) per step over the batch.
 Asserts nothing about time.
 """
 
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 from tests.bench.figures import counts_by, delta, latency_row, split_reads_writes, table
 from tests.bench.rawclient import drive_run
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
-from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, sim_cluster
+from tests.bench.simcluster import RUNNER, SimCluster, operator_cpu_seconds, operator_metrics, sim_cluster
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import StepPodSettings
+from towline_dev.install import StepPods
 
 SCENARIOS = ((chain(5), int(os.environ.get("BENCH_CHAIN_RUNS", "200"))),
              (fan_out_in(48), int(os.environ.get("BENCH_FAN_RUNS", "20"))))
@@ -42,6 +44,8 @@ class Outcome:
     seen: Observations
     server: Counter[tuple[str, ...]]
     operator: Counter[tuple[str, ...]]
+    operator_cpu: float = 0.0
+    """CPU seconds (user + system) the operator process used from the first create to the last run's end."""
 
     @property
     def steps(self) -> int:
@@ -69,7 +73,7 @@ async def raw_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outcome:
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)
     operator_identity = await KubeApi.connect(str(cluster.operator_kubeconfig))
     seen = Observations(expected_runs=runs)
-    settings = StepPodSettings()
+    settings = StepPodSettings(image=StepPods().runner_image)  # the chart's runner image: admission allows no other
     try:
         async with watching(admin, namespace, seen):
             before = cluster.apiserver_metrics()
@@ -106,12 +110,14 @@ async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outc
         await asyncio.sleep(5)  # the operator takes the Lease and settles on the Workflow before measuring
         async with watching(admin, namespace, seen):
             before, operator_before = cluster.apiserver_metrics(), operator_metrics(operator)
+            cpu_before = operator_cpu_seconds(operator)
             started = time.monotonic()
             manifests = [run_manifest(shape, namespace, f"{shape.name}-{i}", RUNNER) for i in range(runs)]
             await create_runs(carol, manifests, seen)
             await _finish(seen, "towline")
             seconds = max(seen.run_finished.values()) - started
             await asyncio.sleep(1)  # the history pass after the last run lands
+            cpu = operator_cpu_seconds(operator) - cpu_before
             after, operator_after = cluster.apiserver_metrics(), operator_metrics(operator)
     finally:
         for api in (admin, carol):
@@ -123,7 +129,7 @@ async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outc
     failed = [name for name, phase in seen.run_phase.items() if phase != "Succeeded"]
     if failed:
         print(f"WARNING: {len(failed)} runs did not succeed, e.g. {failed[:3]}", file=sys.stderr)
-    return Outcome(shape, runs, seconds, seen, server, mine)
+    return Outcome(shape, runs, seconds, seen, server, mine, cpu)
 
 
 def report(raw: Outcome, towline: Outcome) -> None:
@@ -136,6 +142,8 @@ def report(raw: Outcome, towline: Outcome) -> None:
          f"{towline.seconds:.1f} s"],
         ["ratio towline / raw", f"**{towline.steps_per_second / raw.steps_per_second:.2f}**", "", ""],
     ]))
+    print(f"\noperator CPU: {towline.operator_cpu:.2f} s = **{towline.operator_cpu / towline.steps * 1000:.1f} ms per "
+          f"step** (user + system, from the first create to 1 s after the last run finished)")
     print()
     print(table(["latency", "n", "p50", "p95", "p99", "max"], [
         latency_row("towline: run created -> first Job", towline.seen.first_job_latencies()),

@@ -93,3 +93,10 @@ def rss_kib(proc_status: str) -> tuple[int, int]:
     if set(fields) != {"VmRSS", "VmHWM"}:
         raise ValueError("no VmRSS/VmHWM in the process status (is it a kernel thread or already gone?)")
     return fields["VmRSS"], fields["VmHWM"]
+
+
+def cpu_ticks(proc_stat: str) -> int:
+    """utime + stime, in clock ticks, from the text of /proc/<pid>/stat: the CPU the process has used so far
+    (all its threads). The command name is in parentheses and may hold spaces, so fields count after it."""
+    fields = proc_stat[proc_stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5); the state (field 3) is fields[0]

@@ -15,6 +15,7 @@ import asyncio
 from typing import Any
 
 from tests.bench.scaleload import Observations, Shape, step_inputs
+from towline.engine import naming
 from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
 
@@ -28,7 +29,7 @@ async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, s
     status_path = WORKFLOW_RUNS.path(ref.namespace, ref.name, "status")
 
     async def step(step_id: str, last: bool) -> None:
-        job_name = f"{ref.name}-{step_id}-1"
+        job_name = naming.job_name(ref.name, step_id, 1)  # the operator's own: admission allows no other
         job = build_step_job(
             ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform",
             inputs=step_inputs(step_id), credentials={}, idempotency_key=f"{ref.uid}-{step_id}-1",

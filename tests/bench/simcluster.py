@@ -4,7 +4,9 @@ The operator runs as a process with its ServiceAccount's token (the chart's RBAC
 started and stopped by the benchmark so a phase can run without it (the raw-client
 limit) and so its memory can be read from /proc. BENCH_OPERATOR_PYTHONPATH runs
 another revision's operator (its exported `operator` and `connectors` directories)
-against this benchmark, for before/after figures.
+against this benchmark, for before/after figures. BENCH_OPERATOR_PROFILE=DIR runs
+each operator under cProfile and writes its stats to DIR/operator-N.prof when it
+stops (read them with `python -m pstats`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.bench.figures import rss_kib
+from tests.bench.figures import cpu_ticks, rss_kib
 from towline_dev.binaries import find_binaries
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess, install_chart, install_crds, operator_kubeconfig
@@ -51,9 +53,11 @@ class SimCluster:
         if os.environ.get("BENCH_OPERATOR_PYTHONPATH"):
             # Another revision's operator (e.g. an exported main) against this revision's benchmark.
             settings["PYTHONPATH"] = os.environ["BENCH_OPERATOR_PYTHONPATH"]
+        profiles = os.environ.get("BENCH_OPERATOR_PROFILE")
         operator = OperatorProcess(
             kubeconfig=self.operator_kubeconfig, log_path=self.work / f"operator-{len(self.operators)}.log",
             metrics_port=free_loopback_port(), watch_namespaces=namespaces, settings=settings,
+            profile_path=Path(profiles) / f"operator-{len(self.operators)}.prof" if profiles else None,
         )
         self.operators.append(operator.start())
         return operator
@@ -66,6 +70,12 @@ def operator_metrics(operator: OperatorProcess) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=10) as response:
         text: str = response.read().decode()
     return text
+
+
+def operator_cpu_seconds(operator: OperatorProcess) -> float:
+    """CPU (user + system, all threads) the operator process has used so far, from /proc."""
+    assert operator.process is not None
+    return cpu_ticks(Path(f"/proc/{operator.process.pid}/stat").read_text()) / os.sysconf("SC_CLK_TCK")
 
 
 def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:

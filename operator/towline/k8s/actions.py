@@ -83,6 +83,14 @@ class DefaultDenyPolicies:
     def intact(self, namespace: str) -> bool:
         return namespace in self._intact
 
+    def keep_only(self, namespaces: set[str], scope: str | None) -> None:
+        """A (re-)list of the policies in `scope` (None: every namespace) showed them in `namespaces`: any other
+        namespace there is no longer taken as intact (a deletion the watch missed while it was down)."""
+        for namespace in list(self._intact):
+            if (scope is None or namespace == scope) and namespace not in namespaces:
+                self._intact.discard(namespace)
+                self._events[namespace] = self._events.get(namespace, 0) + 1  # as a DELETED event would
+
 
 @dataclass
 class ActionContext:

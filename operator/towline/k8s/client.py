@@ -144,6 +144,11 @@ class KubeApi:
             await kubeconfig_loader.load(kubeconfig, context, configuration)
         return cls(client.ApiClient(configuration=configuration))
 
+    def separate(self) -> KubeApi:
+        """A second connection pool to the same server with the same credentials, for long-lived watches:
+        held apart, they never take the slots the requests of passes need."""
+        return KubeApi(client.ApiClient(configuration=self._client.configuration))
+
     @property
     def api_client(self) -> Any:
         """The underlying kubernetes-asyncio client, for watch streams (inside towline.k8s only)."""

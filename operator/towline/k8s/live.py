@@ -71,6 +71,7 @@ async def _lines(response: Any) -> AsyncIterator[bytes]:
 
 async def watch_objects(
     api: KubeApi, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
+    page_size: int | None = None,
 ) -> AsyncGenerator[tuple[str, JSON], None]:
     """Every object of the collection at `path` (LISTED, then SYNCED once listed), then each change, until the
     caller stops iterating.
@@ -78,14 +79,21 @@ async def watch_objects(
     The watch starts at the list's resourceVersion, so nothing between the two is missed; when the
     API server closes it, the next starts where it ended. When that version is too old (410 Gone)
     or the connection breaks, the collection is listed again and its objects come again as LISTED.
+    `page_size` lists in pages (one consistent snapshot), so a large collection is never one answer.
     """
     selectors = {key: value for key, value in (("fieldSelector", field_selector),
                                                  ("labelSelector", label_selector)) if value}
     while True:
-        listing = await api.request("GET", path, query=selectors)
+        query = {**selectors, **({"limit": str(page_size)} if page_size else {})}
+        while True:
+            listing = await api.request("GET", path, query=query)
+            for item in listing.get("items", []):
+                yield LISTED, item
+            token = listing["metadata"].get("continue")
+            if not token:
+                break
+            query = {**query, "continue": token}
         version: str = listing["metadata"]["resourceVersion"]
-        for item in listing.get("items", []):
-            yield LISTED, item
         yield SYNCED, {}
         try:
             while True:

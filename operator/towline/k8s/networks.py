@@ -6,6 +6,7 @@ Pure functions over `ipaddress` networks. The ranges come from the in-pod guard
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,14 +37,22 @@ def forbidden_networks(
     """What no step pod may reach: the guard's blocked ranges and the cluster's, minus the step's opt-ins.
 
     Metadata addresses, local-use NAT64 (64:ff9b:1::/48) and `never_open` stay forbidden whatever
-    the step opted into (even `::/0`, which validation refuses anyway).
+    the step opted into (even `::/0`, which validation refuses anyway). Computed once per distinct input
+    (every step Job's policy asks, mostly with the same ranges; it took milliseconds each time).
     """
+    return list(_forbidden_networks(tuple(allow_private), tuple(cluster_cidrs), tuple(never_open)))
+
+
+@functools.lru_cache(maxsize=256)
+def _forbidden_networks(
+    allow_private: tuple[str, ...], cluster_cidrs: tuple[str, ...], never_open: tuple[str, ...]
+) -> tuple[IPNetwork, ...]:
     blocked = [ipaddress.ip_network(c) for c in (*blocked_cidrs(), *cluster_cidrs)]
     allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
     metadata = [ipaddress.ip_network(f"{a}/{a.max_prefixlen}") for a in METADATA_ADDRESSES]
     never = [net for net, _ in NEVER_OPENED_NETWORKS]
     pinned = [ipaddress.ip_network(c, strict=False) for c in never_open]
-    return _collapse([*_subtract(blocked, allowed), *metadata, *never, *pinned])
+    return tuple(_collapse([*_subtract(blocked, allowed), *metadata, *never, *pinned]))
 
 
 def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[JSON]:
@@ -59,6 +68,26 @@ def ip_block_peers(network: IPNetwork, forbidden: Sequence[IPNetwork]) -> list[J
 
 
 def connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork]) -> list[JSON]:
+    """Where a connector's ports open to; computed once per distinct input, each answer a fresh copy."""
+    return [_ip_block(cidr, carved) for cidr, carved in _connector_blocks(tuple(allow_hosts), tuple(forbidden))]
+
+
+def _ip_block(cidr: str, carved: tuple[str, ...]) -> JSON:
+    block: JSON = {"cidr": cidr}
+    if carved:
+        block["except"] = list(carved)
+    return {"ipBlock": block}
+
+
+@functools.lru_cache(maxsize=256)
+def _connector_blocks(
+    allow_hosts: tuple[str, ...], forbidden: tuple[IPNetwork, ...]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((peer["ipBlock"]["cidr"], tuple(peer["ipBlock"].get("except", ())))
+                 for peer in _connector_peers(allow_hosts, forbidden))
+
+
+def _connector_peers(allow_hosts: Sequence[str], forbidden: Sequence[IPNetwork]) -> list[JSON]:
     literals = [ip_literal(host) for host in allow_hosts]
     if allow_hosts and all(address is not None for address in literals):
         return [peer for address in literals if address is not None

@@ -259,6 +259,8 @@ class OperatorConfig:
     max_retries: int = DEFAULT_MAX_RETRIES
     step_image_policy: StepImagePolicy = field(default_factory=StepImagePolicy)
     code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
+    watch_namespaces: tuple[str, ...] = ()
+    """Empty: every namespace; else only these (the command's --namespace, $TOWLINE_WATCH_NAMESPACES)."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:

@@ -38,6 +38,7 @@ from towline.k8s.observe import build_observed, list_children
 from towline.k8s.shards import ShardElectors
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
+from towline.runtime.childwatch import ChildEvents, watch_children
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.runstore import RunStore
@@ -64,6 +65,8 @@ class Operator:
     """What the watches showed of runs and their children (towline.runtime.runstore)."""
     workflow_keys: set[Key] = field(default_factory=set)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _watches: KubeApi | None = None
+    """The connection of the child watches (towline.runtime.childwatch), apart from the passes' requests."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -213,6 +216,11 @@ class Operator:
         await self.api_server.refresh()  # before any step could start; retried in the background if it fails
         self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
         self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
+        self._watches = self.connection.separate()
+        events = ChildEvents(self.known.children, self._action_context.default_deny, self.wants_children,
+                             self.runs.add)
+        self.tasks.append(asyncio.create_task(
+            watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
         self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))
@@ -236,6 +244,8 @@ class Operator:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self._watches is not None:
+            await self._watches.close()
         await self.shards.release()
         await self.connection.close()
 

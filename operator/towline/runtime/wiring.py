@@ -18,7 +18,7 @@ import kopf
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.objects import LABEL_RUN
 from towline.metrics import export_operator_state
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
@@ -99,25 +99,8 @@ def build_registry(
         ):
             operator.runs.add(key)
 
-    @kopf.on.event("batch", "v1", "jobs", labels={LABEL_RUN: kopf.PRESENT}, registry=registry)
-    async def job_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator = operator_of(memo)
-        if _cache(operator, "Job", kwargs["event"], kwargs["body"]):
-            operator.runs.add((kwargs["namespace"], kwargs["labels"][LABEL_RUN]))
-
-    @kopf.on.event("", "v1", "pods", labels={LABEL_STEP_POD: "true"}, registry=registry)
-    async def pod_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        # Cached for its result document; a step's progress (a missing Secret included: the runner
-        # fails the attempt) arrives through its Job, which wakes the run.
-        _cache(operator_of(memo), "Pod", kwargs["event"], kwargs["body"])
-
-    # By name only: a label is no proof, and a policy stripped of its labels and then opened must still be seen.
-    @kopf.on.event("networking.k8s.io", "v1", "networkpolicies",
-                   when=lambda name, **_: name == DEFAULT_DENY_POLICY, registry=registry)
-    async def default_deny_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        known, event = operator_of(memo).action_context.default_deny, kwargs["event"] or {}
-        if known is not None and isinstance(event.get("object"), dict):  # the watch's own dict, not kopf's view
-            known.saw(event["object"], deleted=event.get("type") == "DELETED")
+    # Step Jobs, step pods and the default-deny NetworkPolicies: the operator's own watches
+    # (towline.runtime.childwatch), several events per step that kopf's per-event pipeline made costly.
 
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:

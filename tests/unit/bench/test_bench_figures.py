@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tests.bench.figures import counts_by, delta, latency_row, percentile, rss_kib, samples, split_reads_writes
+from tests.bench.figures import (
+    counts_by,
+    cpu_ticks,
+    delta,
+    latency_row,
+    percentile,
+    rss_kib,
+    samples,
+    split_reads_writes,
+)
 
 METRICS = """# HELP apiserver_request_total Counter of apiserver requests.
 # TYPE apiserver_request_total counter
@@ -76,3 +85,9 @@ def test_resident_memory_and_its_peak_come_from_proc_status() -> None:
     assert rss_kib(text) == (100000, 123456)
     with pytest.raises(ValueError, match="VmRSS"):
         rss_kib("Name:\tkthreadd\n")
+
+
+def test_cpu_ticks_are_user_plus_system_time_counted_after_the_command_name() -> None:
+    # The command name may hold spaces and parentheses; fields 14 (utime) and 15 (stime) follow it.
+    text = "4242 (python (x) y) S 1 4242 4242 0 -1 4194304 2966 6548 0 0 1234 567 5 3 20 0 4 0 488 172 3485\n"
+    assert cpu_ticks(text) == 1234 + 567

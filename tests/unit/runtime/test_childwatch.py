@@ -1,0 +1,121 @@
+"""The operator's own watches of step Jobs, pods and default-deny policies feed the cache and wake runs as
+kopf's handlers did: a Job wakes its run when its state changes or it goes, a pod never does, a finished
+run's children are not kept, and a default-deny policy a (re-)list no longer shows is no longer intact."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.unit.runtime.test_cache import KEY, NS, job, pod
+
+from towline.k8s.actions import DefaultDenyPolicies
+from towline.k8s.live import LISTED, SYNCED, watch_objects
+from towline.k8s.objects import build_default_deny_policy
+from towline.runtime.cache import ChildCache
+from towline.runtime.childwatch import ChildEvents
+
+Key = tuple[str, str]
+
+
+def events(finished: set[Key] | None = None) -> tuple[ChildEvents, list[Key]]:
+    woken: list[Key] = []
+    return ChildEvents(ChildCache(), DefaultDenyPolicies(), lambda key: key not in (finished or set()),
+                       woken.append), woken
+
+
+def test_a_job_wakes_its_run_when_it_appears_changes_state_or_goes() -> None:
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", version="10"))
+    feed.apply("Job", "MODIFIED", job("release-build-1", version="11"))  # still active: no pass
+    assert woken == [KEY]
+    feed.apply("Job", "MODIFIED", job("release-build-1", version="12", complete=True))
+    assert woken == [KEY, KEY]
+    feed.apply("Job", "DELETED", job("release-build-1", version="13", complete=True))
+    assert woken == [KEY, KEY, KEY]
+    assert len(feed.children) == 0
+
+
+def test_a_pod_is_cached_for_its_result_and_wakes_nothing() -> None:
+    feed, woken = events()
+    feed.apply("Pod", "LISTED", pod("release-build-1", terminated=True))
+    assert woken == []
+    jobs, pods, approvals = feed.children.children(KEY)
+    assert (len(jobs), len(pods), len(approvals)) == (0, 1, 0)
+    feed.apply("Pod", "DELETED", pod("release-build-1", terminated=True))
+    assert len(feed.children) == 0
+
+
+def test_a_finished_runs_children_are_not_kept_nor_woken() -> None:
+    feed, woken = events(finished={KEY})
+    feed.apply("Job", "MODIFIED", job("release-build-1", complete=True))
+    feed.apply("Pod", "MODIFIED", pod("release-build-1", terminated=True))
+    assert len(feed.children) == 0
+    assert woken == []
+
+
+def policy(namespace: str, version: str, *, opened: bool = False) -> dict[str, Any]:
+    body = build_default_deny_policy(namespace)
+    body["metadata"]["resourceVersion"] = version
+    if opened:
+        body["spec"]["egress"] = [{}]
+    return body
+
+
+def test_the_default_deny_record_follows_the_policy_stream() -> None:
+    feed, woken = events()
+    known = feed.default_deny
+    assert known is not None
+    feed.apply("NetworkPolicy", "ADDED", policy(NS, "5"))
+    assert known.intact(NS)
+    feed.apply("NetworkPolicy", "MODIFIED", policy(NS, "6", opened=True))
+    assert not known.intact(NS)
+    feed.apply("NetworkPolicy", "MODIFIED", policy(NS, "7"))
+    assert known.intact(NS)
+    feed.apply("NetworkPolicy", "DELETED", policy(NS, "8"))
+    assert not known.intact(NS)
+    assert woken == []
+
+
+def test_a_relist_that_no_longer_shows_a_policy_clears_it_within_its_scope_only() -> None:
+    feed, _ = events()
+    known = feed.default_deny
+    assert known is not None
+    for namespace in ("team", "other"):
+        feed.apply("NetworkPolicy", "LISTED", policy(namespace, "5"))
+    feed.listed("NetworkPolicy", set(), "team")  # the watch of "team" listed again: its policy was deleted meanwhile
+    assert not known.intact("team")
+    assert known.intact("other")
+    feed.listed("NetworkPolicy", {"team"}, None)  # a cluster-wide list showed only team's
+    assert not known.intact("other")
+
+
+class PagedApi:
+    """A list answered in two pages; the watch after it is never reached by the test."""
+
+    def __init__(self) -> None:
+        self.queries: list[dict[str, str]] = []
+
+    async def request(self, method: str, path: str, *, query: dict[str, str]) -> dict[str, Any]:
+        self.queries.append(dict(query))
+        if "continue" not in query:
+            return {"metadata": {"resourceVersion": "40", "continue": "next"}, "items": [job("a")]}
+        return {"metadata": {"resourceVersion": "40"}, "items": [job("b")]}
+
+
+def test_a_paged_list_yields_every_page_before_the_watch_starts() -> None:
+    api = PagedApi()
+
+    async def first_list() -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+        stream = watch_objects(api, "/apis/batch/v1/jobs", label_selector="towline.dev/run", page_size=2)  # type: ignore[arg-type]
+        async for event, body in stream:
+            seen.append((event, (body.get("metadata") or {}).get("name", "")))
+            if event == SYNCED:
+                break
+        await stream.aclose()
+        return seen
+
+    assert asyncio.run(first_list()) == [(LISTED, "a"), (LISTED, "b"), (SYNCED, "")]
+    assert api.queries == [{"labelSelector": "towline.dev/run", "limit": "2"},
+                           {"labelSelector": "towline.dev/run", "limit": "2", "continue": "next"}]
