@@ -1,4 +1,5 @@
-"""`python -m tests.chaos [--runs 100] [--kills 5] [--pauses 3] [--seed N]` (`make chaos`): the full form.
+"""`python -m tests.chaos [--runs 100] [--kills 5] [--pauses 3] [--seed N] [--shards S --replicas R]` (`make chaos`):
+the full form.
 
 Starts a control plane with a real node (needs root; waits for the machine's node lock),
 loads the runner image, runs the scenario (tests/chaos/scenario.py) and prints the counts
@@ -28,9 +29,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kills", type=int, default=5, help="SIGKILLs of the Lease holder")
     parser.add_argument("--pauses", type=int, default=3, help="SIGSTOPs of the Lease holder, past its renew deadline")
     parser.add_argument("--seed", type=int, default=None, help="replays a plan of disruptions (default: random)")
+    parser.add_argument("--shards", type=int, default=1, help="operator.shards (the Lease holder is the runs' shard's)")
+    parser.add_argument("--replicas", type=int, default=2, help="operator replicas")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else secrets.randbelow(10**6)
-    settings = ChaosSettings(runs=args.runs, kills=args.kills, pauses=args.pauses, seed=seed)
+    settings = ChaosSettings(runs=args.runs, kills=args.kills, pauses=args.pauses, seed=seed, shards=args.shards,
+                             replicas=args.replicas)
     work = Path(tempfile.mkdtemp(prefix="towline-chaos-"))
     _progress(f"seed {seed} (replay with --seed {seed}); operator logs in {work}")
     cluster = NodeCluster(progress=_progress)

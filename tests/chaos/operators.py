@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from towline.k8s.shards import shard_lease_name, shard_of
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
@@ -23,8 +24,10 @@ LEASE_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS = 6, 4, 1
 """Short, so a paused or killed leader is replaced within seconds."""
 
 
-def chaos_settings() -> dict[str, str]:
+def chaos_settings(shards: int = 1, replicas: int = 2) -> dict[str, str]:
     return {
+        "TOWLINE_SHARDS": str(shards),
+        "TOWLINE_REPLICAS": str(replicas),
         "TOWLINE_RUNNER_COMMAND": "",  # the image's own runner, in a real container
         "TOWLINE_RUNNER_IMAGE": RUNNER_IMAGE,
         "TOWLINE_REQUIRE_ISOLATION": "true",
@@ -46,12 +49,16 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Replicas:
-    """Operator processes sharing one Lease; a killed one is started again, as a Deployment would."""
+    """Operator processes sharing one Lease (or, with shards, the Lease of the scenario namespace's shard); a killed
+    one is started again, as a Deployment would."""
 
     plane: ControlPlane
     kubeconfig: Path
     log_dir: Path
     count: int = 2
+    shards: int = 1
+    namespace: str = "towline-chaos"
+    """Where the runs are: its shard's Lease holder is the one killed and paused."""
     processes: list[OperatorProcess] = field(default_factory=list)
     spent_cpu: float = 0.0
     """CPU seconds of processes already gone (killed or stopped)."""
@@ -63,16 +70,21 @@ class Replicas:
     def start(self) -> Replicas:
         self.processes = [
             OperatorProcess(kubeconfig=self.kubeconfig, log_path=self.log_dir / f"operator-{index}.log",
-                            identity=f"towline-chaos-{index}", settings=chaos_settings()).start()
+                            identity=f"towline-chaos-{index}",
+                            settings=chaos_settings(self.shards, self.count)).start()
             for index in range(self.count)
         ]
         return self
+
+    @property
+    def lease(self) -> str:
+        return shard_lease_name(LEASE, shard_of(self.namespace, self.shards), self.shards)
 
     def holder(self) -> str | None:
         """The Lease holder's identity as the API server has it; None while it cannot say."""
         try:
             status, body = self.plane.api_get(
-                f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{LEASE}")
+                f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{self.lease}")
         except OSError:
             return None
         if status != 200:

@@ -61,6 +61,10 @@ class ChaosSettings:
     timeout: float = 2400.0
     """Seconds after the runs were created by which every run must have finished."""
     namespace: str = "towline-chaos"
+    shards: int = 1
+    """operator.shards: above 1 the replicas share the namespaces' shards, and the chaos hits the holder of the
+    runs' shard while the others hold the rest."""
+    replicas: int = 2
 
 
 def chaos_workflow(settings: ChaosSettings) -> dict[str, Any]:
@@ -146,7 +150,8 @@ def _run_installed(plane: ControlPlane, settings: ChaosSettings, work_dir: Path,
     lose = settings.lost_reply_share
     sink = IdempotencySink(SINK_ADDRESS, SINK_PORT,
                            lose_first_reply=lambda key: random.Random(f"{settings.seed}:{key}").random() < lose)
-    replicas = Replicas(plane, operator_kubeconfig(plane, work_dir / "operator.kubeconfig"), work_dir)
+    replicas = Replicas(plane, operator_kubeconfig(plane, work_dir / "operator.kubeconfig"), work_dir,
+                        count=settings.replicas, shards=settings.shards, namespace=settings.namespace)
     jobs = JobWatch(admin, settings.namespace)
     try:
         sink.start()
