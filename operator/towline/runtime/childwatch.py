@@ -19,6 +19,7 @@ policy the list no longer shows is no longer taken as intact.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,13 +94,30 @@ class ChildEvents:
 
 
 async def watch_children(api: KubeApi, namespaces: tuple[str, ...], events: ChildEvents) -> None:
-    """Run every stream for `namespaces` (empty: the whole cluster) until cancelled."""
-    scopes: tuple[str | None, ...] = namespaces or (None,)
-    await asyncio.gather(*(_follow(api, stream, scope, events) for stream in STREAMS for scope in scopes))
+    """Run every stream for `namespaces` (empty: the whole cluster) until cancelled.
+
+    A name is one namespace's stream. A pattern (kopf's globs, e.g. `team-*`, which `--namespace` accepts as kopf
+    does) cannot be a request path: the patterns share one cluster-wide stream whose events outside them are
+    dropped here (the chart names namespaces exactly; patterns are for tests and local runs).
+    """
+    names = tuple(namespace for namespace in namespaces if not is_pattern(namespace))
+    patterns = tuple(namespace for namespace in namespaces if is_pattern(namespace))
+    follows = [_follow(api, stream, scope, events) for stream in STREAMS for scope in names]
+    if patterns or not namespaces:
+        wanted = None if not namespaces else (lambda namespace: any(fnmatch.fnmatchcase(namespace, p)
+                                                                    for p in patterns))
+        follows += [_follow(api, stream, None, events, wanted=wanted) for stream in STREAMS]
+    await asyncio.gather(*follows)
 
 
-async def _follow(api: KubeApi, stream: Stream, scope: str | None, events: ChildEvents) -> None:
-    """One stream, listed again after any failure (never ends but by cancellation)."""
+def is_pattern(namespace: str) -> bool:
+    return any(character in namespace for character in "*?[")
+
+
+async def _follow(api: KubeApi, stream: Stream, scope: str | None, events: ChildEvents,
+                  wanted: Callable[[str], bool] | None = None) -> None:
+    """One stream, listed again after any failure (never ends but by cancellation); `wanted`: which namespaces
+    of a cluster-wide stream count (None: all)."""
     delay = RETRY_SECONDS[0]
     while True:
         listed: set[str] = set()
@@ -113,8 +131,11 @@ async def _follow(api: KubeApi, stream: Stream, scope: str | None, events: Child
                     listed = set()
                     delay = RETRY_SECONDS[0]
                     continue
+                namespace = (body.get("metadata") or {}).get("namespace", "")
+                if wanted is not None and not wanted(namespace):
+                    continue
                 if event == LISTED:
-                    listed.add((body.get("metadata") or {}).get("namespace", ""))
+                    listed.add(namespace)
                 events.apply(stream.kind, event, body)
         except asyncio.CancelledError:
             raise

@@ -5,6 +5,7 @@ run's children are not kept, and a default-deny policy a (re-)list no longer sho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from tests.unit.runtime.test_cache import KEY, NS, job, pod
@@ -13,7 +14,7 @@ from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.live import LISTED, SYNCED, watch_objects
 from towline.k8s.objects import build_default_deny_policy
 from towline.runtime.cache import ChildCache
-from towline.runtime.childwatch import ChildEvents
+from towline.runtime.childwatch import ChildEvents, watch_children
 
 Key = tuple[str, str]
 
@@ -119,3 +120,38 @@ def test_a_paged_list_yields_every_page_before_the_watch_starts() -> None:
     assert asyncio.run(first_list()) == [(LISTED, "a"), (LISTED, "b"), (SYNCED, "")]
     assert api.queries == [{"labelSelector": "towline.dev/run", "limit": "2"},
                            {"labelSelector": "towline.dev/run", "limit": "2", "continue": "next"}]
+
+
+class RecordingApi:
+    """Records where each stream lists; answers one Job per list, in the namespace the test says."""
+
+    def __init__(self, namespace_of_items: str) -> None:
+        self.paths: list[str] = []
+        self.namespace = namespace_of_items
+
+    async def request(self, method: str, path: str, *, query: dict[str, str]) -> dict[str, Any]:
+        self.paths.append(path)
+        item = job("a")
+        item["metadata"]["namespace"] = self.namespace
+        return {"metadata": {"resourceVersion": "40"}, "items": [item] if "/jobs" in path else []}
+
+
+def run_briefly(api: RecordingApi, namespaces: tuple[str, ...], feed: ChildEvents) -> None:
+    async def body() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(watch_children(api, namespaces, feed), 0.3)  # type: ignore[arg-type]
+
+    asyncio.run(body())
+
+
+def test_kopf_style_patterns_share_one_cluster_wide_stream_filtered_to_them() -> None:
+    """`--namespace 't-gw0-*'` (as each test worker's operator runs) cannot be a request path."""
+    api, (feed, _) = RecordingApi("t-gw0-a1"), events()
+    run_briefly(api, ("t-gw0-*", "ops"), feed)
+    assert "/apis/batch/v1/jobs" in api.paths and "/apis/batch/v1/namespaces/ops/jobs" in api.paths
+    assert not any("*" in path for path in api.paths)
+    assert len(feed.children) == 1, "a Job in a namespace the pattern matches is kept"
+
+    elsewhere, (other, _) = RecordingApi("t-gw1-b2"), events()
+    run_briefly(elsewhere, ("t-gw0-*",), other)
+    assert len(other.children) == 0, "another worker's Job is not"
