@@ -63,7 +63,8 @@ def twelve_steps(namespace: str, api: str) -> dict[str, Any]:
 
 @pytest.fixture
 def chromium() -> Iterator[Any]:
-    with headless_chromium(print) as driver:
+    # Wide enough that the README's screenshot shows the whole twelve-step graph without scrolling.
+    with headless_chromium(print, width=2000, height=1000) as driver:
         yield driver
 
 
