@@ -29,6 +29,7 @@ ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "erro
                   "verb", "resource", "code", "le",
                   "name",  # the work queue's own name: runs or workflows
                   "source",  # how a reconcile saw a run's children: hit or listed
+                  "shard",  # a shard's index, below operator.shards (at most 64)
                   "phase", "version", "python_version", "image"}
 
 
@@ -147,6 +148,7 @@ def test_metrics_after_an_end_to_end_run(
     for name, labels in towline_samples:
         assert set(labels) <= ALLOWED_LABELS, (name, labels)
         assert labels.get("name", "runs") in {"runs", "workflows", "steptypes"}, (name, labels)
+        assert labels.get("shard", "0") == "0", "the session's operator runs one shard"
         assert labels.get("source", "hit") in {"hit", "listed"}, (name, labels)
         assert not forbidden_values & set(labels.values()), (name, labels)
     series_per_family: dict[str, int] = {}
