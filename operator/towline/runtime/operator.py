@@ -198,9 +198,10 @@ class Operator:
 
     # Watch events
     def saw_run(self, key: Key, body: dict[str, Any]) -> None:
-        if self.known.saw(key, body):
+        summary = self.known.saw(key, body)
+        if summary is not None:
             # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
-            self.wake_queued_runs(key[0], body["spec"]["workflowRef"]["name"])
+            self.wake_queued_runs(key[0], summary.workflow)
 
     def wants_children(self, key: Key) -> bool:
         return self.known.wants_children(key)

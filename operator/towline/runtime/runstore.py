@@ -80,8 +80,9 @@ class RunStore:
     than the write; versions are opaque and only ever compared for equality."""
 
     # Watch events
-    def saw(self, key: Key, body: dict[str, Any]) -> bool:
-        """A watch event (or this process's own final write); True when it shows a run in flight finished."""
+    def saw(self, key: Key, body: dict[str, Any]) -> RunSummary | None:
+        """A watch event (or this process's own final write); the run's summary when it shows a run in flight
+        finished (its slot is free), else None."""
         summary = RunSummary.of(body)
         before = self.summaries.put(key, summary)
         if summary.finished:
@@ -89,7 +90,7 @@ class RunStore:
             self.children.forget_run(key)
             self._latest_bodies.pop(key, None)
             self._awaited_echoes.pop(key, None)
-            return before is not None and not before.finished
+            return summary if before is not None and not before.finished else None
         # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
         awaited = self._awaited_echoes.get(key)
         if awaited is None:
@@ -98,7 +99,7 @@ class RunStore:
             del self._awaited_echoes[key]
             self._latest_bodies[key] = body
         # else: an event from before this process's own write, whose answer is newer; keep that
-        return False
+        return None
 
     def forgot(self, key: Key) -> RunSummary | None:
         """The run was deleted; returns what was known of it."""
