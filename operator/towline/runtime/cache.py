@@ -22,31 +22,34 @@ names and images; never an environment.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
 from towline.handlers.context import Key
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.observe import controller_uid, job_state, secret_volumes
+from towline.runtime.store import Store
 
 JSON = dict[str, Any]
 KINDS = ("Job", "Pod", "Approval")
 
 
-@dataclass
-class RunChildren:
-    jobs: dict[str, JSON] = field(default_factory=dict)
-    pods: dict[str, JSON] = field(default_factory=dict)
-    approvals: dict[str, JSON] = field(default_factory=dict)
-    deleted: set[str] = field(default_factory=set)
-    """UIDs the watch showed deleted (kept until the run is forgotten)."""
+ChildKey = tuple[str, str, str]
+"""(kind, namespace, name) of a run's Job, step pod or Approval."""
 
-    def of_kind(self, kind: str) -> dict[str, JSON]:
-        return {"Job": self.jobs, "Pod": self.pods, "Approval": self.approvals}[kind]
 
-    def __bool__(self) -> bool:
-        return bool(self.jobs or self.pods or self.approvals)
+def _run_of(key: ChildKey, body: JSON) -> Key | None:
+    run = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN)
+    return (key[1], run) if run else None
+
+
+def _children() -> Store[ChildKey, JSON]:
+    return Store(
+        run=_run_of,
+        # A pod by the Job that controls it: what `covers` asks for a finished Job, without going through
+        # every pod of the run.
+        controller=lambda key, body: (key[1], controller_uid(body)) if key[0] == "Pod" else None,
+    )
 
 
 def trim(kind: str, body: JSON) -> JSON:
@@ -85,8 +88,13 @@ def _names_and_images(containers: Any) -> list[JSON]:
 
 
 class ChildCache:
+    """The run's children as the watches showed them: one store indexed by run and by controlling Job."""
+
     def __init__(self) -> None:
-        self._runs: dict[Key, RunChildren] = {}
+        self._objects: Store[ChildKey, JSON] = _children()
+        self._deleted: dict[Key, set[str]] = {}
+        """Per run, the UIDs the watch showed deleted (kept until the run is forgotten): a late answer to a list
+        or create must not bring one back."""
 
     def saw(self, kind: str, body: JSON) -> bool:
         """A watch event: the newest state of the object (the watch delivers in order).
@@ -111,65 +119,73 @@ class ChildCache:
         run = (meta.get("labels") or {}).get(LABEL_RUN)
         if not run:
             return False
-        children = self._runs.setdefault((meta["namespace"], run), RunChildren())
-        objects = children.of_kind(kind)
-        cached = objects.get(meta["name"])
+        key = (kind, meta["namespace"], meta["name"])
+        cached = self._objects.get(key)
         same = cached is not None and cached["metadata"].get("uid") == meta.get("uid")
-        if answer and (same or meta.get("uid") in children.deleted):
+        if answer and (same or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
             return False
-        kept = objects[meta["name"]] = trim(kind, body)
-        if kind != "Job" or cached is None or cached["metadata"].get("uid") != meta.get("uid"):
+        kept = trim(kind, body)
+        self._objects.put(key, kept)
+        if kind != "Job" or not same:
             return True
+        assert cached is not None
         return job_state(cached.get("status") or {}) != job_state(kept.get("status") or {})
 
     def gone(self, kind: str, body: JSON) -> None:
         meta = body.get("metadata") or {}
-        key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
-        children = self._runs.get(key)
-        if children is None:
-            return
-        cached = children.of_kind(kind).get(meta.get("name", ""))
+        run = (meta.get("labels") or {}).get(LABEL_RUN, "")
+        key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+        cached = self._objects.get(key)
         if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
-            del children.of_kind(kind)[meta["name"]]
-        if meta.get("uid"):
-            children.deleted.add(meta["uid"])  # a late list answer must not bring it back
+            self._objects.pop(key)
+        if meta.get("uid") and run:
+            self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
-    def forget_run(self, key: Key) -> None:
-        self._runs.pop(key, None)
+    def forget_run(self, run: Key) -> None:
+        for key, _ in self._objects.by("run", run):
+            self._objects.pop(key)
+        self._deleted.pop(run, None)
 
-    def children(self, key: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:
-        found = self._runs.get(key) or RunChildren()
-        return list(found.jobs.values()), list(found.pods.values()), list(found.approvals.values())
+    def children(self, run: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:
+        found: dict[str, list[JSON]] = {kind: [] for kind in KINDS}
+        for (kind, _, _), body in self._objects.by("run", run):
+            found[kind].append(body)
+        return found["Job"], found["Pod"], found["Approval"]
 
-    def covers(self, key: Key, status: WorkflowRunStatus) -> bool:
+    def covers(self, run: Key, status: WorkflowRunStatus) -> bool:
         """Whether the cache holds everything the run's status says exists (else: list live)."""
-        found = self._runs.get(key) or RunChildren()
+        namespace = run[0]
         for step in status.steps:
             if step.phase != "Running":
                 continue
-            if step.approval_name and step.approval_name not in found.approvals:
+            if step.approval_name and self._of_run(run, ("Approval", namespace, step.approval_name)) is None:
                 return False
             if not step.job_name:
                 continue
-            job = found.jobs.get(step.job_name)
+            job = self._of_run(run, ("Job", namespace, step.job_name))
             if job is None:
                 return False
             state, _ = job_state(job.get("status") or {})
-            if state != "active" and not _has_finished_pod(found, job):
+            if state != "active" and not self._has_finished_pod(run, job):
                 return False
         return True
 
     def __len__(self) -> int:
-        return sum(len(c.jobs) + len(c.pods) + len(c.approvals) for c in self._runs.values())
+        return len(self._objects)
 
+    def _of_run(self, run: Key, key: ChildKey) -> JSON | None:
+        """The object under `key` if it is labelled for `run` (another run's object of that name is not this
+        run's)."""
+        body = self._objects.get(key)
+        return body if body is not None and _run_of(key, body) == run else None
 
-def _has_finished_pod(found: RunChildren, job: JSON) -> bool:
-    # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not
-    # make the cache look complete while the real pod's result is missing.
-    for pod in found.pods.values():
-        if controller_uid(pod) != job["metadata"].get("uid"):
-            continue
-        with contextlib.suppress(AttributeError, TypeError):
-            if any((c.get("state") or {}).get("terminated") for c in pod["status"]["containerStatuses"]):
-                return True
-    return False
+    def _has_finished_pod(self, run: Key, job: JSON) -> bool:
+        # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not
+        # make the cache look complete while the real pod's result is missing.
+        for key, pod in self._objects.by("controller", (run[0], job["metadata"].get("uid"))):
+            if _run_of(key, pod) != run:
+                continue
+            with contextlib.suppress(AttributeError, TypeError, KeyError):
+                if any((c.get("state") or {}).get("terminated") for c in pod["status"]["containerStatuses"]):
+                    return True
+        return False

@@ -204,3 +204,31 @@ def test_a_user_step_types_pod_is_observed_the_same_from_the_cache_as_from_a_liv
     assert "hunter2" not in observation.result.message and "not shown" in observation.result.message
     _, pods, _ = cache.children(KEY)
     assert "env" not in pods[0]["spec"]["initContainers"][0], "no environment is kept"
+
+
+def test_a_job_of_that_name_labelled_for_another_run_does_not_cover_this_runs_step() -> None:
+    """Objects are kept by kind, namespace and name and found through the run index: whoever labels their own
+    object with the step's Job name for another run (or relabels it) never makes this run's status look covered."""
+    cache = ChildCache()
+    elsewhere = job("release-build-1", complete=True)
+    elsewhere["metadata"]["labels"][LABEL_RUN] = "other-run"
+    cache.saw("Job", elsewhere)
+    assert not cache.covers(KEY, running("release-build-1"))
+    assert cache.children(KEY) == ([], [], [])
+    assert cache.children((NS, "other-run"))[0][0]["metadata"]["name"] == "release-build-1"
+    relabelled = job("release-build-1")
+    cache.saw("Job", relabelled)
+    assert cache.covers(KEY, running("release-build-1")), "the relabelled Job now is this run's (and an active Job)"
+    assert cache.children((NS, "other-run")) == ([], [], []), "and no longer the other run's"
+
+
+def test_a_finished_job_counts_only_with_a_finished_pod_it_controls() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1", complete=True))
+    cache.saw("Pod", pod("release-build-1", terminated=True, job_uid="someone-elses-job"))
+    assert not cache.covers(KEY, running("release-build-1")), "a look-alike pod controlled by another Job"
+    cache.saw("Pod", {**pod("release-build-1", terminated=True), "metadata": {
+        **pod("release-build-1", terminated=True)["metadata"], "name": "release-build-1-fghij", "uid": "p2"}})
+    assert cache.covers(KEY, running("release-build-1"))
+    cache.forget_run(KEY)
+    assert len(cache) == 0
