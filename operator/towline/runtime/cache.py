@@ -1,11 +1,12 @@
 """What the watches showed of each run's Jobs, step pods and Approvals, so a reconcile lists nothing.
 
-Fed by the watch events kopf hands the runtime and by the answers to the
+Fed by the operator's own child watches (runtime/childwatch.py) and by the answers to the
 operator's own creates (client-go's mutation cache: a Job this process just
 created is in the cache before its watch event arrives, so it is never taken
 for a vanished one; an answer only fills a gap, so it never undoes a newer watch
-event, and resourceVersions are never ordered). Indexed by the run label, exactly as the live list in
-`towline.k8s.observe` selects, and handed to the same `build_observed`.
+event, and resourceVersions are never ordered). One `Store` (runtime/store.py) keyed by kind, namespace and
+name, indexed by the run label, exactly as the live list in `towline.k8s.observe` selects (a relabelled object
+moves to the other run), and for pods by the Job that controls them; handed to the same `build_observed`.
 
 Trust only where it is safe (client-go's expectations, in the other
 direction): when the run's status expects something the cache lacks — a
