@@ -1,7 +1,7 @@
 """What the watches showed of each run's Jobs, step pods and Approvals, so a reconcile lists nothing.
 
-Fed by the operator's own child watches (runtime/childwatch.py) and by the answers to the
-operator's own creates (client-go's mutation cache: a Job this process just
+Fed by watch events (Jobs and pods from the operator's own child watches, Approvals from kopf's) and by
+the answers to the operator's own creates (client-go's mutation cache: a Job this process just
 created is in the cache before its watch event arrives, so it is never taken
 for a vanished one; an answer only fills a gap, so it never undoes a newer watch
 event, and resourceVersions are never ordered). One `Store` (runtime/store.py) keyed by kind, namespace and
