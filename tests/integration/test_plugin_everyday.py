@@ -109,6 +109,9 @@ def test_runs_filters_and_output_formats(
 
     assert json.loads(ok(towline(cluster, "-n", ns, "status", failed, "-o", "json")))["status"]["phase"] == "Failed"
     assert ok(towline(cluster, "-n", ns, "status", failed, "-o", "name")) == f"workflowrun/{failed}\n"
+    as_yaml = yaml.safe_load(ok(towline(cluster, "-n", ns, "status", failed, "-o", "yaml")))
+    assert as_yaml["kind"] == "WorkflowRun" and as_yaml["metadata"]["name"] == failed
+    assert [step["id"] for step in as_yaml["status"]["steps"]] == ["fetch", "shape", "push"]
     assert f"job {job_name(failed, 'push', 1)}" in ok(towline(cluster, "-n", ns, "status", failed, "-o", "wide"))
     missing = one_line_failure(towline(cluster, "-n", ns, "describe", "no-such-run"))
     assert "no WorkflowRun 'no-such-run'" in missing
@@ -185,6 +188,18 @@ def test_version_bad_kubeconfigs_and_kubectl_plugin_completion(towline_installed
     garbage.write_text("clusters: [unclosed\n")
     assert f"cannot read kubeconfig {garbage}" in one_line_failure(towline(cluster, "runs", kubeconfig=garbage))
     assert "no such file" in one_line_failure(towline(cluster, "runs", kubeconfig=tmp_path / "absent"))
+    # No kubeconfig at all: neither $KUBECONFIG nor ~/.kube/config, and not in a pod.
+    bare = {key: value for key, value in os.environ.items()
+            if key not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
+    nothing = subprocess.run([str(BIN / "kubectl-towline"), "runs"], capture_output=True, text=True, timeout=60,
+                             env={**bare, "HOME": str(tmp_path / "empty-home")}, check=False)
+    assert "kubeconfig" in one_line_failure(nothing).lower()
+
+    # The catalog a step author reads: the built-ins with the step types this person may see.
+    catalog = ok(towline(cluster, "connectors"))
+    assert "http.request" in catalog and "data.transform" in catalog
+    actions = json.loads(ok(towline(cluster, "connectors", "--json", user="admin")))["actions"]
+    assert {"http.request", "data.transform", "code.python"} <= set(actions), sorted(actions)
 
     # kubectl completes `kubectl towline ...` by running kubectl_complete-towline from PATH.
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import signal
 import subprocess
 import threading
 from typing import Any
@@ -79,6 +80,18 @@ class Follower:
             self.process.wait(timeout=10)
 
 
+def interrupted(follower: Follower, what: str, predicate: Any) -> None:
+    """Ctrl-C (SIGINT) once the command has printed `what`: one line on stderr, exit 130, no traceback."""
+    try:
+        follower.wait_for_line(what, predicate)
+        follower.process.send_signal(signal.SIGINT)
+        assert follower.finish(timeout=60) == 130
+        stderr = follower.stderr()
+        assert stderr == "interrupted\n", stderr
+    finally:
+        follower.stop()
+
+
 def two_steps(namespace: str, api: str) -> dict[str, Any]:
     return {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
@@ -110,6 +123,10 @@ def test_logs_follow_streams_both_steps_in_order_and_watch_exits_with_the_runs_r
                                and "running http.request" in line)
             assert get(cluster, "workflowruns.towline.dev", run, ns)["status"]["currentStep"] == "first"
             assert not any(line.startswith("second: ") for line in logs.lines)
+            interrupted(Follower(cluster, ns, "logs", "-f", run), "the first step's log",
+                        lambda line: line.startswith("first: "))
+            interrupted(Follower(cluster, ns, "watch", run), "the first step running",
+                        lambda line: line == f"{run}: Running (first)")
             hold.set()
             assert logs.finish() == 0, logs.stderr()
             assert watch.finish() == 0, watch.stderr()
@@ -125,6 +142,11 @@ def test_logs_follow_streams_both_steps_in_order_and_watch_exits_with_the_runs_r
         # Following a run that has already ended reads each finished pod's log whole, in the steps' order.
         again = ok(towline(cluster, ns, "logs", "-f", run)).splitlines()
         assert [line.split(":", 1)[0] for line in again] == steps, again
+        # Without -f: every step pod's log so far, each under its step's header.
+        whole = ok(towline(cluster, ns, "logs", run))
+        headers = [line.split()[2] for line in whole.splitlines() if line.startswith("==> step ")]
+        assert headers == ["first", "second"], whole
+        assert whole.count("running http.request") >= 2, whole
         changes = [line for line in watch.lines if line not in (f"{run}: Pending", f"{run}: Running")]
         assert changes == [f"{run}: Running (first)", f"{run}: Running (second)", f"{run}: Succeeded"], watch.lines
 
@@ -178,6 +200,17 @@ def test_approvals_mine_agrees_with_admission_and_approve_run_step_decides_the_r
         assert listed.splitlines()[0].split() == ["NAME", "RUN", "STEP", "APPROVERS", "AGE", "EXPIRES", "MESSAGE"]
         assert all(re.search(rf"^{gates[w]} +{runs[w]} +review ", listed, re.M) for w in runs), listed
         assert "bob,carol (four eyes)" in listed and "Release 2.0.0?" in listed
+        as_json = json.loads(ok(towline(cluster, ns, "approvals", "-o", "json", user="alice")))
+        assert as_json["kind"] == "List" and {item["kind"] for item in as_json["items"]} == {"Approval"}
+        assert {item["metadata"]["name"] for item in as_json["items"]} == set(gates.values())
+        assert ok(towline(cluster, ns, "approvals", "--workflow", "team-gate", "-o", "name", user="alice")) \
+            == f"approval/{gates['team-gate']}\n"
+        wide = ok(towline(cluster, ns, "approvals", "-o", "wide", user="alice"))
+        assert wide.splitlines()[0].split()[3:5] == ["WORKFLOW", "REQUESTED"], wide
+        assert re.search(rf"^{gates['group-gate']} +{runs['group-gate']} +review +group-gate +alice ", wide, re.M), wide
+        everywhere = ok(towline(cluster, ns, "approvals", "-A", user="admin"))
+        assert everywhere.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"], everywhere
+        assert all(re.search(rf"^{ns} +{gate} +", everywhere, re.M) for gate in gates.values()), everywhere
 
         expected = {"bob": {"release", "group-gate"}, "carol": {"team-gate", "group-gate"},
                     "alice": {"team-gate"}}
@@ -209,3 +242,8 @@ def test_approvals_mine_agrees_with_admission_and_approve_run_step_decides_the_r
         assert "rejected by carol" in ok(towline(cluster, ns, "reject", runs["team-gate"], "--reason", "not now"))
         assert get(cluster, "approvals.towline.dev", gates["team-gate"], ns)["spec"]["decidedBy"] == "carol"
         assert wait_for_phase(cluster, ns, runs["team-gate"], {"Failed", "Succeeded"})["status"]["phase"] == "Failed"
+
+        # RUN STEP rejects that run's gate.
+        assert "rejected by bob" in ok(towline(cluster, ns, "reject", runs["group-gate"], "review", user="bob"))
+        assert get(cluster, "approvals.towline.dev", gates["group-gate"], ns)["spec"]["decision"] == "Rejected"
+        assert wait_for_phase(cluster, ns, runs["group-gate"], {"Failed", "Succeeded"})["status"]["phase"] == "Failed"

@@ -74,9 +74,9 @@ async def get_approval(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(APPROVALS.path(namespace, name))
 
 
-async def list_approvals(api: KubeApi, namespace: str | None) -> list[JSON]:
-    """The namespace's Approvals, or every namespace's (None) that the caller may list."""
-    return await api.list(APPROVALS.path(namespace))
+async def list_approvals(api: KubeApi, namespace: str | None, *, selector: str | None = None) -> list[JSON]:
+    """The namespace's Approvals, or every namespace's (None) that the caller may list; by label selector."""
+    return await api.list(APPROVALS.path(namespace), label_selector=selector)
 
 
 async def decide_approval(api: KubeApi, namespace: str, name: str, spec: JSON) -> JSON:

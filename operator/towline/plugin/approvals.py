@@ -1,4 +1,4 @@
-"""`kubectl towline approvals [--mine] [-A]` and `approve|reject RUN STEP` (or an Approval's name).
+"""`kubectl towline approvals [--mine] [-A] [-o ...]` and `approve|reject RUN STEP` (or an Approval's name).
 
 A run's gate is found through the run's status, which only the operator writes:
 the step's entry names its Approval (`approvalName`), and the Approval itself must
@@ -13,7 +13,8 @@ from typing import Any
 
 from towline.k8s import session
 from towline.k8s.client import KubeApi
-from towline.plugin import approvalrule, commands, render
+from towline.plugin import approvalrule, commands, output, render, views
+from towline.plugin.filters import RunFilter
 from towline.plugin.manifests import UsageError
 from towline_connectors.wire import parse_rfc3339
 
@@ -33,7 +34,8 @@ def approvers_text(spec: JSON) -> str:
     return ",".join(names) + (" (four eyes)" if spec.get("fourEyes") else "")
 
 
-def approvals_table(approvals: list[JSON], now: datetime, *, all_namespaces: bool) -> str:
+def approvals_table(approvals: list[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False) -> str:
+    """Oldest first per namespace; `wide` adds the run's Workflow and who requested it, and keeps the whole message."""
     if not approvals:
         return "No pending approvals."
     rows = []
@@ -47,21 +49,32 @@ def approvals_table(approvals: list[JSON], now: datetime, *, all_namespaces: boo
             meta["name"], spec.get("runName", ""), spec.get("step", ""), approvers_text(spec),
             render.age(meta.get("creationTimestamp"), now),
             "" if left is None else (f"in {render.span(left)}" if left > 0 else "expired"),
-            message if len(message) <= 60 else message[:57] + "...",
+            message if wide or len(message) <= 60 else message[:57] + "...",
         ]
+        if wide:
+            row[3:3] = [spec.get("workflowName", ""), spec.get("requestedBy", "")]
         rows.append([meta.get("namespace", ""), *row] if all_namespaces else row)
     header = ["NAME", "RUN", "STEP", "APPROVERS", "AGE", "EXPIRES", "MESSAGE"]
+    if wide:
+        header[3:3] = ["WORKFLOW", "REQUESTED BY"]
     return render.table(["NAMESPACE", *header] if all_namespaces else header, rows)
 
 
-async def list_pending(api: KubeApi, namespace: str | None, io: commands.Io, *, only_mine: bool) -> int:
-    """The pending Approvals of the namespace (None: every namespace); with only_mine, those the
-    admission policy would let the caller decide."""
-    found = [a for a in await session.list_approvals(api, namespace) if pending(a)]
+async def list_pending(api: KubeApi, namespace: str | None, io: commands.Io, *, only_mine: bool,
+                       selector: str | None = None, narrow: RunFilter | None = None, form: str | None = None) -> int:
+    """The pending Approvals of the namespace (None: every namespace), oldest first; with only_mine, those the
+    admission policy would let the caller decide; `narrow` by Workflow, age and count as `runs` does."""
+    found = [a for a in await session.list_approvals(api, namespace, selector=selector) if pending(a)]
     if only_mine:
         info = await session.user_info(api)
         found = approvalrule.mine(found, approvalrule.User(str(info["username"]), tuple(info.get("groups") or ())))
-    io.out(approvals_table(found, datetime.now(UTC), all_namespaces=namespace is None))
+    now = datetime.now(UTC)
+    found = (narrow or RunFilter()).apply(found, now)
+    if form in output.MACHINE_FORMATS:
+        if found or form != "name":
+            io.out(output.objects(views.typed(found, views.APPROVAL_KIND), form))
+        return 0
+    io.out(approvals_table(found, now, all_namespaces=namespace is None, wide=form == "wide"))
     return 0
 
 

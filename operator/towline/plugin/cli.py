@@ -122,7 +122,7 @@ kubectl towline validate workflows/*.yaml""")
 
     catalog = command(sub, "connectors", "the built-in actions and the step types usable here", """
 kubectl towline connectors
-kubectl towline connectors --json | jq '.[].name'""")
+kubectl towline connectors --json | jq '.actions | keys'""")
     catalog.add_argument("--json", action="store_true", help="their input/output JSON Schemas and declarations")
 
     export = command(sub, "export", "WORKFLOW as a clean manifest to commit", """

@@ -1,4 +1,5 @@
-"""Which runs `kubectl towline runs` shows: flag values checked, then the list narrowed. Pure.
+"""Which runs `kubectl towline runs` (and Approvals `kubectl towline approvals`) shows: flag values checked,
+then the list narrowed. Pure.
 
 The label selector goes to the API server; phase, workflow, age and count are
 applied here, on what came back (the server cannot select on status).
@@ -66,13 +67,19 @@ class RunFilter:
             spec, status = run.get("spec") or {}, run.get("status") or {}
             if self.phases and status.get("phase", "Pending") not in self.phases:
                 continue
-            if self.workflow is not None and (spec.get("workflowRef") or {}).get("name") != self.workflow:
+            if self.workflow is not None and workflow_of(spec) != self.workflow:
                 continue
             if self.since is not None and not _created_within(run, now - self.since):
                 continue
             kept.append(run)
         kept.sort(key=created_key)
         return kept[-self.last:] if self.last else kept
+
+
+def workflow_of(spec: JSON) -> str | None:
+    """The Workflow a run runs (spec.workflowRef.name) or an Approval's run runs (spec.workflowName)."""
+    name = (spec.get("workflowRef") or {}).get("name") or spec.get("workflowName")
+    return str(name) if name else None
 
 
 def created_key(run: JSON) -> tuple[str, str, str]:

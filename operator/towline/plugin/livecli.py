@@ -12,7 +12,7 @@ from typing import Any
 
 from towline.k8s import session
 from towline.k8s.client import KubeApi
-from towline.plugin import approvals, commands, follow
+from towline.plugin import approvals, commands, filters, follow, output
 
 Call = Callable[[], Awaitable[int]]
 
@@ -25,7 +25,9 @@ _EXAMPLES = {
   kubectl towline watch release-x7k2p && echo released   # exit 0 only if the run succeeded""",
     "approvals": """Examples:
   kubectl towline approvals                          # pending in this namespace
-  kubectl towline approvals --mine -A                # those you may decide, in every namespace""",
+  kubectl towline approvals --mine -A                # those you may decide, in every namespace
+  kubectl towline approvals --workflow release -o wide   # with each run's Workflow and requester
+  kubectl towline approvals --since 1h -o name       # approval/NAME lines, for scripts""",
     "approve": """Examples:
   kubectl towline approve release-x7k2p review       # the run's gate at step review
   kubectl towline approve release-x7k2p              # the run's one pending gate
@@ -55,6 +57,16 @@ def add_parsers(sub: Any) -> None:
     listing.add_argument("--mine", action="store_true",
                          help="only those you may decide (the admission policy's own rule, with your groups)")
     listing.add_argument("-A", "--all-namespaces", action="store_true", help="in every namespace you may list")
+    listing.add_argument("-l", "--selector", default=None, metavar="SELECTOR",
+                         help="label selector, passed to the API server (e.g. towline.dev/workflow=release)")
+    listing.add_argument("-w", "--workflow", default=None, help="only approvals of runs of this workflow")
+    listing.add_argument("--since", type=filters.duration, default=None, metavar="DURATION",
+                         help="only approvals opened within DURATION (e.g. 10m, 2h, 1d)")
+    listing.add_argument("--last", type=filters.positive, default=None, metavar="N",
+                         help="only the newest N (after the other filters)")
+    listing.add_argument("-o", "--output", choices=output.FORMATS, default=None,
+                         help="json/yaml: the Approvals as a List; name: approval/NAME; "
+                              "wide: adds WORKFLOW and REQUESTED BY")
 
     for verb in ("approve", "reject"):
         decide = _parser(sub, verb, f"{verb} a run's gate (RUN STEP, or RUN with one pending gate) or an Approval "
@@ -97,7 +109,8 @@ def calls(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespac
         "logs": logs,
         "watch": watch,
         "approvals": lambda: approvals.list_pending(
-            api, None if args.all_namespaces else namespace, io, only_mine=args.mine),
+            api, None if args.all_namespaces else namespace, io, only_mine=args.mine, selector=args.selector,
+            narrow=filters.RunFilter(workflow=args.workflow, since=args.since, last=args.last), form=args.output),
         "approve": decide("Approved"),
         "reject": decide("Rejected"),
     }

@@ -24,7 +24,7 @@ APPROVAL_KIND = {"apiVersion": "towline.dev/v1alpha1", "kind": "Approval"}
 EVENT_KIND = {"apiVersion": "v1", "kind": "Event"}
 
 
-def _typed(items: list[JSON], kind: JSON) -> list[JSON]:
+def typed(items: list[JSON], kind: JSON) -> list[JSON]:
     """List answers omit each item's kind; `-o json|yaml|name` print it, as kubectl does."""
     return [{**kind, **item} for item in items]
 
@@ -36,7 +36,7 @@ async def list_runs(api: KubeApi, namespace: str | None, io: Io, *, selector: st
     runs = narrow.apply(await session.list_runs(api, namespace, selector=selector), now)
     if form in output.MACHINE_FORMATS:
         if runs or form != "name":
-            io.out(output.objects(_typed(runs, RUN_KIND), form))
+            io.out(output.objects(typed(runs, RUN_KIND), form))
         return 0
     io.out(render.runs_table(runs, now, wide=form == "wide", all_namespaces=namespace is None))
     return 0
@@ -54,10 +54,10 @@ async def status(api: KubeApi, namespace: str, io: Io, name: str, form: str | No
 async def describe(api: KubeApi, namespace: str, io: Io, name: str, form: str | None) -> int:
     """The run, its Approvals and its Events; `-o json|yaml` prints the three kinds as one List."""
     run = {**RUN_KIND, **await run_or_fail(api, namespace, name)}
-    approvals = _typed(await session.approvals_of_run(api, namespace, name), APPROVAL_KIND)
+    approvals = typed(await session.approvals_of_run(api, namespace, name), APPROVAL_KIND)
     notes: list[str] = []
     try:
-        events = _typed(await session.events_of(api, namespace, "WorkflowRun", name), EVENT_KIND)
+        events = typed(await session.events_of(api, namespace, "WorkflowRun", name), EVENT_KIND)
     except ApiError as error:
         if error.status != 403:
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import yaml
 
 from towline.engine import job_name
 from towline.k8s import live
-from towline.plugin import approvalrule, approvals, follow
+from towline.plugin import approvalrule, approvals, filters, follow
 from towline.plugin.approvalrule import User
 from towline.plugin.manifests import UsageError
 
@@ -87,6 +87,30 @@ def test_the_approvals_table_shows_run_step_approvers_age_expiry_and_message() -
     assert approvals.approvals_table([], now, all_namespaces=False) == "No pending approvals."
     assert [approvals.pending(a) for a in (gate, approval(phase="Approved"), approval(decision="Approved"))] == [
         True, False, False]
+
+
+def test_approvals_wide_names_the_workflow_and_requester_and_keeps_the_whole_message() -> None:
+    now = datetime(2026, 12, 2, 10, 5, 30, tzinfo=UTC)
+    gate = approval(users=("bob",), message="Release " + "x" * 80)
+    lines = approvals.approvals_table([gate], now, all_namespaces=False, wide=True).splitlines()
+    assert lines[0].split() == ["NAME", "RUN", "STEP", "WORKFLOW", "REQUESTED", "BY", "APPROVERS", "AGE", "EXPIRES",
+                                "MESSAGE"]
+    assert re.match(r"release-1-review +release-1 +review +release +carol +bob +5m +in 4m +Release x{80}$", lines[1])
+
+
+def test_approvals_are_narrowed_by_their_runs_workflow_age_and_count_like_runs() -> None:
+    now = datetime(2026, 12, 2, 12, tzinfo=UTC)
+    older = approval(workflowName="nightly")
+    newer = approval(workflowName="release")
+    newer["metadata"] = {**newer["metadata"], "name": "release-2-review", "creationTimestamp": "2026-12-02T11:30:00Z"}
+    both = [newer, older]
+    assert [a["metadata"]["name"] for a in filters.RunFilter().apply(both, now)] == [
+        "release-1-review", "release-2-review"], "oldest first"
+    assert [a["metadata"]["name"] for a in filters.RunFilter(workflow="nightly").apply(both, now)] == [
+        "release-1-review"]
+    assert [a["metadata"]["name"] for a in filters.RunFilter(since=timedelta(hours=1)).apply(both, now)] == [
+        "release-2-review"]
+    assert [a["metadata"]["name"] for a in filters.RunFilter(last=1).apply(both, now)] == ["release-2-review"]
 
 
 def run_with(*entries: dict[str, Any]) -> dict[str, Any]:
