@@ -16,7 +16,9 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from kubernetes_asyncio import client, config
@@ -36,6 +38,8 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_API_RETRY_AFTER_SECONDS = 10.0
 
 JSON = dict[str, Any]
+
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 def resource_version(body: Mapping[str, Any]) -> str | None:
@@ -170,17 +174,11 @@ class KubeApi:
         resource = _resource_label(path)
         if method != "GET" and self._may_write is not None and not self._may_write(path):
             raise WriteFenced(f"{method} {path}: this replica does not hold the Lease (of its shard)")
+        data = None if body is None else encode_body(body)
         try:
             with API_LATENCY.labels(method, resource).time():
-                response = await self._client.call_api(
-                    path, method,
-                    query_params=list((query or {}).items()),
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=30,
-                )
+                response = await self.send(method, path, query=query, accept="application/json",
+                                           content_type=content_type, data=data, timeout=REQUEST_TIMEOUT)
                 status: int = response.status
                 raw = await response.read()
         except TRANSPORT_ERRORS as error:
@@ -196,17 +194,44 @@ class KubeApi:
             raise Conflict(status, message, payload)
         raise ApiError(status, message, payload, retry_after=_retry_after(response.headers.get("Retry-After")))
 
+    async def send(
+        self, method: str, path: str, *, query: Mapping[str, str] | None, accept: str,
+        content_type: str | None = None, data: bytes | None = None, timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        """The HTTP request itself, on kubernetes-asyncio's session (its TLS, client certificate, proxy and
+        pool) with its credentials: the bearer token as `auth_settings()` gives it, so a token file that
+        rotates or an exec plugin's refresh hook is honoured on every request as before.
+
+        Its `call_api` is skipped on purpose: it walks every body and header through
+        `sanitize_for_serialization`, and its REST layer encodes the body again with json.dumps; a status
+        write of a large run paid for both on every pass (docs/benchmarks.md). The caller holds the response
+        and reads or releases it.
+        """
+        configuration = self._client.configuration
+        headers = {**self._client.default_headers, "Accept": accept}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        for setting in (await configuration.auth_settings()).values():
+            headers[setting["key"]] = setting["value"]
+        rest = self._client.rest_client
+        url = configuration.host + path
+        if query:
+            url += "?" + urlencode(list(query.items()))
+        options: dict[str, Any] = {}
+        if rest.proxy:
+            options["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            options["proxy_headers"] = rest.proxy_headers
+        if rest.server_hostname:
+            options["server_hostname"] = rest.server_hostname
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(
+            method, url, headers=headers, data=data, timeout=timeout, **options)
+        return response
+
     async def read_text(self, path: str, *, query: Mapping[str, str] | None = None) -> str:
         """A GET whose answer is plain text (a pod's log); raises ApiError like `request`."""
         try:
-            response = await self._client.call_api(
-                path, "GET",
-                query_params=list((query or {}).items()),
-                header_params={"Accept": "*/*"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=30,
-            )
+            response = await self.send("GET", path, query=query, accept="*/*", timeout=REQUEST_TIMEOUT)
             raw: bytes = await response.read()
         except TRANSPORT_ERRORS as error:
             API_REQUESTS.labels("GET", _resource_label(path), "unreachable").inc()
@@ -262,6 +287,18 @@ class KubeApi:
                 return False
             raise
         return True
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as JSON bytes. Bodies are plain JSON values; a date or datetime is written as
+    kubernetes-asyncio's serializer wrote it (isoformat)."""
+    return json.dumps(body, separators=(",", ":"), default=_iso_date).encode()
+
+
+def _iso_date(value: Any) -> str:
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _resource_label(path: str) -> str:
