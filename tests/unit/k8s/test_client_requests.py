@@ -28,8 +28,8 @@ class Recorder(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        Recorder.seen.append({"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                              "body": raw})
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        Recorder.seen.append({"method": self.command, "path": self.path, "headers": headers, "body": raw})
         taken = urlsplit(self.path).path.endswith("/taken")
         payload = json.dumps({"kind": "Status", "message": "already exists"} if taken
                              else {"echo": json.loads(raw) if raw else None}).encode()
@@ -39,7 +39,20 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self._answer()
+
+    def do_PATCH(self) -> None:
+        self._answer()
+
+    def do_PUT(self) -> None:
+        self._answer()
+
+    def do_DELETE(self) -> None:
+        self._answer()
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -114,3 +127,24 @@ def test_a_body_that_is_not_json_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(TypeError, match="object is not JSON serializable"):
         encode_body({"x": object()})
     assert encode_body({"a": [1, (2, 3)], "b": None}) == b'{"a":[1,[2,3]],"b":null}'
+
+
+def test_the_proxy_the_environment_names_is_used_as_kubernetes_asyncio_used_it(server: int,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looked up once per connection instead of per request, but still honoured: the request goes to the proxy."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server}")
+
+    async def scenario() -> None:
+        configuration = client.Configuration(host="http://api.cluster.invalid:6443")
+        api = KubeApi(client.ApiClient(configuration=configuration))
+        try:
+            await api.request("GET", "/api/v1/namespaces/team/pods")
+            await api.request("GET", "/api/v1/namespaces/team/jobs")
+        finally:
+            await api.close()
+
+    asyncio.run(scenario())
+    assert [r["path"] for r in Recorder.seen] == ["http://api.cluster.invalid:6443/api/v1/namespaces/team/pods",
+                                                  "http://api.cluster.invalid:6443/api/v1/namespaces/team/jobs"]
