@@ -42,6 +42,7 @@ from towline.runtime.childwatch import ChildEvents, watch_children
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.runstore import RunStore
+from towline.runtime.runwatch import RunEvents, watch_runs
 from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
 from towline.validation.catalog import ConnectorCatalog, connector_catalog
@@ -66,7 +67,8 @@ class Operator:
     workflow_keys: set[Key] = field(default_factory=set)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _watches: KubeApi | None = None
-    """The connection of the child watches (towline.runtime.childwatch), apart from the passes' requests."""
+    """The connection of the run and child watches (towline.runtime.runwatch, childwatch), apart from the passes'
+    requests."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -222,6 +224,9 @@ class Operator:
                              self.runs.add)
         self.tasks.append(asyncio.create_task(
             watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
+        runs = RunEvents(self.saw_run, self.forgot_run, self.runs.add, lambda: self.known.summaries)
+        self.tasks.append(asyncio.create_task(
+            watch_runs(self._watches, self.config.watch_namespaces, runs), name="run-watch"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
         self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))
