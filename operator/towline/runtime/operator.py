@@ -34,7 +34,7 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
-from towline.k8s.observe import build_observed, list_children
+from towline.k8s.observe import KeptObservations, build_observed, list_children
 from towline.k8s.shards import ShardElectors
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
@@ -76,6 +76,7 @@ class Operator:
         self.step_type_queue.max_retries = self.config.max_retries
         self._catalog = connector_catalog()
         self.step_types = StepTypeCache(self.config.step_image_policy)
+        self._observations = KeptObservations()
         self.shards = ShardElectors(
             self.connection, namespace=self.config.namespace, base_name=self.config.lease_name,
             identity=self.config.identity, shards=self.config.shards, replicas=self.config.replicas,
@@ -137,13 +138,13 @@ class Operator:
         key, children = (namespace, run), self.known.children
         if children.covers(key, status):
             metrics.CACHE_READS.labels("hit").inc()
-            return build_observed(*children.children(key), run_name=run, run_uid=run_uid)
+            return build_observed(*children.children(key), run_name=run, run_uid=run_uid, kept=self._observations)
         metrics.CACHE_READS.labels("listed").inc()
         jobs, pods, approvals = await list_children(self.api, namespace, run)
         for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
             for body in bodies:
                 children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
-        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
+        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid, kept=self._observations)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         return self.known.latest(key)
