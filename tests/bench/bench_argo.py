@@ -27,7 +27,6 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from tests.bench.argoload import (
@@ -44,7 +43,7 @@ from tests.bench.argoload import (
 )
 from tests.bench.figures import counts_by, delta, split_reads_writes, table
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
-from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, operator_rss_kib, sim_cluster
+from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, operator_rss_kib, serving, sim_cluster
 from towline.k8s.client import KubeApi
 from towline_dev.simnode import complete_owned_by
 
@@ -91,19 +90,6 @@ async def _wait(done: asyncio.Event, what: str, phases: dict[str, str]) -> None:
         sys.exit(f"{what}: not every run finished in {TIMEOUT:.0f} s (phases {dict(Counter(phases.values()))})")
 
 
-async def _serving(scrape: Callable[[], str], what: str, timeout: float = 180) -> None:
-    """Until its metrics endpoint answers (a loaded machine starts a process slowly)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            scrape()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(0.5)
-
-
 async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
     namespace = f"towline-{shape.name}"
     cluster.namespace(namespace)
@@ -114,7 +100,7 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
     seen = Observations(expected_runs=runs)
     assert operator.process is not None
     try:
-        await _serving(lambda: operator_metrics(operator), "the operator")
+        await serving(lambda: operator_metrics(operator), "the operator")
         await asyncio.sleep(5)  # the operator takes the Lease and settles on the Workflow before measuring
         async with watching(admin, namespace, seen):
             before, own_before = cluster.apiserver_metrics(), operator_metrics(operator)

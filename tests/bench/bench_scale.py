@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tests.bench.figures import counts_by, delta, latency_row, split_reads_writes, table
 from tests.bench.rawclient import drive_run
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
-from tests.bench.simcluster import RUNNER, SimCluster, operator_cpu_seconds, operator_metrics, sim_cluster
+from tests.bench.simcluster import RUNNER, SimCluster, operator_cpu_seconds, operator_metrics, serving, sim_cluster
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import StepPodSettings
 from towline_dev.install import StepPods
@@ -107,6 +107,7 @@ async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outc
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)
     seen = Observations(expected_runs=runs)
     try:
+        await serving(lambda: operator_metrics(operator), "the operator")
         await asyncio.sleep(5)  # the operator takes the Lease and settles on the Workflow before measuring
         async with watching(admin, namespace, seen):
             before, operator_before = cluster.apiserver_metrics(), operator_metrics(operator)

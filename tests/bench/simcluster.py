@@ -11,11 +11,13 @@ stops (read them with `python -m pstats`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +72,19 @@ def operator_metrics(operator: OperatorProcess) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=10) as response:
         text: str = response.read().decode()
     return text
+
+
+async def serving(scrape: Callable[[], str], what: str, timeout: float = 180) -> None:
+    """Until `what`'s metrics endpoint answers (a loaded machine, or cProfile, starts a process slowly)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            scrape()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
 
 
 def operator_cpu_seconds(operator: OperatorProcess) -> float:

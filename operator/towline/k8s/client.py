@@ -12,15 +12,20 @@ signing-key reader, `towline.k8s.secrets`, is the one exception, and the operato
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from prometheus_client import Counter, Histogram
+from yarl import URL
 
 from towline.k8s import kubeconfig as kubeconfig_loader
 
@@ -28,6 +33,26 @@ API_REQUESTS = Counter(
     "towline_api_requests_total", "Requests the operator made to the Kubernetes API.", ["verb", "resource", "code"]
 )
 API_LATENCY = Histogram("towline_api_request_seconds", "Latency of Kubernetes API requests.", ["verb", "resource"])
+_LABELLED: dict[tuple[str, ...], Any] = {}
+"""The metrics' children by label values: prometheus_client's `labels()` takes a lock and validates the values on
+every call, twice per request."""
+
+
+def _requests(verb: str, resource: str, code: str) -> Any:
+    key = ("requests", verb, resource, code)
+    child = _LABELLED.get(key)
+    if child is None:
+        child = _LABELLED[key] = API_REQUESTS.labels(verb, resource, code)
+    return child
+
+
+def _latency(verb: str, resource: str) -> Any:
+    key = ("latency", verb, resource)
+    child = _LABELLED.get(key)
+    if child is None:
+        child = _LABELLED[key] = API_LATENCY.labels(verb, resource)
+    return child
+
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 """Answers that say "not now" rather than "no": the caller's work queue tries again later."""
@@ -36,6 +61,8 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_API_RETRY_AFTER_SECONDS = 10.0
 
 JSON = dict[str, Any]
+
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 def resource_version(body: Mapping[str, Any]) -> str | None:
@@ -117,12 +144,56 @@ NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 
 
+class _Transport:
+    """kubernetes-asyncio's client (configuration, credentials, TLS context and connection pool) and a session of
+    Towline's own over that same pool.
+
+    Its session trusts the environment, so aiohttp looked up ~/.netrc and the proxy variables on two worker
+    threads for every request: a fifth of the operator's CPU per step (docs/benchmarks.md). The proxy the
+    environment names for the API server is looked up once here instead; a proxy in the kubeconfig still
+    wins, as before. (A .netrc entry for the API server never applied: with the bearer token's header aiohttp
+    refuses one.)
+    """
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+        self._session: aiohttp.ClientSession | None = None
+        self.options: dict[str, Any] = {}
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            rest = self.api_client.rest_client
+            options: dict[str, Any] = {}
+            if rest.proxy:
+                options["proxy"] = rest.proxy
+            else:
+                with contextlib.suppress(LookupError):
+                    options["proxy"], options["proxy_auth"] = get_env_proxy_for_url(
+                        URL(self.api_client.configuration.host))
+            if rest.proxy_headers:
+                options["proxy_headers"] = rest.proxy_headers
+            if rest.server_hostname:
+                options["server_hostname"] = rest.server_hostname
+            self.options = options
+            # Watch events of large objects exceed aiohttp's default read buffer (kubernetes-asyncio's size).
+            self._session = aiohttp.ClientSession(connector=rest.pool_manager.connector, connector_owner=False,
+                                                  read_bufsize=2**21)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        await self.api_client.close()
+
+
 class KubeApi:
     """A thin JSON client over kubernetes-asyncio's transport and authentication."""
 
-    def __init__(self, api_client: Any, may_write: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, api_client: Any, may_write: Callable[[str], bool] | None = None, *,
+                 transport: _Transport | None = None) -> None:
         self._client = api_client
         self._may_write = may_write
+        self._transport = transport or _Transport(api_client)
 
     def fenced(self, may_write: Callable[[str], bool]) -> KubeApi:
         """The same connection, refusing every write to a path while `may_write(path)` is false.
@@ -130,7 +201,7 @@ class KubeApi:
         Reconciles get this view: a replica that was paused past its Lease and
         resumes mid-pass cannot write, even before its elector notices.
         """
-        return KubeApi(self._client, may_write)
+        return KubeApi(self._client, may_write, transport=self._transport)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
@@ -155,7 +226,7 @@ class KubeApi:
         return self._client
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._transport.close()
 
     async def request(
         self,
@@ -170,24 +241,18 @@ class KubeApi:
         resource = _resource_label(path)
         if method != "GET" and self._may_write is not None and not self._may_write(path):
             raise WriteFenced(f"{method} {path}: this replica does not hold the Lease (of its shard)")
+        data = None if body is None else encode_body(body)
         try:
-            with API_LATENCY.labels(method, resource).time():
-                response = await self._client.call_api(
-                    path, method,
-                    query_params=list((query or {}).items()),
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=30,
-                )
+            with _latency(method, resource).time():
+                response = await self.send(method, path, query=query, accept="application/json",
+                                           content_type=content_type, data=data, timeout=REQUEST_TIMEOUT)
                 status: int = response.status
                 raw = await response.read()
         except TRANSPORT_ERRORS as error:
             # A restarting API server refuses connections for seconds: reported like a 503.
-            API_REQUESTS.labels(method, resource, "unreachable").inc()
+            _requests(method, resource, "unreachable").inc()
             raise ApiUnavailable(error) from error
-        API_REQUESTS.labels(method, resource, str(status)).inc()
+        _requests(method, resource, str(status)).inc()
         payload: JSON = json.loads(raw) if raw else {}
         if status < 400:
             return payload
@@ -196,22 +261,42 @@ class KubeApi:
             raise Conflict(status, message, payload)
         raise ApiError(status, message, payload, retry_after=_retry_after(response.headers.get("Retry-After")))
 
+    async def send(
+        self, method: str, path: str, *, query: Mapping[str, str] | None, accept: str,
+        content_type: str | None = None, data: bytes | None = None, timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        """The HTTP request itself, over kubernetes-asyncio's connection pool (its TLS, client certificate and
+        proxy) with its credentials: the bearer token as `auth_settings()` gives it, so a token file that
+        rotates or an exec plugin's refresh hook is honoured on every request as before.
+
+        Its `call_api` is skipped on purpose: it walks every body and header through
+        `sanitize_for_serialization`, and its REST layer encodes the body again with json.dumps; a status
+        write of a large run paid for both on every pass (docs/benchmarks.md). The caller holds the response
+        and reads or releases it.
+        """
+        configuration = self._client.configuration
+        headers = {**self._client.default_headers, "Accept": accept}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        for setting in (await configuration.auth_settings()).values():
+            headers[setting["key"]] = setting["value"]
+        url = configuration.host + path
+        if query:
+            url += "?" + urlencode(list(query.items()))
+        session = self._transport.session()
+        response: aiohttp.ClientResponse = await session.request(
+            method, url, headers=headers, data=data, timeout=timeout, **self._transport.options)
+        return response
+
     async def read_text(self, path: str, *, query: Mapping[str, str] | None = None) -> str:
         """A GET whose answer is plain text (a pod's log); raises ApiError like `request`."""
         try:
-            response = await self._client.call_api(
-                path, "GET",
-                query_params=list((query or {}).items()),
-                header_params={"Accept": "*/*"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=30,
-            )
+            response = await self.send("GET", path, query=query, accept="*/*", timeout=REQUEST_TIMEOUT)
             raw: bytes = await response.read()
         except TRANSPORT_ERRORS as error:
-            API_REQUESTS.labels("GET", _resource_label(path), "unreachable").inc()
+            _requests("GET", _resource_label(path), "unreachable").inc()
             raise ApiUnavailable(error) from error
-        API_REQUESTS.labels("GET", _resource_label(path), str(response.status)).inc()
+        _requests("GET", _resource_label(path), str(response.status)).inc()
         if response.status >= 400:
             try:
                 message = str(json.loads(raw).get("message") or "")
@@ -262,6 +347,18 @@ class KubeApi:
                 return False
             raise
         return True
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as JSON bytes. Bodies are plain JSON values; a date or datetime is written as
+    kubernetes-asyncio's serializer wrote it (isoformat)."""
+    return json.dumps(body, separators=(",", ":"), default=_iso_date).encode()
+
+
+def _iso_date(value: Any) -> str:
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _resource_label(path: str) -> str:

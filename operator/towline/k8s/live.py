@@ -37,10 +37,7 @@ class _Gone(Exception):  # noqa: N818 - the API server's 410: the resourceVersio
 
 async def _open(api: KubeApi, path: str, query: Mapping[str, str], timeout: aiohttp.ClientTimeout) -> Any:
     try:
-        response = await api.api_client.call_api(
-            path, "GET", query_params=list(query.items()), header_params={"Accept": "*/*"},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-        )
+        response = await api.send("GET", path, query=query, accept="*/*", timeout=timeout)
     except TRANSPORT_ERRORS as error:
         raise ApiUnavailable(error) from error
     if response.status >= 400:

@@ -52,7 +52,8 @@ async def list_children(api: KubeApi, namespace: str, run_name: str) -> tuple[li
 
 
 def build_observed(
-    jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON], *, run_name: str, run_uid: str
+    jobs: Sequence[JSON], pods: Sequence[JSON], approvals: Sequence[JSON], *, run_name: str, run_uid: str,
+    kept: KeptObservations | None = None,
 ) -> Observed:
     owned_jobs = [job for job in jobs if controller_uid(job) == run_uid]
     job_names_by_uid = {job["metadata"].get("uid"): job["metadata"]["name"] for job in owned_jobs}
@@ -63,7 +64,8 @@ def build_observed(
             pods_by_job[job_name] = pod
     observed_jobs: dict[tuple[str, int], JobObservation] = {}
     for job in owned_jobs:
-        observation = observe_job(job, pods_by_job.get(job["metadata"]["name"]))
+        its_pod = pods_by_job.get(job["metadata"]["name"])
+        observation = observe_job(job, its_pod) if kept is None else kept.observe(job, its_pod)
         if observation is not None:
             observed_jobs[(observation.step_id, observation.attempt)] = observation
     observed_approvals: dict[str, ApprovalObservation] = {}
@@ -95,6 +97,37 @@ def belongs_to_gate(approval: JSON, run_name: str, run_uid: str) -> bool:
         and approval["metadata"]["name"] == approval_name(run_name, step)
         and controller_uid(approval) == run_uid
     )
+
+
+class KeptObservations:
+    """`observe_job`, worked out once per version of a Job and its pod (one per operator process).
+
+    A pass observes every attempt of its run, and a fan-out pass after each step's end read again the result
+    document of every pod, through the step protocol's strict parser: most of such a pass's CPU. An observation
+    depends on nothing but the two bodies, and an object at one resourceVersion is one content; a body without
+    a uid and version (none from the API server) is observed every time.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        """Observations kept (a few per step in flight: enough for hundreds of runs at once)."""
+        self._kept: dict[tuple[str, ...], JobObservation | None] = {}
+
+    def observe(self, job: JSON, pod: JSON | None) -> JobObservation | None:
+        key = _versions(job) + (_versions(pod) if pod is not None else ("-", "-"))
+        if "" in key:
+            return observe_job(job, pod)
+        if key in self._kept:
+            return self._kept[key]
+        observation = self._kept[key] = observe_job(job, pod)
+        if len(self._kept) > self.size:
+            del self._kept[next(iter(self._kept))]  # the oldest
+        return observation
+
+
+def _versions(body: JSON) -> tuple[str, str]:
+    meta = body.get("metadata") or {}
+    return str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
 
 
 def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:

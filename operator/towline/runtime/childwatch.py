@@ -6,8 +6,7 @@ kopf, every one of those events took a per-object worker, read-only Body views
 and a handler invocation: most of the operator's CPU per step
 (docs/benchmarks.md). Their events only feed the child cache, wake runs and
 keep the default-deny record, so a plain list+watch stream
-(`towline.k8s.live.watch_objects`) does it; Workflows, runs, Approvals and step
-types stay on kopf.
+(`towline.runtime.streams`) does it, as for runs (towline.runtime.runwatch).
 
 Every replica watches (a new leader's cache is warm). Each stream selects as
 kopf did: Jobs with the run label, pods labelled as step pods, and
@@ -19,27 +18,19 @@ policy the list no longer shows is no longer taken as intact.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
-from towline.k8s.live import LISTED, SYNCED, watch_objects
+from towline.k8s.live import LISTED, SYNCED
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
-
-log = logging.getLogger(__name__)
+from towline.runtime.streams import FAILED, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
-
-PAGE_SIZE = 500
-"""Objects per page of a (re-)list, as kopf listed: a start over thousands of finished steps is never one answer."""
-RETRY_SECONDS = (0.5, 16.0)
-"""First and longest wait before a failed stream is listed again."""
 
 
 @dataclass(frozen=True)
@@ -94,53 +85,30 @@ class ChildEvents:
 
 
 async def watch_children(api: KubeApi, namespaces: tuple[str, ...], events: ChildEvents) -> None:
-    """Run every stream for `namespaces` (empty: the whole cluster) until cancelled.
-
-    A name is one namespace's stream. A pattern (kopf's globs, e.g. `team-*`, which `--namespace` accepts as kopf
-    does) cannot be a request path: the patterns share one cluster-wide stream whose events outside them are
-    dropped here (the chart names namespaces exactly; patterns are for tests and local runs).
-    """
-    names = tuple(namespace for namespace in namespaces if not is_pattern(namespace))
-    patterns = tuple(namespace for namespace in namespaces if is_pattern(namespace))
-    follows = [_follow(api, stream, scope, events) for stream in STREAMS for scope in names]
-    if patterns or not namespaces:
-        wanted = None if not namespaces else (lambda namespace: any(fnmatch.fnmatchcase(namespace, p)
-                                                                    for p in patterns))
-        follows += [_follow(api, stream, None, events, wanted=wanted) for stream in STREAMS]
-    await asyncio.gather(*follows)
+    """Run every stream for `namespaces` (empty: the whole cluster; names and kopf's globs, see
+    towline.runtime.streams) until cancelled."""
+    await asyncio.gather(*(
+        follow(api, stream.resource, scope, _Listing(events, stream.kind, scope).take, what=stream.kind,
+               wanted=wanted, label_selector=stream.label_selector, field_selector=stream.field_selector)
+        for stream in STREAMS for scope, wanted in scopes(namespaces)
+    ))
 
 
-def is_pattern(namespace: str) -> bool:
-    return any(character in namespace for character in "*?[")
+@dataclass
+class _Listing:
+    """One stream's events into `events`, counting the namespaces a (re-)list showed."""
 
+    events: ChildEvents
+    kind: str
+    scope: str | None
+    listed: set[str] = field(default_factory=set)
 
-async def _follow(api: KubeApi, stream: Stream, scope: str | None, events: ChildEvents,
-                  wanted: Callable[[str], bool] | None = None) -> None:
-    """One stream, listed again after any failure (never ends but by cancellation); `wanted`: which namespaces
-    of a cluster-wide stream count (None: all)."""
-    delay = RETRY_SECONDS[0]
-    while True:
-        listed: set[str] = set()
-        try:
-            async for event, body in watch_objects(
-                api, stream.resource.path(scope), label_selector=stream.label_selector,
-                field_selector=stream.field_selector, page_size=PAGE_SIZE,
-            ):
-                if event == SYNCED:
-                    events.listed(stream.kind, listed, scope)
-                    listed = set()
-                    delay = RETRY_SECONDS[0]
-                    continue
-                namespace = (body.get("metadata") or {}).get("namespace", "")
-                if wanted is not None and not wanted(namespace):
-                    continue
-                if event == LISTED:
-                    listed.add(namespace)
-                events.apply(stream.kind, event, body)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # the stream must outlive any failure; it lists again
-            log.warning("%s watch%s failed (%s: %s); listing again in %.1f s", stream.kind,
-                        f" in {scope}" if scope else "", type(error).__name__, error, delay)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, RETRY_SECONDS[1])
+    def take(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            if event == SYNCED:
+                self.events.listed(self.kind, self.listed, self.scope)
+            self.listed = set()
+            return
+        if event == LISTED:
+            self.listed.add((body.get("metadata") or {}).get("namespace", ""))
+        self.events.apply(self.kind, event, body)

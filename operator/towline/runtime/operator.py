@@ -34,7 +34,7 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
-from towline.k8s.observe import build_observed, list_children
+from towline.k8s.observe import KeptObservations, build_observed, list_children
 from towline.k8s.shards import ShardElectors
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
@@ -42,6 +42,7 @@ from towline.runtime.childwatch import ChildEvents, watch_children
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.runstore import RunStore
+from towline.runtime.runwatch import RunEvents, watch_runs
 from towline.runtime.steptypes import StepTypeCache, TypeKey
 from towline.runtime.workqueue import WorkQueue
 from towline.validation.catalog import ConnectorCatalog, connector_catalog
@@ -66,7 +67,8 @@ class Operator:
     workflow_keys: set[Key] = field(default_factory=set)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _watches: KubeApi | None = None
-    """The connection of the child watches (towline.runtime.childwatch), apart from the passes' requests."""
+    """The connection of the run and child watches (towline.runtime.runwatch, childwatch), apart from the passes'
+    requests."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -74,6 +76,7 @@ class Operator:
         self.step_type_queue.max_retries = self.config.max_retries
         self._catalog = connector_catalog()
         self.step_types = StepTypeCache(self.config.step_image_policy)
+        self._observations = KeptObservations()
         self.shards = ShardElectors(
             self.connection, namespace=self.config.namespace, base_name=self.config.lease_name,
             identity=self.config.identity, shards=self.config.shards, replicas=self.config.replicas,
@@ -135,13 +138,13 @@ class Operator:
         key, children = (namespace, run), self.known.children
         if children.covers(key, status):
             metrics.CACHE_READS.labels("hit").inc()
-            return build_observed(*children.children(key), run_name=run, run_uid=run_uid)
+            return build_observed(*children.children(key), run_name=run, run_uid=run_uid, kept=self._observations)
         metrics.CACHE_READS.labels("listed").inc()
         jobs, pods, approvals = await list_children(self.api, namespace, run)
         for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
             for body in bodies:
                 children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
-        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid)
+        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid, kept=self._observations)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         return self.known.latest(key)
@@ -222,6 +225,9 @@ class Operator:
                              self.runs.add)
         self.tasks.append(asyncio.create_task(
             watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
+        runs = RunEvents(self.saw_run, self.forgot_run, self.runs.add, lambda: self.known.summaries)
+        self.tasks.append(asyncio.create_task(
+            watch_runs(self._watches, self.config.watch_namespaces, runs), name="run-watch"))
         self.tasks.append(asyncio.create_task(self.runs.run_delayed(), name="runs-delayed"))
         self.tasks.append(asyncio.create_task(self.workflows.run_delayed(), name="workflows-delayed"))
         self.tasks.append(asyncio.create_task(self.step_type_queue.run_delayed(), name="steptypes-delayed"))

@@ -15,8 +15,6 @@ from typing import Any
 
 import kopf
 
-from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import LABEL_RUN
 from towline.metrics import export_operator_state
@@ -81,26 +79,8 @@ def build_registry(
     async def cluster_step_type_event(memo: kopf.Memo, **kwargs: Any) -> None:
         _saw_step_type(operator_of(memo), kwargs["event"], "ClusterStepType")
 
-    @kopf.on.event("towline.dev", "v1alpha1", "workflowruns", registry=registry)
-    async def run_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator, event, body = operator_of(memo), kwargs["event"], kwargs["body"]
-        key = (kwargs["namespace"], kwargs["name"])
-        if event.get("type") == "DELETED":
-            operator.forgot_run(key)
-            return
-        # The watch's own dict (kopf's body is a read-only view of it): a pass may decide on it.
-        raw = event.get("object")
-        operator.saw_run(key, raw if isinstance(raw, dict) else dict(body))
-        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart,
-        # unless its status has not caught up with its spec's generation (one write, see engine.standard).
-        status = body.get("status") or {}
-        if status.get("phase") not in TERMINAL_RUN_PHASES or standard_fields_lag(
-            status, (body.get("metadata") or {}).get("generation")
-        ):
-            operator.runs.add(key)
-
-    # Step Jobs, step pods and the default-deny NetworkPolicies: the operator's own watches
-    # (towline.runtime.childwatch), several events per step that kopf's per-event pipeline made costly.
+    # WorkflowRuns, step Jobs, step pods and the default-deny NetworkPolicies: the operator's own watches
+    # (towline.runtime.runwatch, childwatch), several events per step that kopf's per-event pipeline made costly.
 
     @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
     async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:

@@ -1,0 +1,90 @@
+"""The operator's own watch of WorkflowRuns.
+
+A run changes a few times per step (each status write comes back as an event, with the whole run: its snapshot of
+the Workflow and every step's record). Handed through kopf, each event took a per-object worker, read-only Body
+views and a handler invocation, at several times the cost of decoding it (docs/benchmarks.md). The events only
+update what the process knows of runs (towline.runtime.runstore) and queue passes, so a plain list+watch stream
+(towline.runtime.streams) does it. Workflows, Approvals and step types stay on kopf: they change when a person
+commits or decides, a few events an hour, and kopf also runs the process (login, startup and cleanup, the
+liveness endpoint).
+
+Every replica watches, as before (a new shard holder knows every run); only the holder of a run's shard acts on
+the passes queued here (towline.runtime.operator). Unlike kopf, a (re-)list also ends what it no longer shows: a
+run deleted while the stream was down is forgotten, so the runs queued behind it get its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from towline.engine import TERMINAL_RUN_PHASES
+from towline.engine.standard import standard_fields_lag
+from towline.k8s.client import WORKFLOW_RUNS, KubeApi
+from towline.k8s.live import LISTED, SYNCED
+from towline.runtime.streams import FAILED, Wanted, follow, scopes
+
+JSON = dict[str, Any]
+Key = tuple[str, str]
+
+
+@dataclass
+class RunEvents:
+    """Where the stream's events go: the operator's record of runs and its run queue."""
+
+    saw: Callable[[Key, JSON], None]
+    forgot: Callable[[Key], None]
+    wake: Callable[[Key], None]
+    known: Callable[[], Iterable[Key]]
+    """Every run the process knows of (for a re-list to end those it no longer shows)."""
+
+    def apply(self, event: str, body: JSON) -> None:
+        """One event (ADDED, MODIFIED, DELETED, or LISTED by a (re-)list)."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event == "DELETED":
+            self.forgot(key)
+            return
+        self.saw(key, body)
+        # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart,
+        # unless its status has not caught up with its spec's generation (one write, see engine.standard).
+        status = body.get("status") or {}
+        if status.get("phase") not in TERMINAL_RUN_PHASES or standard_fields_lag(status, meta.get("generation")):
+            self.wake(key)
+
+    def listed(self, shown: set[Key], scope: str | None, wanted: Wanted | None) -> None:
+        """A (re-)list of `scope` (None: the cluster, filtered by `wanted`) ended showing `shown`: a known run of
+        that scope it did not show was deleted meanwhile."""
+        for key in list(self.known()):
+            if key in shown or (scope is not None and key[0] != scope) or (wanted is not None and not wanted(key[0])):
+                continue
+            self.forgot(key)
+
+
+async def watch_runs(api: KubeApi, namespaces: tuple[str, ...], events: RunEvents) -> None:
+    """The runs of `namespaces` (empty: the whole cluster; names and kopf's globs), until cancelled."""
+    await asyncio.gather(*(
+        follow(api, WORKFLOW_RUNS, scope, _Listing(events, scope, wanted).take, what="WorkflowRun", wanted=wanted)
+        for scope, wanted in scopes(namespaces)
+    ))
+
+
+@dataclass
+class _Listing:
+    events: RunEvents
+    scope: str | None
+    wanted: Wanted | None
+    shown: set[Key] = field(default_factory=set)
+
+    def take(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            if event == SYNCED:
+                self.events.listed(self.shown, self.scope, self.wanted)
+            self.shown = set()
+            return
+        if event == LISTED:
+            meta = body.get("metadata") or {}
+            self.shown.add((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+        self.events.apply(event, body)
