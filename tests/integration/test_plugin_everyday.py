@@ -195,8 +195,11 @@ def test_version_bad_kubeconfigs_and_kubectl_plugin_completion(towline_installed
                              env={**bare, "HOME": str(tmp_path / "empty-home")}, check=False)
     assert "kubeconfig" in one_line_failure(nothing).lower()
 
-    # The catalog a step author reads: the built-ins with the step types this person may see.
-    catalog = ok(towline(cluster, "connectors"))
+    # The catalog a step author reads: the built-ins with the step types this person may see. carol may not read
+    # step types in `default` (one line); the admin may.
+    assert "you may not list steptypes.towline.dev in namespace default" in \
+        one_line_failure(towline(cluster, "connectors"))
+    catalog = ok(towline(cluster, "connectors", user="admin"))
     assert "http.request" in catalog and "data.transform" in catalog
     actions = json.loads(ok(towline(cluster, "connectors", "--json", user="admin")))["actions"]
     assert {"http.request", "data.transform", "code.python"} <= set(actions), sorted(actions)
