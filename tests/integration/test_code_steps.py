@@ -277,3 +277,26 @@ def test_a_workflow_with_code_steps_is_not_ready_where_the_chart_has_not_enabled
     for error in errors:
         assert f"code steps are not enabled in namespace {ns}" in error["message"], error
         assert "codeSteps.namespaces" in error["message"], error
+
+
+def test_code_steps_that_connect_without_allow_hosts_are_not_ready(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """Code steps are on here; a code step's own sockets pass no SSRF guard, so ports without allowHosts (which
+    would open them to every public address) keep the Workflow not Ready, naming the field and the fix."""
+    cluster, ns = towline_installed, team_namespace
+    apply(cluster, workflow(ns, "code-open", [
+        {"id": "shape", "action": "code.python",
+         "with": {"source": "def main(inputs):\n    return 1\n", "ports": [443]}},
+        {"id": "wasm", "action": "code.wasm",
+         "with": {"module": {"url": "https://modules.example.com/m.wasm", "sha256": "0" * 64}}},
+        {"id": "fine", "action": "code.python", "allowHosts": ["203.0.113.5"],
+         "with": {"source": "def main(inputs):\n    return 1\n", "ports": [443]}},
+    ]))
+    verdict = ready(cluster, "workflows.towline.dev", "code-open", ns)
+    assert verdict["status"] == "False", verdict
+    errors = (get(cluster, "workflows.towline.dev", "code-open", ns) or {})["status"]["validationErrors"]
+    assert [error["field"] for error in errors] == ["spec.steps[0].allowHosts", "spec.steps[1].allowHosts"], errors
+    assert "asks for network access (with.ports) but lists no allowHosts" in errors[0]["message"], errors
+    assert "fetches its module from a URL but lists no allowHosts" in errors[1]["message"], errors
+    assert "allowHosts: [api.example.com]" in errors[0]["message"], errors
