@@ -4,9 +4,10 @@ Each hostile step tries one way out as the step author would (raw sockets to the
 server, the metadata address and a host not in allowHosts; a fork loop; memory past its
 limit; an endless loop; writing to `/`; a ServiceAccount token; a Secret it was not bound)
 and must fail with a message that says what happened, while a sibling step of the same run
-still succeeds and another run, started meanwhile, is reconciled to its end. The session's operator enables code steps only
-in the namespaces of tests named `test_code_*` (conftest.code_steps_for_code_tests); the one
-test named otherwise shows a Workflow using them is not Ready where they are off.
+still succeeds and another run, started meanwhile, is reconciled to its end. The session's
+operator enables code steps only in the namespaces of tests named `test_code_*`
+(conftest.code_steps_for_code_tests); the one test named otherwise shows a Workflow using
+them is not Ready where they are off.
 """
 
 from __future__ import annotations
