@@ -238,7 +238,7 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    modules = {name: wat(name) for name in ("greet", "echo", "loop", "grow", "import_env", "flood")}
+    modules = {name: wat(name) for name in ("greet", "echo", "loop", "grow", "import_env", "flood", "escape")}
     apply(cluster, config_map(ns, "modules", modules))
 
     def wasm(step_id: str, key: str, **with_: Any) -> dict[str, Any]:
@@ -254,6 +254,7 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
         wasm("import_env", "import_env"),
         wasm("flood", "flood", fuel=200_000_000),
         wasm("missing_key", "nope"),
+        wasm("escape", "escape"),
     ])
     assert step_status(done, "greet")["output"] == {"greeting": "hello from wat"}
     assert step_status(done, "echo")["output"] == {"greeting": "hello from wat", "n": [1, 2]}
@@ -263,6 +264,8 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
     flood = failed_with(done, "flood", "wrote more than 4096 bytes to stdout")
     assert flood["errorClass"] == "output_too_large", flood
     failed_with(done, "missing_key", "ConfigMap modules has no key nope", "kubectl create configmap")
+    # No preopened directory, no socket: path_open, sock_accept and sock_recv each answer EBADF (8).
+    assert step_status(done, "escape")["output"] == {"path_open": 8, "sock_accept": 8, "sock_recv": 8}
     assert "wat says hi" in step_log(cluster, ns, done["metadata"]["name"], "greet")
     assert towline_operator.process is not None and towline_operator.process.poll() is None
 

@@ -200,6 +200,14 @@ def test_a_module_past_a_limit_or_outside_wasi_fails_saying_which(
     assert expected in document["message"], document
 
 
+def test_a_module_gets_no_directory_to_open_and_no_socket_to_use() -> None:
+    """wasmcheck lets a module import path_open and sock_* (toolchains link them); the sandbox gives it no
+    preopened directory and no socket, so each call answers EBADF (8): there is nothing at fd 3."""
+    document, _ = sandboxed_wasm(wat("escape"))
+    assert document["ok"] is True, document
+    assert json.loads(document["stdout"]) == {"path_open": 8, "sock_accept": 8, "sock_recv": 8}, document
+
+
 def test_exit_status_75_is_the_protocols_retryable_failure() -> None:
     module = bytes(wasmtime.wat2wasm(
         '(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))'
