@@ -142,6 +142,18 @@ def test_what_the_code_prints_goes_to_the_step_log_redacted(tmp_path: Path) -> N
     assert secret not in text and secret not in (tmp_path / "result.json").read_text()
 
 
+def test_a_return_value_over_the_result_limit_fails_as_output_too_large(tmp_path: Path) -> None:
+    environ = {"TOWLINE_ACTION": "code.python", "TOWLINE_RESULT_PATH": str(tmp_path / "result.json"),
+               "TOWLINE_CREDENTIALS_DIR": str(tmp_path),
+               "TOWLINE_INPUT": json.dumps({"source": "def main(inputs):\n    return {'rows': 'x' * 10000}\n"})}
+    result = run_step(environ, redactor=Redactor(), log=io.StringIO())
+    assert not result.ok and result.error_class == ErrorClass.OUTPUT_TOO_LARGE, result
+    assert result.message is not None and "over the 4096-byte termination-message limit" in result.message
+    assert "return less from main" in result.message
+    written = json.loads((tmp_path / "result.json").read_text())
+    assert written["errorClass"] == "output_too_large" and written["output"] is None, written
+
+
 def test_a_flood_of_prints_is_cut_and_the_code_still_finishes() -> None:
     lines: list[str] = []
     outcome = run_sandboxed(
