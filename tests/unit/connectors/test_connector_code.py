@@ -110,6 +110,11 @@ def test_memory_past_the_limit_is_a_memory_error_and_the_runner_reports_it() -> 
     assert "MemoryError" in error.message and "with.memory" in error.message
 
 
+def test_the_codes_process_is_the_kernels_first_pick_when_the_pod_runs_out_of_memory() -> None:
+    """oom_score_adj 1000: past the pod's limit the OOM killer takes the code, and the runner lives to report it."""
+    assert run_code("def main(inputs):\n    return open('/proc/self/oom_score_adj').read().strip()\n").output == "1000"
+
+
 def test_an_endless_loop_is_stopped_at_the_deadline_as_a_timeout() -> None:
     error = fails("def main(inputs):\n    while True:\n        pass\n", deadline=3.0)
     assert error.error_class is ErrorClass.TIMEOUT
