@@ -332,3 +332,21 @@ def test_code_steps_that_connect_without_allow_hosts_are_not_ready(
     assert "asks for network access (with.ports) but lists no allowHosts" in errors[0]["message"], errors
     assert "fetches its module from a URL but lists no allowHosts" in errors[1]["message"], errors
     assert "allowHosts: [api.example.com]" in errors[0]["message"], errors
+
+
+def test_code_step_pods_are_admitted_under_restricted_pod_security(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """A namespace enforcing Pod Security `restricted` admits both kinds of code step pod, and they run."""
+    cluster, ns = towline_installed, team_namespace
+    cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+    apply(cluster, config_map(ns, "modules", {"greet": wat("greet")}))
+    done = run_to_end(cluster, ns, "restricted", [
+        {"id": "python", "action": "code.python", "with": {"source": "def main(inputs):\n    return {'n': 2}\n"}},
+        {"id": "wasm", "action": "code.wasm", "with": {"module": {"configMap": {"name": "modules", "key": "greet"}}}},
+    ])
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert step_status(done, "python")["output"] == {"n": 2}
+    assert step_status(done, "wasm")["output"] == {"greeting": "hello from wat"}
+    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={done['metadata']['name']}")
+    assert len(pods) == 2, [pod["metadata"]["name"] for pod in pods]
