@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +41,7 @@ from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP, NODE_ADDRESS
+from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
 from towline_dev.wasmexamples import build_go_example
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
@@ -148,12 +151,20 @@ def test_code_python_is_retried_on_a_retryable_error_and_not_on_others(
 
 
 def test_code_python_sandbox_holds_against_every_way_out(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     create_api_secret(cluster, ns)
     cluster.kubectl("create", "secret", "generic", "unbound", "-n", ns, f"--from-literal=token={OTHER}")
-    with ScriptedServer() as server:
+    # The metadata address answers every SYN that reaches it with a reset, so "refused" alone proves nothing
+    # (probehosts.py): its SYN counter must see this machine's own attempt and never the step's.
+    metadata = ProbeHosts([f"{METADATA_ADDRESS}:80"], tmp_path)
+    with ScriptedServer() as server, metadata:
+        before = metadata.arrived(f"{METADATA_ADDRESS}:80")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((METADATA_ADDRESS, 80), timeout=5).close()
+        control = metadata.arrived(f"{METADATA_ADDRESS}:80")
+        assert control > before, "the control attempt never reached the metadata address"
         server.script("/", (200, {"ok": True}, {}))
         port = int(server.url.rsplit(":", 1)[1])
         networked = {"allowHosts": [TEST_SERVER_ADDRESS]}
@@ -168,7 +179,7 @@ def test_code_python_sandbox_holds_against_every_way_out(
             connect("raw_socket", NODE_ADDRESS, cluster.apiserver_port, raw=True),
             connect("api_server", NODE_ADDRESS, cluster.apiserver_port),
             connect("api_service", KUBERNETES_SERVICE_IP, 443),
-            connect("metadata", "169.254.169.254", 80),
+            connect("metadata", METADATA_ADDRESS, 80),
             connect("other_host", TEST_SERVER_ALIAS, port),
             python_step("fork_loop", "import os\ndef main(inputs):\n    while True:\n        os.fork()\n",
                         timeoutSeconds=60),
@@ -206,6 +217,7 @@ def test_code_python_sandbox_holds_against_every_way_out(
         bystander = wait_for_phase(cluster, ns, start_run(cluster, ns, "bystander", name="bystander-1"),
                                    {"Succeeded", "Failed"}, timeout=240)
         done = dict(wait_for_phase(cluster, ns, abuse, {"Succeeded", "Failed"}, timeout=300))
+        assert metadata.arrived(f"{METADATA_ADDRESS}:80") == control, "the step's SYN reached the metadata address"
     assert bystander["status"]["phase"] == "Succeeded", bystander["status"]
     when = {key: {field: datetime.fromisoformat(run["status"][field]) for field in ("startedAt", "finishedAt")}
             for key, run in (("abuse", done), ("bystander", bystander))}
@@ -213,10 +225,10 @@ def test_code_python_sandbox_holds_against_every_way_out(
     assert when["bystander"]["finishedAt"] <= when["abuse"]["finishedAt"], when
     assert step_status(done, "allowed")["output"] == {"connected": True}, step_status(done, "allowed")
     failed_with(done, "raw_socket", "PermissionError", "Operation not permitted")
-    # Dropped by the step's NetworkPolicy, so the connect times out: unprotected, the API server and the other
-    # test host would accept and 169.254.169.254 (held on the test hosts' namespace) would refuse (probehosts.py).
+    # Unprotected, the API server, its Service and the other test host accept; the enforcer drops or refuses.
     for step in ("api_server", "api_service", "metadata", "other_host"):
-        failed_with(done, step, "TimeoutError", "of the step's source")
+        found = failed_with(done, step, "of the step's source")
+        assert any(word in found["message"] for word in ("TimeoutError", "ConnectionRefusedError")), found
     failed_with(done, "fork_loop", "BlockingIOError", "Resource temporarily unavailable")
     failed_with(done, "memory", "MemoryError", "with.memory")
     endless = failed_with(done, "endless", "ran past the step's time limit")
