@@ -30,6 +30,9 @@ class _Catalog:
     def default_retry(self, action: str) -> RetryPolicy | None:
         return RetryPolicy(limit=3)
 
+    def is_code(self, action: str) -> bool:
+        return action.startswith("code.")
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         return ["x.test"]
 

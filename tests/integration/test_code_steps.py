@@ -4,9 +4,10 @@ Each hostile step tries one way out as the step author would (raw sockets to the
 server, the metadata address and a host not in allowHosts; a fork loop; memory past its
 limit; an endless loop; writing to `/`; a ServiceAccount token; a Secret it was not bound)
 and must fail with a message that says what happened, while a sibling step of the same run
-still succeeds and the operator carries on. The session's operator enables code steps only
-in the namespaces of tests named `test_code_*` (conftest.code_steps_for_code_tests); the one
-test named otherwise shows a Workflow using them is not Ready where they are off.
+still succeeds and another run, started meanwhile, is reconciled to its end. The session's
+operator enables code steps only in the namespaces of tests named `test_code_*`
+(conftest.code_steps_for_code_tests); the one test named otherwise shows a Workflow using
+them is not Ready where they are off.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +41,7 @@ from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP, NODE_ADDRESS
+from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
 from towline_dev.wasmexamples import build_go_example
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
@@ -146,12 +151,20 @@ def test_code_python_is_retried_on_a_retryable_error_and_not_on_others(
 
 
 def test_code_python_sandbox_holds_against_every_way_out(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     create_api_secret(cluster, ns)
     cluster.kubectl("create", "secret", "generic", "unbound", "-n", ns, f"--from-literal=token={OTHER}")
-    with ScriptedServer() as server:
+    # The metadata address answers every SYN that reaches it with a reset, so "refused" alone proves nothing
+    # (probehosts.py): its SYN counter must see this machine's own attempt and never the step's.
+    metadata = ProbeHosts([f"{METADATA_ADDRESS}:80"], tmp_path)
+    with ScriptedServer() as server, metadata:
+        before = metadata.arrived(f"{METADATA_ADDRESS}:80")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((METADATA_ADDRESS, 80), timeout=5).close()
+        control = metadata.arrived(f"{METADATA_ADDRESS}:80")
+        assert control > before, "the control attempt never reached the metadata address"
         server.script("/", (200, {"ok": True}, {}))
         port = int(server.url.rsplit(":", 1)[1])
         networked = {"allowHosts": [TEST_SERVER_ADDRESS]}
@@ -161,12 +174,12 @@ def test_code_python_sandbox_holds_against_every_way_out(
             return python_step(step_id, connect_source(raw), timeoutSeconds=60, **networked,
                                with_={"ports": ports, "inputs": {"host": host, "port": target_port}})
 
-        done = run_to_end(cluster, ns, "escapes", [
+        escapes = workflow(ns, "escapes", [
             connect("allowed", TEST_SERVER_ADDRESS, port),
             connect("raw_socket", NODE_ADDRESS, cluster.apiserver_port, raw=True),
             connect("api_server", NODE_ADDRESS, cluster.apiserver_port),
             connect("api_service", KUBERNETES_SERVICE_IP, 443),
-            connect("metadata", "169.254.169.254", 80),
+            connect("metadata", METADATA_ADDRESS, 80),
             connect("other_host", TEST_SERVER_ALIAS, port),
             python_step("fork_loop", "import os\ndef main(inputs):\n    while True:\n        os.fork()\n",
                         timeoutSeconds=60),
@@ -185,13 +198,37 @@ def test_code_python_sandbox_holds_against_every_way_out(
                         "    print('mounted:', seen)\n"
                         "    return open(root + '/api/admin').read()\n",
                         credentials={"api": "api"}, with_={"inputs": {"token": {"credential": "api", "key": "token"}}}),
-        ], timeout=300)
+            # The Secret `unbound` exists in the namespace but no step binds it: not where it would be mounted,
+            # not anywhere under the pod's secret and credential directories (every path listed, no value).
+            python_step("unbound_mount", "import os\ndef main(inputs):\n"
+                        "    found = sorted(os.path.join(d, f) for top in ('/var/run/secrets', '/var/run/towline')\n"
+                        "                   for d, _, files in os.walk(top) for f in files)\n"
+                        "    print('files:', found)\n"
+                        "    return open('/var/run/towline/credentials/unbound/token').read()\n",
+                        credentials={"api": "api"}, with_={"inputs": {"token": {"credential": "api", "key": "token"}}}),
+        ])
+        apply(cluster, escapes)
+        assert ready(cluster, "workflows.towline.dev", "escapes", ns)["status"] == "True"
+        abuse = start_run(cluster, ns, "escapes")
+        # Another run in the same namespace, started while the abuse runs, is reconciled to the end meanwhile.
+        apply(cluster, workflow(ns, "bystander", [
+            {"id": "shape", "action": "data.transform", "with": {"fields": {"a": "1"}}}]))
+        assert ready(cluster, "workflows.towline.dev", "bystander", ns)["status"] == "True"
+        bystander = wait_for_phase(cluster, ns, start_run(cluster, ns, "bystander", name="bystander-1"),
+                                   {"Succeeded", "Failed"}, timeout=240)
+        done = dict(wait_for_phase(cluster, ns, abuse, {"Succeeded", "Failed"}, timeout=300))
+        assert metadata.arrived(f"{METADATA_ADDRESS}:80") == control, "the step's SYN reached the metadata address"
+    assert bystander["status"]["phase"] == "Succeeded", bystander["status"]
+    when = {key: {field: datetime.fromisoformat(run["status"][field]) for field in ("startedAt", "finishedAt")}
+            for key, run in (("abuse", done), ("bystander", bystander))}
+    assert when["abuse"]["startedAt"] <= when["bystander"]["startedAt"], when
+    assert when["bystander"]["finishedAt"] <= when["abuse"]["finishedAt"], when
     assert step_status(done, "allowed")["output"] == {"connected": True}, step_status(done, "allowed")
     failed_with(done, "raw_socket", "PermissionError", "Operation not permitted")
+    # Unprotected, the API server, its Service and the other test host accept; the enforcer drops or refuses.
     for step in ("api_server", "api_service", "metadata", "other_host"):
         found = failed_with(done, step, "of the step's source")
-        assert any(word in found["message"] for word in ("TimeoutError", "timed out", "ConnectionRefusedError",
-                                                         "OSError")), found
+        assert any(word in found["message"] for word in ("TimeoutError", "ConnectionRefusedError")), found
     failed_with(done, "fork_loop", "BlockingIOError", "Resource temporarily unavailable")
     failed_with(done, "memory", "MemoryError", "with.memory")
     endless = failed_with(done, "endless", "ran past the step's time limit")
@@ -202,6 +239,10 @@ def test_code_python_sandbox_holds_against_every_way_out(
     log = step_log(cluster, ns, done["metadata"]["name"], "unbound_secret")
     assert "mounted: {'api': ['token']}" in log, log
     assert OTHER not in json.dumps(done) and TOKEN not in log
+    failed_with(done, "unbound_mount", "FileNotFoundError", "/var/run/towline/credentials/unbound/token")
+    listing = step_log(cluster, ns, done["metadata"]["name"], "unbound_mount")
+    assert "files: [" in listing and "/credentials/api/token" in listing, listing
+    assert "unbound" not in listing.split("files:", 1)[1].split("\n", 1)[0] and OTHER not in listing, listing
     assert towline_operator.process is not None and towline_operator.process.poll() is None
 
 
@@ -209,7 +250,7 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    modules = {name: wat(name) for name in ("greet", "echo", "loop", "grow", "import_env", "flood")}
+    modules = {name: wat(name) for name in ("greet", "echo", "loop", "grow", "import_env", "flood", "escape")}
     apply(cluster, config_map(ns, "modules", modules))
 
     def wasm(step_id: str, key: str, **with_: Any) -> dict[str, Any]:
@@ -225,6 +266,7 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
         wasm("import_env", "import_env"),
         wasm("flood", "flood", fuel=200_000_000),
         wasm("missing_key", "nope"),
+        wasm("escape", "escape"),
     ])
     assert step_status(done, "greet")["output"] == {"greeting": "hello from wat"}
     assert step_status(done, "echo")["output"] == {"greeting": "hello from wat", "n": [1, 2]}
@@ -234,6 +276,8 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
     flood = failed_with(done, "flood", "wrote more than 4096 bytes to stdout")
     assert flood["errorClass"] == "output_too_large", flood
     failed_with(done, "missing_key", "ConfigMap modules has no key nope", "kubectl create configmap")
+    # No preopened directory, no socket: path_open, sock_accept and sock_recv each answer EBADF (8).
+    assert step_status(done, "escape")["output"] == {"path_open": 8, "sock_accept": 8, "sock_recv": 8}
     assert "wat says hi" in step_log(cluster, ns, done["metadata"]["name"], "greet")
     assert towline_operator.process is not None and towline_operator.process.poll() is None
 
@@ -277,3 +321,44 @@ def test_a_workflow_with_code_steps_is_not_ready_where_the_chart_has_not_enabled
     for error in errors:
         assert f"code steps are not enabled in namespace {ns}" in error["message"], error
         assert "codeSteps.namespaces" in error["message"], error
+
+
+def test_code_steps_that_connect_without_allow_hosts_are_not_ready(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """Code steps are on here; a code step's own sockets pass no SSRF guard, so ports without allowHosts (which
+    would open them to every public address) keep the Workflow not Ready, naming the field and the fix."""
+    cluster, ns = towline_installed, team_namespace
+    apply(cluster, workflow(ns, "code-open", [
+        {"id": "shape", "action": "code.python",
+         "with": {"source": "def main(inputs):\n    return 1\n", "ports": [443]}},
+        {"id": "wasm", "action": "code.wasm",
+         "with": {"module": {"url": "https://modules.example.com/m.wasm", "sha256": "0" * 64}}},
+        {"id": "fine", "action": "code.python", "allowHosts": ["203.0.113.5"],
+         "with": {"source": "def main(inputs):\n    return 1\n", "ports": [443]}},
+    ]))
+    verdict = ready(cluster, "workflows.towline.dev", "code-open", ns)
+    assert verdict["status"] == "False", verdict
+    errors = (get(cluster, "workflows.towline.dev", "code-open", ns) or {})["status"]["validationErrors"]
+    assert [error["field"] for error in errors] == ["spec.steps[0].allowHosts", "spec.steps[1].allowHosts"], errors
+    assert "asks for network access (with.ports) but lists no allowHosts" in errors[0]["message"], errors
+    assert "fetches its module from a URL but lists no allowHosts" in errors[1]["message"], errors
+    assert "allowHosts: [api.example.com]" in errors[0]["message"], errors
+
+
+def test_code_step_pods_are_admitted_under_restricted_pod_security(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """A namespace enforcing Pod Security `restricted` admits both kinds of code step pod, and they run."""
+    cluster, ns = towline_installed, team_namespace
+    cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+    apply(cluster, config_map(ns, "modules", {"greet": wat("greet")}))
+    done = run_to_end(cluster, ns, "restricted", [
+        {"id": "python", "action": "code.python", "with": {"source": "def main(inputs):\n    return {'n': 2}\n"}},
+        {"id": "wasm", "action": "code.wasm", "with": {"module": {"configMap": {"name": "modules", "key": "greet"}}}},
+    ])
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert step_status(done, "python")["output"] == {"n": 2}
+    assert step_status(done, "wasm")["output"] == {"greeting": "hello from wat"}
+    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={done['metadata']['name']}")
+    assert len(pods) == 2, [pod["metadata"]["name"] for pod in pods]

@@ -38,6 +38,10 @@ class ActionCatalog(Protocol):
         """The retry policy of an action whose step sets none; None means no retries."""
         ...
 
+    def is_code(self, action: str) -> bool:
+        """Whether `action` runs the workflow author's own code (code.python, code.wasm)."""
+        ...
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """Hosts the action connects to as its inputs are written; None for one known only at run time."""
         ...

@@ -100,6 +100,8 @@ class ActionContext:
     pod_settings: StepPodSettings
     connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
     """TCP ports an action's declared destinations use; the step's egress policy opens them."""
+    is_code: Callable[[str], bool] = lambda _action: False
+    """Whether an action runs the author's own code: its ports never open without allowHosts."""
     reporter: str = "towline-operator"
     remember: Callable[[JSON], None] | None = None
     """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
@@ -202,13 +204,19 @@ async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
 
 async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:
     await ensure_default_deny(context, run.namespace)
+    ports = (sorted(set(action.step_type.spec.egress.ports)) if action.step_type is not None
+             else context.connector_ports(action.action, action.inputs))
+    if ports and not action.allow_hosts and action.step_type is None and context.is_code(action.action):
+        # The engine refuses such a step before it starts; an empty allowlist means "any public host", which a
+        # code step's own sockets would reach past the SSRF guard, so its ports stay closed whatever asked.
+        log.warning("%s step %s lists no allowHosts: its ports %s stay closed", action.action, action.step_id, ports)
+        ports = []
     policy = build_step_egress_policy(
         run,
         name=action.job_name,
         step_id=action.step_id,
         egress=list(action.egress),
-        connector_ports=(sorted(set(action.step_type.spec.egress.ports)) if action.step_type is not None
-                         else context.connector_ports(action.action, action.inputs)),
+        connector_ports=ports,
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,

@@ -87,6 +87,7 @@ class Operator:
                                              changed=self._except_in_running_steps)
         self._action_context = ActionContext(
             api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
+            is_code=self._catalog.is_code,
             remember=self._remember_created, api_server_networks=self.api_server.networks,
             default_deny=DefaultDenyPolicies(),
         )

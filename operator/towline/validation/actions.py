@@ -41,6 +41,10 @@ class ActionCatalog(Protocol):
         """The only credential aliases a step of `action` may bind (a user type's slots); None: any alias."""
         ...
 
+    def is_code(self, action: str) -> bool:
+        """Whether `action` runs the workflow author's own code (code.python, code.wasm)."""
+        ...
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
         ...

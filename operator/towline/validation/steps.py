@@ -175,14 +175,29 @@ def _network_errors(item: LocatedStep) -> list[ValidationError]:
 
 
 def host_errors(item: LocatedStep, catalog: ActionCatalog) -> list[ValidationError]:
-    """A step with credentials talks only to hosts fixed in the Workflow: its URL's literal host or allowHosts."""
+    """A step with credentials talks only to hosts fixed in the Workflow: its URL's literal host or allowHosts;
+    a code step that connects anywhere only to its allowHosts."""
     step = item.step
+    if (step.action is not None and not step.allow_hosts and catalog.is_code(step.action)
+            and catalog.destination_hosts(step.action, step.with_)):
+        return [ValidationError(field=f"{item.path}.allowHosts", message=code_hosts_message(step.action))]
     if not step.credentials or step.allow_hosts or step.action not in catalog.known_actions():
         return []
     assert step.action is not None
     if all(host is not None for host in catalog.destination_hosts(step.action, step.with_)):
         return []
     return [ValidationError(field=f"{item.path}.allowHosts", message=templated_host_message(sorted(step.credentials)))]
+
+
+def code_hosts_message(action: str) -> str:
+    """Why a code step that connects somewhere needs allowHosts, and the fix."""
+    what = "fetches its module from a URL" if action == "code.wasm" else "asks for network access (with.ports)"
+    return (
+        f"this {action} step {what} but lists no allowHosts; a code step's own connections do not pass the SSRF "
+        "guard, so without an allowlist its ports would open to every public address; list the hosts it may "
+        "reach, e.g. allowHosts: [api.example.com] (an IP address keeps the NetworkPolicy exact), see "
+        "docs/code-steps.md"
+    )
 
 
 def templated_host_message(aliases: list[str]) -> str:

@@ -183,6 +183,10 @@ class StepTypeCatalog:
         spec = self.types.get(action)
         return self.builtins.credential_slots(action) if spec is None else [slot.name for slot in spec.credentials]
 
+    def is_code(self, action: str) -> bool:
+        """Whether `action` runs the author's own code (a built-in code step; user types never are)."""
+        return action not in self.types and self.builtins.is_code(action)
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """For a type, one unknown host per port: where it connects is the step's allowHosts."""
         spec = self.types.get(action)

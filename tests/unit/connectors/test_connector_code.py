@@ -110,6 +110,11 @@ def test_memory_past_the_limit_is_a_memory_error_and_the_runner_reports_it() -> 
     assert "MemoryError" in error.message and "with.memory" in error.message
 
 
+def test_the_codes_process_is_the_kernels_first_pick_when_the_pod_runs_out_of_memory() -> None:
+    """oom_score_adj 1000: past the pod's limit the OOM killer takes the code, and the runner lives to report it."""
+    assert run_code("def main(inputs):\n    return open('/proc/self/oom_score_adj').read().strip()\n").output == "1000"
+
+
 def test_an_endless_loop_is_stopped_at_the_deadline_as_a_timeout() -> None:
     error = fails("def main(inputs):\n    while True:\n        pass\n", deadline=3.0)
     assert error.error_class is ErrorClass.TIMEOUT
@@ -140,6 +145,18 @@ def test_what_the_code_prints_goes_to_the_step_log_redacted(tmp_path: Path) -> N
     text = log.getvalue()
     assert "code: token [REDACTED]" in text and "code: to stderr [REDACTED]" in text, text
     assert secret not in text and secret not in (tmp_path / "result.json").read_text()
+
+
+def test_a_return_value_over_the_result_limit_fails_as_output_too_large(tmp_path: Path) -> None:
+    environ = {"TOWLINE_ACTION": "code.python", "TOWLINE_RESULT_PATH": str(tmp_path / "result.json"),
+               "TOWLINE_CREDENTIALS_DIR": str(tmp_path),
+               "TOWLINE_INPUT": json.dumps({"source": "def main(inputs):\n    return {'rows': 'x' * 10000}\n"})}
+    result = run_step(environ, redactor=Redactor(), log=io.StringIO())
+    assert not result.ok and result.error_class == ErrorClass.OUTPUT_TOO_LARGE, result
+    assert result.message is not None and "over the 4096-byte termination-message limit" in result.message
+    assert "return less from main" in result.message
+    written = json.loads((tmp_path / "result.json").read_text())
+    assert written["errorClass"] == "output_too_large" and written["output"] is None, written
 
 
 def test_a_flood_of_prints_is_cut_and_the_code_still_finishes() -> None:
@@ -198,6 +215,14 @@ def test_a_module_past_a_limit_or_outside_wasi_fails_saying_which(
     document, _ = sandboxed_wasm(wat(name), **request_)
     assert document["ok"] is False and document["errorClass"] == error_class, document
     assert expected in document["message"], document
+
+
+def test_a_module_gets_no_directory_to_open_and_no_socket_to_use() -> None:
+    """wasmcheck lets a module import path_open and sock_* (toolchains link them); the sandbox gives it no
+    preopened directory and no socket, so each call answers EBADF (8): there is nothing at fd 3."""
+    document, _ = sandboxed_wasm(wat("escape"))
+    assert document["ok"] is True, document
+    assert json.loads(document["stdout"]) == {"path_open": 8, "sock_accept": 8, "sock_recv": 8}, document
 
 
 def test_exit_status_75_is_the_protocols_retryable_failure() -> None:

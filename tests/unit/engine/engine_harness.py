@@ -53,6 +53,9 @@ class FakeCatalog:
     def default_retry(self, action: str) -> RetryPolicy | None:
         return self.retries.get(action)
 
+    def is_code(self, action: str) -> bool:
+        return action.startswith("code.")
+
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """The host of `with.url` as written (None when templated); notify.slack always posts to Slack."""
         if action == "notify.slack":

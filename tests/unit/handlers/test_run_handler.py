@@ -20,6 +20,7 @@ from handler_fakes import (
 )
 
 from towline.handlers.runs import reconcile_run
+from towline.validation.codesteps import CodeStepPolicy
 
 KEY = (NAMESPACE, "r1")
 
@@ -149,3 +150,24 @@ def test_a_retry_of_a_run_that_does_not_exist_is_refused_naming_it(context: Memo
     assert status["phase"] == "Failed"
     assert "spec.retryOf.run: run 'gone' does not exist in this namespace" in status["message"]
     assert jobs(context) == []
+
+
+def test_a_retry_of_a_run_with_code_steps_is_refused_once_code_steps_are_off(context: MemoryContext) -> None:
+    source = "def main(inputs):\n    return 1\n"
+    code = {"steps": [{"id": "shape", "action": "code.python", "with": {"source": source}}]}
+    context.code_steps = CodeStepPolicy(enabled=True)
+    setup(context, workflow("shape", code), run("r0", "shape"))
+    reconcile(context, "r0")
+    asyncio.run(finish_job(context.api, NAMESPACE, "towline-step-r0-shape-1",
+                           {"ok": False, "errorClass": "permanent", "message": "ZeroDivisionError"}))
+    reconcile(context, "r0")
+    assert status_of(context, "r0")["phase"] == "Failed"
+
+    context.code_steps = CodeStepPolicy()  # the cluster admin turned code steps off since
+    setup(context, run("r1", "shape", retryOf={"run": "r0"}))
+    reconcile(context, "r1")
+    retry = status_of(context, "r1")
+    assert retry["phase"] == "Failed", retry
+    assert "code.python is a code step, and code steps are off in this cluster" in retry["message"], retry
+    assert "codeSteps.enabled=true" in retry["message"], retry
+    assert [job for job in jobs(context) if "-r1-" in job] == [], "the old snapshot's code never runs"

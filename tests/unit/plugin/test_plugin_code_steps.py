@@ -66,3 +66,27 @@ def test_a_config_map_that_is_not_among_the_files_is_named_as_unchecked(tmp_path
     assert problems == 0
     assert any("note: spec.steps[0].with.module.configMap: ConfigMap elsewhere is not among the files" in line
                for line in lines), lines
+
+
+def leb128(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def test_a_module_over_a_config_maps_limit_is_reported_with_the_url_alternative(tmp_path: Path) -> None:
+    """A valid module made 1 MiB + 1 byte by a custom section (which changes nothing it does)."""
+    greet = bytes(wasmtime.wat2wasm((WAT / "greet.wat").read_text()))
+    name = b"padding"
+    body = leb128(len(name)) + name
+    body += b"\0" * (1_048_576 + 1 - len(greet) - 1 - len(leb128(len(body) + 1_048_576)) - len(body))
+    big = greet + b"\0" + leb128(len(body)) + body
+    assert len(big) == 1_048_577 and wasmtime.Module(wasmtime.Engine(), big) is not None
+    maps = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mods"},
+            "binaryData": {"big": base64.b64encode(big).decode()}}
+    lines, problems = validate_files([write(tmp_path, maps, wasm_workflow("big"))])
+    assert problems == 1, lines
+    assert "the module is 1048577 bytes, over a ConfigMap's 1 MiB; serve it from a URL pinned by sha256" in lines[-1]
