@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
-from towline.k8s.live import LISTED, SYNCED
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
-from towline.runtime.streams import FAILED, follow, scopes
+from towline.runtime.streams import Listing, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
@@ -88,27 +87,14 @@ async def watch_children(api: KubeApi, namespaces: tuple[str, ...], events: Chil
     """Run every stream for `namespaces` (empty: the whole cluster; names and kopf's globs, see
     towline.runtime.streams) until cancelled."""
     await asyncio.gather(*(
-        follow(api, stream.resource, scope, _Listing(events, stream.kind, scope).take, what=stream.kind,
+        follow(api, stream.resource, scope, _listing(events, stream.kind, scope).take, what=stream.kind,
                wanted=wanted, label_selector=stream.label_selector, field_selector=stream.field_selector)
         for stream in STREAMS for scope, wanted in scopes(namespaces)
     ))
 
 
-@dataclass
-class _Listing:
+def _listing(events: ChildEvents, kind: str, scope: str | None) -> Listing[str]:
     """One stream's events into `events`, counting the namespaces a (re-)list showed."""
-
-    events: ChildEvents
-    kind: str
-    scope: str | None
-    listed: set[str] = field(default_factory=set)
-
-    def take(self, event: str, body: JSON) -> None:
-        if event in (SYNCED, FAILED):
-            if event == SYNCED:
-                self.events.listed(self.kind, self.listed, self.scope)
-            self.listed = set()
-            return
-        if event == LISTED:
-            self.listed.add((body.get("metadata") or {}).get("namespace", ""))
-        self.events.apply(self.kind, event, body)
+    return Listing(apply=lambda event, body: events.apply(kind, event, body),
+                   seen_of=lambda body: str((body.get("metadata") or {}).get("namespace", "")),
+                   synced=lambda namespaces: events.listed(kind, namespaces, scope))

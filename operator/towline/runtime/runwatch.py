@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
-from towline.k8s.live import LISTED, SYNCED
-from towline.runtime.streams import FAILED, Wanted, follow, scopes
+from towline.runtime.streams import Listing, Wanted, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
@@ -66,25 +65,16 @@ class RunEvents:
 async def watch_runs(api: KubeApi, namespaces: tuple[str, ...], events: RunEvents) -> None:
     """The runs of `namespaces` (empty: the whole cluster; names and kopf's globs), until cancelled."""
     await asyncio.gather(*(
-        follow(api, WORKFLOW_RUNS, scope, _Listing(events, scope, wanted).take, what="WorkflowRun", wanted=wanted)
+        follow(api, WORKFLOW_RUNS, scope, _listing(events, scope, wanted).take, what="WorkflowRun", wanted=wanted)
         for scope, wanted in scopes(namespaces)
     ))
 
 
-@dataclass
-class _Listing:
-    events: RunEvents
-    scope: str | None
-    wanted: Wanted | None
-    shown: set[Key] = field(default_factory=set)
+def _listing(events: RunEvents, scope: str | None, wanted: Wanted | None) -> Listing[Key]:
+    """The stream's events into `events`; the runs a (re-)list showed, so the ones it no longer shows are forgotten."""
+    return Listing(apply=events.apply, seen_of=_key, synced=lambda shown: events.listed(shown, scope, wanted))
 
-    def take(self, event: str, body: JSON) -> None:
-        if event in (SYNCED, FAILED):
-            if event == SYNCED:
-                self.events.listed(self.shown, self.scope, self.wanted)
-            self.shown = set()
-            return
-        if event == LISTED:
-            meta = body.get("metadata") or {}
-            self.shown.add((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
-        self.events.apply(event, body)
+
+def _key(body: JSON) -> Key:
+    meta = body.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

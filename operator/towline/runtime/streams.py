@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from towline.k8s.client import KubeApi, Resource
-from towline.k8s.live import SYNCED, watch_objects
+from towline.k8s.live import LISTED, SYNCED, watch_objects
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+T = TypeVar("T", bound=Hashable)
 
 PAGE_SIZE = 500
 """Objects per page of a (re-)list, as kopf listed: a start over thousands of finished steps is never one answer."""
@@ -33,6 +35,28 @@ FAILED = "FAILED"
 Sink = Callable[[str, JSON], None]
 """Takes each event of a stream: LISTED, SYNCED (the (re-)list ended), ADDED, MODIFIED, DELETED, or FAILED."""
 Wanted = Callable[[str], bool]
+
+
+@dataclass
+class Listing(Generic[T]):
+    """A sink that hands each event on and collects what one (re-)list showed (`seen_of` each LISTED body); when
+    the list ends (SYNCED) `synced` gets the whole set, so a store can forget what the list no longer shows. A
+    failed stream's partial list is void."""
+
+    apply: Callable[[str, JSON], None]
+    seen_of: Callable[[JSON], T]
+    synced: Callable[[set[T]], None]
+    shown: set[T] = field(default_factory=set)
+
+    def take(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            if event == SYNCED:
+                self.synced(self.shown)
+            self.shown = set()
+            return
+        if event == LISTED:
+            self.shown.add(self.seen_of(body))
+        self.apply(event, body)
 
 
 def is_pattern(namespace: str) -> bool:

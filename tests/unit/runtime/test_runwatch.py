@@ -23,7 +23,7 @@ from towline.k8s.live import LISTED, SYNCED
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
-from towline.runtime.runwatch import RunEvents, _Listing, watch_runs
+from towline.runtime.runwatch import RunEvents, _listing, watch_runs
 from towline.runtime.streams import FAILED
 
 NS = "team"
@@ -169,7 +169,7 @@ def test_a_failed_stream_voids_the_list_it_was_counting() -> None:
     process = operator()
     feed = events_of(process)
     feed.apply("ADDED", run("b"))
-    listing = _Listing(feed, NS, None)
+    listing = _listing(feed, NS, None)
     listing.take(LISTED, run("a"))
     listing.take(FAILED, {})
     listing.take(LISTED, run("b"))
