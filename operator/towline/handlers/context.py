@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from towline.api.run import WorkflowRunStatus
+from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
@@ -70,8 +70,12 @@ class ReconcileContext(Protocol):
         resourceVersion, so it fails with a conflict and the next pass reads afresh.
         """
 
-    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
-        """The pass wrote the run's status; `written` is the API server's answer (the next pass decides on it)."""
+    def parsed_run(self, key: Key, raw: dict[str, Any]) -> WorkflowRun:
+        """`raw` validated; the same model again while its resourceVersion is unchanged (callers never mutate it)."""
+
+    def wrote_run(self, key: Key, written: dict[str, Any], run: WorkflowRun) -> None:
+        """The pass wrote the run's status; `written` is the API server's answer (the next pass decides on it)
+        and `run` that answer as a model (kept for it, so the answer is never parsed)."""
 
     def decided_run(self, key: Key, phase: str) -> None:
         """This pass's status write moved the run to a final phase (counted per shard: who decided each run)."""

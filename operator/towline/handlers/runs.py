@@ -58,7 +58,8 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     raw = operator.latest_run((namespace, name)) or await read_run(operator.api, namespace, name)
     if raw is None:
         return None
-    run = WorkflowRun.model_validate(raw)
+    # Never mutated below (the engine copies before it changes a status): the next pass may get it again.
+    run = operator.parsed_run((namespace, name), raw)
     status = previous = run.status or WorkflowRunStatus()
     now = datetime.now(UTC)
     meta = raw["metadata"]
@@ -69,7 +70,7 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         # fields written once, so tools never wait on a finished run.
         finished = standard_status(status, generation, now)
         if finished != status:
-            await _write(operator, raw, finished)
+            await _write(operator, raw, finished, run)
         return None
     problems: list[str] = []
     held = None
@@ -99,7 +100,7 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
     written = standard_status(decision.status, generation, now)
-    if await _write(operator, raw, written):
+    if await _write(operator, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
@@ -183,7 +184,7 @@ def code_steps_refused(operator: ReconcileContext, namespace: str, snapshot: Wor
     return operator.code_steps.refusals(namespace, actions, code)
 
 
-async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus) -> bool:
+async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus, run: WorkflowRun) -> bool:
     """Write the status once; False when somebody wrote first (the run is requeued).
 
     `status` carries observedGeneration from `raw`; the write names raw's resourceVersion, so a spec
@@ -197,5 +198,7 @@ async def _write(operator: ReconcileContext, raw: dict[str, Any], status: Workfl
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
         return False
     if written is not None:
-        operator.wrote_run((raw["metadata"]["namespace"], raw["metadata"]["name"]), written)
+        # The answer is the run as written: the next pass takes this model instead of parsing the answer.
+        parsed = run.model_copy(update={"metadata": written.get("metadata") or {}, "status": status})
+        operator.wrote_run((raw["metadata"]["namespace"], raw["metadata"]["name"]), written, parsed)
     return True

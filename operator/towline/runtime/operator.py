@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from towline.api.run import WorkflowRunStatus
+from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine import RunInLine
@@ -150,8 +150,11 @@ class Operator:
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         return self.known.latest(key)
 
-    def wrote_run(self, key: Key, written: dict[str, Any]) -> None:
-        self.known.wrote(key, written)
+    def parsed_run(self, key: Key, raw: dict[str, Any]) -> WorkflowRun:
+        return self.known.parsed.parse(key, raw)
+
+    def wrote_run(self, key: Key, written: dict[str, Any], run: WorkflowRun | None = None) -> None:
+        self.known.wrote(key, written, run)
 
     def decided_run(self, key: Key, phase: str) -> None:
         shard = self.shards.shard_of(key[0])

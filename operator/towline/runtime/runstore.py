@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from towline.api.run import WorkflowRun
 from towline.api.workflow import LastRun
 from towline.engine import TERMINAL_RUN_PHASES, RunInLine
 from towline.handlers.context import Key
 from towline.handlers.history import FinishedRun, kept_until
+from towline.handlers.parsed import ParsedRuns
 from towline.k8s.client import resource_version
 from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime.cache import ChildCache
@@ -71,6 +73,8 @@ class RunStore:
     summaries: Store[Key, RunSummary] = field(default_factory=_summaries)
     """Every run the watch showed, indexed by Workflow, by Workflow of the queued ones, and in flight."""
     children: ChildCache = field(default_factory=ChildCache)
+    parsed: ParsedRuns = field(default_factory=ParsedRuns)
+    """Each run in flight as last parsed, by resourceVersion (dropped with its body)."""
     _latest_bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
     """Each run in flight as last known: its latest watch event, or this process's own write until the watch
     shows that write (dropped when the run finishes)."""
@@ -90,6 +94,7 @@ class RunStore:
             self.children.forget_run(key)
             self._latest_bodies.pop(key, None)
             self._awaited_echoes.pop(key, None)
+            self.parsed.forget(key)
             return summary if before is not None and not before.finished else None
         # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
         awaited = self._awaited_echoes.get(key)
@@ -105,6 +110,7 @@ class RunStore:
         """The run was deleted; returns what was known of it."""
         self._latest_bodies.pop(key, None)
         self._awaited_echoes.pop(key, None)
+        self.parsed.forget(key)
         self.children.forget_run(key)
         return self.summaries.pop(key)
 
@@ -117,7 +123,7 @@ class RunStore:
     def latest(self, key: Key) -> dict[str, Any] | None:
         return self._latest_bodies.get(key)
 
-    def wrote(self, key: Key, written: dict[str, Any]) -> None:
+    def wrote(self, key: Key, written: dict[str, Any], run: WorkflowRun | None = None) -> None:
         version = resource_version(written)
         current = self._latest_bodies.get(key)
         if current is not None and version is not None and resource_version(current) == version:
@@ -125,7 +131,10 @@ class RunStore:
         self._awaited_echoes.pop(key, None)
         if version is None or (written.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
             self._latest_bodies.pop(key, None)  # read it next time; a finished run keeps no body
+            self.parsed.forget(key)
             return
+        if run is not None:
+            self.parsed.wrote(key, written, run)
         self._latest_bodies[key] = written
         self._awaited_echoes[key] = version
 

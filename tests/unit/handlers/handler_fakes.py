@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.api.run import WorkflowRunStatus
+from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
 from towline.engine.queue import RunInLine
 from towline.handlers.context import Key
 from towline.handlers.history import FinishedRun
+from towline.handlers.parsed import ParsedRuns
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import EVENTS, JOBS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
 from towline.k8s.objects import StepPodSettings
@@ -247,6 +248,8 @@ class MemoryContext:
     written: dict[Key, JSON] = field(default_factory=dict)
     decided: list[tuple[Key, str]] = field(default_factory=list)
     finished: list[JSON] = field(default_factory=list)
+    parsed: ParsedRuns = field(default_factory=ParsedRuns)
+    """The real cache of parsed runs, so every handler test passes through it."""
     action_context: ActionContext = field(init=False)
 
     def __post_init__(self) -> None:
@@ -271,8 +274,12 @@ class MemoryContext:
     def latest_run(self, key: Key) -> JSON | None:
         return self.watched.get(key)
 
-    def wrote_run(self, key: Key, written: JSON) -> None:
+    def parsed_run(self, key: Key, raw: JSON) -> WorkflowRun:
+        return self.parsed.parse(key, raw)
+
+    def wrote_run(self, key: Key, written: JSON, run: WorkflowRun) -> None:
         self.written[key] = written
+        self.parsed.wrote(key, written, run)
 
     def decided_run(self, key: Key, phase: str) -> None:
         self.decided.append((key, phase))
