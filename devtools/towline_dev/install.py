@@ -61,7 +61,10 @@ def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> 
     runner_image = os.environ.get("TOWLINE_TEST_RUNNER_IMAGE") or RUNNER_IMAGE
     args = [str(cluster.binaries.path("helm")), "template", "towline", str(CHART), "--namespace", namespace,
             "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}",
-            "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}"]
+            "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}",
+            # The tests' operators turn code steps on by their own environment (tests/integration/conftest.py);
+            # the RBAC they need for it (get on ConfigMaps) comes with the chart's value.
+            "--set", "codeSteps.enabled=true"]
     for template in CHART_TEMPLATES:
         args += ["--show-only", template]
     return subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout

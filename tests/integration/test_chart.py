@@ -161,6 +161,23 @@ def test_code_step_values_reach_the_operator_and_are_off_by_default(k8s_binaries
     assert (on["TOWLINE_CODE_STEPS"], on["TOWLINE_CODE_STEP_NAMESPACES"]) == ("true", "data,ml-*")
 
 
+def test_the_operator_may_get_config_maps_only_where_code_steps_are_on(k8s_binaries: BinarySet) -> None:
+    """A code.wasm module in a ConfigMap is checked when its run starts; with code steps off the operator has no
+    business reading ConfigMaps, and it never lists or watches them."""
+    def config_map_rules(values: dict[str, str]) -> list[Any]:
+        documents = render(k8s_binaries, values)
+        rules = [rule for doc in documents if doc and doc["kind"] in ("ClusterRole", "Role")
+                 and doc["metadata"]["name"].endswith("-operator") for rule in doc.get("rules") or []]
+        assert rules, "the operator's rules were rendered"
+        return [rule for rule in rules if "configmaps" in rule["resources"]]
+
+    assert config_map_rules({}) == []
+    assert config_map_rules({"codeSteps.enabled": "true"}) == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    scoped = config_map_rules({"codeSteps.enabled": "true", "watchNamespaces": '["team-a","team-b"]'})
+    assert scoped == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}] * 2, "a Role per namespace"
+
+
 def test_the_reserved_step_name_is_the_one_the_operator_names_jobs_with(k8s_binaries: BinarySet) -> None:
     documents = render(k8s_binaries)
     for name in ("towline-step-objects", "towline-step-pod-access", "towline-operator-jobs"):

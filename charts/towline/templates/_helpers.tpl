@@ -181,6 +181,13 @@ learns of a missing one from the pod's status.
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- if .Values.codeSteps.enabled }}
+# get only: when a run starts, the ConfigMaps its code.wasm steps take their modules from are checked as the
+# runner will check them (never listed or watched; nothing of their content is written anywhere)
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+{{- end }}
 {{- end }}
 
 {{/*

@@ -29,6 +29,7 @@ from towline.handlers.context import ReconcileContext
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.queue import QUEUED_RECHECK, hold_if_queued
 from towline.handlers.steptypes import catalog_of, step_types_of
+from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
@@ -132,6 +133,11 @@ async def snapshot_workflow(
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
+    modules = await module_problems(operator, namespace, raw_spec)
+    if modules:
+        listed = "; ".join(modules[:5])
+        return status, [f"a code.wasm module of Workflow {workflow_name!r} would be refused ({listed}); "
+                        "fix it and start a new run"]
     started = start_run(
         spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or ""),
         step_types=step_types,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, KubeApi
+from towline.k8s.client import CONFIG_MAPS, WORKFLOW_RUNS, WORKFLOWS, KubeApi
 
 JSON = dict[str, Any]
 
@@ -21,6 +21,11 @@ async def read_run(api: KubeApi, namespace: str, name: str) -> JSON | None:
 
 async def read_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOWS.path(namespace, name))
+
+
+async def read_config_map(api: KubeApi, namespace: str, name: str) -> JSON | None:
+    """A ConfigMap a code.wasm step takes its module from (the chart grants `get` only with codeSteps.enabled)."""
+    return await api.get(CONFIG_MAPS.path(namespace, name))
 
 
 async def list_runs(api: KubeApi, namespace: str) -> list[JSON]:

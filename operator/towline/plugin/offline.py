@@ -7,7 +7,7 @@ same fields the Workflow's status would. StepType and ClusterStepType manifests
 among the files are the step types the Workflows may use (a StepType without a
 namespace counts for every Workflow); offline, their images are not checked
 against the chart's image policy. ConfigMaps among the files are the modules
-`code.wasm` steps read (towline.plugin.codemodules). Code steps are checked as
+`code.wasm` steps read (towline.validation.wasmmodules). Code steps are checked as
 if the chart enabled them (codeSteps.enabled).
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from towline.api.steptype import ResolvedStepType
-from towline.plugin.codemodules import config_maps, module_reports
 from towline.plugin.connectors import ANY_IMAGE
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import StepTypeCatalog, action_of, check_step_type
+from towline.validation.wasmmodules import config_maps, module_reports
 
 
 def validate_documents(

@@ -191,7 +191,8 @@ class MemoryApi(KubeApi):
 
 def path_of(body: JSON) -> str:
     group_version = body["apiVersion"]
-    plural = {"Workflow": "workflows", "WorkflowRun": "workflowruns", "Job": "jobs", "Pod": "pods"}[body["kind"]]
+    plural = {"Workflow": "workflows", "WorkflowRun": "workflowruns", "Job": "jobs", "Pod": "pods",
+              "ConfigMap": "configmaps"}[body["kind"]]
     prefix = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
     return f"{prefix}/namespaces/{body['metadata']['namespace']}/{plural}"
 

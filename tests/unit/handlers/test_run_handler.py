@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+from pathlib import Path
 
+import wasmtime
 from handler_fakes import (
     NAMESPACE,
     RUNS,
@@ -171,3 +174,55 @@ def test_a_retry_of_a_run_with_code_steps_is_refused_once_code_steps_are_off(con
     assert "code.python is a code step, and code steps are off in this cluster" in retry["message"], retry
     assert "codeSteps.enabled=true" in retry["message"], retry
     assert [job for job in jobs(context) if "-r1-" in job] == [], "the old snapshot's code never runs"
+
+
+WASM_FIXTURES = Path(__file__).parents[2] / "fixtures" / "wasm"
+
+
+def wasm_step(step_id: str, key: str) -> dict[str, object]:
+    return {"id": step_id, "action": "code.wasm", "with": {"module": {"configMap": {"name": "modules", "key": key}}}}
+
+
+def test_a_run_whose_wasm_module_would_be_refused_fails_before_any_job(context: MemoryContext) -> None:
+    """The operator checks a ConfigMap module as the runner would, when the run starts: a missing ConfigMap or a
+    module importing what Towline does not provide fails the run with the step's field, and no Job is made."""
+    context.code_steps = CodeStepPolicy(enabled=True)
+    setup(context, workflow("wasm", {"steps": [wasm_step("greet", "greet"), wasm_step("nope", "import_env")]}),
+          run("r0", "wasm"))
+    reconcile(context, "r0")
+    missing = status_of(context, "r0")
+    assert missing["phase"] == "Failed", missing
+    assert "spec.steps[0].with.module.configMap: ConfigMap modules does not exist in namespace" in missing["message"]
+    assert "kubectl create configmap modules --from-file=greet=module.wasm" in missing["message"], missing
+
+    modules = {name: base64.b64encode(bytes(wasmtime.wat2wasm((WASM_FIXTURES / f"{name}.wat").read_text()))).decode()
+               for name in ("greet", "import_env")}
+    setup(context, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "modules", "namespace": NAMESPACE},
+                    "binaryData": modules},
+          run("r1", "wasm"))
+    reconcile(context, "r1")
+    refused = status_of(context, "r1")
+    assert refused["phase"] == "Failed", refused
+    assert "spec.steps[1].with.module.configMap" in refused["message"], refused
+    assert "imports env.nope, which Towline does not provide" in refused["message"], refused
+    assert "spec.steps[0]" not in refused["message"], "the good module is not reported"
+    assert jobs(context) == [], "a refused module's run never makes a Job"
+
+    setup(context, workflow("greet", {"steps": [wasm_step("greet", "greet")]}), run("r2", "greet"))
+    reconcile(context, "r2")
+    assert status_of(context, "r2")["phase"] == "Running"
+    assert jobs(context) == ["towline-step-r2-greet-1"]
+
+
+def test_a_config_map_that_is_no_module_is_refused_without_showing_its_bytes(context: MemoryContext) -> None:
+    """The run's author may not be allowed to read the ConfigMap they name: the operator reads it for them, so
+    what it writes says why the module is refused and nothing of what the ConfigMap holds."""
+    context.code_steps = CodeStepPolicy(enabled=True)
+    secret_ish = base64.b64encode(b"password=hunter2").decode()
+    setup(context, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "modules", "namespace": NAMESPACE},
+                    "binaryData": {"settings": secret_ish}},
+          workflow("peek", {"steps": [wasm_step("peek", "settings")]}), run("r0", "peek"))
+    reconcile(context, "r0")
+    refused = status_of(context, "r0")
+    assert refused["phase"] == "Failed" and "not a WebAssembly module" in refused["message"], refused
+    assert "pass" not in refused["message"] and "hunter2" not in refused["message"], refused

@@ -1,10 +1,13 @@
-"""Offline checks of the WebAssembly modules `code.wasm` steps take from ConfigMaps among the validated files.
+"""Checks of the WebAssembly modules `code.wasm` steps take from ConfigMaps. Pure: the ConfigMaps are given.
 
 A module is checked as the runner checks it before wasmtime sees it
 (towline_connectors.wasmcheck: the magic and version, only WASI preview 1
 imports, a `_start`), so a module that would be refused at run time is reported
-by `kubectl towline validate` with the step's field. A module behind a URL is
-not fetched offline; a ConfigMap that is not among the files is named as unchecked.
+earlier with the step's field: by `kubectl towline validate` when its ConfigMap
+is among the files (one that is not is named as unchecked), and by the operator
+when a run starts (it reads the ConfigMaps the steps name; a missing one is a
+problem there). A module behind a URL is fetched and checked by the runner only,
+after its sha256.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def config_maps(documents: list[Any]) -> dict[tuple[str | None, str], dict[str, 
     return found
 
 
-def _wasm_steps(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def config_map_sources(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(field path of `with.module.configMap`, that mapping) for each code.wasm step reading a ConfigMap."""
     for part in ("steps", "finally", "compensations"):
         for index, step in enumerate(spec.get(part) or []):
@@ -48,7 +51,7 @@ def module_reports(
     """((field, problem) for each module that would be refused, notes on modules not checked)."""
     problems: list[tuple[str, str]] = []
     notes: list[str] = []
-    for field, source in _wasm_steps(spec):
+    for field, source in config_map_sources(spec):
         name, key = str(source["name"]), str(source["key"])
         found = maps.get((namespace, name)) or maps.get((None, name))
         if found is None:
