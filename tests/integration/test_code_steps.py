@@ -265,20 +265,27 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
         wasm("grow", "grow", memory="8Mi"),
         wasm("import_env", "import_env"),
         wasm("flood", "flood", fuel=200_000_000),
-        wasm("missing_key", "nope"),
         wasm("escape", "escape"),
     ])
     assert step_status(done, "greet")["output"] == {"greeting": "hello from wat"}
     assert step_status(done, "echo")["output"] == {"greeting": "hello from wat", "n": [1, 2]}
     failed_with(done, "loop", "ran out of fuel (50000000 units")
     failed_with(done, "grow", "linear memory at the cap", "with.memory")
-    failed_with(done, "import_env", "imports env.nope, which Towline does not provide")
     flood = failed_with(done, "flood", "wrote more than 4096 bytes to stdout")
     assert flood["errorClass"] == "output_too_large", flood
-    failed_with(done, "missing_key", "ConfigMap modules has no key nope", "kubectl create configmap")
     # No preopened directory, no socket: path_open, sock_accept and sock_recv each answer EBADF (8).
     assert step_status(done, "escape")["output"] == {"path_open": 8, "sock_accept": 8, "sock_recv": 8}
     assert "wat says hi" in step_log(cluster, ns, done["metadata"]["name"], "greet")
+
+    # A module that imports what Towline does not provide, and a key the ConfigMap lacks: the operator checks the
+    # ConfigMap's modules as the runner would when the run starts, so the run fails before any step pod.
+    refused = run_to_end(cluster, ns, "wasm-refused", [wasm("import_env", "import_env"), wasm("missing_key", "nope")])
+    message = refused["status"]["message"]
+    assert refused["status"]["phase"] == "Failed", refused["status"]
+    assert "spec.steps[0].with.module.configMap: imports env.nope, which Towline does not provide" in message, message
+    assert "spec.steps[1].with.module.configMap: ConfigMap modules key nope is missing" in message, message
+    assert "kubectl create configmap" in message, message
+    assert list_objects(cluster, "jobs", ns, f"towline.dev/run={refused['metadata']['name']}") == []
     assert towline_operator.process is not None and towline_operator.process.poll() is None
 
 
