@@ -263,7 +263,6 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
          "needs": ["greet"]},
         wasm("loop", "loop", fuel=50_000_000),
         wasm("grow", "grow", memory="8Mi"),
-        wasm("import_env", "import_env"),
         wasm("flood", "flood", fuel=200_000_000),
         wasm("escape", "escape"),
     ])
