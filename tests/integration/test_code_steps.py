@@ -74,14 +74,15 @@ def connect_source(raw: bool = False) -> str:
 
 
 def run_to_end(cluster: ControlPlane, ns: str, name: str, steps: list[dict[str, Any]],
-               timeout: float = 240, params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               timeout: float = 240, params: list[dict[str, Any]] | None = None,
+               run_name: str = "run-1") -> dict[str, Any]:
     manifest = workflow(ns, name, steps)
     if params:
         manifest["spec"]["params"] = params
     apply(cluster, manifest)
     verdict = ready(cluster, "workflows.towline.dev", name, ns)
     assert verdict["status"] == "True", (get(cluster, "workflows.towline.dev", name, ns) or {}).get("status")
-    run = start_run(cluster, ns, name)
+    run = start_run(cluster, ns, name, run_name)
     return dict(wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"}, timeout=timeout))
 
 
@@ -278,7 +279,8 @@ def test_code_wasm_modules_from_a_config_map_run_and_their_sandbox_holds(
 
     # A module that imports what Towline does not provide, and a key the ConfigMap lacks: the operator checks the
     # ConfigMap's modules as the runner would when the run starts, so the run fails before any step pod.
-    refused = run_to_end(cluster, ns, "wasm-refused", [wasm("import_env", "import_env"), wasm("missing_key", "nope")])
+    refused = run_to_end(cluster, ns, "wasm-refused", [wasm("import_env", "import_env"), wasm("missing_key", "nope")],
+                         run_name="run-refused")
     message = refused["status"]["message"]
     assert refused["status"]["phase"] == "Failed", refused["status"]
     assert "spec.steps[0].with.module.configMap: imports env.nope, which Towline does not provide" in message, message
