@@ -210,6 +210,7 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
                            avoid={proof.takeovers[-1][1]} if shards > 1 else set())
         await asyncio.wait_for(finished.wait(), TIMEOUT)
         proof.seconds = time.monotonic() - started
+        await _until_logged(operators, proof)
         alive = {name for name, operator in operators.items() if operator.process and operator.process.poll() is None}
         holders = await wait_until("spread over the replicas alive", lambda: _spread(admin, shards, alive))
         for name in sorted(alive):
@@ -224,6 +225,15 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
         await asyncio.gather(*watches, return_exceptions=True)
         await admin.close()
         await carol.close()
+    _read_decided(operators, proof)
+    for (namespace, _), who in proof.decided.items():
+        assert all(shard == shard_of(namespace, shards) for shard, _ in who)
+    return proof
+
+
+def _read_decided(operators: dict[str, OperatorProcess], proof: ShardProof) -> None:
+    """`proof.decided` from every replica's log as it is now."""
+    proof.decided.clear()
     for operator in operators.values():
         for line in operator.log_text().splitlines():
             try:
@@ -234,9 +244,21 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
             if match:
                 key = (match["namespace"], match["run"])
                 proof.decided.setdefault(key, []).append((int(match["shard"]), match["identity"]))
-    for (namespace, _), who in proof.decided.items():
-        assert all(shard == shard_of(namespace, shards) for shard, _ in who)
-    return proof
+
+
+async def _until_logged(operators: dict[str, OperatorProcess], proof: ShardProof, timeout: float = 60.0) -> None:
+    """Wait until every finished run has its decider's log line (or a killed decider).
+
+    The watch can show a run's final status before the replica that wrote it has logged (and counted) the
+    decision: its answer and the watch event leave the API server together, and a loaded machine may run the
+    watcher first. Bounded, so a run nobody decided still shows up in `problems()`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _read_decided(operators, proof)
+        unlogged = [key for key in proof.runs if key not in proof.decided and proof.killed_deciding(key) is None]
+        if not unlogged or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.2)
 
 
 async def _all_held(api: KubeApi, shards: int) -> dict[int, tuple[str, datetime | None]] | None:

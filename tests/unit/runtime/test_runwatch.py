@@ -148,7 +148,7 @@ def test_the_stream_resumes_from_its_version_lists_again_on_410_and_forgets_what
         task = asyncio.create_task(watch_runs(api, (NS,), events_of(process)))
         try:
             for _ in range(200):  # the fact awaited, not a duration: bounded only so a failure cannot hang
-                if ApiServer.lists >= 2 and (NS, "b") not in process.known.summaries:
+                if len(ApiServer.requests) >= 5 and (NS, "b") not in process.known.summaries:
                     return
                 await asyncio.sleep(0.05)
         finally:
