@@ -29,7 +29,7 @@ CRANE_VERSION = "v0.22.1"
 """github.com/google/go-containerregistry: `crane`, which pushes an OCI layout to that registry."""
 
 KWOK_VERSION = "v0.7.0"
-"""sigs.k8s.io/kwok: simulated nodes for the scale benchmarks (never needed by the tests)."""
+"""sigs.k8s.io/kwok: simulated nodes for the scale benchmarks and the shard tests (tests/bench/simcluster.py)."""
 
 ARGO_WORKFLOWS_VERSION = "v4.0.5"
 """github.com/argoproj/argo-workflows/v4: the `workflow-controller` and its CRDs that the side-by-side
