@@ -378,8 +378,7 @@ def cached_kwok() -> Path:
 def find_kwok(*, build: bool = True, progress: Progress = _stderr_progress) -> Path:
     """kwok for the scale benchmarks and the shard tests: from the cache, else built once from the Go module proxy.
 
-    Not one of COMPONENTS: the first test that starts a simulated cluster (tests/integration/test_operator_shards.py)
-    builds it, inside the pytest run.
+    Not one of COMPONENTS (the real node does not need it): `make binaries` builds it for the shard tests.
     """
     return go_install_once(
         f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", cached_kwok(), build=build, progress=progress

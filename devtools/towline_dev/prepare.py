@@ -1,7 +1,8 @@
 """`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly:
 the Kubernetes and node binaries, the private-registry tools, kubeconform and its schemas (which check
 the rendered chart), promtool (which tests the chart's alerts), the kstatus command (which reads runs
-as Flux and kpt do) and, as root (the real node's tests need root too), the two images.
+as Flux and kpt do), kwok (the simulated node of the shard tests) and, as root (the real node's tests
+need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -14,7 +15,7 @@ import os
 import sys
 import time
 
-from towline_dev.binaries import BinariesUnavailable, find_binaries
+from towline_dev.binaries import BinariesUnavailable, find_binaries, find_kwok
 from towline_dev.debpackages import PackagesUnavailable
 from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import ensure_images
@@ -55,6 +56,9 @@ def main() -> int:
         started = time.monotonic()
         kstatus = find_kstatus(progress=_say)
         _say(f"kstatus: {kstatus} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        kwok = find_kwok(progress=_say)
+        _say(f"kwok: {kwok} ({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
