@@ -116,8 +116,18 @@ class _Pass:
                 self.driver.actions.append(DeleteJob(job.job_name))
 
     def _recorded_as_over(self, job: JobObservation) -> bool:
-        entry = next((e for e in self.view.status.steps if e.id == job.step_id), None)
-        return entry is not None and (entry.attempt, entry.phase) != (job.attempt, "Running")
+        return _over_in(self.view.status.steps, job)
+
+    def _leaves_stuck_jobs(self) -> bool:
+        """This pass records a stuck Job's attempt as over, so the pass after its write deletes the Job.
+
+        Nothing else wakes that pass (the stuck Job does not change, and the echo of the operator's own
+        write wakes nobody), so the decision asks for it at once.
+        """
+        return any(
+            job.credentials_missing and job.job_name not in self._deleted and _over_in(self.state.status.steps, job)
+            for job in self.observed.jobs.values()
+        )
 
     def _update_suspension(self) -> None:
         status = self.state.status
@@ -301,7 +311,8 @@ class _Pass:
             set_condition(status, "CredentialsNeedRepair", "False", reason="Resumed",
                           message="the run was resumed after credential repair", now=self.now)
         self._flag_unknown_side_effects()
-        return Decision(status=status, actions=tuple(self.driver.actions), wake_at=status.wake_at)
+        wake_at = self.now if self._leaves_stuck_jobs() else status.wake_at
+        return Decision(status=status, actions=tuple(self.driver.actions), wake_at=wake_at)
 
     def _finish(self) -> None:
         status = self.state.status
@@ -330,3 +341,9 @@ class _Pass:
                 message=f"step(s) {', '.join(unknown)} may or may not have taken effect; check the target system "
                 "(the step's idempotencyKey identifies the request) before running them again", now=self.now,
             )
+
+
+def _over_in(steps: list[StepStatus], job: JobObservation) -> bool:
+    """`steps` record the Job's attempt as over (a later attempt, or this one no longer Running)."""
+    entry = next((e for e in steps if e.id == job.step_id), None)
+    return entry is not None and (entry.attempt, entry.phase) != (job.attempt, "Running")

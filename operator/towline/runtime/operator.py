@@ -204,11 +204,20 @@ class Operator:
                 await except_in_step_policies(self.api, namespace, run, networks)
 
     # Watch events
-    def saw_run(self, key: Key, body: dict[str, Any]) -> None:
+    def saw_run(self, key: Key, body: dict[str, Any]) -> bool:
+        """Record a watch event of a run; whether it needs a pass.
+
+        The echo of this process's own status write does not: the pass that wrote it decided on everything
+        it shows, and a decision that leaves work for the pass after its write says so itself (its
+        `wake_at`, `tests/unit/engine/test_engine_properties.py`). For a 50-step run that pass cost a
+        whole decide, observation and dump of its status, once per write (docs/benchmarks.md).
+        """
+        echo = self.known.own_echo(key, body)
         summary = self.known.saw(key, body)
         if summary is not None:
             # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
             self.wake_queued_runs(key[0], summary.workflow)
+        return not echo
 
     def wants_children(self, key: Key) -> bool:
         return self.known.wants_children(key)

@@ -114,6 +114,11 @@ class RunStore:
         self.children.forget_run(key)
         return self.summaries.pop(key)
 
+    def own_echo(self, key: Key, body: dict[str, Any]) -> bool:
+        """`body` is the watch's echo of this process's last status write of the run (call before `saw`)."""
+        awaited = self._awaited_echoes.get(key)
+        return awaited is not None and resource_version(body) == awaited
+
     def wants_children(self, key: Key) -> bool:
         """Whether to cache this run's children: unless the run is known to have finished."""
         summary = self.summaries.get(key)

@@ -33,7 +33,8 @@ Key = tuple[str, str]
 class RunEvents:
     """Where the stream's events go: the operator's record of runs and its run queue."""
 
-    saw: Callable[[Key, JSON], None]
+    saw: Callable[[Key, JSON], bool]
+    """Records the event; whether it needs a pass (the echo of the process's own write does not)."""
     forgot: Callable[[Key], None]
     wake: Callable[[Key], None]
     known: Callable[[], Iterable[Key]]
@@ -46,7 +47,8 @@ class RunEvents:
         if event == "DELETED":
             self.forgot(key)
             return
-        self.saw(key, body)
+        if not self.saw(key, body):
+            return
         # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart,
         # unless its status has not caught up with its spec's generation (one write, see engine.standard).
         status = body.get("status") or {}

@@ -9,6 +9,9 @@
   crash at any point (actions applied, or only some of them, and status not written),
   ends in the same final state as an uninterrupted run;
 - the final state does not depend on the order in which Job results arrive;
+- a pass is a fixed point: deciding again at once, on the status it wrote and the world its actions
+  made, changes nothing and does nothing, unless the pass asked for that pass itself (`wake_at` now).
+  The operator relies on it: the echo of its own status write wakes no pass (runtime/operator.py);
 - a Job whose pod can never start (it waits for a missing Secret) is gone before the attempt
   that replaces it is created and when the run ends, so its pod can never start beside another.
 """
@@ -351,3 +354,27 @@ def test_final_state_does_not_depend_on_the_order_results_arrive(plan: Plan, pac
     all_at_once, _ = simulate(plan, {})
     one_by_one, _ = simulate(plan, {}, pace)
     assert final_state(one_by_one) == final_state(all_at_once)
+
+
+@PROPERTY_SETTINGS
+@given(plans(), st.lists(st.booleans(), max_size=7))
+def test_a_pass_needs_no_second_pass_unless_it_asks_for_one(plan: Plan, pace: list[bool]) -> None:
+    status, spec = initial_status(plan)
+    world = World(plan, pace=pace)
+    catalog = FakeCatalog()
+    for _ in range(MAX_PASSES):
+        view = RunView("run", "ns", "uid-1", "wf", spec, status, resume_token=world.resume_token)
+        decision = decide(view, world.observed(), world.now, catalog)
+        for action in decision.actions:
+            world.apply(action)
+        status = decision.status
+        if status.phase in TERMINAL_RUN_PHASES:
+            return
+        if decision.wake_at is not None and decision.wake_at <= world.now:
+            continue  # it asked for the next pass at once: the operator queues it
+        view = RunView("run", "ns", "uid-1", "wf", spec, status, resume_token=world.resume_token)
+        again = decide(view, world.observed(), world.now, catalog)
+        assert again.actions == (), f"a second pass at once would act: {again.actions}"
+        assert again.status.to_wire() == status.to_wire(), "a second pass at once would write another status"
+        world.tick(status, decision.wake_at)
+    raise AssertionError(f"run did not terminate in {MAX_PASSES} passes: {status.phase}, {status.message}")

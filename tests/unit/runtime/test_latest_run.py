@@ -8,6 +8,7 @@ from towline.k8s.client import KubeApi
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
+from towline.runtime.runwatch import RunEvents
 
 KEY = ("team", "release-1")
 
@@ -96,3 +97,22 @@ def test_a_finished_or_deleted_run_keeps_no_body() -> None:
     process.saw_run(KEY, run("12"))
     process.forgot_run(KEY)
     assert process.latest_run(KEY) is None
+
+
+def test_the_echo_of_the_own_write_wakes_no_pass_but_any_other_event_does() -> None:
+    process = operator()
+    assert process.saw_run(KEY, run("10")), "somebody else's version"
+    process.wrote_run(KEY, run("12"))
+    assert process.saw_run(KEY, run("11")), "an older event is no echo (versions are only compared for equality)"
+    assert not process.saw_run(KEY, run("12")), "the pass that wrote it decided on everything it shows"
+    assert process.saw_run(KEY, run("13")), "a change after the write (a user's cancel) needs a pass"
+
+
+def test_the_run_watch_queues_no_pass_for_the_echo() -> None:
+    process = operator()
+    events = RunEvents(process.saw_run, process.forgot_run, process.runs.add, lambda: process.known.summaries)
+    process.wrote_run(KEY, run("12"))
+    events.apply("MODIFIED", run("12"))
+    assert KEY not in process.runs
+    events.apply("MODIFIED", run("13"))
+    assert KEY in process.runs
