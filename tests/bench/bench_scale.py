@@ -33,6 +33,7 @@ from towline_dev.install import StepPods
 
 SCENARIOS = ((chain(5), int(os.environ.get("BENCH_CHAIN_RUNS", "200"))),
              (fan_out_in(48), int(os.environ.get("BENCH_FAN_RUNS", "20"))))
+PASSES = "towline_workqueue_work_duration_seconds_count"
 TIMEOUT = float(os.environ.get("BENCH_TIMEOUT_SECONDS", "1800"))
 
 
@@ -46,6 +47,8 @@ class Outcome:
     operator: Counter[tuple[str, ...]]
     operator_cpu: float = 0.0
     """CPU seconds (user + system) the operator process used from the first create to the last run's end."""
+    passes: int = 0
+    """Run passes the operator made meanwhile (its run queue's finished passes)."""
 
     @property
     def steps(self) -> int:
@@ -127,10 +130,11 @@ async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outc
     server = _server_delta(before, after)
     mine = delta(counts_by(operator_after, "towline_api_requests_total", "verb", "resource"),
                  counts_by(operator_before, "towline_api_requests_total", "verb", "resource"))
+    passes = delta(counts_by(operator_after, PASSES, "name"), counts_by(operator_before, PASSES, "name"))
     failed = [name for name, phase in seen.run_phase.items() if phase != "Succeeded"]
     if failed:
         print(f"WARNING: {len(failed)} runs did not succeed, e.g. {failed[:3]}", file=sys.stderr)
-    return Outcome(shape, runs, seconds, seen, server, mine, cpu)
+    return Outcome(shape, runs, seconds, seen, server, mine, cpu, passes[("runs",)])
 
 
 def report(raw: Outcome, towline: Outcome) -> None:
@@ -144,7 +148,8 @@ def report(raw: Outcome, towline: Outcome) -> None:
         ["ratio towline / raw", f"**{towline.steps_per_second / raw.steps_per_second:.2f}**", "", ""],
     ]))
     print(f"\noperator CPU: {towline.operator_cpu:.2f} s = **{towline.operator_cpu / towline.steps * 1000:.1f} ms per "
-          f"step** (user + system, from the first create to 1 s after the last run finished)")
+          f"step** (user + system, from the first create to 1 s after the last run finished); "
+          f"{towline.passes} run passes = {towline.passes / towline.steps:.2f} per step")
     print()
     print(table(["latency", "n", "p50", "p95", "p99", "max"], [
         latency_row("towline: run created -> first Job", towline.seen.first_job_latencies()),

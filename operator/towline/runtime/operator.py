@@ -51,6 +51,9 @@ from towline.validation.steptypes import check_step_type
 
 log = logging.getLogger(__name__)
 
+CHILD_BATCH_SECONDS = 0.5
+"""How long a pass waits for more of a run's steps to end while others still run (see `child_changed`)."""
+
 
 @dataclass
 class Operator:
@@ -222,6 +225,19 @@ class Operator:
     def wants_children(self, key: Key) -> bool:
         return self.known.wants_children(key)
 
+    def child_changed(self, key: Key) -> None:
+        """One of the run's Jobs changed state (or appeared, or went).
+
+        While other Jobs of the run still run (a fan-out), the pass waits up to CHILD_BATCH_SECONDS for the
+        next ones to end, and they share it; when none does (a chain's step, a fan-out's last), the pass is
+        queued at once. A pass of a large run decides, dumps and writes all of its status, so one pass per
+        ending step was most of a fan-out's CPU per step (docs/benchmarks.md).
+        """
+        if self.known.children.active_jobs(key):
+            self.runs.add_within(key, CHILD_BATCH_SECONDS)
+        else:
+            self.runs.add(key)
+
     def forgot_run(self, key: Key) -> None:
         summary = self.known.forgot(key)
         if summary is not None and not summary.finished:
@@ -235,7 +251,7 @@ class Operator:
         self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
         self._watches = self.connection.separate()
         events = ChildEvents(self.known.children, self._action_context.default_deny, self.wants_children,
-                             self.runs.add)
+                             self.child_changed)
         self.tasks.append(asyncio.create_task(
             watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
         runs = RunEvents(self.saw_run, self.forgot_run, self.runs.add, lambda: self.known.summaries)

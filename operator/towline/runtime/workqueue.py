@@ -62,6 +62,8 @@ class WorkQueue:
         self._delayed: list[tuple[float, int, Key]] = []
         self._counter = itertools.count()
         self._delayed_changed = asyncio.Event()
+        self._batching: set[Key] = set()
+        """Keys `add_within` has a delayed add pending for."""
 
     def __contains__(self, key: object) -> bool:
         """Whether a pass for `key` is waiting: queued, or due again after the one in progress."""
@@ -83,6 +85,21 @@ class WorkQueue:
             return
         heapq.heappush(self._delayed, (self._clock() + delay, next(self._counter), key))
         self._delayed_changed.set()
+
+    def add_within(self, key: Key, window: float) -> None:
+        """Add `key` `window` seconds from the first such request, once however often it is asked meanwhile.
+
+        For events that come in bursts and need one pass between them: the steps of a fan-out ending one by
+        one share a pass instead of taking one each (each pass of a large run decides, dumps and writes all
+        of its status).
+        """
+        if window <= 0:
+            self.add(key)
+            return
+        if key in self._batching:
+            return
+        self._batching.add(key)
+        self.add_after(key, window)
 
     def add_at(self, key: Key, when: datetime) -> None:
         """Look at `key` again at `when` (a hint; status holds the truth)."""
@@ -111,6 +128,7 @@ class WorkQueue:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
+            self._batching.discard(key)
             self.add(key)
         return (self._delayed[0][0] - now) if self._delayed else None
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, StepPodSettings
 from towline.k8s.observe import build_observed
 from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig
-from towline.runtime.operator import Operator
+from towline.runtime.operator import CHILD_BATCH_SECONDS, Operator
 
 NS, RUN, RUN_UID = "team", "release", "run-uid"
 KEY = (NS, RUN)
@@ -232,3 +234,21 @@ def test_a_finished_job_counts_only_with_a_finished_pod_it_controls() -> None:
     assert cache.covers(KEY, running("release-build-1"))
     cache.forget_run(KEY)
     assert len(cache) == 0
+
+
+def test_a_fan_outs_ending_steps_share_a_pass_and_the_last_one_is_queued_at_once() -> None:
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings())
+    operator = Operator(config=config, connection=KubeApi(object()))
+    children = operator.known.children
+    children.saw("Job", job("release-a-1", uid="a"))
+    children.saw("Job", job("release-b-1", uid="b"))
+    assert children.active_jobs(KEY) == 2
+    children.saw("Job", job("release-a-1", uid="a", version="11", complete=True))
+    operator.child_changed(KEY)
+    assert KEY not in operator.runs, "b still runs: the pass waits for it a little"
+    assert operator.runs.promote_due() == pytest.approx(CHILD_BATCH_SECONDS, abs=0.1)
+    children.saw("Job", job("release-b-1", uid="b", version="12", complete=True))
+    operator.child_changed(KEY)
+    assert children.active_jobs(KEY) == 0
+    assert KEY in operator.runs, "the last one running ended: its pass is queued at once"

@@ -203,3 +203,23 @@ def test_a_busy_or_absent_api_server_is_retried_past_the_budget_no_sooner_than_i
         assert gave_up == [RUN]
 
     run(body)
+
+
+def test_add_within_gives_a_burst_of_requests_one_pass_at_the_end_of_the_first_ones_window() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        queue, recorder = queue_with(clock), Recorder()
+        queue.add_within(RUN, 0.5)
+        clock.now += 0.3
+        queue.add_within(RUN, 0.5)
+        assert queue.promote_due() == pytest.approx(0.2), "the window runs from the first request"
+        assert len(queue) == 0
+        clock.now += 0.2
+        queue.promote_due()
+        assert len(queue) == 1
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed == [RUN]
+        queue.add_within(RUN, 0.5)
+        assert queue.promote_due() == pytest.approx(0.5), "after its pass a new request opens a new window"
+
+    run(body)
