@@ -8,9 +8,9 @@ and a handler invocation: most of the operator's CPU per step
 keep the default-deny record, so a plain list+watch stream
 (`towline.runtime.streams`) does it, as for runs (towline.runtime.runwatch).
 
-Every replica watches (a new leader's cache is warm). Each stream selects as
-kopf did: Jobs with the run label, pods labelled as step pods, and
-NetworkPolicies by name (the API server filters; a label is no proof). The
+Every replica watches (a new leader's cache is warm). Each stream selects on
+the API server: Jobs with the run label, pods labelled as step pods once they
+ended, and NetworkPolicies by name (a label is no proof). The
 default-deny policies are re-judged after every (re-)list: a namespace whose
 policy the list no longer shows is no longer taken as intact.
 """
@@ -40,9 +40,14 @@ class Stream:
     field_selector: str | None = None
 
 
+FINISHED_PODS = "status.phase!=Pending,status.phase!=Running"
+"""Step pods are kept for their result document only, which a pod has once it ended: the API server leaves out the
+three or four events of each pod on its way there (a watched pod enters the selection as ADDED when it ends). A
+finished Job whose pod's end has not arrived yet is listed live instead (`ChildCache.covers`)."""
+
 STREAMS = (
     Stream("Job", JOBS, label_selector=LABEL_RUN),
-    Stream("Pod", PODS, label_selector=f"{LABEL_STEP_POD}=true"),
+    Stream("Pod", PODS, label_selector=f"{LABEL_STEP_POD}=true", field_selector=FINISHED_PODS),
     Stream("NetworkPolicy", NETWORK_POLICIES, field_selector=f"metadata.name={DEFAULT_DENY_POLICY}"),
 )
 
