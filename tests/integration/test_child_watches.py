@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from towline.k8s.client import PODS, KubeApi
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.objects import LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
 from towline.runtime.childwatch import ChildEvents, watch_children
 from towline_dev.controlplane import ControlPlane
@@ -49,7 +49,9 @@ def step_pod(namespace: str) -> JSON:
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "release-build-1-x", "namespace": namespace,
-                     "labels": {LABEL_STEP_POD: "true", LABEL_RUN: "release"}},
+                     # Without the run label: only the Job controller may create a pod wearing it (the chart's
+                     # towline-step-objects policy). The stream selects by the step-pod label alone.
+                     "labels": {LABEL_STEP_POD: "true"}},
         "spec": {"schedulingGates": [{"name": "towline.dev/test-holds-it"}], "restartPolicy": "Never",
                  "containers": [{"name": "step", "image": "registry.invalid/step:1"}]},
     }
