@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from tests.integration.support import ScriptedServer, apply, bind_role, get, start_run, step_status, wait_for_phase
@@ -83,8 +83,18 @@ def live_wait(driver: Any, timeout: float, poll: float = 0.2) -> WebDriverWait[A
 
 
 def wait_for_element(driver: Any, css: str, what: str, timeout: float = 120) -> Any:
-    return live_wait(driver, timeout, 0.2).until(
-        lambda d: (d.find_elements(By.CSS_SELECTOR, css) or [None])[0], message=f"waiting for {what} ({css})")
+    try:
+        return live_wait(driver, timeout, 0.2).until(
+            lambda d: (d.find_elements(By.CSS_SELECTOR, css) or [None])[0], message=f"waiting for {what} ({css})")
+    except TimeoutException as error:
+        raise AssertionError(f"{what} ({css}) did not appear in {timeout:.0f} s; {page_state(driver)}") from error
+
+
+def page_state(driver: Any) -> str:
+    """What the browser shows instead, for the failure message: address, title, the page's text (canary cut)."""
+    text = str(driver.execute_script("return document.body ? document.body.innerText : '(no body)'") or "")
+    return (f"the browser is at {driver.current_url.split('?')[0]!r}, title {driver.title!r}, showing: "
+            f"{text.replace(CANARY, '(canary)')[:800]!r}")
 
 
 def node_phase(driver: Any, step: str) -> str | None:
