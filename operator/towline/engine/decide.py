@@ -17,7 +17,6 @@ ready (main DAG in topological order, then triggered compensations, then
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -79,7 +78,7 @@ class _Pass:
 
     def run(self) -> Decision:
         status = self.state.status
-        self._delete_stuck_jobs(self._recorded_as_over)
+        self._delete_stuck_jobs(self.view.status.steps)
         if status.phase == "Pending":
             transition_run(status, "Running")
             status.started_at = self.now
@@ -100,7 +99,7 @@ class _Pass:
 
     # --- pass stages -------------------------------------------------------------------
 
-    def _delete_stuck_jobs(self, when: Callable[[JobObservation], bool]) -> None:
+    def _delete_stuck_jobs(self, recorded_in: list[StepStatus] | None) -> None:
         """Delete the Jobs whose step found a Secret it names missing (REASON_UNMOUNTABLE).
 
         Such a Job counts as a failed attempt (credentials need repair); its pod ran no action,
@@ -110,13 +109,16 @@ class _Pass:
         in the pass that records it: after a crash between the delete and the status write,
         the next pass would find the attempt's Job gone and could no longer say why it failed.
         """
-        for job in self.observed.jobs.values():
-            if job.credentials_missing and when(job) and job.job_name not in self._deleted:
-                self._deleted.add(job.job_name)
-                self.driver.actions.append(DeleteJob(job.job_name))
+        for job in self._stuck_jobs(recorded_in):
+            self._deleted.add(job.job_name)
+            self.driver.actions.append(DeleteJob(job.job_name))
 
-    def _recorded_as_over(self, job: JobObservation) -> bool:
-        return _over_in(self.view.status.steps, job)
+    def _stuck_jobs(self, recorded_in: list[StepStatus] | None) -> list[JobObservation]:
+        """The stuck Jobs (credentials missing) this pass has not deleted yet: those whose attempt
+        `recorded_in` records as over, or every one (None)."""
+        return [job for job in self.observed.jobs.values()
+                if job.credentials_missing and job.job_name not in self._deleted
+                and (recorded_in is None or _over_in(recorded_in, job))]
 
     def _leaves_stuck_jobs(self) -> bool:
         """This pass records a stuck Job's attempt as over, so the pass after its write deletes the Job.
@@ -124,10 +126,7 @@ class _Pass:
         Nothing else wakes that pass (the stuck Job does not change, and the echo of the operator's own
         write wakes nobody), so the decision asks for it at once.
         """
-        return any(
-            job.credentials_missing and job.job_name not in self._deleted and _over_in(self.state.status.steps, job)
-            for job in self.observed.jobs.values()
-        )
+        return bool(self._stuck_jobs(self.state.status.steps))
 
     def _update_suspension(self) -> None:
         status = self.state.status
@@ -291,7 +290,7 @@ class _Pass:
         if self.state.main_finished() and self.state.finally_finished():
             self._finish()
             # No pass follows the last one: every Job that can never start goes now.
-            self._delete_stuck_jobs(lambda job: True)
+            self._delete_stuck_jobs(None)
             return Decision(status=status, actions=tuple(self.driver.actions), wake_at=None)
         summary = summarize(self.state, suspended=self.suspended, now=self.now)
         transition_run(status, summary.phase)

@@ -153,10 +153,10 @@ class ChildCache:
             found[kind].append(body)
         return found["Job"], found["Pod"], found["Approval"]
 
-    def active_jobs(self, run: Key) -> int:
-        """The run's Jobs the watch shows without a terminal condition yet."""
-        return sum(1 for (kind, _, _), body in self._objects.by("run", run)
-                   if kind == "Job" and job_state(body.get("status") or {})[0] == "active")
+    def has_active_jobs(self, run: Key) -> bool:
+        """Whether the watch shows a Job of the run without a terminal condition yet."""
+        return any(kind == "Job" and job_state(body.get("status") or {})[0] == "active"
+                   for (kind, _, _), body in self._objects.by("run", run))
 
     def covers(self, run: Key, status: WorkflowRunStatus) -> bool:
         """Whether the cache holds everything the run's status says exists (else: list live)."""

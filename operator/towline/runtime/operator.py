@@ -233,7 +233,7 @@ class Operator:
         queued at once. A pass of a large run decides, dumps and writes all of its status, so one pass per
         ending step was most of a fan-out's CPU per step (docs/benchmarks.md).
         """
-        if self.known.children.active_jobs(key):
+        if self.known.children.has_active_jobs(key):
             self.runs.add_within(key, CHILD_BATCH_SECONDS)
         else:
             self.runs.add(key)

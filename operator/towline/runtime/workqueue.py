@@ -62,8 +62,8 @@ class WorkQueue:
         self._delayed: list[tuple[float, int, Key]] = []
         self._counter = itertools.count()
         self._delayed_changed = asyncio.Event()
-        self._batching: set[Key] = set()
-        """Keys `add_within` has a delayed add pending for."""
+        self._batching: dict[Key, int] = {}
+        """Keys `add_within` has a delayed add pending for, with that entry's sequence number in `_delayed`."""
 
     def __contains__(self, key: object) -> bool:
         """Whether a pass for `key` is waiting: queued, or due again after the one in progress."""
@@ -83,8 +83,14 @@ class WorkQueue:
         if delay <= 0:
             self.add(key)
             return
-        heapq.heappush(self._delayed, (self._clock() + delay, next(self._counter), key))
+        self._push_delayed(key, delay)
+
+    def _push_delayed(self, key: Key, delay: float) -> int:
+        """Add `key` `delay` seconds from now; the entry's sequence number."""
+        sequence = next(self._counter)
+        heapq.heappush(self._delayed, (self._clock() + delay, sequence, key))
         self._delayed_changed.set()
+        return sequence
 
     def add_within(self, key: Key, window: float) -> None:
         """Add `key` `window` seconds from the first such request, once however often it is asked meanwhile.
@@ -98,8 +104,7 @@ class WorkQueue:
             return
         if key in self._batching:
             return
-        self._batching.add(key)
-        self.add_after(key, window)
+        self._batching[key] = self._push_delayed(key, window)
 
     def add_at(self, key: Key, when: datetime) -> None:
         """Look at `key` again at `when` (a hint; status holds the truth)."""
@@ -127,8 +132,9 @@ class WorkQueue:
         """Move due delayed keys to the ready queue; seconds until the next one is due, if any."""
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
-            self._batching.discard(key)
+            _, sequence, key = heapq.heappop(self._delayed)
+            if self._batching.get(key) == sequence:
+                del self._batching[key]  # only the batch's own entry ends it (not, say, a wake_at of the key)
             self.add(key)
         return (self._delayed[0][0] - now) if self._delayed else None
 

@@ -223,3 +223,25 @@ def test_add_within_gives_a_burst_of_requests_one_pass_at_the_end_of_the_first_o
         assert queue.promote_due() == pytest.approx(0.5), "after its pass a new request opens a new window"
 
     run(body)
+
+
+def test_another_delayed_add_coming_due_does_not_end_a_batch_window() -> None:
+    """A wake_at of the run due inside a batch window gives its own pass; a request after it joins the
+    window still open instead of opening another (which would be one pass more for the burst)."""
+    async def body() -> None:
+        clock = FakeClock()
+        queue, recorder = queue_with(clock), Recorder()
+        queue.add_within(RUN, 0.5)
+        queue.add_after(RUN, 0.1)
+        clock.now += 0.1
+        queue.promote_due()
+        await queue.process_one(recorder.process, recorder.give_up)
+        queue.add_within(RUN, 0.5)
+        assert queue.promote_due() == pytest.approx(0.4)
+        clock.now += 0.4
+        queue.promote_due()
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed == [RUN, RUN]
+        assert queue.promote_due() is None, "nothing more pending"
+
+    run(body)
