@@ -1,7 +1,8 @@
 """Helpers for operator integration tests: kubectl as a person, waiting, and a test-host HTTP server.
 
-Everything here talks to the real local control plane through the pinned
-kubectl, as the user a test names; nothing is mocked.
+Everything here talks to the real local control plane: what a person does through the pinned
+kubectl, as the user a test names; the reads of waits and assertions as the admin, by HTTPS GET
+(`tests.integration.reads`). Nothing is mocked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.integration.reads import read_list, read_object
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.netns import in_namespace
@@ -46,19 +49,12 @@ def start_run(cluster: ControlPlane, namespace: str, workflow: str, name: str = 
 
 
 def get(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
-    if result.returncode != 0:
-        return None
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
+    """The object as the admin reads it, or None (absent, or the API server not answering now)."""
+    return read_object(cluster, kind, name, namespace)
 
 
 def list_objects(cluster: ControlPlane, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
-    args = ["get", kind, "-n", namespace, "-o", "json"]
-    if selector:
-        args += ["-l", selector]
-    items: list[dict[str, Any]] = json.loads(cluster.kubectl(*args).stdout)["items"]
-    return items
+    return read_list(cluster, kind, namespace, selector)
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3) -> Any:

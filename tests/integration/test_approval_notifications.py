@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.integration.replicas import lease_holder, replica_of
 from tests.integration.support import (
     Scripted,
     ScriptedServer,
@@ -34,7 +35,7 @@ from tests.integration.support import (
 )
 
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
@@ -161,22 +162,11 @@ def test_an_expired_approval_is_announced_once(
 @pytest.fixture
 def standby(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
     """A second replica on the session operator's Lease; the session operator is started again afterwards."""
-    replica = OperatorProcess(
-        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "standby.log",
-        identity=f"{towline_operator.identity}-standby", pods=towline_operator.pods,
-        watch_namespaces=towline_operator.watch_namespaces, settings=dict(towline_operator.settings),
-    ).start()
+    replica = replica_of(towline_operator, f"{towline_operator.identity}-standby", tmp_path / "standby.log").start()
     yield replica
     replica.stop()
     if towline_operator.process is None or towline_operator.process.poll() is not None:
         towline_operator.start()
-
-
-def lease_holder(cluster: ControlPlane, operator: OperatorProcess) -> str | None:
-    name = operator.settings.get("TOWLINE_LEASE_NAME", "towline-operator")
-    lease = get(cluster, "lease", name, OPERATOR_NAMESPACE) or {}
-    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
-    return holder
 
 
 def test_each_approval_event_is_announced_once_across_a_leader_change(

@@ -2,39 +2,28 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.integration.replicas import lease_holder, replica_of
 from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
 
 from towline.engine.naming import STEP_JOB_PREFIX
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.install import OperatorProcess
 
-# exclusive: runs replicas on the default Lease and replaces the session operator.
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
+# Concurrent: the replicas are copies of this worker's operator, on its own Lease and namespaces.
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def second_replica(towline_operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
-    replica = OperatorProcess(
-        kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / "replica.log", identity="towline-operator-1",
-        pods=towline_operator.pods,
-    ).start()
+    replica = replica_of(towline_operator, f"{towline_operator.identity}-1", tmp_path / "replica.log").start()
     yield replica
     replica.stop()
     if towline_operator.process is None or towline_operator.process.poll() is not None:
         towline_operator.start()
-
-
-def lease_holder(cluster: ControlPlane) -> str | None:
-    found = cluster.kubectl("get", "lease", "towline-operator", "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
-    if found.returncode != 0:
-        return None
-    holder: str | None = json.loads(found.stdout)["spec"].get("holderIdentity")
-    return holder
 
 
 def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
@@ -46,18 +35,19 @@ def test_only_the_lease_holder_acts_and_the_other_replica_takes_over(
               **({"needs": [f"s{i - 1}"]} if i else {})} for i in range(3)]
     apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                     "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
-    first_holder = wait_for("a Lease holder", lambda: lease_holder(cluster))
+    first_holder = wait_for("a Lease holder", lambda: lease_holder(cluster, towline_operator))
     start_run(cluster, ns, "chain", "ha-1")
     assert wait_for_phase(cluster, ns, "ha-1", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
     jobs = list_objects(cluster, "jobs", ns, "towline.dev/run=ha-1")
     assert sorted(j["metadata"]["name"] for j in jobs) == [f"{STEP_JOB_PREFIX}ha-1-s{i}-1" for i in range(3)]
-    assert lease_holder(cluster) == first_holder, "leadership is stable while the holder lives"
+    assert lease_holder(cluster, towline_operator) == first_holder, "leadership is stable while the holder lives"
 
     leader = towline_operator if first_holder == towline_operator.identity else second_replica
     follower = second_replica if leader is towline_operator else towline_operator
     leader.kill()
     start_run(cluster, ns, "chain", "ha-2")
-    wait_for("the other replica to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
+    wait_for("the other replica to take the Lease",
+             lambda: lease_holder(cluster, towline_operator) == follower.identity, timeout=60)
     assert wait_for_phase(cluster, ns, "ha-2", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
 
 
@@ -71,9 +61,8 @@ def short_lease_pair(
 ) -> Iterator[tuple[OperatorProcess, ...]]:
     """Two replicas with a 6 s Lease (renew deadline 4 s) in place of the session's operator."""
     towline_operator.stop()
-    pair = tuple(OperatorProcess(kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / f"replica-{i}.log",
-                                 identity=f"towline-operator-short-{i}", settings=SHORT_LEASE,
-                                 pods=towline_operator.pods).start()
+    pair = tuple(replica_of(towline_operator, f"{towline_operator.identity}-short-{i}",
+                            tmp_path / f"replica-{i}.log", **SHORT_LEASE).start()
                  for i in range(2))
     yield pair
     for replica in pair:
@@ -82,7 +71,7 @@ def short_lease_pair(
     towline_operator.start()
     # The next test expects the session's operator to lead; the pair's Lease lapses within 6 s.
     wait_for("the session's operator to take the Lease back",
-             lambda: lease_holder(towline_installed) == towline_operator.identity, timeout=60)
+             lambda: lease_holder(towline_installed, towline_operator) == towline_operator.identity, timeout=60)
 
 
 def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
@@ -94,14 +83,16 @@ def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
     apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                     "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
     identities = {replica.identity for replica in short_lease_pair}
-    holder = wait_for("a Lease holder", lambda: lease_holder(cluster) in identities and lease_holder(cluster))
+    pair = short_lease_pair[0]  # any of the pair: both elect on the same Lease
+    holder = wait_for("a Lease holder",
+                      lambda: lease_holder(cluster, pair) in identities and lease_holder(cluster, pair))
     leader = next(r for r in short_lease_pair if r.identity == holder)
     follower = next(r for r in short_lease_pair if r is not leader)
 
     # Paused just as a run arrives: the leader may be in the middle of its first pass.
     start_run(cluster, ns, "chain", "paused")
     leader.pause()
-    wait_for("the follower to take the Lease", lambda: lease_holder(cluster) == follower.identity, timeout=60)
+    wait_for("the follower to take the Lease", lambda: lease_holder(cluster, pair) == follower.identity, timeout=60)
     assert wait_for_phase(cluster, ns, "paused", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
     finished = get(cluster, "workflowrun", "paused", ns)
     assert finished is not None
@@ -118,6 +109,6 @@ def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
     again = get(cluster, "workflowrun", "paused", ns)
     assert again is not None
     assert again["metadata"]["resourceVersion"] == finished["metadata"]["resourceVersion"], "no later status write"
-    assert lease_holder(cluster) == follower.identity
+    assert lease_holder(cluster, pair) == follower.identity
     resumed_log = leader.log_text().split(f"lost leadership as {leader.identity}", 1)[1]
     assert "acquired leadership" not in resumed_log

@@ -9,32 +9,23 @@ own times (written by the replicas), not the test's clock.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.integration.replicas import lease_of, replica_of
 from tests.integration.support import wait_for
 
 from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.install import OperatorProcess
 
-# exclusive: runs replicas on the default Lease.
-pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
+# Concurrent: the pair are copies of this worker's operator, on its own Lease.
+pytestmark = pytest.mark.integration
 
 LONG_LEASE = {"TOWLINE_LEASE_DURATION_SECONDS": "60", "TOWLINE_LEASE_RENEW_DEADLINE_SECONDS": "40",
               "TOWLINE_LEASE_RETRY_PERIOD_SECONDS": "1"}
-
-
-def lease_spec(cluster: ControlPlane) -> dict[str, Any]:
-    found = cluster.kubectl("get", "lease", "towline-operator", "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
-    if found.returncode != 0:
-        return {}
-    spec: dict[str, Any] = json.loads(found.stdout)["spec"]
-    return spec
 
 
 @pytest.fixture
@@ -43,34 +34,35 @@ def long_lease_pair(
 ) -> Iterator[tuple[OperatorProcess, ...]]:
     """Two replicas with a 60 s Lease in place of the session's operator."""
     towline_operator.stop()
-    pair = tuple(OperatorProcess(kubeconfig=towline_operator.kubeconfig, log_path=tmp_path / f"replica-{i}.log",
-                                 identity=f"towline-operator-long-{i}", settings=LONG_LEASE).start()
+    pair = tuple(replica_of(towline_operator, f"{towline_operator.identity}-long-{i}", tmp_path / f"replica-{i}.log",
+                            **LONG_LEASE).start()
                  for i in range(2))
     yield pair
     for replica in pair:
         replica.stop()
     towline_operator.start()
     wait_for("the session's operator to take the Lease back",
-             lambda: lease_spec(towline_installed).get("holderIdentity") == towline_operator.identity, timeout=90)
+             lambda: lease_of(towline_installed, towline_operator).get("holderIdentity") == towline_operator.identity,
+             timeout=90)
 
 
 def test_a_gracefully_stopped_leader_hands_the_lease_over_well_before_it_expires(
     long_lease_pair: tuple[OperatorProcess, ...], towline_installed: ControlPlane,
 ) -> None:
-    cluster = towline_installed
+    cluster, pair = towline_installed, long_lease_pair[0]  # both of the pair elect on one Lease
     identities = {replica.identity for replica in long_lease_pair}
     wait_for("a replica of the pair to hold the Lease",
-             lambda: lease_spec(cluster).get("holderIdentity") in identities, timeout=90)
-    before = lease_spec(cluster)
+             lambda: lease_of(cluster, pair).get("holderIdentity") in identities, timeout=90)
+    before = lease_of(cluster, pair)
     leader = next(r for r in long_lease_pair if r.identity == before["holderIdentity"])
     follower = next(r for r in long_lease_pair if r is not leader)
     assert before["leaseDurationSeconds"] == 60
 
     leader.stop()  # SIGTERM: kopf's cleanup stops the operator
     wait_for("the follower to take the Lease",
-             lambda: lease_spec(cluster).get("holderIdentity") == follower.identity, timeout=120)
+             lambda: lease_of(cluster, pair).get("holderIdentity") == follower.identity, timeout=120)
 
-    after = lease_spec(cluster)
+    after = lease_of(cluster, pair)
     taken_after = parse_rfc3339(after["acquireTime"]) - parse_rfc3339(before["renewTime"])
     print(f"the follower took the released Lease {taken_after.total_seconds():.2f} s after the last renewal seen")
     # The leader renewed at or after `before`; an unreleased Lease is free only 60 s after that.
