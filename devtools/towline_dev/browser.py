@@ -10,11 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from towline_dev.debpackages import Progress, ensure_debian_packages
 from towline_dev.versions import BROWSER_TEST_PACKAGES
@@ -44,11 +45,13 @@ def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 10
 
 @dataclass(frozen=True)
 class WebView:
-    """A running `kubectl towline ui`: where it listens, its launch token, its process id."""
+    """A running `kubectl towline ui`: where it listens, its launch token, its process id, what it printed since."""
 
     base: str
     token: str
     pid: int
+    printed: list[str] = field(default_factory=list)
+    """Its output after the launch line (both streams), added to the error of a test that fails meanwhile."""
 
     def url(self, path: str) -> str:
         """`path` on this server with the launch token (`path` may carry a query already)."""
@@ -68,7 +71,19 @@ def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[WebView
         if found is None:
             process.kill()
             raise RuntimeError(f"`kubectl towline ui` printed no launch URL: {line!r} {process.communicate()[1]}")
-        yield WebView(found.group(1), found.group(2), process.pid)
+        view = WebView(found.group(1), found.group(2), process.pid)
+        # Read both pipes to their end while it runs: a pipe nobody reads fills up, and the server then
+        # blocks on its next write, serving no page.
+        drains = [threading.Thread(target=_drain, args=(stream, view.printed), daemon=True)
+                  for stream in (process.stdout, process.stderr) if stream is not None]
+        for drain in drains:
+            drain.start()
+        try:
+            yield view
+        except BaseException as error:
+            if view.printed:
+                error.add_note(f"`kubectl towline ui` printed meanwhile: {''.join(view.printed)[-2000:]}")
+            raise
     finally:
         process.terminate()
         try:
@@ -76,3 +91,8 @@ def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[WebView
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _drain(stream: IO[str], into: list[str]) -> None:
+    for line in stream:
+        into.append(line)
