@@ -32,7 +32,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.keptlogs import kept_logs_root
-from tests.workers import SHARED_NODE, namespace_prefix
+from tests.workers import SHARED_NODE, longest_first, namespace_prefix, worker_id
 from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
@@ -175,7 +175,11 @@ def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iter
             raise
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if worker_id() and not config.pluginmanager.has_plugin("randomly"):
+        # The concurrent part's workers, in the suite's own order (not --random-order): longest files first.
+        paths = [Path(str(item.path)).relative_to(config.rootpath).as_posix() for item in items]
+        items[:] = [items[index] for index in longest_first(paths)]
     if not os.environ.get(ENVIRONMENT_VARIABLE):
         return
     reason = pytest.mark.skip(reason=f"tests the local control plane's own parts; {ENVIRONMENT_VARIABLE} "
