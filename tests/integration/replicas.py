@@ -14,11 +14,9 @@ from typing import Any
 
 from tests.integration.support import get
 
+from towline.runtime.config import OperatorConfig
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
-
-DEFAULT_LEASE = "towline-operator"
-"""The Lease name when the operator's settings name none (the operator's own default)."""
 
 
 def replica_of(operator: OperatorProcess, identity: str, log_path: Path, **settings: str) -> OperatorProcess:
@@ -30,7 +28,7 @@ def replica_of(operator: OperatorProcess, identity: str, log_path: Path, **setti
 
 def lease_of(cluster: ControlPlane, operator: OperatorProcess) -> dict[str, Any]:
     """The spec of the Lease `operator` and its replicas elect on; empty while there is none."""
-    name = operator.settings.get("TOWLINE_LEASE_NAME", DEFAULT_LEASE)
+    name = operator.settings.get("TOWLINE_LEASE_NAME") or OperatorConfig.lease_name  # as the operator reads it
     lease = get(cluster, "lease", name, OPERATOR_NAMESPACE) or {}
     spec: dict[str, Any] = lease.get("spec") or {}
     return spec

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 from tests.chaos.scenario import ChaosSettings, run_chaos
+from tests.integration.replicas import lease_holder
 from tests.integration.support import wait_for
 
-from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
+from towline_dev.install import OperatorProcess
 from towline_dev.node.realnode import NodeCluster
 
 # exclusive: kills and pauses operators, restarts the API server and etcd.
@@ -44,9 +45,8 @@ def session_operator_aside(towline_operator: OperatorProcess, real_node_with_ima
     towline_operator.start()
     if _server(towline_operator.kubeconfig) == plane.server:
         # The next test expects the session's operator to lead; the chaos replicas' Lease lapses in 6 s.
-        wait_for("the session's operator to take the Lease back", lambda: plane.kubectl(
-            "get", "lease", "towline-operator", "-n", OPERATOR_NAMESPACE, "-o",
-            "jsonpath={.spec.holderIdentity}", check=False).stdout == towline_operator.identity, timeout=60)
+        wait_for("the session's operator to take the Lease back",
+                 lambda: lease_holder(plane, towline_operator) == towline_operator.identity, timeout=60)
 
 
 @pytest.mark.timeout(CHAOS_TIMEOUT)

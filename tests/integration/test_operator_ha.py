@@ -83,16 +83,16 @@ def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
     apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
                     "metadata": {"name": "chain", "namespace": ns}, "spec": {"steps": steps}})
     identities = {replica.identity for replica in short_lease_pair}
-    pair = short_lease_pair[0]  # any of the pair: both elect on the same Lease
+    either = short_lease_pair[0]  # both of the pair elect on the same Lease
     holder = wait_for("a Lease holder",
-                      lambda: lease_holder(cluster, pair) in identities and lease_holder(cluster, pair))
+                      lambda: lease_holder(cluster, either) in identities and lease_holder(cluster, either))
     leader = next(r for r in short_lease_pair if r.identity == holder)
     follower = next(r for r in short_lease_pair if r is not leader)
 
     # Paused just as a run arrives: the leader may be in the middle of its first pass.
     start_run(cluster, ns, "chain", "paused")
     leader.pause()
-    wait_for("the follower to take the Lease", lambda: lease_holder(cluster, pair) == follower.identity, timeout=60)
+    wait_for("the follower to take the Lease", lambda: lease_holder(cluster, either) == follower.identity, timeout=60)
     assert wait_for_phase(cluster, ns, "paused", {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
     finished = get(cluster, "workflowrun", "paused", ns)
     assert finished is not None
@@ -109,6 +109,6 @@ def test_a_paused_leader_is_replaced_and_does_not_act_when_it_continues(
     again = get(cluster, "workflowrun", "paused", ns)
     assert again is not None
     assert again["metadata"]["resourceVersion"] == finished["metadata"]["resourceVersion"], "no later status write"
-    assert lease_holder(cluster, pair) == follower.identity
+    assert lease_holder(cluster, either) == follower.identity
     resumed_log = leader.log_text().split(f"lost leadership as {leader.identity}", 1)[1]
     assert "acquired leadership" not in resumed_log

@@ -49,20 +49,20 @@ def long_lease_pair(
 def test_a_gracefully_stopped_leader_hands_the_lease_over_well_before_it_expires(
     long_lease_pair: tuple[OperatorProcess, ...], towline_installed: ControlPlane,
 ) -> None:
-    cluster, pair = towline_installed, long_lease_pair[0]  # both of the pair elect on one Lease
+    cluster, either = towline_installed, long_lease_pair[0]  # both of the pair elect on one Lease
     identities = {replica.identity for replica in long_lease_pair}
     wait_for("a replica of the pair to hold the Lease",
-             lambda: lease_of(cluster, pair).get("holderIdentity") in identities, timeout=90)
-    before = lease_of(cluster, pair)
+             lambda: lease_of(cluster, either).get("holderIdentity") in identities, timeout=90)
+    before = lease_of(cluster, either)
     leader = next(r for r in long_lease_pair if r.identity == before["holderIdentity"])
     follower = next(r for r in long_lease_pair if r is not leader)
     assert before["leaseDurationSeconds"] == 60
 
     leader.stop()  # SIGTERM: kopf's cleanup stops the operator
     wait_for("the follower to take the Lease",
-             lambda: lease_of(cluster, pair).get("holderIdentity") == follower.identity, timeout=120)
+             lambda: lease_of(cluster, either).get("holderIdentity") == follower.identity, timeout=120)
 
-    after = lease_of(cluster, pair)
+    after = lease_of(cluster, either)
     taken_after = parse_rfc3339(after["acquireTime"]) - parse_rfc3339(before["renewTime"])
     print(f"the follower took the released Lease {taken_after.total_seconds():.2f} s after the last renewal seen")
     # The leader renewed at or after `before`; an unreleased Lease is free only 60 s after that.
