@@ -6,15 +6,22 @@
 2. `pytest -n WORKERS -m "not exclusive"`: unit and integration tests together. Every worker
    attaches to that node (`TOWLINE_TEST_SHARED_NODE`), runs its own operator (own Lease) that
    watches only its own namespaces (`tests.workers`), and works in namespaces of its own.
-3. That node stopped, `pytest -m exclusive` in one process, which starts a node of its own as
-   a plain `pytest` does: the tests that restart the API server or etcd, pause the enforcer,
-   replace the operator, install the chart with Helm, change cluster-wide policy, or measure.
+3. At the same time, `pytest -m exclusive` in one process inside a world of its own
+   (`towline_dev.node.world`: its own network, mounts and processes), where it starts a node of
+   its own as a plain `pytest` does: the tests that restart the API server or etcd, pause the
+   enforcer, replace the operator, install the chart with Helm, change cluster-wide policy, or
+   measure. They own that world's node one after the other, as they owned the machine when they
+   ran after the concurrent part; the two parts share only the CPU, the disk and the caches.
+   The world reaches the network through the machine (its uplink), as the machine does. Its
+   output is printed as it comes, each line marked `[exclusive]`.
 
 Each part prints its slowest tests; at the end the wall time of each part. The exit status is
 non-zero if any part failed. Without root, or against an existing cluster
-(`TOWLINE_TEST_KUBECONFIG`), it is one plain `pytest` run, as before.
+(`TOWLINE_TEST_KUBECONFIG`), it is one plain `pytest` run, as before. `--one-after-the-other`
+runs the exclusive part on the machine itself after the concurrent part (the layout before worlds).
 
-    python -m tests.suite [--workers N] [--random-order] [--only concurrent|exclusive] [pytest args...]
+    python -m tests.suite [--workers N] [--random-order] [--only concurrent|exclusive]
+                          [--one-after-the-other] [pytest args...]
 """
 
 from __future__ import annotations
@@ -23,15 +30,20 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
 
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS
 from tests.workers import SHARED_NODE
 from towline_dev.existing import ENVIRONMENT_VARIABLE
 from towline_dev.images import ensure_images
 from towline_dev.install import install_chart, install_crds
+from towline_dev.node import world
 from towline_dev.node.probehosts import TestHostNetwork
 from towline_dev.node.realnode import NodeCluster
 
@@ -73,6 +85,45 @@ def pytest(args: Sequence[str], env: dict[str, str] | None = None) -> int:
     return 0 if code == 5 else code
 
 
+class WorldRun:
+    """`pytest args` started in a world of its own (towline_dev.node.world), its output passed on line by
+    line with a prefix while the concurrent part prints its own."""
+
+    PREFIX = "[exclusive] "
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self._home = Path(tempfile.mkdtemp(prefix="towline-world-"))
+        # Its own pytest temporary root and kubectl/Helm discovery cache: both clusters serve on the same
+        # address (in different network namespaces), so a shared cache would mix their API lists.
+        env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(self._home / "tmp"), "KUBECACHEDIR": str(self._home / "kube"),
+               "PYTHONUNBUFFERED": "1"}  # its lines as they come, not in blocks through the pipe
+        (self._home / "tmp").mkdir()
+        self.started = time.monotonic()
+        self._world = world.World([sys.executable, "-m", "pytest", *args], uplink=True, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert self._world.process.stdout is not None
+        self._relay = threading.Thread(target=self._pass_on, args=(self._world.process.stdout,), daemon=True)
+        self._relay.start()
+
+    def _pass_on(self, output: IO[bytes]) -> None:
+        for line in output:
+            sys.stdout.write(self.PREFIX + line.decode(errors="replace"))
+            sys.stdout.flush()
+
+    def kill(self) -> None:
+        """End the world at once (the suite itself failed): unshare kills it with everything in it."""
+        self._world.kill()
+        self.wait()
+
+    def wait(self) -> tuple[int, float]:
+        """Its exit status (5, nothing selected, counts as success) and wall time."""
+        code = self._world.wait()
+        self._relay.join()
+        seconds = time.monotonic() - self.started
+        subprocess.run(["rm", "-rf", str(self._home)], check=False)
+        return (0 if code == 5 else code), seconds
+
+
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m tests.suite", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("TOWLINE_TEST_WORKERS", DEFAULT_WORKERS)),
@@ -81,7 +132,24 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--random-order", action="store_true",
                         help="shuffle the concurrent part (pytest-randomly): no test may rely on another's leftovers")
     parser.add_argument("--only", choices=("concurrent", "exclusive"), help="run one part only")
+    parser.add_argument("--one-after-the-other", action="store_true",
+                        help="run the exclusive part on this machine after the concurrent part, "
+                             "not in a world beside it")
     return parser.parse_known_args(argv)
+
+
+def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timings: dict[str, float]) -> int:
+    started = time.monotonic()
+    with shared_node() as cluster:
+        timings["shared node start"] = time.monotonic() - started
+        env = {**os.environ, SHARED_NODE: str(cluster.state_dir)}
+        order = ["-p", "randomly"] if options.random_order else ["-p", "no:randomly"]
+        began = time.monotonic()
+        code = pytest(["-q", DURATIONS, *order, "-n", str(options.workers), "--dist", "loadfile",
+                       "-m", "not exclusive", *selection], env)
+        timings[f"concurrent part ({options.workers} workers)"] = time.monotonic() - began
+    timings["concurrent part with node start and stop"] = time.monotonic() - started
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,21 +160,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pytest(["-q", DURATIONS, "-p", "no:randomly", *selection])
     timings: dict[str, float] = {}
     codes: dict[str, int] = {}
-    if options.only in (None, "concurrent"):
-        started = time.monotonic()
-        with shared_node() as cluster:
-            timings["shared node start"] = time.monotonic() - started
-            env = {**os.environ, SHARED_NODE: str(cluster.state_dir)}
-            order = ["-p", "randomly"] if options.random_order else ["-p", "no:randomly"]
-            began = time.monotonic()
-            codes["concurrent"] = pytest(["-q", DURATIONS, *order, "-n", str(options.workers), "--dist", "loadfile",
-                                          "-m", "not exclusive", *selection], env)
-            timings[f"concurrent part ({options.workers} workers)"] = time.monotonic() - began
-        timings["concurrent part with node start and stop"] = time.monotonic() - started
-    if options.only in (None, "exclusive"):
+    exclusive_args = ["-q", DURATIONS, "-p", "no:randomly", "-m", "exclusive", *selection]
+    beside: WorldRun | None = None
+    if options.only in (None, "exclusive") and not options.one_after_the_other:
+        beside = WorldRun(exclusive_args)
+    try:
+        if options.only in (None, "concurrent"):
+            codes["concurrent"] = concurrent_part(options, selection, timings)
+    except BaseException:
+        if beside is not None:
+            beside.kill()
+        raise
+    if beside is not None:
+        codes["exclusive"], timings["exclusive part (own node, in a world of its own)"] = beside.wait()
+    elif options.only in (None, "exclusive"):
         began = time.monotonic()
-        codes["exclusive"] = pytest(["-q", DURATIONS, "-p", "no:randomly", "-m", "exclusive", *selection])
-        timings["exclusive part (own node)"] = time.monotonic() - began
+        codes["exclusive"] = pytest(exclusive_args)
+        timings["exclusive part (own node, after the concurrent part)"] = time.monotonic() - began
     for what, seconds in timings.items():
         progress(f"{what}: {seconds / 60:.1f} min ({seconds:.0f} s)")
     failed = {part: code for part, code in codes.items() if code}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,9 @@ class ProbeHosts:
     _servers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _network: TestHostNetwork = field(default_factory=TestHostNetwork)
     _counting: list[list[str]] = field(default_factory=list)
+    _tag: str = field(default_factory=lambda: f"towline-probe-{uuid.uuid4().hex[:12]}")
+    """Marks this object's counting rules: tests running at once may count the same endpoint (the metadata
+    address), and identical rules would mix their counts (the first match read, the first match deleted)."""
 
     def __enter__(self) -> ProbeHosts:
         return self.start()
@@ -108,6 +112,7 @@ class ProbeHosts:
             address, port = endpoint.rsplit(":", 1)
             for rule in (["-p", "tcp", "--syn", "-d", address, "--dport", port],
                          ["-p", "udp", "-d", address, "--dport", port]):
+                rule += ["-m", "comment", "--comment", self._tag]
                 run([*_INSIDE, "iptables", "-A", "INPUT", *rule])
                 self._counting.append(rule)
         for endpoint in self.endpoints:
@@ -126,7 +131,7 @@ class ProbeHosts:
         listing = run([*_INSIDE, "iptables", "-L", "INPUT", "-v", "-n", "-x"]).stdout
         for line in listing.splitlines():
             fields = line.split()
-            if f"dpt:{port}" in fields and address in fields and protocol in fields:
+            if f"dpt:{port}" in fields and address in fields and protocol in fields and self._tag in fields:
                 return int(fields[0])
         raise KeyError(f"no counting rule for {endpoint}")
 
