@@ -289,7 +289,8 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 
 NODE_LOCK = Path("/run/towline-node.lock")
-"""One node per machine: its names, addresses and netfilter chains are fixed."""
+"""One node per machine: its names, addresses and netfilter chains are fixed. (A world, towline_dev.node.world,
+is a machine of its own: it has its own /run, so its own lock, beside the machine's node.)"""
 
 
 class NodeCluster:

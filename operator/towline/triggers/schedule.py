@@ -53,11 +53,14 @@ def due_slot(
     """The slot to fire now, like the CronJob controller: only the most recent missed one.
 
     `not_before` is when the workflow (or trigger) first appeared, so creating a
-    workflow never back-fills history. A slot older than the starting deadline
-    is reported as missed instead of fired late.
+    workflow never back-fills history: only slots strictly after it count, as the
+    CronJob controller counts from `Next(creationTimestamp)`. A creationTimestamp has
+    whole seconds, so a workflow created at 12:09:00.6 reads as 12:09:00; the 12:09
+    slot came before it and is not its to fire. A slot older than the starting
+    deadline is reported as missed instead of fired late.
     """
     slot = latest_slot(schedule, now)
-    if slot < not_before or (last_scheduled is not None and slot <= last_scheduled):
+    if slot <= not_before or (last_scheduled is not None and slot <= last_scheduled):
         return None
     deadline = schedule.starting_deadline_seconds
     if deadline is not None and now - slot > timedelta(seconds=deadline):
