@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -173,6 +174,16 @@ def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iter
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as from a terminal, however the suite was started: a non-interactive shell's `make test &` (as a
+    CI job may run it) starts it with SIGINT ignored, and every process the tests start would inherit that, so
+    the tests that press Ctrl-C on the plugin or `make dev` would wait for a process that cannot hear it. A
+    handler (unlike an ignored signal) is not inherited: the processes started from here get the default."""
+    del config
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

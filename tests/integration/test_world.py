@@ -31,6 +31,8 @@ def in_world(script: str, *, timeout: float = 60) -> subprocess.CompletedProcess
 def test_the_commands_status_and_output_come_back() -> None:
     done = in_world("echo inside; exit 7")
     assert (done.returncode, done.stdout) == (7, "inside\n"), done.stderr
+    killed = in_world("kill -KILL $$")
+    assert killed.returncode == 128 + 9, "a command killed by a signal reads as the shell reports it"
 
 
 def test_links_and_addresses_made_inside_are_not_the_machines(tmp_path: Path) -> None:

@@ -150,10 +150,6 @@ def _netns_of(pid: int) -> str | None:
         return None
 
 
-def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, text=True)
-
-
 def await_uplink() -> None:
     """Inside: wait until the machine has handed over the uplink and routed everything out through it
     (a default route in this namespace's table), so the command starts with its network in place."""
@@ -166,16 +162,16 @@ def await_uplink() -> None:
 
 def furnish() -> None:
     """Inside the new namespaces: an empty /run, a /sys of this network namespace, loopback up."""
-    _run("mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "towline-world", "/run")
-    Path("/run/lock").mkdir(mode=0o1777)
-    Path("/run/lock").chmod(0o1777)
+    run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "towline-world", "/run"])
+    Path("/run/lock").mkdir()
+    Path("/run/lock").chmod(0o1777)  # as the machine's: anyone may take a lock there
     _CGROUPS_KEPT.mkdir()
-    _run("mount", "--rbind", "/sys/fs/cgroup", str(_CGROUPS_KEPT))
-    _run("umount", "--lazy", "/sys")
-    _run("mount", "-t", "sysfs", "-o", "nosuid,nodev,noexec", "sysfs", "/sys")
-    _run("mount", "--move", str(_CGROUPS_KEPT), "/sys/fs/cgroup")
+    run(["mount", "--rbind", "/sys/fs/cgroup", str(_CGROUPS_KEPT)])
+    run(["umount", "--lazy", "/sys"])
+    run(["mount", "-t", "sysfs", "-o", "nosuid,nodev,noexec", "sysfs", "/sys"])
+    run(["mount", "--move", str(_CGROUPS_KEPT), "/sys/fs/cgroup"])
     _CGROUPS_KEPT.rmdir()
-    _run("ip", "link", "set", "lo", "up")
+    run(["ip", "link", "set", "lo", "up"])
 
 
 def init(argv: Sequence[str]) -> int:
@@ -190,14 +186,10 @@ def init(argv: Sequence[str]) -> int:
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, lambda received, _frame: child.send_signal(received))
     while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return 1
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
-            continue
+        pid, status = os.waitpid(-1, 0)
         if pid == child.pid:
-            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            code = os.waitstatus_to_exitcode(status)
+            return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a shell reports it
 
 
 def main(argv: Sequence[str] | None = None) -> int:

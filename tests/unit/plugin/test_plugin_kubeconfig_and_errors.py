@@ -151,5 +151,4 @@ def test_ctrl_c_while_waiting_for_the_api_server_exits_130_without_a_traceback(t
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 130
-    assert (out, err) == ("", "interrupted\n")
+    assert (process.returncode, out, err) == (130, "", "interrupted\n")
