@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,7 @@ class WorldRun:
         code = self._world.wait()
         self._relay.join()
         seconds = time.monotonic() - self.started
-        subprocess.run(["rm", "-rf", str(self._home)], check=False)
+        shutil.rmtree(self._home, ignore_errors=True)
         return (0 if code == 5 else code), seconds
 
 
