@@ -81,18 +81,18 @@ class World:
         if self.process.poll() is not None:
             raise RuntimeError(f"the world exited at once (status {self.process.returncode})")
         for number in UPLINKS:
-            made = run(["ip", "link", "add", f"towline-wup{number}", "type", "veth", "peer", "name", INSIDE_LINK,
+            made = run(["ip", "link", "add", _host_link(number), "type", "veth", "peer", "name", INSIDE_LINK,
                         "netns", str(pid)], check=False)
             if made.returncode == 0:
                 self.uplink = number
                 break
-            if not link_exists(f"towline-wup{number}"):
+            if not link_exists(_host_link(number)):
                 raise RuntimeError(f"cannot make the world's uplink: {made.stderr.strip()}")
         else:
             raise RuntimeError(f"every uplink ({len(UPLINKS)}) is taken: too many worlds on this machine")
         outside, inside = _addresses(self.uplink)
-        run(["ip", "address", "add", f"{outside}/30", "dev", f"towline-wup{self.uplink}"])
-        run(["ip", "link", "set", f"towline-wup{self.uplink}", "up"])
+        run(["ip", "address", "add", f"{outside}/30", "dev", _host_link(self.uplink)])
+        run(["ip", "link", "set", _host_link(self.uplink), "up"])
         run(["iptables", "-t", "nat", "-A", *_masquerade(self.uplink)])
         self._forwarding = set_sysctl("net.ipv4.ip_forward", "1")
         enter = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip"]
@@ -105,8 +105,8 @@ class World:
             return
         number, self.uplink = self.uplink, None
         run(["iptables", "-t", "nat", "-D", *_masquerade(number)], check=False)
-        if link_exists(f"towline-wup{number}"):
-            run(["ip", "link", "delete", f"towline-wup{number}"], check=False)
+        if link_exists(_host_link(number)):
+            run(["ip", "link", "delete", _host_link(number)], check=False)
         if self._forwarding is not None:
             set_sysctl("net.ipv4.ip_forward", self._forwarding)
             self._forwarding = None
@@ -131,6 +131,11 @@ class World:
         """End the world at once: unshare(1) takes everything in it along."""
         self.process.kill()
         self.wait()
+
+
+def _host_link(number: int) -> str:
+    """The machine's end of uplink `number`."""
+    return f"towline-wup{number}"
 
 
 def _addresses(number: int) -> tuple[str, str]:
