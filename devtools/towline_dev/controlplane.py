@@ -74,11 +74,16 @@ class ControlPlane:
         install_signal_handlers: bool = True,
         ready_timeout: float = 90.0,
         node_address: str | None = None,
+        controller_manager_qps: int = 100,
     ) -> None:
         """`node_address`: serve on this local address instead of 127.0.0.1 (it must exist),
-        so pods on a local node reach the API server through the `kubernetes` Service."""
+        so pods on a local node reach the API server through the `kubernetes` Service.
+        `controller_manager_qps`: kube-controller-manager's `--kube-api-qps` (burst twice that); its Job
+        controller makes a step's pod and records the step Job's status through that client, so it caps
+        the steps per second a cluster can run (docs/benchmarks.md)."""
         self.binaries = binaries
         self.address = node_address or "127.0.0.1"
+        self.controller_manager_qps = controller_manager_qps
         self._owns_state_dir = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="towline-controlplane-"))
         self._install_signal_handlers = install_signal_handlers
@@ -345,8 +350,8 @@ class ControlPlane:
             f"--cluster-signing-cert-file={self.ca_cert}",
             f"--cluster-signing-key-file={self.pki_dir / 'ca.key'}",
             "--cluster-name=towline-dev",
-            "--kube-api-qps=100",
-            "--kube-api-burst=200",
+            f"--kube-api-qps={self.controller_manager_qps}",
+            f"--kube-api-burst={2 * self.controller_manager_qps}",
         ])
 
     def _wait_until_ready(self) -> None:

@@ -7,6 +7,11 @@ another revision's operator (its exported `operator` and `connectors` directorie
 against this benchmark, for before/after figures. BENCH_OPERATOR_PROFILE=DIR runs
 each operator under cProfile and writes its stats to DIR/operator-N.prof when it
 stops (read them with `python -m pstats`).
+
+kube-controller-manager's client is allowed 500 requests per second (burst 1000), as the simulated node's
+scheduler is: its Job controller makes every step's pod and writes every step Job's status, and at the dev
+cluster's 100 it, not the operator, capped the steps per second (docs/benchmarks.md).
+BENCH_CONTROLLER_MANAGER_QPS sets another figure (kube-controller-manager's own default is 20).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from towline_dev.processes import free_loopback_port
 from towline_dev.simnode import SimulatedNode
 
 RUNNER = "carol"
+CONTROLLER_MANAGER_QPS = int(os.environ.get("BENCH_CONTROLLER_MANAGER_QPS", "500"))
 """Who starts the benchmark's runs (bound to towline-runner in each namespace)."""
 
 
@@ -103,7 +109,7 @@ def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:
 def sim_cluster(*, extra_stages: tuple[dict[str, Any], ...] = ()) -> Iterator[SimCluster]:
     """`extra_stages`: more kwok pod Stages, e.g. completing another engine's pods."""
     work = Path(tempfile.mkdtemp(prefix="towline-bench-"))
-    plane = ControlPlane(find_binaries()).start()
+    plane = ControlPlane(find_binaries(), controller_manager_qps=CONTROLLER_MANAGER_QPS).start()
     node = SimulatedNode(plane, work / "node", extra_stages=extra_stages)
     cluster = SimCluster(plane=plane, work=work, operator_kubeconfig=work / "operator.kubeconfig")
     try:

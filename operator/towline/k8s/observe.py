@@ -138,7 +138,7 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
     if not step_id or not attempt_text or LABEL_NOTIFICATION in labels:
         return None  # a gate's notification Job is no attempt of any step
     status = job.get("status", {})
-    state, reason = job_state(status)
+    state, reason = attempt_state(job, pod)
     result = parse_result(pod) if pod is not None else None
     if pod is not None and result is not None and (foreign := foreign_run(job, pod)) is not None:
         result = refused_result(pod, foreign)
@@ -153,7 +153,8 @@ def observe_job(job: JSON, pod: JSON | None) -> JobObservation | None:
         state=state,
         result=result,
         started_at=_time(status.get("startTime")),
-        finished_at=_time(status.get("completionTime")) or _condition_time(status, "Failed"),
+        finished_at=(_time(status.get("completionTime")) or _condition_time(status, "Failed")
+                     or (pod_finished_at(pod) if pod is not None else None)),
         reason=reason,
         image=ran_image(pod) if pod is not None else None,
     )
@@ -193,6 +194,35 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
         if condition.get("type") == "Failed":
             return "failed", condition.get("reason")
     return "active", None
+
+
+def attempt_state(job: JSON, pod: JSON | None) -> tuple[JobState, str | None]:
+    """The attempt's state: its Job's terminal condition, or "succeeded" as soon as its pod succeeded.
+
+    A step Job runs one pod (`backoffLimit: 0`, `restartPolicy: Never`), so once that pod has succeeded the
+    Job's outcome is settled; the Job controller only writes it down about two seconds later (it batches a
+    Job's pod events by a second, twice: `SuccessCriteriaMet`, then `Complete` once the pod's tracking
+    finalizer is gone). Following the pod, as Argo and Tekton follow the pods they create, takes that wait
+    out of every step. A failure still waits for the Job: its condition names the cause (`DeadlineExceeded`
+    when the Job controller stopped the pod), which the pod, deleted by then, does not.
+    """
+    state, reason = job_state(job.get("status") or {})
+    if state == "active" and pod is not None and pod_succeeded(pod):
+        return "succeeded", None
+    return state, reason
+
+
+def pod_succeeded(pod: JSON) -> bool:
+    """The pod's phase says every container ended with exit code 0 (final: a pod never leaves Succeeded)."""
+    return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+
+def pod_finished_at(pod: JSON) -> datetime | None:
+    """When the pod's last container ended, as the kubelet reported it."""
+    ends = [_time(terminated.get("finishedAt"))
+            for status in (pod.get("status") or {}).get("containerStatuses") or []
+            if (terminated := (status.get("state") or {}).get("terminated"))]
+    return max((end for end in ends if end is not None), default=None)
 
 
 def parse_result(pod: JSON) -> StepResult | None:

@@ -26,9 +26,10 @@ import contextlib
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
+from towline.engine.observed import JobState
 from towline.handlers.context import Key
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
-from towline.k8s.observe import controller_uid, job_state, secret_volumes
+from towline.k8s.observe import attempt_state, controller_uid, job_state, pod_succeeded, secret_volumes
 from towline.runtime.store import Store
 
 JSON = dict[str, Any]
@@ -67,7 +68,8 @@ def trim(kind: str, body: JSON) -> JSON:
         kept["spec"] = {"template": {"spec": container_images(template)}}
     elif kind == "Pod":
         status = body.get("status") or {}
-        kept["status"] = {key: status[key] for key in ("containerStatuses", "initContainerStatuses") if key in status}
+        kept["status"] = {key: status[key] for key in ("phase", "containerStatuses", "initContainerStatuses")
+                          if key in status}
         kept["spec"] = {"volumes": secret_volumes(body), **container_images(body.get("spec") or {})}
     else:
         kept["spec"] = body.get("spec") or {}
@@ -100,9 +102,11 @@ class ChildCache:
     def saw(self, kind: str, body: JSON) -> bool:
         """A watch event: the newest state of the object (the watch delivers in order).
 
-        True when what a reconcile would observe changed: a Job that is new or whose state
-        (active, succeeded, failed) changed; any change of a pod or an Approval. A Job's
-        other updates (a pod became ready) are no reason for a pass.
+        True when what a reconcile would observe changed: a Job that is new or whose attempt's state
+        (active, succeeded, failed; `observe.attempt_state`) changed; a pod whose success ended its Job's
+        attempt before the Job controller wrote so; any change of an Approval. A Job's other updates (a pod
+        became ready; its `Complete` after its pod's success was seen) and a pod's other ends (its Job's
+        condition says more) are no reason for a pass.
         """
         return self._keep(kind, body, answer=False)
 
@@ -126,11 +130,17 @@ class ChildCache:
         if answer and (same or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
             return False
         kept = trim(kind, body)
-        self._objects.put(key, kept)
+        if kind == "Pod":
+            ended = pod_succeeded(kept) and not (same and cached is not None and pod_succeeded(cached))
+            self._objects.put(key, kept)
+            return ended and not self._job_ended(key, kept)
         if kind != "Job" or not same:
+            self._objects.put(key, kept)
             return True
         assert cached is not None
-        return job_state(cached.get("status") or {}) != job_state(kept.get("status") or {})
+        before = self._attempt_state(key[1], cached)
+        self._objects.put(key, kept)
+        return before != self._attempt_state(key[1], kept)
 
     def gone(self, kind: str, body: JSON) -> None:
         meta = body.get("metadata") or {}
@@ -154,8 +164,9 @@ class ChildCache:
         return found["Job"], found["Pod"], found["Approval"]
 
     def has_active_jobs(self, run: Key) -> bool:
-        """Whether the watch shows a Job of the run without a terminal condition yet."""
-        return any(kind == "Job" and job_state(body.get("status") or {})[0] == "active"
+        """Whether the watch shows a Job of the run whose attempt has not ended yet (no terminal condition, no
+        succeeded pod)."""
+        return any(kind == "Job" and self._attempt_state(run[0], body)[0] == "active"
                    for (kind, _, _), body in self._objects.by("run", run))
 
     def covers(self, run: Key, status: WorkflowRunStatus) -> bool:
@@ -184,6 +195,21 @@ class ChildCache:
         run's)."""
         body = self._objects.get(key)
         return body if body is not None and _run_of(key, body) == run else None
+
+    def _job_ended(self, key: ChildKey, pod: JSON) -> bool:
+        """Whether the cache holds the Job controlling `pod` with a terminal condition: its pass came (or comes)
+        with that condition, so the pod's end is no news. A Job not seen yet is not taken as ended: its create's
+        answer or its first event may arrive after the pod's end, and neither wakes the run by itself then."""
+        run, uid = _run_of(key, pod), controller_uid(pod)
+        return run is not None and any(
+            kind == "Job" and job["metadata"].get("uid") == uid and job_state(job.get("status") or {})[0] != "active"
+            for (kind, _, _), job in self._objects.by("run", run))
+
+    def _attempt_state(self, namespace: str, job: JSON) -> tuple[JobState, str | None]:
+        """The Job's attempt state with the pod the cache holds for it (any pod it controls: a wake-up hint;
+        what counts is decided by `build_observed`)."""
+        pods = [pod for _, pod in self._objects.by("controller", (namespace, job["metadata"].get("uid")))]
+        return attempt_state(job, next((pod for pod in pods if pod_succeeded(pod)), None))
 
     def _has_finished_pod(self, run: Key, job: JSON) -> bool:
         # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not

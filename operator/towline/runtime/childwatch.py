@@ -72,14 +72,15 @@ class ChildEvents:
         key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
         if event == "DELETED":
             self.children.gone(kind, body)
-            changed = True
+            changed = kind == "Job"
         elif key[1] and not self.wants_children(key):
             return
         else:
             changed = self.children.saw(kind, body)
-        # A step's progress (a missing Secret included: the runner fails the attempt) arrives through its Job;
-        # a pod is cached for its result document only.
-        if changed and kind == "Job" and key[1]:
+        # A step's progress (a missing Secret included: the runner fails the attempt) arrives through its Job,
+        # and a success first through its pod (`observe.attempt_state`); a pod is otherwise cached for its
+        # result document only.
+        if changed and key[1]:
             self.wake_run(key)
 
     def listed(self, kind: str, namespaces: set[str], scope: str | None) -> None:

@@ -252,3 +252,53 @@ def test_a_fan_outs_ending_steps_share_a_pass_and_the_last_one_is_queued_at_once
     operator.child_changed(KEY)
     assert not children.has_active_jobs(KEY)
     assert KEY in operator.runs, "the last one running ended: its pass is queued at once"
+
+
+def ended_pod(job_name: str, phase: str, *, job_uid: str = "job-uid", finished: str = "2026-12-05T07:00:03Z",
+              exit_code: int = 0) -> dict[str, Any]:
+    """A step pod as the kubelet reports it once it ended: its phase and the container's end."""
+    body = pod(job_name, terminated=True, job_uid=job_uid)
+    body["status"]["phase"] = phase
+    terminated = body["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated.update(exitCode=exit_code, finishedAt=finished)
+    return body
+
+
+def test_a_succeeded_pod_ends_its_attempt_before_the_job_controller_writes_complete() -> None:
+    """The Job controller writes `Complete` about two seconds after the pod succeeded; the pass need not wait."""
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings())
+    operator = Operator(config=config, connection=KubeApi(object()))
+    children = operator.known.children
+    children.saw("Job", job("release-build-1"))
+    assert children.saw("Pod", ended_pod("release-build-1", "Succeeded")) is True
+    assert not children.has_active_jobs(KEY)
+    operator.child_changed(KEY)
+    assert KEY in operator.runs, "a chain's step ended: its pass is queued at once, not after a batch"
+    assert children.covers(KEY, running("release-build-1"))
+    observed = build_observed(*children.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    found = observed.jobs[("build", 1)]
+    assert found.state == "succeeded"
+    assert found.result is not None and found.result.output == {"v": 1}
+    assert found.finished_at is not None and found.finished_at.isoformat() == "2026-12-05T07:00:03+00:00"
+    assert children.saw("Job", job("release-build-1", version="11", complete=True)) is False, \
+        "the Job's Complete after its pod's success changes nothing a pass decides on"
+
+
+def test_a_failed_pod_waits_for_its_jobs_condition_which_names_the_cause() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1"))
+    cache.saw("Pod", ended_pod("release-build-1", "Failed", exit_code=1))
+    assert cache.has_active_jobs(KEY)
+    observed = build_observed(*cache.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    assert observed.jobs[("build", 1)].state == "active"
+
+
+def test_a_succeeded_pod_another_job_controls_does_not_end_this_jobs_attempt() -> None:
+    cache = ChildCache()
+    cache.saw("Job", job("release-build-1"))
+    cache.saw("Pod", ended_pod("release-build-1", "Succeeded", job_uid="someone-elses-job"))
+    assert cache.has_active_jobs(KEY)
+    observed = build_observed(*cache.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    assert observed.jobs[("build", 1)].state == "active"
+    assert observed.jobs[("build", 1)].result is None

@@ -1,6 +1,7 @@
 """The operator's own watches of step Jobs, pods and default-deny policies feed the cache and wake runs as
-kopf's handlers did: a Job wakes its run when its state changes or it goes, a pod never does, a finished
-run's children are not kept, and a default-deny policy a (re-)list no longer shows is no longer intact."""
+kopf's handlers did: a Job wakes its run when its state changes or it goes, a pod only when its success ends
+its Job's attempt first, a finished run's children are not kept, and a default-deny policy a (re-)list no longer
+shows is no longer intact."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from tests.unit.runtime.test_cache import KEY, NS, job, pod
+from tests.unit.runtime.test_cache import KEY, NS, ended_pod, job, pod
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.live import LISTED, SYNCED, watch_objects
@@ -45,6 +46,49 @@ def test_a_pod_is_cached_for_its_result_and_wakes_nothing() -> None:
     assert (len(jobs), len(pods), len(approvals)) == (0, 1, 0)
     feed.apply("Pod", "DELETED", pod("release-build-1", terminated=True))
     assert len(feed.children) == 0
+
+
+def test_a_pods_success_wakes_its_run_once_before_the_jobs_complete() -> None:
+    """The Job controller writes Complete seconds after the pod succeeded: the pod's end wakes the run, and the
+    Job's Complete after it wakes nothing more (one pass per step, as before)."""
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", version="10"))
+    assert woken == [KEY]
+    feed.apply("Pod", "ADDED", ended_pod("release-build-1", "Succeeded"))
+    assert woken == [KEY, KEY]
+    feed.apply("Pod", "MODIFIED", ended_pod("release-build-1", "Succeeded"))  # its finalizer removed
+    feed.apply("Job", "MODIFIED", job("release-build-1", version="11", complete=True))
+    feed.apply("Pod", "DELETED", ended_pod("release-build-1", "Succeeded"))
+    assert woken == [KEY, KEY]
+
+
+def test_a_pods_success_seen_before_its_job_still_wakes_the_run() -> None:
+    """kwok (or a fast step) ends the pod before the Job's first event, even before the create's answer: then
+    neither the answer, nor the Job's events (it already looks ended) wake the run, so the pod's end must."""
+    feed, woken = events()
+    feed.apply("Pod", "ADDED", ended_pod("release-build-1", "Succeeded"))
+    assert woken == [KEY]
+    feed.children.learned("Job", job("release-build-1", version="10"))  # the create's answer
+    feed.apply("Job", "ADDED", job("release-build-1", version="10"))
+    feed.apply("Job", "MODIFIED", job("release-build-1", version="11", complete=True))
+    assert woken == [KEY]
+
+
+def test_a_pods_success_after_its_jobs_complete_wakes_nothing_more() -> None:
+    """The streams are separate: the Job's Complete may come first; it woke the run, the pod adds nothing."""
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", version="10"))
+    feed.apply("Job", "MODIFIED", job("release-build-1", version="11", complete=True))
+    assert woken == [KEY, KEY]
+    feed.apply("Pod", "ADDED", ended_pod("release-build-1", "Succeeded"))
+    assert woken == [KEY, KEY]
+
+
+def test_a_failed_pod_leaves_the_wake_to_its_jobs_failed_condition() -> None:
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", version="10"))
+    feed.apply("Pod", "ADDED", ended_pod("release-build-1", "Failed", exit_code=1))
+    assert woken == [KEY]
 
 
 def test_a_finished_runs_children_are_not_kept_nor_woken() -> None:
