@@ -6,14 +6,15 @@
 2. `pytest -n WORKERS -m "not exclusive"`: unit and integration tests together. Every worker
    attaches to that node (`TOWLINE_TEST_SHARED_NODE`), runs its own operator (own Lease) that
    watches only its own namespaces (`tests.workers`), and works in namespaces of its own.
-3. At the same time, `pytest -m exclusive` in one process inside a world of its own
+3. At the same time, `pytest -m exclusive` in two processes, each inside a world of its own
    (`towline_dev.node.world`: its own network, mounts and processes), where it starts a node of
    its own as a plain `pytest` does: the tests that restart the API server or etcd, pause the
    enforcer, replace the operator, install the chart with Helm, change cluster-wide policy, or
-   measure. They own that world's node one after the other, as they owned the machine when they
-   ran after the concurrent part; the two parts share only the CPU, the disk and the caches.
-   The world reaches the network through the machine (its uplink), as the machine does. Its
-   output is printed as it comes, each line marked `[exclusive]`.
+   measure. One world runs the Helm tests, the other the rest (`EXCLUSIVE_SPLIT`); in each they
+   own the world's node one after the other, as they owned the machine when they ran after the
+   concurrent part; the parts share only the CPU, the disk and the caches. A world reaches the
+   network through the machine (its uplink), as the machine does. Its output is printed as it
+   comes, each line marked with its part (`[exclusive: helm]`, `[exclusive: rest]`).
 
 Each part prints its slowest tests; at the end the wall time of each part. The exit status is
 non-zero if any part failed. Without root, or against an existing cluster
@@ -52,6 +53,13 @@ DEFAULT_WORKERS = 3
 """Measured on the 2-core CI machine (docs/benchmarks.md, "The test suite's time"): the suite mostly
 waits for containers and Jobs, so more workers than cores pay off until the operators' CPU saturates."""
 DURATIONS = "--durations=25"
+EXCLUSIVE = ("-q", DURATIONS, "-p", "no:randomly", "-m", "exclusive")
+"""pytest's arguments for the exclusive part, before the selection."""
+EXCLUSIVE_SPLIT = "tests/integration/helm"
+"""The exclusive part in two worlds at once: the tests under this directory (about 400 s of the 730 s the part
+took alone, docs/benchmarks.md) and the rest. They mostly wait (rollouts, Lease expiry, restarts, `make dev`'s
+own node), so side by side they end sooner, and the concurrent part is the longest again. Only when the whole
+suite runs (`tests`): a selection of one's own runs in one world."""
 
 
 def progress(message: str) -> None:
@@ -90,9 +98,9 @@ class WorldRun:
     """`pytest args` started in a world of its own (towline_dev.node.world), its output passed on line by
     line with a prefix while the concurrent part prints its own."""
 
-    PREFIX = "[exclusive] "
-
-    def __init__(self, args: Sequence[str]) -> None:
+    def __init__(self, name: str, args: Sequence[str]) -> None:
+        self.name = name
+        self._prefix = f"[{name}] "
         self._home = Path(tempfile.mkdtemp(prefix="towline-world-"))
         # Its own pytest temporary root and kubectl/Helm discovery cache: both clusters serve on the same
         # address (in different network namespaces), so a shared cache would mix their API lists.
@@ -100,6 +108,7 @@ class WorldRun:
                "PYTHONUNBUFFERED": "1"}  # its lines as they come, not in blocks through the pipe
         (self._home / "tmp").mkdir()
         self.started = time.monotonic()
+        self.ended: float | None = None
         self._world = world.World([sys.executable, "-m", "pytest", *args], uplink=True, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert self._world.process.stdout is not None
@@ -108,8 +117,9 @@ class WorldRun:
 
     def _pass_on(self, output: IO[bytes]) -> None:
         for line in output:
-            sys.stdout.write(self.PREFIX + line.decode(errors="replace"))
+            sys.stdout.write(self._prefix + line.decode(errors="replace"))
             sys.stdout.flush()
+        self.ended = time.monotonic()  # its pytest closed its output: it has ended
 
     def kill(self) -> None:
         """End the world at once (the suite itself failed): unshare kills it with everything in it."""
@@ -117,10 +127,11 @@ class WorldRun:
         self.wait()
 
     def wait(self) -> tuple[int, float]:
-        """Its exit status (5, nothing selected, counts as success) and wall time."""
+        """Its exit status (5, nothing selected, counts as success) and wall time (to its pytest's end, however
+        much later it is waited for)."""
         code = self._world.wait()
         self._relay.join()
-        seconds = time.monotonic() - self.started
+        seconds = (self.ended or time.monotonic()) - self.started
         shutil.rmtree(self._home, ignore_errors=True)
         return (0 if code == 5 else code), seconds
 
@@ -153,6 +164,14 @@ def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timin
     return code
 
 
+def exclusive_worlds(selection: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """(name, pytest arguments) of each world the exclusive part runs in: two for the whole suite."""
+    if list(selection) != ["tests"]:
+        return [("exclusive", [*EXCLUSIVE, *selection])]
+    return [("exclusive: helm", [*EXCLUSIVE, EXCLUSIVE_SPLIT]),
+            ("exclusive: rest", [*EXCLUSIVE, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options, rest = parse(sys.argv[1:] if argv is None else argv)
     selection = rest or ["tests"]
@@ -161,22 +180,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pytest(["-q", DURATIONS, "-p", "no:randomly", *selection])
     timings: dict[str, float] = {}
     codes: dict[str, int] = {}
-    exclusive_args = ["-q", DURATIONS, "-p", "no:randomly", "-m", "exclusive", *selection]
-    beside: WorldRun | None = None
-    if options.only in (None, "exclusive") and not options.one_after_the_other:
-        beside = WorldRun(exclusive_args)
+    beside: list[WorldRun] = []
     try:
+        if options.only in (None, "exclusive") and not options.one_after_the_other:
+            for name, args in exclusive_worlds(selection):
+                beside.append(WorldRun(name, args))
         if options.only in (None, "concurrent"):
             codes["concurrent"] = concurrent_part(options, selection, timings)
     except BaseException:
-        if beside is not None:
-            beside.kill()
+        for run in reversed(beside):
+            run.kill()
         raise
-    if beside is not None:
-        codes["exclusive"], timings["exclusive part (own node, in a world of its own)"] = beside.wait()
-    elif options.only in (None, "exclusive"):
+    # The last world made is waited for first: each puts back the forwarding it found, so the machine's own
+    # comes back last (towline_dev.node.world.World.wait).
+    for run in reversed(beside):
+        codes[run.name], seconds = run.wait()
+        timings[f"{run.name} part (own node, in a world of its own)"] = seconds
+    if options.only in (None, "exclusive") and options.one_after_the_other:
         began = time.monotonic()
-        codes["exclusive"] = pytest(exclusive_args)
+        codes["exclusive"] = pytest([*EXCLUSIVE, *selection])
         timings["exclusive part (own node, after the concurrent part)"] = time.monotonic() - began
     for what, seconds in timings.items():
         progress(f"{what}: {seconds / 60:.1f} min ({seconds:.0f} s)")

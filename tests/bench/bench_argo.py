@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.bench.argoload import (
     DEFAULT,
@@ -41,7 +41,7 @@ from tests.bench.argoload import (
     install_argo,
     report_outputs,
 )
-from tests.bench.figures import counts_by, delta, split_reads_writes, table
+from tests.bench.figures import counts_by, delta, latency_row, split_reads_writes, table
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
 from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, operator_rss_kib, serving, sim_cluster
 from towline.k8s.client import KubeApi
@@ -63,6 +63,8 @@ class Figures:
     server: Counter[str]
     own: Counter[str] | None
     unfinished: int
+    latencies: list[list[str]] = field(default_factory=list)
+    """Rows of `latency_row` about the engine's steps (Towline's: where a step's time goes)."""
 
     def row(self) -> list[str]:
         server_reads, server_writes = split_reads_writes(self.server)
@@ -120,8 +122,12 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
     own = delta(counts_by(own_after, "towline_api_requests_total", "verb"),
                 counts_by(own_before, "towline_api_requests_total", "verb"))
     unfinished = sum(phase != "Succeeded" for phase in seen.run_phase.values())
+    to_pod, to_complete = seen.job_controller_latencies()
+    latencies = [latency_row("Job created -> its pod created (Job controller)", to_pod),
+                 latency_row("pod succeeded -> Job Complete (Job controller)", to_complete),
+                 latency_row("needed steps over -> next Job created (operator)", seen.next_job_latencies(shape))]
     return Figures("Towline", shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after),
-                   Counter({key[0]: count for key, count in own.items()}), unfinished)
+                   Counter({key[0]: count for key, count in own.items()}), unfinished, latencies)
 
 
 async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settings: ArgoSettings) -> Figures:
@@ -175,6 +181,9 @@ def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
             print(f"\nWARNING: {f.engine}: {f.unfinished} runs did not succeed")
         print(f"\n{f.engine}: all clients by verb: "
               + ", ".join(f"{verb} {count / f.steps:.2f}" for verb, count in sorted(f.server.items())))
+        if f.latencies:
+            print(f"\n{f.engine}'s steps:\n")
+            print(table(["latency", "n", "p50", "p95", "p99", "max"], f.latencies))
 
 
 async def scenarios(cluster: SimCluster) -> None:

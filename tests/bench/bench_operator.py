@@ -57,7 +57,7 @@ async def measure(cluster: SimCluster) -> None:
     print(table(["operator request", "count"], [[" ".join(key), str(count)] for key, count in mine.most_common()]))
     print()
     print(table(["latency", "n", "p50", "p95", "p99", "max"],
-                [latency_row("Job complete -> next Job created", seen.next_job_latencies(shape)),
+                [latency_row("step over -> next Job created", seen.next_job_latencies(shape)),
                  latency_row("run created -> first Job created", seen.first_job_latencies())]))
 
 

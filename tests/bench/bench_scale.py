@@ -8,7 +8,7 @@ step, the limit on this machine), then by the operator (one process, the chart's
 RBAC, watching only the scenario's namespace), each in a namespace of its own.
 
 Prints Markdown tables: throughput and the ratio to the raw client; p50/p95/p99
-of run created -> first Job and Job complete -> next Job; API requests per step
+of run created -> first Job and step over (its pod succeeded or its Job Complete) -> next Job; API requests per step
 by verb from the API server (all clients) and from the operator's own counter;
 the operator process's CPU (utime + stime from /proc) per step over the batch.
 Asserts nothing about time.
@@ -153,9 +153,9 @@ def report(raw: Outcome, towline: Outcome) -> None:
     print()
     print(table(["latency", "n", "p50", "p95", "p99", "max"], [
         latency_row("towline: run created -> first Job", towline.seen.first_job_latencies()),
-        latency_row("towline: Job complete -> next Job", towline.seen.next_job_latencies(shape)),
+        latency_row("towline: step over -> next Job", towline.seen.next_job_latencies(shape)),
         latency_row("raw: run created -> first Job", raw.seen.first_job_latencies()),
-        latency_row("raw: Job complete -> next Job", raw.seen.next_job_latencies(shape)),
+        latency_row("raw: step over -> next Job", raw.seen.next_job_latencies(shape)),
     ]))
     print()
     operator_verbs: Counter[str] = Counter()

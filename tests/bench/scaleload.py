@@ -1,4 +1,5 @@
-"""The scale benchmarks' workloads and what they observe: Workflows, run creation, a watch of Jobs and runs.
+"""The scale benchmarks' workloads and what they observe: Workflows, run creation, a watch of Jobs, their pods
+and runs.
 
 Times are taken in this process when an event arrives (time.monotonic), the
 same way for Towline and for the raw client, so both carry the same watch lag.
@@ -14,10 +15,12 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
+from towline.k8s.client import JOBS, PODS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The label the Job controller puts on the pods it makes."""
 JSON = dict[str, Any]
 
 
@@ -84,10 +87,18 @@ class Observations:
     run_phase: dict[str, str] = field(default_factory=dict)
     job_created: dict[tuple[str, str], float] = field(default_factory=dict)
     job_completed: dict[tuple[str, str], float] = field(default_factory=dict)
+    job_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    job_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pod_created: dict[str, float] = field(default_factory=dict)
+    """By Job name: when the first pod of that Job was seen."""
+    pod_succeeded: dict[str, float] = field(default_factory=dict)
+    """By Job name: when a pod of that Job was seen Succeeded."""
     completions: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def completion(self, run: str, step: str) -> asyncio.Future[None]:
+        """Done once the step is seen over (`step_ended`: its pod succeeded or its Job Complete), the moment the
+        operator moves on (towline.k8s.observe.attempt_state), so the raw client stays the limit."""
         return self.completions.setdefault((run, step), asyncio.get_running_loop().create_future())
 
     def saw_job(self, job: JSON) -> None:
@@ -96,13 +107,36 @@ class Observations:
                (meta.get("annotations") or {}).get(ANNOTATION_STEP_ID, ""))
         now = time.monotonic()
         self.job_created.setdefault(key, now)
+        self.job_names[key] = meta["name"]
+        self.job_keys[meta["name"]] = key
         conditions = (job.get("status") or {}).get("conditions") or []
         complete = any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
         if complete and key not in self.job_completed:
             self.job_completed[key] = now
-            future = self.completion(*key)
-            if not future.done():
-                future.set_result(None)
+            self._ended(key)
+        if self.job_names[key] in self.pod_succeeded:  # the pod's end seen before the Job's first event
+            self._ended(key)
+
+    def _ended(self, key: tuple[str, str]) -> None:
+        future = self.completion(*key)
+        if not future.done():
+            future.set_result(None)
+
+    def saw_pod(self, pod: JSON) -> None:
+        job = (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
+        if not job:
+            return
+        now = time.monotonic()
+        self.pod_created.setdefault(job, now)
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            self.pod_succeeded.setdefault(job, now)
+            if job in self.job_keys:
+                self._ended(self.job_keys[job])
+
+    def step_ended(self, key: tuple[str, str]) -> float | None:
+        """When the step was first seen over: its pod succeeded or its Job Complete, whichever came first."""
+        ends = [self.job_completed.get(key), self.pod_succeeded.get(self.job_names.get(key, ""))]
+        return min((end for end in ends if end is not None), default=None)
 
     def saw_run(self, run: JSON) -> None:
         name = run["metadata"]["name"]
@@ -121,14 +155,25 @@ class Observations:
         return [firsts[run] - created for run, created in self.run_created.items() if run in firsts]
 
     def next_job_latencies(self, shape: Shape) -> list[float]:
-        """A step's last needed Job seen Complete -> the step's own Job seen created."""
+        """The last step a step needs seen over (`step_ended`) -> the step's own Job seen created."""
         gaps = []
         for (run, step), created in self.job_created.items():
             needed = shape.needs().get(step) or ()
-            done = [self.job_completed.get((run, need)) for need in needed]
+            done = [self.step_ended((run, need)) for need in needed]
             if needed and all(d is not None for d in done):
                 gaps.append(created - max(d for d in done if d is not None))
         return gaps
+
+    def job_controller_latencies(self) -> tuple[list[float], list[float]]:
+        """What the cluster's Job controller adds to each step: (Job seen created -> its pod seen created,
+        its pod seen Succeeded -> the Job seen Complete)."""
+        to_pod, to_complete = [], []
+        for key, name in self.job_names.items():
+            if name in self.pod_created:
+                to_pod.append(self.pod_created[name] - self.job_created[key])
+            if name in self.pod_succeeded and key in self.job_completed:
+                to_complete.append(self.job_completed[key] - self.pod_succeeded[name])
+        return to_pod, to_complete
 
 
 async def watch(api: KubeApi, path: str, handle: Any, stop: asyncio.Event) -> None:
@@ -170,6 +215,7 @@ async def _lines(stream: Any) -> AsyncIterator[bytes]:
 async def watching(api: KubeApi, namespace: str, seen: Observations) -> Any:
     stop = asyncio.Event()
     tasks = [asyncio.create_task(watch(api, JOBS.path(namespace), seen.saw_job, stop)),
+             asyncio.create_task(watch(api, PODS.path(namespace), seen.saw_pod, stop)),
              asyncio.create_task(watch(api, WORKFLOW_RUNS.path(namespace), seen.saw_run, stop))]
     await asyncio.sleep(0.5)  # the watches are open before anything is created
     try:
