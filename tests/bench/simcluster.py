@@ -36,8 +36,9 @@ from towline_dev.processes import free_loopback_port
 from towline_dev.simnode import SimulatedNode
 
 RUNNER = "carol"
-CONTROLLER_MANAGER_QPS = int(os.environ.get("BENCH_CONTROLLER_MANAGER_QPS", "500"))
 """Who starts the benchmark's runs (bound to towline-runner in each namespace)."""
+CONTROLLER_MANAGER_QPS = int(os.environ.get("BENCH_CONTROLLER_MANAGER_QPS", "500"))
+"""kube-controller-manager's `--kube-api-qps` on the benchmarks' cluster (see above)."""
 
 
 @dataclass

@@ -76,12 +76,18 @@ def build_observed(
     return Observed(jobs=observed_jobs, approvals=observed_approvals)
 
 
-def controller_uid(obj: JSON) -> str | None:
-    """The UID of the object's controller (the ownerReference with controller: true), if any."""
+def controller_ref(obj: JSON) -> JSON | None:
+    """The object's ownerReference with controller: true, if any."""
     for owner in obj["metadata"].get("ownerReferences") or []:
         if owner.get("controller"):
-            return str(owner.get("uid"))
+            return dict(owner)
     return None
+
+
+def controller_uid(obj: JSON) -> str | None:
+    """The UID of the object's controller, if any."""
+    owner = controller_ref(obj)
+    return None if owner is None else str(owner.get("uid"))
 
 
 def belongs_to_gate(approval: JSON, run_name: str, run_uid: str) -> bool:

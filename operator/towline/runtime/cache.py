@@ -29,7 +29,14 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine.observed import JobState
 from towline.handlers.context import Key
 from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
-from towline.k8s.observe import attempt_state, controller_uid, job_state, pod_succeeded, secret_volumes
+from towline.k8s.observe import (
+    attempt_state,
+    controller_ref,
+    controller_uid,
+    job_state,
+    pod_succeeded,
+    secret_volumes,
+)
 from towline.runtime.store import Store
 
 JSON = dict[str, Any]
@@ -200,16 +207,18 @@ class ChildCache:
         """Whether the cache holds the Job controlling `pod` with a terminal condition: its pass came (or comes)
         with that condition, so the pod's end is no news. A Job not seen yet is not taken as ended: its create's
         answer or its first event may arrive after the pod's end, and neither wakes the run by itself then."""
-        run, uid = _run_of(key, pod), controller_uid(pod)
-        return run is not None and any(
-            kind == "Job" and job["metadata"].get("uid") == uid and job_state(job.get("status") or {})[0] != "active"
-            for (kind, _, _), job in self._objects.by("run", run))
+        owner, run = controller_ref(pod), _run_of(key, pod)
+        if owner is None or run is None:
+            return False
+        job = self._of_run(run, ("Job", key[1], str(owner.get("name"))))
+        return (job is not None and job["metadata"].get("uid") == owner.get("uid")
+                and job_state(job.get("status") or {})[0] != "active")
 
     def _attempt_state(self, namespace: str, job: JSON) -> tuple[JobState, str | None]:
         """The Job's attempt state with the pod the cache holds for it (any pod it controls: a wake-up hint;
         what counts is decided by `build_observed`)."""
-        pods = [pod for _, pod in self._objects.by("controller", (namespace, job["metadata"].get("uid")))]
-        return attempt_state(job, next((pod for pod in pods if pod_succeeded(pod)), None))
+        pods = self._objects.by("controller", (namespace, job["metadata"].get("uid")))
+        return attempt_state(job, next((pod for _, pod in pods if pod_succeeded(pod)), None))
 
     def _has_finished_pod(self, run: Key, job: JSON) -> bool:
         # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not
