@@ -1,7 +1,9 @@
 # Towline: `make dev` runs it locally, `make test` checks everything.
 PYTHON ?= python3
 PKG_DIRS := operator connectors stepkit devtools
-export PYTHONDONTWRITEBYTECODE := 1
+# Bytecode is written and reused, whatever the environment says: `make test` starts hundreds of Python processes
+# (operators, the plugin, the CLI) that would otherwise compile the same sources each time (docs/benchmarks.md).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help install binaries dev test lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
 

@@ -158,6 +158,7 @@ def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timin
         order = ["-p", "randomly"] if options.random_order else ["-p", "no:randomly"]
         began = time.monotonic()
         code = pytest(["-q", DURATIONS, *order, "-n", str(options.workers), "--dist", "loadfile",
+                       "--no-loadscope-reorder",  # the files in LONGEST_FIRST's order (tests.workers)
                        "-m", "not exclusive", *selection], env)
         timings[f"concurrent part ({options.workers} workers)"] = time.monotonic() - began
     timings["concurrent part with node start and stop"] = time.monotonic() - started

@@ -49,9 +49,12 @@ LONGEST_FIRST = (
 )
 """The concurrent part's longest files (their tests' summed durations, docs/benchmarks.md), handed out first.
 
-pytest-xdist's `--dist loadfile` gives a free worker the next file in collection order; a long file
-handed out last ran alone at the end while the other workers idled (about 50 s at a fifth of the
-cores). Longest first leaves the short files for the end. A name missing here only costs time."""
+pytest-xdist's `--dist loadfile` gives a free worker the next file in collection order (with
+`--no-loadscope-reorder`, which `tests.suite` passes: by default xdist 3 sorts the files by their number
+of tests, which undid this order and left these files for the end); a long file handed out last ran alone
+at the end while the other workers idled (about 50 s at a fifth of the cores). Longest first runs these
+files, which mostly wait for containers, while the exclusive worlds keep the cores busy, and leaves the
+short, CPU-bound unit files for the end. A name missing here only costs time."""
 
 
 def longest_first(paths: list[str]) -> list[int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import csv
+import http.client
 import json
 import shutil
 import signal
@@ -26,7 +27,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -92,6 +92,8 @@ class ControlPlane:
         self._argv: dict[str, list[str]] = {}
         self._tokens: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._connections = threading.local()
+        """`api_get`'s kept connections: each thread's, by user (`_kept_connections`)."""
         self.apiserver_port = 0
         self.etcd_port = 0
         self.startup_seconds: float | None = None
@@ -253,17 +255,47 @@ class ControlPlane:
         return destination
 
     def api_get(self, path: str, *, user: str = "admin", timeout: float = 5.0) -> tuple[int, bytes]:
-        """A plain HTTPS GET as `user`; for readiness probes and tests that need no client library."""
-        request = urllib.request.Request(self.server + path)  # noqa: S310 - our own https:// URL
-        request.add_header("Authorization", f"Bearer {self._tokens[user]}")
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - our own https:// URL
-                request, context=self._ssl_context(), timeout=timeout
-            ) as response:
-                status: int = response.status
-                return status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
+        """A plain HTTPS GET as `user`; for readiness probes and tests that need no client library.
+
+        Over a connection kept per thread and user: the tests' waits poll several times a second, and a TLS
+        handshake per poll cost the test process ten times the GET's own CPU (docs/benchmarks.md). A kept
+        connection the server has closed since (a restart, its idle timeout) is opened again, once."""
+        headers = {"Authorization": f"Bearer {self._tokens[user]}"}
+        kept = self._kept_connections()
+        for attempt in (1, 2):
+            connection = kept.get(user)
+            if connection is None or (connection.host, connection.port) != (self.address, self.apiserver_port):
+                connection = http.client.HTTPSConnection(self.address, self.apiserver_port,
+                                                         context=self._ssl_context())
+                kept[user] = connection
+            connection.timeout = timeout
+            if connection.sock is not None:
+                connection.sock.settimeout(timeout)
+            try:
+                connection.request("GET", path, headers=headers)
+                response = connection.getresponse()
+                status, body = response.status, response.read()
+            except (OSError, http.client.HTTPException) as error:
+                connection.close()
+                kept.pop(user, None)
+                if attempt == 1 and not isinstance(error, TimeoutError):
+                    continue
+                if isinstance(error, OSError):
+                    raise
+                # Callers take a plane that does not answer as an OSError, as urllib raised it.
+                raise ConnectionError(str(error)) from error
+            if response.will_close:
+                connection.close()
+                kept.pop(user, None)
+            return status, body
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _kept_connections(self) -> dict[str, http.client.HTTPSConnection]:
+        """This thread's kept connections, by user."""
+        kept: dict[str, http.client.HTTPSConnection] | None = getattr(self._connections, "by_user", None)
+        if kept is None:
+            kept = self._connections.by_user = {}
+        return kept
 
     # -- internals ----------------------------------------------------------------------------
 

@@ -124,3 +124,21 @@ def test_an_uplinked_world_reaches_the_machine_and_leaves_no_link_rule_or_sysctl
     assert not link_exists(f"towline-wup{number}")
     assert f"towline world uplink {number}" not in run(["iptables-save", "-t", "nat"]).stdout
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forwarding
+
+
+def test_a_world_that_ended_keeps_its_uplink_number_until_it_is_waited_for() -> None:
+    """`make test` waits for its worlds only after the concurrent part: one that ended early has lost its link
+    (with its network namespace) but not yet its rule, and a world made meanwhile must not take its number
+    (its rule would be the one removed, and the first world's left behind)."""
+    with world.World(["true"], uplink=True) as ended:
+        number = ended.uplink
+        assert number is not None
+        ended.process.wait()  # ended, not waited for: World.wait() would remove its uplink
+        wait_for(lambda: not link_exists(f"towline-wup{number}"), timeout=30, interval=0.05,
+                 what="the ended world's link to go with its network namespace")
+        with world.World(["true"], uplink=True) as later:
+            assert later.uplink is not None and later.uplink != number, "the ended world's number was taken again"
+            taken = later.uplink
+        assert f"towline world uplink {taken}" not in run(["iptables-save", "-t", "nat"]).stdout
+        assert f"towline world uplink {number}" in run(["iptables-save", "-t", "nat"]).stdout
+    assert f"towline world uplink {number}" not in run(["iptables-save", "-t", "nat"]).stdout

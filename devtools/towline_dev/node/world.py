@@ -81,6 +81,8 @@ class World:
         if self.process.poll() is not None:
             raise RuntimeError(f"the world exited at once (status {self.process.returncode})")
         for number in UPLINKS:
+            if _masquerading(number):
+                continue  # a world that ended but was not waited for yet: its link went with it, its rule not
             made = run(["ip", "link", "add", _host_link(number), "type", "veth", "peer", "name", INSIDE_LINK,
                         "netns", str(pid)], check=False)
             if made.returncode == 0:
@@ -146,6 +148,11 @@ def _addresses(number: int) -> tuple[str, str]:
 def _masquerade(number: int) -> list[str]:
     return ["POSTROUTING", "-s", f"{_addresses(number)[1]}/32", "-j", "MASQUERADE",
             "-m", "comment", "--comment", f"towline world uplink {number}"]
+
+
+def _masquerading(number: int) -> bool:
+    """Whether uplink `number`'s rule is on the machine: its number is taken until the rule is removed."""
+    return run(["iptables", "-t", "nat", "-C", *_masquerade(number)], check=False).returncode == 0
 
 
 def _netns_of(pid: int) -> str | None:
