@@ -1,6 +1,6 @@
 """What the watches showed of each run's Jobs, step pods and Approvals, so a reconcile lists nothing.
 
-Fed by watch events (Jobs and pods from the operator's own child watches, Approvals from kopf's) and by
+Fed by watch events (Jobs, pods and Approvals from the operator's own child watches) and by
 the answers to the operator's own creates (client-go's mutation cache: a Job this process just
 created is in the cache before its watch event arrives, so it is never taken
 for a vanished one; an answer only fills a gap, so it never undoes a newer watch

@@ -1,4 +1,4 @@
-"""The operator's own watches of step Jobs, step pods and the default-deny NetworkPolicies.
+"""The operator's own watches of step Jobs, step pods, Approvals and the default-deny NetworkPolicies.
 
 These change several times per step (a Job three or four times, its pod four
 or five, and each again when the history limit deletes them). Handed through
@@ -7,6 +7,10 @@ and a handler invocation: most of the operator's CPU per step
 (docs/benchmarks.md). Their events only feed the child cache, wake runs and
 keep the default-deny record, so a plain list+watch stream
 (`towline.runtime.streams`) does it, as for runs (towline.runtime.runwatch).
+An Approval's decision is what a waiting run waits for: through kopf, whose
+per-namespace watches of a namespace pattern and per-object workers stand
+between the event and the run, one decision was seen by no pass in a suite run
+(the run waited for its expiry); here it takes the same stream as the Jobs.
 
 Every replica watches (a new leader's cache is warm). Each stream selects on
 the API server: Jobs with the run label, pods labelled as step pods once they
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from towline.k8s.actions import DefaultDenyPolicies
-from towline.k8s.client import JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
+from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
 from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
 from towline.runtime.streams import Listing, follow, scopes
@@ -49,6 +53,7 @@ STREAMS = (
     Stream("Job", JOBS, label_selector=LABEL_RUN),
     Stream("Pod", PODS, label_selector=f"{LABEL_STEP_POD}=true", field_selector=FINISHED_PODS),
     Stream("NetworkPolicy", NETWORK_POLICIES, field_selector=f"metadata.name={DEFAULT_DENY_POLICY}"),
+    Stream("Approval", APPROVALS, label_selector=LABEL_RUN),
 )
 
 
@@ -72,14 +77,14 @@ class ChildEvents:
         key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
         if event == "DELETED":
             self.children.gone(kind, body)
-            changed = kind == "Job"
+            changed = kind in ("Job", "Approval")
         elif key[1] and not self.wants_children(key):
             return
         else:
             changed = self.children.saw(kind, body)
         # A step's progress (a missing Secret included: the runner fails the attempt) arrives through its Job,
         # and a success first through its pod (`observe.attempt_state`); a pod is otherwise cached for its
-        # result document only.
+        # result document only. Any change of an Approval (a decision) is news for its run.
         if changed and key[1]:
             self.wake_run(key)
 

@@ -16,7 +16,6 @@ from typing import Any
 import kopf
 
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import LABEL_RUN
 from towline.metrics import export_operator_state
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
@@ -79,16 +78,9 @@ def build_registry(
     async def cluster_step_type_event(memo: kopf.Memo, **kwargs: Any) -> None:
         _saw_step_type(operator_of(memo), kwargs["event"], "ClusterStepType")
 
-    # WorkflowRuns, step Jobs, step pods and the default-deny NetworkPolicies: the operator's own watches
-    # (towline.runtime.runwatch, childwatch), several events per step that kopf's per-event pipeline made costly.
-
-    @kopf.on.event("towline.dev", "v1alpha1", "approvals", registry=registry)
-    async def approval_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator = operator_of(memo)
-        _cache(operator, "Approval", kwargs["event"], kwargs["body"])
-        run_name = (kwargs["spec"] or {}).get("runName")
-        if run_name:
-            operator.runs.add((kwargs["namespace"], run_name))
+    # WorkflowRuns, step Jobs, step pods, Approvals and the default-deny NetworkPolicies: the operator's own
+    # watches (towline.runtime.runwatch, childwatch), several events per step that kopf's per-event pipeline made
+    # costly, and an Approval's decision, which no pass saw once through kopf (childwatch says more).
 
     return registry
 
@@ -119,17 +111,3 @@ def _saw_step_type(operator: Operator, event: Any, kind: str) -> None:
     body = (event or {}).get("object")
     if isinstance(body, dict):  # the watch's own dict, with its kind (kopf's body is a read-only view)
         operator.saw_step_type({**body, "kind": kind}, deleted=event.get("type") == "DELETED")
-
-
-def _cache(operator: Operator, kind: str, event: Any, body: Any) -> bool:
-    """Record the event in the cache; True when a reconcile would observe something new."""
-    # kopf's body is a read-only view; the cache keeps a trimmed plain copy.
-    plain = {"metadata": dict(body.get("metadata") or {}), "spec": dict(body.get("spec") or {}),
-             "status": dict(body.get("status") or {})}
-    if (event or {}).get("type") == "DELETED":
-        operator.known.children.gone(kind, plain)
-        return True
-    run = (plain["metadata"].get("labels") or {}).get(LABEL_RUN)
-    if run and not operator.wants_children((plain["metadata"].get("namespace", ""), run)):
-        return False
-    return operator.known.children.saw(kind, plain)

@@ -1,7 +1,7 @@
-"""The operator's own watches of step Jobs, pods and default-deny policies feed the cache and wake runs as
-kopf's handlers did: a Job wakes its run when its state changes or it goes, a pod only when its success ends
-its Job's attempt first, a finished run's children are not kept, and a default-deny policy a (re-)list no longer
-shows is no longer intact."""
+"""The operator's own watches of step Jobs, pods, Approvals and default-deny policies feed the cache and wake
+runs as kopf's handlers did: a Job wakes its run when its state changes or it goes, a pod only when its success
+ends its Job's attempt first, an Approval on any change (a decision), a finished run's children are not kept, and
+a default-deny policy a (re-)list no longer shows is no longer intact."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-from tests.unit.runtime.test_cache import KEY, NS, ended_pod, job, pod
+from tests.unit.runtime.test_cache import KEY, NS, RUN, ended_pod, job, pod
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.live import LISTED, SYNCED, watch_objects
-from towline.k8s.objects import build_default_deny_policy
+from towline.k8s.objects import LABEL_RUN, build_default_deny_policy
 from towline.runtime.cache import ChildCache
 from towline.runtime.childwatch import ChildEvents, watch_children
 
@@ -34,6 +34,30 @@ def test_a_job_wakes_its_run_when_it_appears_changes_state_or_goes() -> None:
     feed.apply("Job", "MODIFIED", job("release-build-1", version="12", complete=True))
     assert woken == [KEY, KEY]
     feed.apply("Job", "DELETED", job("release-build-1", version="13", complete=True))
+    assert woken == [KEY, KEY, KEY]
+    assert len(feed.children) == 0
+
+
+def approval(decision: str | None = None, *, version: str = "20") -> dict[str, Any]:
+    spec: dict[str, Any] = {"runName": RUN, "step": "review"}
+    if decision:
+        spec.update(decision=decision, decidedBy="bob")
+    return {"kind": "Approval", "metadata": {"name": "release-review", "namespace": NS, "uid": "approval-uid",
+                                             "resourceVersion": version, "labels": {LABEL_RUN: RUN}},
+            "spec": spec}
+
+
+def test_an_approval_wakes_its_run_when_it_appears_is_decided_or_goes() -> None:
+    """A decision is what a waiting run waits for: its event must reach a pass (no pass would come before the
+    approval's expiry otherwise)."""
+    feed, woken = events()
+    feed.apply("Approval", "ADDED", approval())
+    assert woken == [KEY]
+    feed.apply("Approval", "MODIFIED", approval("Approved", version="21"))
+    assert woken == [KEY, KEY]
+    _, _, approvals = feed.children.children(KEY)
+    assert [a["spec"].get("decision") for a in approvals] == ["Approved"], "the pass reads the decision"
+    feed.apply("Approval", "DELETED", approval("Approved", version="22"))
     assert woken == [KEY, KEY, KEY]
     assert len(feed.children) == 0
 
@@ -193,6 +217,7 @@ def test_kopf_style_patterns_share_one_cluster_wide_stream_filtered_to_them() ->
     api, (feed, _) = RecordingApi("t-gw0-a1"), events()
     run_briefly(api, ("t-gw0-*", "ops"), feed)
     assert "/apis/batch/v1/jobs" in api.paths and "/apis/batch/v1/namespaces/ops/jobs" in api.paths
+    assert "/apis/towline.dev/v1alpha1/approvals" in api.paths, "Approvals take the same cluster-wide stream"
     assert not any("*" in path for path in api.paths)
     assert len(feed.children) == 1, "a Job in a namespace the pattern matches is kept"
 

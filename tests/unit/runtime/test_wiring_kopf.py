@@ -28,10 +28,10 @@ def test_the_operator_settings_build_an_empty_diff_base_and_post_no_kopf_events(
 
 
 def test_kopf_watches_only_the_kinds_that_change_when_a_person_acts() -> None:
-    """Runs, step Jobs, pods and default-deny policies are the operator's own streams (towline.runtime.runwatch,
-    childwatch): a kopf handler for them would hand every event over twice."""
+    """Runs, step Jobs, pods, Approvals and default-deny policies are the operator's own streams
+    (towline.runtime.runwatch, childwatch): a kopf handler for them would hand every event over twice."""
     config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
                             pod_settings=StepPodSettings())
     watched = {handler.selector.any_name for handler in build_registry(config)._watching.get_all_handlers()
                if handler.selector is not None}
-    assert watched == {"workflows", "approvals", "steptypes", "clustersteptypes"}
+    assert watched == {"workflows", "steptypes", "clustersteptypes"}
