@@ -10,14 +10,15 @@ of 12. Each round restarts the operator, then makes a fresh namespace and decide
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Iterator
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 from tests.integration.replicas import lease_of
-from tests.integration.support import apply, bind_role, get, start_run, step_status, wait_for, wait_for_phase
+from tests.integration.support import apply, bind_role, get, start_run, step_status, wait_for
+from tests.integration.test_operator_max_concurrent_runs import one_at_a_time
+from tests.integration.test_operator_runs import awaiting_approval, decide
 from tests.workers import namespace_prefix
 
 from towline_dev.clients import KubeClients
@@ -29,16 +30,6 @@ pytestmark = pytest.mark.integration
 ROUNDS = 6
 """Rounds of restart and decision: through kopf a third of them missed (4 of 12 in a loop); with the Approvals
 back on kopf this test failed in one of its two runs here."""
-
-
-def gated(namespace: str) -> dict[str, object]:
-    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": "deploy", "namespace": namespace},
-            "spec": {"steps": [
-                {"id": "review", "approval": {"approvers": {"users": ["bob"]}, "expiresAfter": "10m"}},
-                {"id": "apply", "needs": ["review"], "action": "data.transform",
-                 "with": {"data": {}, "fields": {"applied": "true"}}},
-            ]}}
 
 
 @pytest.fixture
@@ -74,12 +65,10 @@ def decide_right_after_a_restart(cluster: ControlPlane, operator: OperatorProces
     made.append(namespace)
     bind_role(cluster, namespace, "towline-runner", users=("carol",))
     bind_role(cluster, namespace, "towline-approver", users=("bob",))
-    apply(cluster, gated(namespace))
+    apply(cluster, one_at_a_time(namespace))  # a gate bob decides, then one step
     run = start_run(cluster, namespace, "deploy", "run-1")
-    approval = step_status(wait_for_phase(cluster, namespace, run, {"AwaitingApproval"}), "review")["approvalName"]
-    wait_for("the Approval", lambda: get(cluster, "approvals.towline.dev", approval, namespace))
-    cluster.kubectl("patch", "approval", approval, "-n", namespace, "--type", "merge", "-p",
-                    json.dumps({"spec": {"decision": "Approved", "decidedBy": "bob"}}), user="bob")
+    decided_by_bob = decide(cluster, namespace, awaiting_approval(cluster, namespace, run), "bob")
+    assert decided_by_bob.returncode == 0, decided_by_bob.stderr
 
     def decided() -> bool:
         found = get(cluster, "workflowruns.towline.dev", run, namespace) or {}
