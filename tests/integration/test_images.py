@@ -249,3 +249,31 @@ def test_operator_image_runs_its_command_with_a_read_only_root(
                             argv=["python3", "-c", "import kopf, kubernetes, towline.runtime.wiring; print('ok')"])
     assert (imports.returncode, imports.stdout.strip()) == (0, "ok"), imports.stderr
 
+
+# What each image's processes import first: the operator and the ingress, a step.
+ENTRY_MODULES = {
+    TOWLINE_IMAGE: "kopf, towline.runtime.wiring, towline.triggers.ingress.server",
+    RUNNER_IMAGE: "towline_connectors.runner, towline_connectors.registry",
+}
+CODE_FROM = re.compile(r"^# code object from '?(/opt/towline/[^']+?)'?$", re.M)
+"""`python3 -v`'s line naming the file a module's code came from: its bytecode, or its source when the
+bytecode was missing or stale."""
+
+
+def test_the_images_python_loads_its_modules_from_bytecode(
+    towline_image: OciImage, towline_rootfs: Path, runner_image: OciImage, runner_rootfs: Path, tmp_path: Path
+) -> None:
+    """Bytecode the interpreter finds stale is compiled again at every start and never kept (the root is
+    read-only): about 0.6 s of CPU per operator start and 0.1 s per step when the image's bytecode was stamped
+    with modification times its final layer does not keep (images/runner.Containerfile)."""
+    for image, rootfs in ((towline_image, towline_rootfs), (runner_image, runner_rootfs)):
+        _, env = image_process(image.config, None)
+        completed = run_container(rootfs, tmp_path, env=env,
+                                  argv=["python3", "-v", "-c", f"import {ENTRY_MODULES[image.reference]}"])
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        loaded = CODE_FROM.findall(completed.stderr)
+        assert len(loaded) > 50, f"{image.reference}: the check sees too few of the image's modules: {loaded}"
+        from_source = [path for path in loaded if path.endswith(".py")]
+        assert not from_source, (f"{image.reference} compiles {len(from_source)} of {len(loaded)} modules at every "
+                                 f"start, e.g. {from_source[:3]}")
+
