@@ -30,7 +30,7 @@ import wasmtime
 
 from tests.integration.helm.release import install, uninstall
 from tests.integration.support import bind_role, start_run
-from towline.k8s.objects import LABEL_STEP
+from towline.k8s.labels import LABEL_STEP
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import ensure_images
 from towline_dev.node.realnode import NodeCluster

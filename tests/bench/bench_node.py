@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.integration.nodesupport import create, sleeper_pod, tcp_probe
+from towline.k8s.labels import LABEL_STEP_POD
 from towline.k8s.objects import (
-    LABEL_STEP_POD,
     RunRef,
     StepPodSettings,
     build_default_deny_policy,

@@ -34,7 +34,7 @@ from tests.bench.scaleload import TERMINAL, chain, create_runs, run_manifest, wa
 from tests.bench.scaleload import Observations as RunObservations
 from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, sim_cluster
 from towline.k8s.client import JOBS, LEASES, WORKFLOW_RUNS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.shards import shard_lease_name, shard_of
 from towline_connectors.wire import parse_rfc3339
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess

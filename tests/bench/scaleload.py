@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.k8s.client import JOBS, PODS, WORKFLOW_RUNS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"

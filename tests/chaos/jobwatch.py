@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from towline.k8s.objects import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
+from towline.k8s.labels import LABEL_ATTEMPT, LABEL_RUN, LABEL_STEP
 from towline_dev.clients import KubeClients
 
 Attempt = tuple[str, str, str]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from towline.k8s.client import PODS, KubeApi
-from towline.k8s.objects import LABEL_STEP_POD
+from towline.k8s.labels import LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
 from towline.runtime.childwatch import ChildEvents, watch_children
 from towline_dev.controlplane import ControlPlane

@@ -146,10 +146,17 @@ def test_runner_image_holds_the_connectors_and_nothing_of_the_operator(
 ) -> None:
     runner = site_packages(layer_paths(runner_image))
     operator = site_packages(layer_paths(towline_image))
-    operator_only = {"kopf", "kubernetes", "kubernetes_asyncio", "towline", "prometheus_client"}
+    operator_only = {"kopf", "kubernetes_asyncio", "towline", "prometheus_client"}
     assert operator_only <= operator  # the check below can see these packages when they are there
     assert "towline_connectors" in runner
     assert not operator_only & runner, f"the runner image holds {sorted(operator_only & runner)}"
+
+
+def test_neither_image_holds_the_synchronous_kubernetes_client(towline_image: OciImage, runner_image: OciImage) -> None:
+    """The operator talks to the API server through kubernetes_asyncio only; the synchronous client (126 MB
+    installed) is the tests' (devtools/pyproject.toml), and every node unpacks what an image holds."""
+    for image in (towline_image, runner_image):
+        assert "kubernetes" not in site_packages(layer_paths(image)), image.reference
 
 
 def test_images_hold_no_build_tools_sources_or_caches(towline_image: OciImage, runner_image: OciImage) -> None:
@@ -246,7 +253,7 @@ def test_operator_image_runs_its_command_with_a_read_only_root(
     assert "data.transform" in completed.stdout
     # What `towline operator` loads before it reaches for a cluster.
     imports = run_container(towline_rootfs, tmp_path, env=env,
-                            argv=["python3", "-c", "import kopf, kubernetes, towline.runtime.wiring; print('ok')"])
+                            argv=["python3", "-c", "import kopf, towline.runtime.wiring; print('ok')"])
     assert (imports.returncode, imports.stdout.strip()) == (0, "ok"), imports.stderr
 
 

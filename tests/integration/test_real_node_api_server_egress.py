@@ -22,7 +22,8 @@ from tests.integration.nodesupport import create, create_step_pod, sleeper_pod, 
 
 from towline.k8s.apiserver import host_networks, read_api_server_addresses
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import LABEL_STEP_POD, RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
+from towline.k8s.labels import LABEL_STEP_POD
+from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
 from towline_dev.node.realnode import NodeCluster

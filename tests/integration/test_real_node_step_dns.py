@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, wait_running
 
-from towline.k8s.objects import LABEL_STEP_POD, RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
+from towline.k8s.labels import LABEL_STEP_POD
+from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP
 from towline_dev.node.realnode import NodeCluster

@@ -180,8 +180,13 @@ class RealNode:
     # -- use ----------------------------------------------------------------------------------
 
     def load_image(self, archive: Path) -> None:
-        """Import an OCI archive into the node's containerd (pods use it with imagePullPolicy Never)."""
-        cleanup.ctr(self.paths, "images", "import", str(archive), check=True, timeout=600)
+        """Import an OCI archive into the node's containerd (pods use it with imagePullPolicy Never).
+
+        Without unpacking it: containerd's CRI plugin unpacks an image into the snapshotter when the first
+        container needs it, so a node never unpacks an image none of its pods runs. Unpacking is most of an
+        import's cost (about 7 of 8.5 s of containerd's CPU for the operator image), and every node the tests
+        start imports every image (docs/benchmarks.md)."""
+        cleanup.ctr(self.paths, "images", "import", "--no-unpack", str(archive), check=True, timeout=600)
 
     def images(self) -> list[str]:
         return cleanup.ctr(self.paths, "images", "ls", "-q").stdout.split()

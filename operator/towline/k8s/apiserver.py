@@ -26,8 +26,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from towline.k8s.client import NETWORK_POLICIES, ApiError, KubeApi, Resource
+from towline.k8s.labels import LABEL_RUN
 from towline.k8s.networks import ip_block_peers, nat64_forms
-from towline.k8s.objects import LABEL_RUN
 
 log = logging.getLogger(__name__)
 

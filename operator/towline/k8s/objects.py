@@ -19,6 +19,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.k8s.labels import (
+    ANNOTATION_ALLOW_HOSTS,
+    ANNOTATION_STEP_ID,
+    LABEL_ATTEMPT,
+    LABEL_MANAGED_BY,
+    LABEL_NOTIFICATION,
+    LABEL_RUN,
+    LABEL_STEP,
+    LABEL_STEP_POD,
+    LABEL_WORKFLOW,
+    MANAGER,
+)
 from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds, connector_catalog
@@ -30,20 +42,6 @@ from towline_connectors.wire import (
     parse_address_port,
     rfc3339,
 )
-
-LABEL_WORKFLOW = "towline.dev/workflow"
-LABEL_TRIGGER = "towline.dev/trigger"
-"""On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-`."""
-LABEL_RUN = "towline.dev/run"
-LABEL_STEP = "towline.dev/step"
-LABEL_ATTEMPT = "towline.dev/attempt"
-LABEL_STEP_POD = "towline.dev/step-pod"
-LABEL_NOTIFICATION = "towline.dev/notification"
-"""On an approval gate's notification Job and its pod: `<event>-<index>`. Such a Job is no step attempt."""
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-ANNOTATION_STEP_ID = "towline.dev/step-id"
-ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
-MANAGER = "towline"
 
 RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"

@@ -28,7 +28,7 @@ from towline.engine.observed import (
     StepResult,
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message

@@ -13,7 +13,7 @@ from typing import Any
 
 from towline.k8s import kubeconfig as kubeconfig_loader
 from towline.k8s.client import APPROVALS, EVENTS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP
 
 JSON = dict[str, Any]
 

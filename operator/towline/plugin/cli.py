@@ -21,8 +21,6 @@ from towline.k8s.session import kubeconfig_namespace
 from towline.plugin import commands, errors, filters, livecli, output, views
 from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
 from towline.plugin.manifests import parse_params
-from towline.plugin.offline import validate_files
-from towline.plugin.ui.launch import serve as serve_ui
 
 Sub = Any  # argparse's _SubParsersAction, which typeshed keeps private
 
@@ -201,13 +199,19 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
                 api, namespace, io, name=args.name, kind=args.kind, form=args.output),
             "export": lambda: commands.export(api, namespace, io, args.workflow, args.output),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
-            "ui": lambda: serve_ui(api, namespace, port=args.port, open_browser=args.open, out=io.out),
+            "ui": lambda: _serve_ui(api, namespace, io, args),
             **livecli.calls(api, namespace, io, args),
         }
         code: int = await calls[args.command]()
         return code
     finally:
         await api.close()
+
+
+async def _serve_ui(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespace) -> int:
+    from towline.plugin.ui.launch import serve  # noqa: PLC0415 - command-only import (see `main`)
+
+    return await serve(api, namespace, port=args.port, open_browser=args.open, out=io.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         print(completion_script(args.shell), end="")
         return 0
     if args.command == "validate":
+        # Command-only imports, here and in `_serve_ui`: the validators load every connector and the CEL
+        # library, the web view its server; every other command starts without them.
+        from towline.plugin.offline import validate_files  # noqa: PLC0415 - command-only import
+
         lines, problems = validate_files(args.files)
         for line in lines:
             print(line)

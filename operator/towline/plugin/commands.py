@@ -19,8 +19,6 @@ from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types
 from towline.plugin import approvalrule, follow, graph, manifests
-from towline.plugin.connectors import render as render_connectors
-from towline.plugin.connectors import step_types_of
 
 JSON = dict[str, Any]
 TERMINAL = TERMINAL_RUN_PHASES
@@ -163,6 +161,10 @@ async def export(api: KubeApi, namespace: str, io: Io, name: str, form: str) -> 
 
 async def connectors(api: KubeApi, namespace: str, io: Io, as_json: bool) -> int:
     """The built-ins, the namespace's StepTypes and the cluster's ClusterStepTypes (those the caller may read)."""
+    # A command-only import: the catalog loads every connector, which no other command needs.
+    from towline.plugin.connectors import render as render_connectors  # noqa: PLC0415
+    from towline.plugin.connectors import step_types_of  # noqa: PLC0415
+
     namespaced, cluster = await list_step_types(api, namespace)
     types, problems = step_types_of([*namespaced, *(cluster or [])])
     io.out(render_connectors(types, as_json=as_json).rstrip("\n"))

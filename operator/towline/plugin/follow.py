@@ -19,7 +19,7 @@ from typing import Any
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s import live
 from towline.k8s.client import PODS, WORKFLOW_RUNS, ApiError, KubeApi
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP
 
 JSON = dict[str, Any]
 Print = Callable[[str], None]

@@ -28,7 +28,7 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.engine.observed import JobState
 from towline.handlers.context import Key
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.observe import (
     attempt_state,
     controller_ref,

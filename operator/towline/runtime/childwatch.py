@@ -28,7 +28,8 @@ from typing import Any
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
-from towline.k8s.objects import DEFAULT_DENY_POLICY, LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.objects import DEFAULT_DENY_POLICY
 from towline.runtime.cache import ChildCache
 from towline.runtime.streams import Listing, follow, scopes
 

@@ -17,7 +17,7 @@ from towline.api.common import API_VERSION
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
+from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import cancel_run, create_run, list_runs
 from towline.metrics import record_schedule_fired
 from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name

@@ -25,7 +25,7 @@ from tests.integration.helm.release import (
 from tests.integration.helmsupport import find, render
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
-from towline.k8s.objects import LABEL_STEP
+from towline.k8s.labels import LABEL_STEP
 from towline_dev.install import OperatorProcess, operator_kubeconfig
 from towline_dev.processes import free_loopback_port
 from towline_dev.release import NAMESPACE, RELEASE, api_server_egress

@@ -36,7 +36,7 @@ from tests.integration.support import (
     wait_for_phase,
 )
 
-from towline.k8s.objects import LABEL_RUN, LABEL_STEP
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
 from towline_dev.node.layout import POD_CIDR, SERVICE_CIDR
 from towline_dev.node.realnode import NodeCluster

@@ -36,7 +36,7 @@ from tests.integration.helm.registrysupport import registry_as_the_only_source
 from tests.integration.helm.release import Cluster, chart_pods, on, uninstall
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
-from towline.k8s.objects import LABEL_STEP
+from towline.k8s.labels import LABEL_STEP
 from towline_dev import REPO_ROOT
 from towline_dev.existing import ExistingCluster
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_towline_images

@@ -19,7 +19,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from towline.engine import JobObservation
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
 from towline.k8s.observe import build_observed
 from towline_step.protocol import MAX_RETRY_AFTER_SECONDS, ErrorClass
 

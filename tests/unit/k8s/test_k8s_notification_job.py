@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from towline.engine.naming import notification_job_name
+from towline.k8s.labels import LABEL_NOTIFICATION
 from towline.k8s.objects import (
-    LABEL_NOTIFICATION,
     RunRef,
     StepPodSettings,
     build_notification_job,

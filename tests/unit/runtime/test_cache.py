@@ -9,7 +9,8 @@ import pytest
 
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, StepPodSettings
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.objects import StepPodSettings
 from towline.k8s.observe import build_observed
 from towline.runtime.cache import ChildCache
 from towline.runtime.config import OperatorConfig

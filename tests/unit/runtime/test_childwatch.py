@@ -12,8 +12,9 @@ from typing import Any
 from tests.unit.runtime.test_cache import KEY, NS, RUN, ended_pod, job, pod
 
 from towline.k8s.actions import DefaultDenyPolicies
+from towline.k8s.labels import LABEL_RUN
 from towline.k8s.live import LISTED, SYNCED, watch_objects
-from towline.k8s.objects import LABEL_RUN, build_default_deny_policy
+from towline.k8s.objects import build_default_deny_policy
 from towline.runtime.cache import ChildCache
 from towline.runtime.childwatch import ChildEvents, watch_children
 

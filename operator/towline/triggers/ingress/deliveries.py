@@ -18,7 +18,7 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.k8s.client import ApiError, KubeApi
-from towline.k8s.objects import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
+from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
 from towline.k8s.runs import create_run
 from towline.k8s.secrets import SecretKeyReader, SecretProblem
 from towline.triggers.ingress.limits import RateLimiter

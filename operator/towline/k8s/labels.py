@@ -1,0 +1,21 @@
+"""The labels and annotations Towline puts on what it makes (Jobs, pods, policies, Approvals, runs).
+
+Their own module, apart from the builders in `towline.k8s.objects`: readers that only select by them (the
+plugin, the watches) need not load the builders and, through them, every connector.
+"""
+
+from __future__ import annotations
+
+LABEL_WORKFLOW = "towline.dev/workflow"
+LABEL_TRIGGER = "towline.dev/trigger"
+"""On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-`."""
+LABEL_RUN = "towline.dev/run"
+LABEL_STEP = "towline.dev/step"
+LABEL_ATTEMPT = "towline.dev/attempt"
+LABEL_STEP_POD = "towline.dev/step-pod"
+LABEL_NOTIFICATION = "towline.dev/notification"
+"""On an approval gate's notification Job and its pod: `<event>-<index>`. Such a Job is no step attempt."""
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+ANNOTATION_STEP_ID = "towline.dev/step-id"
+ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
+MANAGER = "towline"
