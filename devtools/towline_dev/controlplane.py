@@ -255,12 +255,22 @@ class ControlPlane:
         return destination
 
     def api_get(self, path: str, *, user: str = "admin", timeout: float = 5.0) -> tuple[int, bytes]:
-        """A plain HTTPS GET as `user`; for readiness probes and tests that need no client library.
+        """A plain HTTPS GET as `user`; for readiness probes and tests that need no client library."""
+        return self.api_request("GET", path, user=user, timeout=timeout)
+
+    def api_request(
+        self, method: str, path: str, *, body: bytes | None = None, user: str = "admin", timeout: float = 5.0
+    ) -> tuple[int, bytes]:
+        """One HTTPS request as `user` (a JSON `body`, if any): its status and body.
 
         Over a connection kept per thread and user: the tests' waits poll several times a second, and a TLS
         handshake per poll cost the test process ten times the GET's own CPU (docs/benchmarks.md). A kept
-        connection the server has closed since (a restart, its idle timeout) is opened again, once."""
+        connection the server has closed since (a restart, its idle timeout) is opened again, once: also for
+        a write, which the server then never received (the callers' writes are creations, which a second
+        arrival would refuse as existing)."""
         headers = {"Authorization": f"Bearer {self._tokens[user]}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         kept = self._kept_connections()
         for attempt in (1, 2):
             connection = kept.get(user)
@@ -272,7 +282,7 @@ class ControlPlane:
             if connection.sock is not None:
                 connection.sock.settimeout(timeout)
             try:
-                connection.request("GET", path, headers=headers)
+                connection.request(method, path, body=body, headers=headers)
                 response = connection.getresponse()
                 status, body = response.status, response.read()
             except (OSError, http.client.HTTPException) as error:

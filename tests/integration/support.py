@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.integration.reads import read_list, read_object
+from tests.integration.writes import create_as_kubectl
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.netns import in_namespace
@@ -29,12 +30,22 @@ TEST_SERVER_ALIAS = "198.51.100.221"
 
 # Manifests go to kubectl as JSON (which is YAML): PyYAML writes a key `n` or `y` bare, and
 # kubectl reads those as YAML 1.1 booleans.
+# The admin's new objects are created in this process (tests/integration/writes.py), as kubectl would create
+# them; the rest, and every person's action, through kubectl.
 def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = "admin", check: bool = True) -> Any:
+    if isinstance(manifest, dict) and user == "admin" and check:
+        created = create_as_kubectl(cluster, manifest, applied=True)
+        if created is not None:
+            return created
     text = manifest if isinstance(manifest, str) else json.dumps(manifest)
     return cluster.kubectl("apply", "-f", "-", stdin=text, user=user, check=check)
 
 
 def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
+    if user == "admin" and check:
+        created = create_as_kubectl(cluster, manifest, applied=False)
+        if created is not None:
+            return created
     return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
 
 

@@ -1,0 +1,93 @@
+"""The admin's creations in the test process (`tests.integration.writes`) make what kubectl makes.
+
+The integration tests set their scene through `support.apply` and `support.create`; an object made unlike
+kubectl's (another last-applied record, another field manager, a field kubectl would refuse) would change
+what a later `kubectl apply` by a person does, or let a test pass on a manifest kubectl rejects.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from tests.integration.reads import read_object
+from tests.integration.support import apply, create
+from tests.integration.writes import LAST_APPLIED, create_as_kubectl
+
+from towline_dev.controlplane import ControlPlane
+
+pytestmark = pytest.mark.integration
+
+
+def config_map(namespace: str, name: str, data: dict[str, str], **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, **metadata}, "data": data}
+
+
+def workflow(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"steps": [{"id": "a", "action": "data.transform", "with": {"data": {}, "fields": {}}}]}}
+
+
+def managers(found: dict[str, Any]) -> set[str]:
+    return {entry["manager"] for entry in found["metadata"].get("managedFields") or []}
+
+
+def raw(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The object with its managed fields (the reads leave them out, as `kubectl get` does)."""
+    plural = {"ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+              "Workflow": "/apis/towline.dev/v1alpha1/namespaces/{ns}/workflows"}[kind]
+    status, body = cluster.api_get(plural.format(ns=namespace) + f"/{name}")
+    assert status == 200, body
+    found: dict[str, Any] = json.loads(body)
+    return found
+
+
+def test_an_admin_apply_records_what_kubectl_apply_records(towline_installed: ControlPlane, namespace: str) -> None:
+    cluster, ns = towline_installed, namespace
+    for kind, ours, theirs in (
+        ("ConfigMap", config_map(ns, "ours", {"b": "2", "a": "1"}, labels={"tier": "one"}),
+         config_map(ns, "theirs", {"b": "2", "a": "1"}, labels={"tier": "one"})),
+        ("Workflow", workflow(ns, "ours"), workflow(ns, "theirs")),
+    ):
+        shown = apply(cluster, ours)
+        assert shown.stdout == cluster.kubectl("apply", "-f", "-", stdin=json.dumps(theirs)).stdout.replace(
+            "theirs", "ours")
+        made, kubectls = raw(cluster, kind, "ours", ns), raw(cluster, kind, "theirs", ns)
+        recorded, expected = (o["metadata"]["annotations"][LAST_APPLIED] for o in (made, kubectls))
+        assert recorded == expected.replace('"name":"theirs"', '"name":"ours"'), kind  # byte for byte
+        assert managers(made) == managers(kubectls) == {"kubectl-client-side-apply"}, kind
+
+    # A person's later `kubectl apply` merges three ways against that record: the field dropped goes.
+    changed = config_map(ns, "ours", {"a": "1"}, labels={"tier": "one"})
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(changed))
+    assert (read_object(cluster, "configmap", "ours", ns) or {})["data"] == {"a": "1"}
+
+
+def test_an_admin_create_is_kubectls_and_what_exists_or_is_refused_goes_to_kubectl(
+    towline_installed: ControlPlane, namespace: str
+) -> None:
+    cluster, ns = towline_installed, namespace
+    assert create(cluster, config_map(ns, "made", {"a": "1"})).stdout == "configmap/made created\n"
+    made = raw(cluster, "ConfigMap", "made", ns)
+    assert LAST_APPLIED not in (made["metadata"].get("annotations") or {})
+    assert managers(made) == {"kubectl-create"}
+
+    # It exists: not created here; `apply` then updates it through kubectl, `create` fails as kubectl does.
+    assert create_as_kubectl(cluster, config_map(ns, "made", {"a": "2"}), applied=True) is None
+    assert "configured" in apply(cluster, config_map(ns, "made", {"a": "2"})).stdout
+    assert (read_object(cluster, "configmap", "made", ns) or {})["data"] == {"a": "2"}
+    with pytest.raises(subprocess.CalledProcessError) as exists:
+        create(cluster, config_map(ns, "made", {"a": "3"}))
+    assert "AlreadyExists" in exists.value.stderr
+
+    # A field kubectl's strict validation refuses is refused here too, in kubectl's words.
+    unknown = {**workflow(ns, "strict"), "spec": {**workflow(ns, "strict")["spec"], "stepz": []}}
+    assert create_as_kubectl(cluster, unknown, applied=True) is None
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        apply(cluster, unknown)
+    assert "stepz" in refused.value.stderr
+    assert read_object(cluster, "workflows.towline.dev", "strict", ns) is None
