@@ -33,7 +33,9 @@ def workflow(namespace: str, name: str) -> dict[str, Any]:
 
 
 def managers(found: dict[str, Any]) -> set[str]:
-    return {entry["manager"] for entry in found["metadata"].get("managedFields") or []}
+    """Who wrote the object itself: not its status, which the operator writes (a Workflow's Ready) at any time."""
+    return {entry["manager"] for entry in found["metadata"].get("managedFields") or []
+            if entry.get("subresource") != "status"}
 
 
 def raw(cluster: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
