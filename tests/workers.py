@@ -57,30 +57,8 @@ files, which mostly wait for containers, while the exclusive worlds keep the cor
 short, CPU-bound unit files for the end. A name missing here only costs time."""
 
 
-UNIT_FILES_AT_THE_END = 0.25
-"""The share of the other files that are not integration tests (unit tests: short, CPU-bound) kept for the
-end; the rest are spread among the integration files after LONGEST_FIRST's. When the exclusive worlds
-have ended, those integration files mostly wait for pods and left the cores 10-80 % idle for minutes,
-while every unit file ran in the last half minute (docs/benchmarks.md): spread among them, the unit
-tests use that idle time, and the few kept for the end still let the workers finish together."""
-
-
 def longest_first(paths: list[str]) -> list[int]:
-    """The order in which to run test files `paths` (indexes into it): LONGEST_FIRST's first, then the other
-    integration files with most of the unit files spread among them, then the last unit files. Each file's
-    tests stay together and in their order."""
+    """The order in which to run test files `paths` (indexes into it): LONGEST_FIRST's first, then the rest as
+    they were (a stable sort, so each file's tests stay together and in order)."""
     rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
-    files = list(dict.fromkeys(paths))
-    first = sorted((path for path in files if path in rank), key=rank.__getitem__)
-    integration = [path for path in files if path not in rank and path.startswith("tests/integration/")]
-    others = [path for path in files if path not in rank and not path.startswith("tests/integration/")]
-    kept = round(len(others) * UNIT_FILES_AT_THE_END)
-    spread, last = others[:len(others) - kept], others[len(others) - kept:]
-    middle: list[str] = []
-    for position, path in enumerate(integration):
-        share = slice(len(spread) * position // len(integration), len(spread) * (position + 1) // len(integration))
-        middle += [path, *spread[share]]  # an integration file, then its share of the spread unit files
-    if not integration:
-        middle = spread
-    order = {path: position for position, path in enumerate([*first, *middle, *last])}
-    return sorted(range(len(paths)), key=lambda index: order[paths[index]])
+    return sorted(range(len(paths)), key=lambda index: rank.get(paths[index], len(LONGEST_FIRST)))
