@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.parse
+from dataclasses import replace
 from typing import Any
 
 from tests.integration.reads import ReadError, resource
@@ -52,12 +53,12 @@ def create_as_kubectl(
         recorded = json.dumps({**manifest, "metadata": {**metadata, "annotations": annotations}},
                               sort_keys=True, separators=(",", ":")) + "\n"
         body = {**manifest, "metadata": {**metadata, "annotations": {**annotations, LAST_APPLIED: recorded}}}
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    where = f"/namespaces/{urllib.parse.quote(str(namespace))}" if found.namespaced else ""
+    # The manifest's own version, which need not be the one discovery prefers.
+    collection = replace(found, base="/api/v1" if api_version == "v1" else f"/apis/{api_version}").path(namespace)
     query = urllib.parse.urlencode({"fieldManager": APPLY_MANAGER if applied else CREATE_MANAGER,
                                     "fieldValidation": "Strict"})
     try:
-        status, _ = cluster.api_request("POST", f"{base}{where}/{found.plural}?{query}",
+        status, _ = cluster.api_request("POST", f"{collection}?{query}",
                                         body=json.dumps(body).encode(), timeout=30.0)
     except OSError:
         return None
