@@ -26,8 +26,8 @@ from prometheus_client.registry import Collector
 
 import towline.buildinfo  # noqa: F401 - registers towline_build_info on the operator's /metrics
 from towline.api.run import StepStatus, WorkflowRunStatus
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.api.workflow import Step
-from towline.engine.phases import TERMINAL_RUN_PHASES
 
 # Steps take from a second to an hour; approvals from minutes to days; schedules fire within seconds.
 STEP_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)

@@ -26,15 +26,9 @@ from towline.api.common import (
     immutable,
     list_map,
 )
+from towline.api.runterms import RunPhase, StepPhase
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import ApprovalEvent, ApprovalNotification, ErrorClass, Policy, Step
-
-RunPhase = Literal[
-    "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
-    "Succeeded", "Failed", "Cancelled",
-]
-
-StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled"]
 
 TriggerType = Literal["manual", "schedule", "webhook"]
 

@@ -18,6 +18,7 @@ How a run behaves (needs, retries, approvals, deadlines, cancel, the outcome) is
 documented for users in docs/engine.md; change it there when the engine changes.
 """
 
+from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.engine.actions import (
     Action,
     CloseApproval,
@@ -34,7 +35,6 @@ from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import approval_name, gate_id, job_name
 from towline.engine.observed import ApprovalObservation, JobObservation, Observed, StepResult
 from towline.engine.phases import (
-    TERMINAL_RUN_PHASES,
     TERMINAL_STEP_PHASES,
     IllegalTransition,
     transition_run,
@@ -44,7 +44,7 @@ from towline.engine.queue import QUEUED_CONDITION, Admission, RunInLine, admissi
 from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
-from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
+from towline.engine.view import ActionCatalog, RunView
 
 __all__ = [
     "HISTORY_LIMIT",

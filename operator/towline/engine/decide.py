@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.run import StepStatus
+from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.engine.actions import Decision, DeleteJob
 from towline.engine.bindings import Bindings
 from towline.engine.egress import allowed_hosts
@@ -28,14 +29,14 @@ from towline.engine.gates import Gates
 from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
-from towline.engine.phases import TERMINAL_RUN_PHASES, transition_run, transition_step
+from towline.engine.phases import transition_run, transition_step
 from towline.engine.queue import leave_queue
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
-from towline.engine.text import clip
-from towline.engine.view import RESUME_ANNOTATION, ActionCatalog, RunView
+from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
+from towline.text import clip
 from towline.validation.steptypes import input_errors
 from towline_connectors.wire import rfc3339
 

@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import get_args
 
-from towline.api.run import RunPhase, StepPhase, StepStatus, WorkflowRunStatus
-from towline.engine.text import clip
+from towline.api.run import StepStatus, WorkflowRunStatus
+from towline.api.runterms import TERMINAL_RUN_PHASES, RunPhase, StepPhase
+from towline.text import clip
 
 RUN_PHASES: tuple[RunPhase, ...] = get_args(RunPhase)
 STEP_PHASES: tuple[StepPhase, ...] = get_args(StepPhase)
 
-_RUN_ENDS: frozenset[RunPhase] = frozenset({"Succeeded", "Failed", "Cancelled"})
-_ACTIVE_RUN: frozenset[RunPhase] = frozenset(RUN_PHASES) - {"Pending"} - _RUN_ENDS
+_ACTIVE_RUN: frozenset[RunPhase] = frozenset(RUN_PHASES) - {"Pending"} - TERMINAL_RUN_PHASES
 
 # One decide() pass may go Waiting -> (Running) -> AwaitingApproval without
 # writing the middle phase, so the active phases move freely among themselves.
@@ -27,8 +27,8 @@ RUN_TRANSITIONS: Mapping[RunPhase, frozenset[RunPhase]] = {
     # Failed straight from Pending: the run could not start (bad params, invalid snapshot).
     # Cancelled straight from Pending: cancelled while queued under policy.maxConcurrentRuns.
     "Pending": frozenset({"Running", "Failed", "Cancelled"}),
-    **{phase: (_ACTIVE_RUN - {phase}) | _RUN_ENDS for phase in _ACTIVE_RUN},
-    **{phase: frozenset() for phase in _RUN_ENDS},
+    **{phase: (_ACTIVE_RUN - {phase}) | TERMINAL_RUN_PHASES for phase in _ACTIVE_RUN},
+    **{phase: frozenset() for phase in TERMINAL_RUN_PHASES},
 }
 
 STEP_TRANSITIONS: Mapping[StepPhase, frozenset[StepPhase]] = {
@@ -50,10 +50,6 @@ _STEP_GUARDS: Mapping[tuple[StepPhase, StepPhase], tuple[Callable[[StepStatus], 
     ),
 }
 
-TERMINAL_RUN_PHASES: frozenset[RunPhase] = frozenset(
-    phase for phase, targets in RUN_TRANSITIONS.items() if not targets
-)
-"""Phases a run never leaves."""
 TERMINAL_STEP_PHASES: frozenset[StepPhase] = frozenset(
     phase for phase, targets in STEP_TRANSITIONS.items() if all((phase, to) in _STEP_GUARDS for to in targets)
 )

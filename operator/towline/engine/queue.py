@@ -21,7 +21,7 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.phases import transition_run
 from towline.engine.summary import has_condition, set_condition
-from towline.engine.text import clip
+from towline.text import clip
 
 QUEUED_CONDITION = "Queued"
 

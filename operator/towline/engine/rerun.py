@@ -29,7 +29,7 @@ from typing import Any
 
 from towline.api.common import MAX_EARLIER_REQUESTERS
 from towline.api.run import RetryOf, StepStatus, WorkflowRunSpec, WorkflowRunStatus, WorkflowSnapshot
-from towline.engine.phases import TERMINAL_RUN_PHASES
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.engine.steps import output_size
 
 REUSED_REASON = "Reused"

@@ -23,9 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
-from towline.engine.phases import TERMINAL_RUN_PHASES
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.engine.summary import has_condition, set_condition
-from towline.engine.text import clip, elapsed
+from towline.text import clip, elapsed
 
 RECONCILING = "Reconciling"
 STALLED = "Stalled"

@@ -20,8 +20,8 @@ from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
 from towline.engine.phases import transition_run
 from towline.engine.summary import set_condition
-from towline.engine.text import clip
 from towline.engine.view import RunView
+from towline.text import clip
 
 
 def start_run(

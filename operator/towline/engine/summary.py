@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from towline.api.common import Condition, ConditionStatus
-from towline.api.run import RunPhase, WorkflowRunStatus
+from towline.api.run import WorkflowRunStatus
+from towline.api.runterms import RunPhase
 from towline.engine.state import RunState
 
 CURRENT_STEP_LIMIT = 256

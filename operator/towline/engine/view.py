@@ -9,9 +9,6 @@ from typing import Any, Protocol
 from towline.api.run import WorkflowRunSpec, WorkflowRunStatus
 from towline.api.workflow import RetryPolicy
 
-RESUME_ANNOTATION = "towline.dev/resume"
-"""A person sets (or changes) this annotation on a run to resume it after repairing credentials."""
-
 
 @dataclass(frozen=True)
 class RunView:

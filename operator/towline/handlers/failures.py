@@ -18,12 +18,12 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import standard_status
 from towline.engine.summary import has_condition, set_condition
-from towline.engine.text import clip
 from towline.handlers.context import ReconcileContext
 from towline.k8s.actions import emit_event
 from towline.k8s.client import ApiError
 from towline.k8s.objects import RunRef
 from towline.k8s.runs import read_run, write_run_status
+from towline.text import clip
 
 RECONCILE_FAILING = "ReconcileFailing"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from towline.engine import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
+from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, get_args
 
-from towline.api.run import RunPhase
+from towline.api.runterms import RunPhase
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]

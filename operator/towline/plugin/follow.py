@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from towline.engine import TERMINAL_RUN_PHASES
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.k8s import live
 from towline.k8s.client import PODS, WORKFLOW_RUNS, ApiError, KubeApi
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP

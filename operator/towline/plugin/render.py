@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from towline.engine.text import elapsed
+from towline.text import elapsed
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]

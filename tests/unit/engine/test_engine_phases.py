@@ -7,7 +7,8 @@ from typing import get_args
 
 import pytest
 
-from towline.api.run import RunPhase, StepPhase, StepStatus, WorkflowRunStatus
+from towline.api.run import StepStatus, WorkflowRunStatus
+from towline.api.runterms import RunPhase, StepPhase
 from towline.engine import (
     TERMINAL_RUN_PHASES,
     TERMINAL_STEP_PHASES,

@@ -13,7 +13,7 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import run_duration, standard_fields_lag, standard_status
 from towline.engine.summary import set_condition
-from towline.engine.text import elapsed
+from towline.text import elapsed
 
 
 def conditions(status: WorkflowRunStatus) -> dict[str, tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""Small text helpers: messages cut to fit their status fields, durations as people read them."""
+"""Small text helpers the engine and the plugin share: messages cut to fit their status fields, durations as
+people read them. Standard library only, outside the engine package, so the plugin's start does not load the engine."""
 
 from __future__ import annotations
 

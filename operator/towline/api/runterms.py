@@ -1,0 +1,24 @@
+"""A WorkflowRun's phases and the annotation a person sets on it, without the resource models.
+
+Clients that only read runs (the `kubectl towline` plugin, whose every command is a new
+process) need these few names, not pydantic's models of the three resources: loading those
+(and the engine) was a third of the plugin's start. The models (`towline.api.run`) and the
+engine's transition table (`towline.engine.phases`) take them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RunPhase = Literal[
+    "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
+    "Succeeded", "Failed", "Cancelled",
+]
+
+StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Retrying", "Cancelled"]
+
+TERMINAL_RUN_PHASES: frozenset[RunPhase] = frozenset({"Succeeded", "Failed", "Cancelled"})
+"""Phases a run never leaves (the engine's transition table allows no move out of them)."""
+
+RESUME_ANNOTATION = "towline.dev/resume"
+"""A person sets (or changes) this annotation on a run to resume it after repairing credentials."""
