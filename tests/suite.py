@@ -12,7 +12,9 @@
    enforcer, replace the operator, install the chart with Helm, change cluster-wide policy, or
    measure. One world runs the Helm tests, the other the rest (`EXCLUSIVE_SPLIT`); in each they
    own the world's node one after the other, as they owned the machine when they ran after the
-   concurrent part; the parts share only the CPU, the disk and the caches. A world reaches the
+   concurrent part; the parts share only the CPU, the disk and the caches. The second world also
+   runs a few of the concurrent part's files that mostly wait (`tests.workers.IN_THE_REST_WORLD`),
+   which would otherwise keep the workers busy after the worlds had ended. A world reaches the
    network through the machine (its uplink), as the machine does. Its output is printed as it
    comes, each line marked with its part (`[exclusive: helm]`, `[exclusive: rest]`).
 
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS
-from tests.workers import SHARED_NODE
+from tests.workers import IN_THE_REST_WORLD, REST_WORLD_MARK, SHARED_NODE
 from towline_dev.existing import ENVIRONMENT_VARIABLE
 from towline_dev.images import ensure_images
 from towline_dev.install import install_chart, install_crds
@@ -55,6 +57,7 @@ waits for containers and Jobs, so more workers than cores pay off until the oper
 DURATIONS = "--durations=25"
 EXCLUSIVE = ("-q", DURATIONS, "-p", "no:randomly", "-m", "exclusive")
 """pytest's arguments for the exclusive part, before the selection."""
+CONCURRENT_MARKS = "not exclusive"
 EXCLUSIVE_SPLIT = "tests/integration/helm"
 """The exclusive part in two worlds at once: the tests under this directory (about 400 s of the 730 s the part
 took alone, docs/benchmarks.md) and the rest. They mostly wait (rollouts, Lease expiry, restarts, `make dev`'s
@@ -150,6 +153,20 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(argv)
 
 
+def rest_world_takes_its_files(options: argparse.Namespace, selection: Sequence[str]) -> bool:
+    """Whether tests.workers.IN_THE_REST_WORLD's files run in the rest world: only when the whole suite runs, both
+    parts side by side, in the suite's own order."""
+    return (bool(IN_THE_REST_WORLD) and list(selection) == ["tests"] and options.only is None
+            and not options.one_after_the_other and not options.random_order)
+
+
+def concurrent_marks(options: argparse.Namespace, selection: Sequence[str]) -> str:
+    """The concurrent part's `-m`: not the exclusive tests, nor the files the rest world takes."""
+    if rest_world_takes_its_files(options, selection):
+        return f"{CONCURRENT_MARKS} and not {REST_WORLD_MARK}"
+    return CONCURRENT_MARKS
+
+
 def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timings: dict[str, float]) -> int:
     started = time.monotonic()
     with shared_node() as cluster:
@@ -159,18 +176,20 @@ def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timin
         began = time.monotonic()
         code = pytest(["-q", DURATIONS, *order, "-n", str(options.workers), "--dist", "loadfile",
                        "--no-loadscope-reorder",  # the files in LONGEST_FIRST's order (tests.workers)
-                       "-m", "not exclusive", *selection], env)
+                       "-m", concurrent_marks(options, selection), *selection], env)
         timings[f"concurrent part ({options.workers} workers)"] = time.monotonic() - began
     timings["concurrent part with node start and stop"] = time.monotonic() - started
     return code
 
 
-def exclusive_worlds(selection: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """(name, pytest arguments) of each world the exclusive part runs in: two for the whole suite."""
+def exclusive_worlds(options: argparse.Namespace, selection: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """(name, pytest arguments) of each world the exclusive part runs in: two for the whole suite, the second
+    also running the files tests.workers.IN_THE_REST_WORLD names (a later `-m` replaces EXCLUSIVE's)."""
     if list(selection) != ["tests"]:
         return [("exclusive", [*EXCLUSIVE, *selection])]
+    rest_marks = ["-m", f"exclusive or {REST_WORLD_MARK}"] if rest_world_takes_its_files(options, selection) else []
     return [("exclusive: helm", [*EXCLUSIVE, EXCLUSIVE_SPLIT]),
-            ("exclusive: rest", [*EXCLUSIVE, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
+            ("exclusive: rest", [*EXCLUSIVE, *rest_marks, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     beside: list[WorldRun] = []
     try:
         if options.only in (None, "exclusive") and not options.one_after_the_other:
-            for name, args in exclusive_worlds(selection):
+            for name, args in exclusive_worlds(options, selection):
                 beside.append(WorldRun(name, args))
         if options.only in (None, "concurrent"):
             codes["concurrent"] = concurrent_part(options, selection, timings)

@@ -62,3 +62,20 @@ def longest_first(paths: list[str]) -> list[int]:
     they were (a stable sort, so each file's tests stay together and in order)."""
     rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
     return sorted(range(len(paths)), key=lambda index: rank.get(paths[index], len(LONGEST_FIRST)))
+
+
+REST_WORLD_MARK = "rest_world"
+"""The marker `pytest_collection_modifyitems` gives the tests of IN_THE_REST_WORLD's files (tests/conftest.py)."""
+
+IN_THE_REST_WORLD: tuple[str, ...] = (
+    "tests/integration/test_operator_api_outage.py",
+    "tests/integration/test_operator_ha.py",
+)
+"""Files of the concurrent part that the exclusive part's second world ("rest") runs, after its own tests share
+its node, when the whole suite runs (`python -m tests.suite`, i.e. `make test`).
+
+That world's exclusive tests end about 250 s before the concurrent part does, and from then on the cores are
+partly idle while the three workers' last files wait for pods (docs/benchmarks.md). These files mostly wait too
+(a Lease's expiry, an API server's restart), so there they fill the world's idle end instead of lengthening the
+workers'. They need no worker of their own: they run as a plain `pytest` runs them, on the world's node. With
+`--only` either part, or `--random-order`, they stay in the concurrent part."""

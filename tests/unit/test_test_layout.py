@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tests.workers import LONGEST_FIRST, longest_first
+from tests.suite import concurrent_marks, exclusive_worlds, parse
+from tests.workers import IN_THE_REST_WORLD, LONGEST_FIRST, REST_WORLD_MARK, longest_first
 
 TESTS = Path(__file__).parents[1]
 
@@ -23,3 +24,21 @@ def test_the_longest_files_the_suite_hands_out_first_exist_and_go_first_in_their
     assert [paths[i] for i in longest_first(paths)] == [
         LONGEST_FIRST[0], LONGEST_FIRST[0], LONGEST_FIRST[1], "tests/unit/a.py", "tests/unit/b.py", "tests/unit/a.py"]
     assert longest_first(paths)[:2] == [3, 4], "a file's tests keep their order"
+
+
+def test_the_rest_worlds_files_leave_the_concurrent_part_only_when_both_parts_run_side_by_side() -> None:
+    assert IN_THE_REST_WORLD and [path for path in IN_THE_REST_WORLD if not (TESTS.parent / path).is_file()] == []
+
+    def marks(args: list[str]) -> str:
+        return args[len(args) - 1 - args[::-1].index("-m") + 1]  # pytest keeps the last -m
+
+    whole, _ = parse([])
+    assert concurrent_marks(whole, ["tests"]) == f"not exclusive and not {REST_WORLD_MARK}"
+    worlds = dict(exclusive_worlds(whole, ["tests"]))
+    assert marks(worlds["exclusive: rest"]) == f"exclusive or {REST_WORLD_MARK}"
+    assert marks(worlds["exclusive: helm"]) == "exclusive"
+    for argv, selection in ((["--only", "concurrent"], ["tests"]), (["--random-order"], ["tests"]),
+                            (["--one-after-the-other"], ["tests"]), ([], ["tests/integration"])):
+        options, _ = parse(argv)
+        assert concurrent_marks(options, selection) == "not exclusive", argv
+        assert all(marks(args) == "exclusive" for _, args in exclusive_worlds(options, selection)), argv

@@ -39,7 +39,7 @@ def build_registry(
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        _tune(settings, adjust)
+        _tune(settings, adjust, config.watch_namespaces)
         operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig), clock=clock)
         memo["operator"] = operator
         export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
@@ -85,6 +85,21 @@ def build_registry(
     return registry
 
 
+_PATTERN_CHARACTERS = frozenset("!*?,")
+"""What makes a watched namespace a pattern in kopf's syntax (globs, negations, lists) rather than a name."""
+
+
+def names_only(watch_namespaces: tuple[str, ...]) -> bool:
+    """Whether the operator watches namespaces named outright (the chart's `watchNamespaces`), no pattern.
+
+    Then kopf need not discover namespaces, and it must not try: to match patterns it lists and watches every
+    namespace, which the chart's scoped RBAC rightly forbids, and it retried that listing through its whole
+    budget (1+1+2+...+21 s) before it fell back to the names given: the operator acted on nothing for a
+    minute after every start. Not scanning also means kopf discovers the CRDs once, at start (the chart
+    installs them before the operator)."""
+    return bool(watch_namespaces) and not any(_PATTERN_CHARACTERS & set(name) for name in watch_namespaces)
+
+
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
     """An empty diff base: kopf builds one on every event (a deep copy of the whole body) for on.create and
     on.update handlers, and Towline registers none (only on.event). Those copies were most of the operator's
@@ -94,8 +109,10 @@ class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
         return {}
 
 
-def _tune(settings: kopf.OperatorSettings, adjust: Callable[[kopf.OperatorSettings], None] | None) -> None:
+def _tune(settings: kopf.OperatorSettings, adjust: Callable[[kopf.OperatorSettings], None] | None,
+          watch_namespaces: tuple[str, ...] = ()) -> None:
     settings.posting.enabled = False
+    settings.scanning.disabled = names_only(watch_namespaces)
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     # Memory: list in pages as client-go's reflector does, and let kopf's per-object workers (each holding

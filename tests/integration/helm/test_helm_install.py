@@ -122,6 +122,9 @@ def test_watch_namespaces_confines_the_operator_to_them(
         wait_for("the watched namespace's Workflow to be Ready",
                  lambda: _status(cluster, "watched").get("conditions"), timeout=90)
         assert _status(cluster, "unwatched") == {}, "the operator acted outside watchNamespaces"
+        # It never asked to list namespaces, which its RBAC forbids (kopf retried that for a minute before it
+        # acted on anything: towline.runtime.wiring.names_only).
+        assert "/api/v1/namespaces?" not in operator.log_text(), operator.log_text()[-3000:]
 
         # Its ServiceAccount cannot act there either: the API server refuses it.
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "escape", "namespace": "unwatched"},

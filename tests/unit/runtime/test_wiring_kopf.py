@@ -6,7 +6,7 @@ import kopf
 
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.config import OperatorConfig
-from towline.runtime.wiring import NoDiffBase, _tune, build_registry
+from towline.runtime.wiring import NoDiffBase, _tune, build_registry, names_only
 
 
 def test_only_event_handlers_are_registered_so_no_diff_base_is_needed() -> None:
@@ -35,3 +35,15 @@ def test_kopf_watches_only_the_kinds_that_change_when_a_person_acts() -> None:
     watched = {handler.selector.any_name for handler in build_registry(config)._watching.get_all_handlers()
                if handler.selector is not None}
     assert watched == {"workflows", "steptypes", "clustersteptypes"}
+
+
+def test_an_operator_watching_named_namespaces_does_not_make_kopf_list_namespaces() -> None:
+    """kopf lists and watches every namespace unless scanning is off; the chart's scoped RBAC forbids that, and
+    kopf's retries held a scoped operator idle for a minute (tests/integration/helm/test_helm_install.py)."""
+    for watched, scanning_off in (((), False), (("team-a",), True), (("team-a", "team-b"), True),
+                                  (("t-gw1-*",), False), (("team-a", "!team-b"), False), (("team-?",), False),
+                                  (("team-a,team-b",), False)):
+        settings = kopf.OperatorSettings()
+        _tune(settings, None, watched)
+        assert settings.scanning.disabled is scanning_off, watched
+        assert names_only(watched) is scanning_off
