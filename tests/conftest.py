@@ -33,7 +33,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.keptlogs import kept_logs_root
-from tests.workers import IN_THE_REST_WORLD, REST_WORLD_MARK, SHARED_NODE, longest_first, namespace_prefix, worker_id
+from tests.workers import IN_THE_WORLDS, SHARED_NODE, longest_first, namespace_prefix, worker_id
 from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.clients import KubeClients, clients_from_kubeconfig
 from towline_dev.controlplane import ControlPlane
@@ -189,9 +189,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Before `-m` deselects (a conftest's hook runs before pytest's own): the suite selects by this marker.
     paths = [Path(str(item.path)).relative_to(config.rootpath).as_posix() for item in items]
+    world_of = {path: mark for mark, moved in IN_THE_WORLDS.items() for path in moved}
     for item, path in zip(items, paths, strict=True):
-        if path in IN_THE_REST_WORLD:
-            item.add_marker(REST_WORLD_MARK)
+        if path in world_of:
+            item.add_marker(world_of[path])
     if worker_id() and not config.pluginmanager.has_plugin("randomly"):
         # The concurrent part's workers, in the suite's own order (not --random-order): longest files first.
         items[:] = [items[index] for index in longest_first(paths)]

@@ -12,8 +12,8 @@
    enforcer, replace the operator, install the chart with Helm, change cluster-wide policy, or
    measure. One world runs the Helm tests, the other the rest (`EXCLUSIVE_SPLIT`); in each they
    own the world's node one after the other, as they owned the machine when they ran after the
-   concurrent part; the parts share only the CPU, the disk and the caches. The second world also
-   runs a few of the concurrent part's files that mostly wait (`tests.workers.IN_THE_REST_WORLD`),
+   concurrent part; the parts share only the CPU, the disk and the caches. Each world then also
+   runs a few of the concurrent part's files that mostly wait (`tests.workers.IN_THE_WORLDS`),
    which would otherwise keep the workers busy after the worlds had ended. A world reaches the
    network through the machine (its uplink), as the machine does. Its output is printed as it
    comes, each line marked with its part (`[exclusive: helm]`, `[exclusive: rest]`).
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS
-from tests.workers import IN_THE_REST_WORLD, REST_WORLD_MARK, SHARED_NODE
+from tests.workers import IN_THE_WORLDS, SHARED_NODE
 from towline_dev.existing import ENVIRONMENT_VARIABLE
 from towline_dev.images import ensure_images
 from towline_dev.install import install_chart, install_crds
@@ -153,17 +153,17 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(argv)
 
 
-def rest_world_takes_its_files(options: argparse.Namespace, selection: Sequence[str]) -> bool:
-    """Whether tests.workers.IN_THE_REST_WORLD's files run in the rest world: only when the whole suite runs, both
-    parts side by side, in the suite's own order."""
-    return (bool(IN_THE_REST_WORLD) and list(selection) == ["tests"] and options.only is None
-            and not options.one_after_the_other and not options.random_order)
+def worlds_take_their_files(options: argparse.Namespace, selection: Sequence[str]) -> bool:
+    """Whether tests.workers.IN_THE_WORLDS's files run in the worlds: only when the whole suite runs, both parts
+    side by side, in the suite's own order."""
+    return (list(selection) == ["tests"] and options.only is None and not options.one_after_the_other
+            and not options.random_order)
 
 
 def concurrent_marks(options: argparse.Namespace, selection: Sequence[str]) -> str:
-    """The concurrent part's `-m`: not the exclusive tests, nor the files the rest world takes."""
-    if rest_world_takes_its_files(options, selection):
-        return f"{CONCURRENT_MARKS} and not {REST_WORLD_MARK}"
+    """The concurrent part's `-m`: not the exclusive tests, nor the files the worlds take."""
+    if worlds_take_their_files(options, selection):
+        return " and not ".join([CONCURRENT_MARKS, *IN_THE_WORLDS])
     return CONCURRENT_MARKS
 
 
@@ -183,13 +183,16 @@ def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timin
 
 
 def exclusive_worlds(options: argparse.Namespace, selection: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """(name, pytest arguments) of each world the exclusive part runs in: two for the whole suite, the second
-    also running the files tests.workers.IN_THE_REST_WORLD names (a later `-m` replaces EXCLUSIVE's)."""
+    """(name, pytest arguments) of each world the exclusive part runs in: two for the whole suite, each also
+    running the files tests.workers.IN_THE_WORLDS gives it (a later `-m` replaces EXCLUSIVE's)."""
     if list(selection) != ["tests"]:
         return [("exclusive", [*EXCLUSIVE, *selection])]
-    rest_marks = ["-m", f"exclusive or {REST_WORLD_MARK}"] if rest_world_takes_its_files(options, selection) else []
-    return [("exclusive: helm", [*EXCLUSIVE, EXCLUSIVE_SPLIT]),
-            ("exclusive: rest", [*EXCLUSIVE, *rest_marks, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
+    if not worlds_take_their_files(options, selection):
+        return [("exclusive: helm", [*EXCLUSIVE, EXCLUSIVE_SPLIT]),
+                ("exclusive: rest", [*EXCLUSIVE, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
+    return [("exclusive: helm", [*EXCLUSIVE, "-m", "exclusive or helm_world", EXCLUSIVE_SPLIT,
+                                 *IN_THE_WORLDS["helm_world"]]),
+            ("exclusive: rest", [*EXCLUSIVE, "-m", "exclusive or rest_world", "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

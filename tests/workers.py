@@ -64,18 +64,25 @@ def longest_first(paths: list[str]) -> list[int]:
     return sorted(range(len(paths)), key=lambda index: rank.get(paths[index], len(LONGEST_FIRST)))
 
 
-REST_WORLD_MARK = "rest_world"
-"""The marker `pytest_collection_modifyitems` gives the tests of IN_THE_REST_WORLD's files (tests/conftest.py)."""
+IN_THE_WORLDS: dict[str, tuple[str, ...]] = {
+    "helm_world": (
+        "tests/integration/test_operator_shards.py",
+        "tests/integration/test_approval_after_restart.py",
+    ),
+    "rest_world": (
+        "tests/integration/test_operator_api_outage.py",
+        "tests/integration/test_operator_ha.py",
+        "tests/integration/test_approval_notifications.py",
+        "tests/integration/test_control_plane_restart.py",
+    ),
+}
+"""Files of the concurrent part that the exclusive part's worlds run after their own tests share their node, when
+the whole suite runs (`python -m tests.suite`, i.e. `make test`), by the marker each key names (given at
+collection, tests/conftest.py).
 
-IN_THE_REST_WORLD: tuple[str, ...] = (
-    "tests/integration/test_operator_api_outage.py",
-    "tests/integration/test_operator_ha.py",
-)
-"""Files of the concurrent part that the exclusive part's second world ("rest") runs, after its own tests share
-its node, when the whole suite runs (`python -m tests.suite`, i.e. `make test`).
-
-That world's exclusive tests end about 250 s before the concurrent part does, and from then on the cores are
-partly idle while the three workers' last files wait for pods (docs/benchmarks.md). These files mostly wait too
-(a Lease's expiry, an API server's restart), so there they fill the world's idle end instead of lengthening the
-workers'. They need no worker of their own: they run as a plain `pytest` runs them, on the world's node. With
-`--only` either part, or `--random-order`, they stay in the concurrent part."""
+The worlds' exclusive tests end 100-250 s before the concurrent part does, and from then on the cores are partly
+idle while the three workers' last files wait for pods (docs/benchmarks.md). These files mostly wait too (a
+Lease's expiry, an API server's restart, a notification's retries), so there they fill the worlds' idle end
+instead of lengthening the workers'. They need no worker of their own: they run as a plain `pytest` runs them, on
+the world's node. With `--only` either part, `--random-order` or a selection of one's own, they stay in the
+concurrent part."""

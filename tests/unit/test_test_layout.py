@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.suite import concurrent_marks, exclusive_worlds, parse
-from tests.workers import IN_THE_REST_WORLD, LONGEST_FIRST, REST_WORLD_MARK, longest_first
+from tests.workers import IN_THE_WORLDS, LONGEST_FIRST, longest_first
 
 TESTS = Path(__file__).parents[1]
 
@@ -26,17 +26,21 @@ def test_the_longest_files_the_suite_hands_out_first_exist_and_go_first_in_their
     assert longest_first(paths)[:2] == [3, 4], "a file's tests keep their order"
 
 
-def test_the_rest_worlds_files_leave_the_concurrent_part_only_when_both_parts_run_side_by_side() -> None:
-    assert IN_THE_REST_WORLD and [path for path in IN_THE_REST_WORLD if not (TESTS.parent / path).is_file()] == []
+def test_the_worlds_files_leave_the_concurrent_part_only_when_both_parts_run_side_by_side() -> None:
+    moved = [path for paths in IN_THE_WORLDS.values() for path in paths]
+    assert moved and [path for path in moved if not (TESTS.parent / path).is_file()] == []
+    assert len(set(moved)) == len(moved), "a file runs in one world"
+    assert sorted(IN_THE_WORLDS) == ["helm_world", "rest_world"]
 
     def marks(args: list[str]) -> str:
         return args[len(args) - 1 - args[::-1].index("-m") + 1]  # pytest keeps the last -m
 
     whole, _ = parse([])
-    assert concurrent_marks(whole, ["tests"]) == f"not exclusive and not {REST_WORLD_MARK}"
+    assert concurrent_marks(whole, ["tests"]) == "not exclusive and not helm_world and not rest_world"
     worlds = dict(exclusive_worlds(whole, ["tests"]))
-    assert marks(worlds["exclusive: rest"]) == f"exclusive or {REST_WORLD_MARK}"
-    assert marks(worlds["exclusive: helm"]) == "exclusive"
+    assert marks(worlds["exclusive: rest"]) == "exclusive or rest_world"
+    assert marks(worlds["exclusive: helm"]) == "exclusive or helm_world"
+    assert set(IN_THE_WORLDS["helm_world"]) <= set(worlds["exclusive: helm"]), "the Helm world selects by path"
     for argv, selection in ((["--only", "concurrent"], ["tests"]), (["--random-order"], ["tests"]),
                             (["--one-after-the-other"], ["tests"]), ([], ["tests/integration"])):
         options, _ = parse(argv)
