@@ -10,7 +10,8 @@ SIGSTOPped until a replica took its shard over, then resumed.
 Prints: which replica held which shard, how long each take-over took (from the
 Lease's own acquireTime), runs decided per shard and per replica (from each
 replica's log line for every run it decided, which a killed replica leaves
-behind, unlike its metrics), and exits non-zero when a run did not succeed, a
+behind, unlike its metrics; a run a killed or paused holder decided just before
+its signal, without the log line, counts as that holder's), and exits non-zero when a run did not succeed, a
 run was decided by no replica or by two, or a step got a second Job.
 Sizes: BENCH_SHARD_RUNS, BENCH_SHARD_NAMESPACES, BENCH_SHARD_REPLICAS, BENCH_SHARDS (1: the single Lease
 `towline-operator` of old, one replica acting for all).
@@ -57,8 +58,8 @@ class ShardProof:
     finished_at: dict[tuple[str, str], datetime] = field(default_factory=dict)
     """(namespace, run) -> its status.finishedAt (the deciding replica's clock)."""
     shards: int = 3
-    killed: list[tuple[int, str, datetime]] = field(default_factory=list)
-    """(shard, replica, when) of each SIGKILL."""
+    disrupted: list[tuple[frozenset[int], str, datetime]] = field(default_factory=list)
+    """(the shards it held, replica, when) of each SIGKILL and SIGSTOP."""
     jobs: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
     """(namespace, run, step) -> the names of its Jobs."""
     decided: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
@@ -74,7 +75,7 @@ class ShardProof:
     def problems(self) -> list[str]:
         found = [f"{len(self.not_succeeded)} runs did not succeed, e.g. {self.not_succeeded[:3]}"
                  ] if self.not_succeeded else []
-        never = [key for key in self.runs if key not in self.decided and self.killed_deciding(key) is None]
+        never = [key for key in self.runs if key not in self.decided and self.unlogged_decider(key) is None]
         twice = [key for key, who in self.decided.items() if len(who) > 1]
         doubled = [key for key, names in self.jobs.items() if len(names) > 1]
         if never:
@@ -90,22 +91,25 @@ class ShardProof:
                              f"{dict(logged)}")
         return found
 
-    def killed_deciding(self, key: tuple[str, str]) -> str | None:
-        """The replica that decided `key` without living to log it: the holder of its shard, SIGKILLed after
-        the run's finishedAt (a write that landed, its answer lost with the process); else None."""
+    def unlogged_decider(self, key: tuple[str, str]) -> str | None:
+        """The replica that decided `key` without logging it: the holder of its shard, SIGKILLed or SIGSTOPped
+        after the run's finishedAt (the start of the pass that decided it), else None. Its write landed while it
+        held the shard; killed, the answer was lost with the process; paused, the pass was cancelled on resuming
+        because its Lease had gone meanwhile ("lost the Lease during a pass"), before its log line. Nobody else
+        could write that run's status before the Lease expired, after the signal."""
         finished = self.finished_at.get(key)
-        for shard, replica, when in self.killed:
-            if finished is not None and shard == shard_of(key[0], self.shards) and finished <= when:
+        for shards, replica, when in self.disrupted:
+            if finished is not None and shard_of(key[0], self.shards) in shards and finished <= when:
                 return replica
         return None
 
     def deciders(self) -> dict[tuple[str, str], list[tuple[int, str]]]:
-        """Who decided each run: its log lines, or the killed holder that decided it unlogged."""
+        """Who decided each run: its log lines, or the killed or paused holder that decided it unlogged."""
         found = dict(self.decided)
         for key in self.runs:
-            replica = self.killed_deciding(key) if key not in found else None
+            replica = self.unlogged_decider(key) if key not in found else None
             if replica is not None:
-                found[key] = [(shard_of(key[0], self.shards), f"{replica} (unlogged, killed)")]
+                found[key] = [(shard_of(key[0], self.shards), f"{replica} (unlogged, killed or paused)")]
         return found
 
     @property
@@ -247,7 +251,7 @@ def _read_decided(operators: dict[str, OperatorProcess], proof: ShardProof) -> N
 
 
 async def _until_logged(operators: dict[str, OperatorProcess], proof: ShardProof, timeout: float = 60.0) -> None:
-    """Wait until every finished run has its decider's log line (or a killed decider).
+    """Wait until every finished run has its decider's log line (or a killed or paused decider).
 
     The watch can show a run's final status before the replica that wrote it has logged (and counted) the
     decision: its answer and the watch event leave the API server together, and a loaded machine may run the
@@ -255,7 +259,7 @@ async def _until_logged(operators: dict[str, OperatorProcess], proof: ShardProof
     deadline = time.monotonic() + timeout
     while True:
         _read_decided(operators, proof)
-        unlogged = [key for key in proof.runs if key not in proof.decided and proof.killed_deciding(key) is None]
+        unlogged = [key for key in proof.runs if key not in proof.decided and proof.unlogged_decider(key) is None]
         if not unlogged or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
@@ -291,12 +295,13 @@ async def _disrupt(api: KubeApi, operators: dict[str, OperatorProcess], proof: S
     holders = await wait_until("holder of every shard", lambda: _all_held(api, shards))
     shard = next(index for index in sorted(holders) if index not in avoid)
     victim = holders[shard][0]
+    held = frozenset(index for index, (holder, _) in holders.items() if holder == victim)
     signalled = datetime.now(UTC)
     if signal_name == "SIGKILL":
         operators[victim].kill()
-        proof.killed.append((shard, victim, datetime.now(UTC)))
     else:
         operators[victim].pause()
+    proof.disrupted.append((held, victim, datetime.now(UTC)))
 
     async def taken_over() -> tuple[str, datetime | None] | None:
         now = await lease_holders(api, shards)
@@ -327,8 +332,8 @@ def report(proof: ShardProof, runs: int, namespaces: int, replicas: int, shards:
     decided_once = sum(1 for who in proof.deciders().values() if len(who) == 1)
     unlogged = sum(1 for who in proof.deciders().values() if "unlogged" in who[0][1])
     steps = sum(len(names) for names in proof.jobs.values())
-    print(f"\nruns decided exactly once: {decided_once} of {runs} ({unlogged} by the killed holder just before "
-          f"its SIGKILL, without its log line); step Jobs {steps} for {len(proof.jobs)} steps")
+    print(f"\nruns decided exactly once: {decided_once} of {runs} ({unlogged} by a killed or paused holder just "
+          f"before its signal, without its log line); step Jobs {steps} for {len(proof.jobs)} steps")
 
 
 def main() -> None:
