@@ -7,8 +7,9 @@ offers:
 
 - `--clock-file`: schedules run on `fakeclock.FileClock`, moved by the test;
 - `--watch-retry-budget`: kopf's backoffs between attempts of one API request
-  (its `networking.error_backoffs`), so an outage longer than the whole budget
-  takes seconds instead of a minute.
+  (its `networking.error_backoffs`; the operator repeats the last one for as long
+  as it takes), so an outage longer than the whole list takes seconds instead of
+  a minute.
 """
 
 from __future__ import annotations

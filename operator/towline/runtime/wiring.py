@@ -9,8 +9,9 @@ kopf hands to every handler.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import kopf
@@ -100,6 +101,22 @@ def names_only(watch_namespaces: tuple[str, ...]) -> bool:
     return bool(watch_namespaces) and not any(_PATTERN_CHARACTERS & set(name) for name in watch_namespaces)
 
 
+class RetriedForever:
+    """kopf's backoffs between the attempts of one request, then the last of them for as long as it takes.
+
+    After its backoffs kopf gives a request up and raises its last error. A watch's lost connection it catches
+    and starts again, but an answer of 5xx or 403 (an API server that is starting, or that lost etcd) it lets
+    through, and the watcher of that kind ends for good: the operator saw no Workflow made after an API server
+    outage (`test_operator_api_outage.py`, twice in suite runs). client-go's reflectors retry for as long as it
+    takes, and so does kopf now. Iterable again for every request (kopf iterates it once per request)."""
+
+    def __init__(self, backoffs: float | Iterable[float]) -> None:
+        self.backoffs = tuple(backoffs) if isinstance(backoffs, Iterable) else (backoffs,)
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain(self.backoffs, itertools.repeat(self.backoffs[-1]))
+
+
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
     """An empty diff base: kopf builds one on every event (a deep copy of the whole body) for on.create and
     on.update handlers, and Towline registers none (only on.event). Those copies were most of the operator's
@@ -122,6 +139,7 @@ def _tune(settings: kopf.OperatorSettings, adjust: Callable[[kopf.OperatorSettin
     settings.queueing.idle_timeout = 0.5
     if adjust is not None:
         adjust(settings)
+    settings.networking.error_backoffs = RetriedForever(settings.networking.error_backoffs)
 
 
 def _saw_step_type(operator: Operator, event: Any, kind: str) -> None:

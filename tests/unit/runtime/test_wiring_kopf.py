@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import kopf
 
 from towline.k8s.objects import StepPodSettings
 from towline.runtime.config import OperatorConfig
-from towline.runtime.wiring import NoDiffBase, _tune, build_registry, names_only
+from towline.runtime.wiring import NoDiffBase, RetriedForever, _tune, build_registry, names_only
 
 
 def test_only_event_handlers_are_registered_so_no_diff_base_is_needed() -> None:
@@ -47,3 +49,19 @@ def test_an_operator_watching_named_namespaces_does_not_make_kopf_list_namespace
         _tune(settings, None, watched)
         assert settings.scanning.disabled is scanning_off, watched
         assert names_only(watched) is scanning_off
+
+
+def test_kopf_retries_a_request_past_its_backoffs_with_the_last_one_for_every_request() -> None:
+    """kopf gives a request up after its backoffs, and a watch given up on a 5xx or 403 never came back."""
+    settings = kopf.OperatorSettings()
+
+    def budget(tuned: kopf.OperatorSettings) -> None:
+        tuned.networking.error_backoffs = (1.0, 2.0, 3.0)  # as the tests' --watch-retry-budget sets it
+
+    _tune(settings, budget)
+    backoffs = settings.networking.error_backoffs
+    assert isinstance(backoffs, RetriedForever)
+    for _ in range(2):  # kopf iterates it afresh for each request
+        assert list(itertools.islice(backoffs, 6)) == [1.0, 2.0, 3.0, 3.0, 3.0, 3.0]
+    _tune(settings := kopf.OperatorSettings(), None)
+    assert list(itertools.islice(settings.networking.error_backoffs, 9))[-3:] == [13, 21, 21]
