@@ -187,12 +187,14 @@ def exclusive_worlds(options: argparse.Namespace, selection: Sequence[str]) -> l
     running the files tests.workers.IN_THE_WORLDS gives it (a later `-m` replaces EXCLUSIVE's)."""
     if list(selection) != ["tests"]:
         return [("exclusive", [*EXCLUSIVE, *selection])]
-    if not worlds_take_their_files(options, selection):
-        return [("exclusive: helm", [*EXCLUSIVE, EXCLUSIVE_SPLIT]),
-                ("exclusive: rest", [*EXCLUSIVE, "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
-    return [("exclusive: helm", [*EXCLUSIVE, "-m", "exclusive or helm_world", EXCLUSIVE_SPLIT,
-                                 *IN_THE_WORLDS["helm_world"]]),
-            ("exclusive: rest", [*EXCLUSIVE, "-m", "exclusive or rest_world", "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
+    moved = worlds_take_their_files(options, selection)
+
+    def marks(world: str) -> list[str]:
+        return ["-m", f"exclusive or {world}"] if moved else []
+
+    helm_files = IN_THE_WORLDS["helm_world"] if moved else ()  # the rest world's are under its "tests" already
+    return [("exclusive: helm", [*EXCLUSIVE, *marks("helm_world"), EXCLUSIVE_SPLIT, *helm_files]),
+            ("exclusive: rest", [*EXCLUSIVE, *marks("rest_world"), "tests", f"--ignore={EXCLUSIVE_SPLIT}"])]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
