@@ -95,6 +95,10 @@ def containerd_config(paths: NodePaths) -> str:
 
     `restrict_oom_score_adj`: root on this machine lacks CAP_SYS_RESOURCE, and runc fails
     every sandbox when it cannot lower oom_score_adj.
+
+    `netns_mounts_under_state_dir`: a pod's network namespace is mounted under the state directory
+    (`containerd/state/io.containerd.grpc.v1.cri/netns/cni-<uuid>`), not in the machine's `/run/netns`:
+    the node's own, unmounted with the rest of it, and never mistaken for another node's (docs/real-node.md).
     """
     base = paths.root / "containerd"
     cri = 'plugins."io.containerd.grpc.v1.cri"'
@@ -117,6 +121,7 @@ def containerd_config(paths: NodePaths) -> str:
         "  restrict_oom_score_adj = true",
         "  enable_selinux = false",
         "  disable_apparmor = true",
+        "  netns_mounts_under_state_dir = true",
         f"[{cri}.containerd]",
         '  snapshotter = "overlayfs"',
         '  default_runtime_name = "runc"',

@@ -19,8 +19,9 @@ def leftovers(state_dir: Path, pod_netns: set[str]) -> list[str]:
     sets = run(["ipset", "list", "-n"], check=False).stdout.split()
     found += [f"ipset: {name}" for name in sets if name.upper().startswith("KUBE-")]
     found += [f"link: {name}" for name in (BRIDGE, NODE_INTERFACE) if link_exists(name)]
-    found += [f"netns: {name}" for name in set(netns_names()) & pod_netns]
-    found += [f"mount: {point}" for point in cleanup.mounts_under(state_dir)] if state_dir.exists() else []
+    if state_dir.exists():
+        found += [f"netns: {name}" for name in set(netns_names(state_dir)) & pod_netns]
+        found += [f"mount: {point}" for point in cleanup.mounts_under(state_dir)]
     marker = str(state_dir).encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -34,9 +35,10 @@ def leftovers(state_dir: Path, pod_netns: set[str]) -> list[str]:
     return found
 
 
-def netns_names() -> list[str]:
-    """Live network namespaces containerd created for pod sandboxes (``cni-<uuid>``): those
-    still bind-mounted here (an unmounted file left in /run/netns holds no namespace)."""
-    with open("/proc/self/mountinfo") as mountinfo:
-        points = [line.split()[4] for line in mountinfo]
-    return sorted(Path(p).name for p in points if p.startswith(("/run/netns/cni-", "/var/run/netns/cni-")))
+def netns_names(root: Path) -> list[str]:
+    """Live network namespaces the containerd of a node under `root` (its state directory, or a cluster's
+    that holds it) created for pod sandboxes (``cni-<uuid>``, mounted there: `layout.containerd_config`).
+    Only those: a namespace in the machine's /run/netns is some other runtime's, or a node's of older code
+    that was killed, and no stop of this node can or should remove it."""
+    return sorted(Path(point).name for point in cleanup.mounts_under(root)
+                  if Path(point).parent.name == "netns" and Path(point).name.startswith("cni-"))

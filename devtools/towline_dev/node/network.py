@@ -46,20 +46,6 @@ def add_node_address() -> None:
     run(["ip", "link", "set", NODE_INTERFACE, "up"])
 
 
-def ensure_shared_netns_dir() -> None:
-    """Make /run/netns a shared mount point before any namespace is created in it.
-
-    `ip netns add` does this on first use, bind-mounting the directory onto itself; if a
-    pod's namespace was already mounted there, that bind hides it, containerd can no
-    longer unmount it and it leaks. Doing it first (the same way) avoids the race.
-    """
-    directory = Path("/run/netns")
-    directory.mkdir(parents=True, exist_ok=True)
-    if run(["mount", "--make-rshared", str(directory)], check=False).returncode != 0:
-        run(["mount", "--rbind", str(directory), str(directory)])
-        run(["mount", "--make-rshared", str(directory)])
-
-
 def remove_links(*, bridge_only: bool) -> None:
     """The CNI bridge, and unless `bridge_only` the node address (the API server may still use it)."""
     for name in (BRIDGE,) if bridge_only else (BRIDGE, NODE_INTERFACE):

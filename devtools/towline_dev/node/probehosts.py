@@ -44,6 +44,11 @@ class TestHostNetwork:
     def exists() -> bool:
         return Path("/run/netns", NAMESPACE).exists() and link_exists(HOST_LINK)
 
+    @staticmethod
+    def present() -> bool:
+        """Any part of it: the namespace or the machine's end of its link (a half-made one too)."""
+        return Path("/run/netns", NAMESPACE).exists() or link_exists(HOST_LINK)
+
     def start(self) -> TestHostNetwork:
         """Make the namespace unless it exists already (then it stays its maker's to remove)."""
         if self.exists():

@@ -49,6 +49,8 @@ from towline_dev.node.layout import (
 )
 from towline_dev.node.nodeimages import node_images
 from towline_dev.node.packages import NodeUnavailable, ensure_packages
+from towline_dev.node.probehosts import NAMESPACE as TEST_HOSTS_NAMESPACE
+from towline_dev.node.probehosts import TestHostNetwork
 from towline_dev.processes import free_loopback_port, signal_group, spawn, stop_process, wait_for
 
 Progress = Callable[[str], None]
@@ -245,7 +247,6 @@ class RealNode:
             metrics_port=free_loopback_port())))
         write_node_credentials(paths, control_plane_pki=self.plane.pki_dir, server=self.plane.server)
         network.add_node_address()
-        network.ensure_shared_netns_dir()
         if not Path("/proc/sys/net/bridge").exists():
             subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
         for key, value in _SYSCTLS.items():
@@ -372,6 +373,10 @@ class NodeCluster:
             fcntl.flock(handle, fcntl.LOCK_EX)
         self._lock_file = handle
         cleanup.remove_stale(self._progress)
+        if TestHostNetwork.present():
+            # Made beside a node (its routes lead there) by a session killed with it: no node runs now.
+            self._progress(f"removing the test-hosts namespace a killed session left ({TEST_HOSTS_NAMESPACE})")
+            TestHostNetwork.remove()
         network.clean_netfilter()
         network.remove_links(bridge_only=True)
 

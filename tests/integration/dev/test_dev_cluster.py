@@ -74,7 +74,7 @@ def test_cluster_up_env_down_leave_nothing(tmp_path: Path) -> None:
         assert {TOWLINE_IMAGE, RUNNER_IMAGE} <= images, images
 
         state_dir = Path(json.loads((home / "cluster.json").read_text())["stateDir"])
-        pod_netns = set(netns_names())
+        pod_netns = set(netns_names(state_dir))
         assert pod_netns, "the node's pods (CoreDNS) have network namespaces while it runs"
 
         def down() -> None:

@@ -158,7 +158,7 @@ def test_make_dev_runs_the_demo_on_the_real_node_and_ctrl_c_leaves_nothing(make_
 
     # Ctrl-C: everything stops and nothing is left.
     state_dir = Path(json.loads((session.home / "cluster.json").read_text())["stateDir"])
-    pod_netns = set(netns_names())
+    pod_netns = set(netns_names(state_dir))
     assert pod_netns, "the node's pods have network namespaces while it runs"
 
     def interrupt() -> None:
