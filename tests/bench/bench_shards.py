@@ -75,7 +75,7 @@ class ShardProof:
     def problems(self) -> list[str]:
         found = [f"{len(self.not_succeeded)} runs did not succeed, e.g. {self.not_succeeded[:3]}"
                  ] if self.not_succeeded else []
-        never = [key for key in self.runs if key not in self.decided and self.unlogged_decider(key) is None]
+        never = self.undecided()
         twice = [key for key, who in self.decided.items() if len(who) > 1]
         doubled = [key for key, names in self.jobs.items() if len(names) > 1]
         if never:
@@ -90,6 +90,10 @@ class ShardProof:
                 found.append(f"{replica}: towline_shard_runs_decided_total {dict(counted)} but its log says "
                              f"{dict(logged)}")
         return found
+
+    def undecided(self) -> list[tuple[str, str]]:
+        """Runs with neither a log line saying who decided them nor a killed or paused holder that did."""
+        return [key for key in self.runs if key not in self.decided and self.unlogged_decider(key) is None]
 
     def unlogged_decider(self, key: tuple[str, str]) -> str | None:
         """The replica that decided `key` without logging it: the holder of its shard, SIGKILLed or SIGSTOPped
@@ -259,8 +263,7 @@ async def _until_logged(operators: dict[str, OperatorProcess], proof: ShardProof
     deadline = time.monotonic() + timeout
     while True:
         _read_decided(operators, proof)
-        unlogged = [key for key in proof.runs if key not in proof.decided and proof.unlogged_decider(key) is None]
-        if not unlogged or time.monotonic() > deadline:
+        if not proof.undecided() or time.monotonic() > deadline:
             return
         await asyncio.sleep(0.2)
 
