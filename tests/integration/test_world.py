@@ -119,10 +119,10 @@ def test_an_uplinked_world_reaches_the_machine_and_leaves_no_link_rule_or_sysctl
                 assert connection.recv(64) == b"from the world"
             number = inside.uplink
             assert number is not None and peer == f"198.18.{number}.2", "the world's traffic left by another way"
-            assert f"towline world uplink {number}" in run(["iptables-save", "-t", "nat"]).stdout
+            assert _uplink_rule(number) in run(["iptables-save", "-t", "nat"]).stdout
             assert inside.wait() == 0, inside.process.stderr.read() if inside.process.stderr else ""
     assert not link_exists(f"towline-wup{number}")
-    assert f"towline world uplink {number}" not in run(["iptables-save", "-t", "nat"]).stdout
+    assert _uplink_rule(number) not in run(["iptables-save", "-t", "nat"]).stdout
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forwarding
 
 
@@ -139,6 +139,33 @@ def test_a_world_that_ended_keeps_its_uplink_number_until_it_is_waited_for() -> 
         with world.World(["true"], uplink=True) as later:
             assert later.uplink is not None and later.uplink != number, "the ended world's number was taken again"
             taken = later.uplink
-        assert f"towline world uplink {taken}" not in run(["iptables-save", "-t", "nat"]).stdout
-        assert f"towline world uplink {number}" in run(["iptables-save", "-t", "nat"]).stdout
-    assert f"towline world uplink {number}" not in run(["iptables-save", "-t", "nat"]).stdout
+        assert _uplink_rule(taken) not in run(["iptables-save", "-t", "nat"]).stdout
+        assert _uplink_rule(number) in run(["iptables-save", "-t", "nat"]).stdout
+    assert _uplink_rule(number) not in run(["iptables-save", "-t", "nat"]).stdout
+
+
+def test_a_rule_whose_owner_died_is_removed_by_the_next_world() -> None:
+    """A suite killed before it waited for its world leaves the uplink's rule (the link goes with the world):
+    the next world removes it, or every killed suite would hold two of the 63 numbers for good. A rule that
+    names no owner (older code's) goes too; a living owner's stays (the test above)."""
+    died = subprocess.Popen(["true"])
+    died.wait()
+    older = [*world._masquerade(62, died.pid)[:-1], "towline world uplink 62"]  # its comment named no owner
+    stale = [world._masquerade(63, died.pid), older]
+    for rule in stale:
+        run(["iptables", "-t", "nat", "-A", *rule])
+    try:
+        with world.World(["true"], uplink=True) as later:
+            assert later.uplink is not None
+            rules = run(["iptables-save", "-t", "nat"]).stdout
+            assert "towline world uplink 63 of" not in rules and '"towline world uplink 62"' not in rules, rules
+            assert _uplink_rule(later.uplink) in rules
+    finally:
+        for rule in stale:
+            run(["iptables", "-t", "nat", "-D", *rule], check=False)
+
+
+def _uplink_rule(number: int) -> str:
+    """How `iptables-save` shows uplink `number`'s rule, made by this process's worlds."""
+    return f'"towline world uplink {number} of pid {os.getpid()}"'
+

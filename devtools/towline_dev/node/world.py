@@ -26,6 +26,8 @@ needs root; the exit status is the command's.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -62,6 +64,8 @@ class World:
 
     def __init__(self, argv: Sequence[str], *, uplink: bool = False, **popen: Any) -> None:
         self.process = subprocess.Popen(command(argv, uplink=uplink), **popen)
+        self._owner = os.getpid()
+        """Who removes the uplink's rule (`wait()`): named in it, so a rule whose owner died is known stale."""
         self._forwarding: str | None = None
         self.uplink: int | None = None
         """N of its uplink while connected (addresses 198.18.N.1 outside, 198.18.N.2 inside)."""
@@ -80,8 +84,9 @@ class World:
                  interval=0.02, what="the world's network namespace")
         if self.process.poll() is not None:
             raise RuntimeError(f"the world exited at once (status {self.process.returncode})")
+        taken = _live_uplinks()
         for number in UPLINKS:
-            if _masquerading(number):
+            if number in taken:
                 continue  # a world that ended but was not waited for yet: its link went with it, its rule not
             made = run(["ip", "link", "add", _host_link(number), "type", "veth", "peer", "name", INSIDE_LINK,
                         "netns", str(pid)], check=False)
@@ -95,7 +100,7 @@ class World:
         outside, inside = _addresses(self.uplink)
         run(["ip", "address", "add", f"{outside}/30", "dev", _host_link(self.uplink)])
         run(["ip", "link", "set", _host_link(self.uplink), "up"])
-        run(["iptables", "-t", "nat", "-A", *_masquerade(self.uplink)])
+        run(["iptables", "-t", "nat", "-A", *_masquerade(self.uplink, self._owner)])
         self._forwarding = set_sysctl("net.ipv4.ip_forward", "1")
         enter = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip"]
         run([*enter, "address", "add", f"{inside}/30", "dev", INSIDE_LINK])
@@ -106,7 +111,7 @@ class World:
         if self.uplink is None:
             return
         number, self.uplink = self.uplink, None
-        run(["iptables", "-t", "nat", "-D", *_masquerade(number)], check=False)
+        run(["iptables", "-t", "nat", "-D", *_masquerade(number, self._owner)], check=False)
         if link_exists(_host_link(number)):
             run(["ip", "link", "delete", _host_link(number)], check=False)
         if self._forwarding is not None:
@@ -145,14 +150,41 @@ def _addresses(number: int) -> tuple[str, str]:
     return f"198.18.{number}.1", f"198.18.{number}.2"
 
 
-def _masquerade(number: int) -> list[str]:
+def _masquerade(number: int, owner: int) -> list[str]:
     return ["POSTROUTING", "-s", f"{_addresses(number)[1]}/32", "-j", "MASQUERADE",
-            "-m", "comment", "--comment", f"towline world uplink {number}"]
+            "-m", "comment", "--comment", f"towline world uplink {number} of pid {owner}"]
 
 
-def _masquerading(number: int) -> bool:
-    """Whether uplink `number`'s rule is on the machine: its number is taken until the rule is removed."""
-    return run(["iptables", "-t", "nat", "-C", *_masquerade(number)], check=False).returncode == 0
+_RULE_COMMENT = re.compile(r'--comment "?towline world uplink (\d+)(?: of pid (\d+))?"?')
+
+
+def _live_uplinks() -> set[int]:
+    """The uplink numbers whose rule is on the machine and whose owner lives: taken until it removes the rule.
+
+    A rule whose owner died (a suite killed before it waited for its world) is removed here: nobody else would,
+    and every killed suite would take two of the 63 numbers for good. So is one that names no owner (older
+    code's)."""
+    taken: set[int] = set()
+    listed = run(["iptables", "-t", "nat", "-S", "POSTROUTING"], check=False).stdout
+    for rule in listed.splitlines():
+        found = _RULE_COMMENT.search(rule)
+        if found is None:
+            continue
+        if found[2] is not None and _alive(int(found[2])):
+            taken.add(int(found[1]))
+        else:
+            run(["iptables", "-t", "nat", *shlex.split(rule.replace("-A", "-D", 1))], check=False)
+    return taken
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _netns_of(pid: int) -> str | None:
