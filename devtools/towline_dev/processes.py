@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -49,12 +50,40 @@ def _die_with_parent() -> None:
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+LOOPBACK_PORTS = range(15000, 30000)
+"""Where `free_loopback_port` looks first: below the kernel's usual ephemeral range (32768-60999), and below
+the NodePort range (30000-32767)."""
+
+
 def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller binds it soon after)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (the caller binds it soon after).
+
+    Not one from `bind(0)`: that comes from the ephemeral range, where the kernel also picks the local end of
+    every outgoing connection, and one made between this check and the caller's bind takes the port (seen: an
+    ingress that could not start, "address already in use", in a busy suite). Ports below the range
+    (`ip_local_port_range`) are never given to outgoing connections; `bind(0)` is the fallback if none is free.
+    """
+    ephemeral = _ephemeral_ports()
+    usable = [port for port in random.sample(LOOPBACK_PORTS, k=min(64, len(LOOPBACK_PORTS))) if port not in ephemeral]
+    for port in usable:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        chosen: int = probe.getsockname()[1]
+        return chosen
+
+
+def _ephemeral_ports() -> range:
+    try:
+        low, high = (int(part) for part in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return range(32768, 61000)
+    return range(low, high + 1)
 
 
 def spawn(
