@@ -32,6 +32,7 @@ from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_images
 from towline_dev.node.packages import NodeUnavailable
 from towline_dev.node.realnode import NodeCluster
+from towline_dev.processes import alive
 from towline_dev.release import (
     api_server_egress,
     example_step_type_values,
@@ -78,27 +79,7 @@ def read_state(home: Path) -> dict[str, Any] | None:
         state: dict[str, Any] = json.loads(state_file(home).read_text())
     except (OSError, ValueError):
         return None
-    return state if _alive(int(state.get("pid", 0))) else None
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs. A process that has exited but was not yet reaped by its parent (a zombie:
-    `cluster up` started by a program that waits for it later) has stopped, though signal 0 still reaches it."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    return state if alive(int(state.get("pid", 0))) else None
 
 
 def path_dirs(cluster: NodeCluster) -> list[str]:
@@ -225,9 +206,9 @@ def _down(home: Path, timeout: float = 120.0) -> int:
     pid = int(state["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
+    if alive(pid):
         print(f"error: the dev cluster (pid {pid}) did not stop within {timeout:.0f} s; its log says why",
               file=sys.stderr)
         return 1

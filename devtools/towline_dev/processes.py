@@ -86,6 +86,26 @@ def _ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs. A process that has exited but was not yet reaped by its parent (a zombie:
+    `cluster up` started by a program that waits for it later) has stopped, though signal 0 still reaches it."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
 def spawn(
     argv: Sequence[str | os.PathLike[str]],
     *,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from towline_dev.node.network import link_exists, run, set_sysctl
-from towline_dev.processes import wait_for
+from towline_dev.processes import alive, wait_for
 
 INSIDE = "--inside"
 UPLINK = "--uplink"
@@ -170,21 +170,11 @@ def _live_uplinks() -> set[int]:
         found = _RULE_COMMENT.search(rule)
         if found is None:
             continue
-        if found[2] is not None and _alive(int(found[2])):
+        if found[2] is not None and alive(int(found[2])):
             taken.add(int(found[1]))
         else:
             run(["iptables", "-t", "nat", *shlex.split(rule.replace("-A", "-D", 1))], check=False)
     return taken
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _netns_of(pid: int) -> str | None:
