@@ -32,7 +32,7 @@ def test_node_stops_without_leftovers_and_starts_again(real_node: NodeCluster) -
     real_node.stop()
 
     assert leftovers(state_dir, in_use) == []
-    # What a session killed with its node leaves (it made the test hosts beside it): the next node clears it.
+    # What a test run killed with its node leaves (it made the test hosts beside it): the next node clears it.
     TestHostNetwork().start()
     started = time.monotonic()
     real_node.start()

@@ -374,8 +374,8 @@ class NodeCluster:
         self._lock_file = handle
         cleanup.remove_stale(self._progress)
         if TestHostNetwork.present():
-            # Made beside a node (its routes lead there) by a session killed with it: no node runs now.
-            self._progress(f"removing the test-hosts namespace a killed session left ({TEST_HOSTS_NAMESPACE})")
+            # Made beside a node (its routes lead there) by a test run killed with it: no node runs now.
+            self._progress(f"removing the test-hosts namespace a killed test run left ({TEST_HOSTS_NAMESPACE})")
             TestHostNetwork.remove()
         network.clean_netfilter()
         network.remove_links(bridge_only=True)
