@@ -167,5 +167,5 @@ def test_a_rule_whose_owner_died_is_removed_by_the_next_world() -> None:
 
 def _uplink_rule(number: int) -> str:
     """How `iptables-save` shows uplink `number`'s rule, made by this process's worlds."""
-    return f'"towline world uplink {number} of pid {os.getpid()}"'
+    return f'"{world.uplink_comment(number, os.getpid())}"'
 

@@ -152,10 +152,16 @@ def _addresses(number: int) -> tuple[str, str]:
 
 def _masquerade(number: int, owner: int) -> list[str]:
     return ["POSTROUTING", "-s", f"{_addresses(number)[1]}/32", "-j", "MASQUERADE",
-            "-m", "comment", "--comment", f"towline world uplink {number} of pid {owner}"]
+            "-m", "comment", "--comment", uplink_comment(number, owner)]
+
+
+def uplink_comment(number: int, owner: int) -> str:
+    """What marks uplink `number`'s rule, made by process `owner` (`_RULE_COMMENT` reads it back)."""
+    return f"towline world uplink {number} of pid {owner}"
 
 
 _RULE_COMMENT = re.compile(r'--comment "?towline world uplink (\d+)(?: of pid (\d+))?"?')
+"""An uplink's rule as `iptables -S` prints it: `uplink_comment`'s, or older code's without `of pid`."""
 
 
 def _live_uplinks() -> set[int]:
