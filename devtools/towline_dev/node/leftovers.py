@@ -20,8 +20,9 @@ def leftovers(state_dir: Path, pod_netns: set[str]) -> list[str]:
     found += [f"ipset: {name}" for name in sets if name.upper().startswith("KUBE-")]
     found += [f"link: {name}" for name in (BRIDGE, NODE_INTERFACE) if link_exists(name)]
     if state_dir.exists():
-        found += [f"netns: {name}" for name in set(netns_names(state_dir)) & pod_netns]
-        found += [f"mount: {point}" for point in cleanup.mounts_under(state_dir)]
+        mounts = cleanup.mounts_under(state_dir)
+        found += [f"netns: {name}" for name in _pod_netns(mounts) if name in pod_netns]
+        found += [f"mount: {point}" for point in mounts]
     marker = str(state_dir).encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -40,5 +41,10 @@ def netns_names(root: Path) -> list[str]:
     that holds it) created for pod sandboxes (``cni-<uuid>``, mounted there: `layout.containerd_config`).
     Only those: a namespace in the machine's /run/netns is some other runtime's, or a node's of older code
     that was killed, and no stop of this node can or should remove it."""
-    return sorted(Path(point).name for point in cleanup.mounts_under(root)
+    return _pod_netns(cleanup.mounts_under(root))
+
+
+def _pod_netns(mount_points: list[str]) -> list[str]:
+    """The pod sandboxes' network namespaces (``.../netns/cni-<uuid>``) among `mount_points`, by name."""
+    return sorted(Path(point).name for point in mount_points
                   if Path(point).parent.name == "netns" and Path(point).name.startswith("cni-"))
