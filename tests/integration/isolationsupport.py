@@ -57,7 +57,7 @@ def prepare_namespace(plane: ControlPlane, namespace: str) -> RunRef:
 
 def start_step(plane: ControlPlane, run: RunRef, attempt: int, *, isolation_probe: str | None,
                timeout_seconds: int = 120) -> str:
-    """Create the step Job for `attempt`; return its pod's name once the Job controller made it."""
+    """Create the step Job for `attempt`; return its pod's name once it exists."""
     job_name = f"run-1-call-{attempt}"
     job = build_step_job(
         run, job_name=job_name, step_id=STEP, attempt=attempt, action="http.request",
@@ -76,7 +76,7 @@ PROBE_TYPE_IMAGE = "localhost/towline-step-tcp-probe:dev"
 
 def start_user_step(plane: ControlPlane, run: RunRef, attempt: int, *, timeout_seconds: int = 120) -> str:
     """A user step type's Job (runner `prepare` with the isolation check, then tcp-probe connecting to
-    DESTINATION); its pod's name once the Job controller made it."""
+    DESTINATION); its pod's name once it exists."""
     job_name = f"run-1-call-{attempt}"
     step_type = ResolvedStepType(kind="StepType", name="tcp-probe", spec=StepTypeSpec(image=PROBE_TYPE_IMAGE))
     job = build_user_step_job(
@@ -96,7 +96,7 @@ def _pod_of(plane: ControlPlane, namespace: str, job_name: str) -> str:
                                         "-o", "json").stdout)["items"]
         if pods:
             return str(pods[0]["metadata"]["name"])
-        assert time.monotonic() < deadline, "the Job controller created no pod"
+        assert time.monotonic() < deadline, "no pod for the step Job"
         time.sleep(0.1)
 
 

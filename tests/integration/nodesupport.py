@@ -11,6 +11,8 @@ import json
 import time
 from typing import Any, Literal
 
+from towline.k8s.observe import managed_by_operator
+from towline.k8s.steppods import build_step_pod
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_USER
 from towline_dev.node import cleanup
@@ -55,12 +57,18 @@ def create(plane: ControlPlane, manifest: dict[str, Any], *, user: str = "admin"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
-def create_step_job(plane: ControlPlane, manifest: dict[str, Any]) -> Any:
-    """Create a step Job (labelled for a run) under the operator's user name, as the operator would: the chart's
-    admission policy towline-step-objects refuses such Jobs from anyone else. Admin impersonates that name with
-    admin's group, so it works whether or not the chart's RBAC is installed on `plane` yet."""
-    return plane.kubectl("create", "--as", OPERATOR_USER, "--as-group", "system:masters", "-f", "-",
-                         stdin=json.dumps(manifest))
+def create_step_job(plane: ControlPlane, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Create a step Job (labelled for a run) and its pod under the operator's user name, as the operator would
+    (towline.k8s.steppods: the Job says `managedBy: towline.dev/operator`, so the Job controller makes no pod for
+    it): the chart's admission policy towline-step-objects refuses such Jobs and pods from anyone else. Admin
+    impersonates that name with admin's group, so it works whether or not the chart's RBAC is installed on `plane`
+    yet. Returns the Job as created."""
+    as_operator = ("--as", OPERATOR_USER, "--as-group", "system:masters")
+    job: dict[str, Any] = json.loads(plane.kubectl("create", *as_operator, "-o", "json", "-f", "-",
+                                                   stdin=json.dumps(manifest)).stdout)
+    if managed_by_operator(job):
+        plane.kubectl("create", *as_operator, "-f", "-", stdin=json.dumps(build_step_pod(job)))
+    return job
 
 
 def create_step_pod(plane: ControlPlane, manifest: dict[str, Any]) -> Any:

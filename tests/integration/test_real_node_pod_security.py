@@ -96,7 +96,7 @@ def step_pod(plane: ControlPlane) -> str:
                                         "-o", "json").stdout)["items"]
         if pods:
             break
-        assert time.monotonic() < deadline, "the Job controller created no pod"
+        assert time.monotonic() < deadline, "no pod for the step Job"
         time.sleep(0.1)
     name = pods[0]["metadata"]["name"]
     wait_running(plane, NAMESPACE, name)

@@ -63,6 +63,9 @@ class RecordingApi:
         owned = {**body["metadata"], "uid": "job-uid", "ownerReferences": [RUN.owner_reference()]}
         return {**body, "metadata": owned}, True
 
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return patch  # the Job's start, written before its pod is created
+
 
 def egress_rules(action: str, allow_hosts: tuple[str, ...]) -> list[dict[str, Any]]:
     known = DefaultDenyPolicies()

@@ -170,9 +170,15 @@ learns of a missing one from the pod's status.
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
+# a step Job's start and end: the operator keeps its step Jobs (spec.managedBy), not the Job controller
+- apiGroups: [batch]
+  resources: [jobs/status]
+  verbs: [patch]
+# create: each step Job's one pod (towline.k8s.steppods), held to a step's shape by the operator-jobs policy;
+# delete: a step pod that has not ended at the step's deadline (one never scheduled, which no kubelet stops)
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, create, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   # update: a default-deny policy somebody opened up is put back before the next step starts;
@@ -299,11 +305,12 @@ Controllers that legitimately rewrite ownerReferences and finalizers of any obje
 {{- end }}
 
 {{- /*
-CEL list literal of the identities that create step pods: the Job controller, with per-controller
+CEL list literal of the identities that create step pods: the operator (its step Jobs say managedBy:
+towline.dev/operator), the Job controller (for step Jobs an earlier release made), with per-controller
 credentials (kubeadm, kind, the local dev cluster) or without, and .Values.stepPodCreators.
 */ -}}
 {{- define "towline.stepPodCreators" -}}
-{{- $users := list ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
+{{- $users := list (include "towline.operatorUser" . | quote) ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
 {{- range .Values.stepPodCreators }}
 {{- $users = append $users (. | quote) }}
 {{- end }}

@@ -21,6 +21,9 @@ The runner fails such an attempt (`auth`: the step's credentials need repair)
 before its action runs, and `decide` deletes the Job once that is recorded: the
 attempt is over, and the resume after the repair runs a new one.
 """
+REASON_POD_LOST = "PodLost"
+"""The attempt's Job was started but its pod is gone without having ended (deleted at once, or with its node):
+the operator never makes a second pod for it (towline.k8s.steppods), as the first may have had its effect."""
 
 
 @dataclass(frozen=True)

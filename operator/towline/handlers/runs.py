@@ -106,12 +106,13 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
             operator.decided_run((namespace, name), written.phase)
+    pod_check = None if held is not None or problems else await operator.keep_step_pods(namespace, name, now)
     if written.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": written.to_wire()})
         return None
     if held is not None:
         return now + QUEUED_RECHECK
-    return decision.wake_at
+    return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
 
 
 async def snapshot_workflow(

@@ -31,7 +31,8 @@ from towline.k8s.objects import (
     isolation_probe_network,
     notification_selector,
 )
-from towline.k8s.observe import controller_uid
+from towline.k8s.observe import controller_uid, managed_by_operator
+from towline.k8s.steppods import start_step_pod
 from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
@@ -251,7 +252,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
 
 
 async def create_or_adopt_job(context: ActionContext, run: RunRef, job: JSON) -> bool:
-    """Create `job`, or adopt the one of that name a pass before a crash created; True if created now.
+    """Create `job` and its pod, or adopt the one of that name a pass before a crash created; True if created now.
 
     A same-named Job the run does not control is refused: adopting it would let whoever made it supply
     the step's result (or the announcement).
@@ -261,6 +262,8 @@ async def create_or_adopt_job(context: ActionContext, run: RunRef, job: JSON) ->
         raise ApiError(409, f"Job {job['metadata']['name']} exists but is not controlled by run {run.name}")
     if context.remember is not None:
         context.remember(existing)
+    if managed_by_operator(existing):
+        await start_step_pod(context.api, existing, datetime.now(UTC), context.remember)
     return created
 
 

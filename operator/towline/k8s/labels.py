@@ -19,3 +19,6 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 ANNOTATION_STEP_ID = "towline.dev/step-id"
 ANNOTATION_ALLOW_HOSTS = "towline.dev/allow-hosts"
 MANAGER = "towline"
+STEP_JOB_MANAGER = "towline.dev/operator"
+"""A step Job's `spec.managedBy`: the operator, not the cluster's Job controller, makes its pod and writes its
+status (towline.k8s.steppods)."""

@@ -30,6 +30,7 @@ from towline.k8s.labels import (
     LABEL_STEP_POD,
     LABEL_WORKFLOW,
     MANAGER,
+    STEP_JOB_MANAGER,
 )
 from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
@@ -249,7 +250,8 @@ def step_job_manifest(
     settings: StepPodSettings, containers: list[JSON], volumes: list[JSON], init_containers: Sequence[JSON] = (),
     run_as_user: int | None = None, image_pull_secrets: Sequence[str] = (),
 ) -> JSON:
-    """The Job around a step's containers: owned by the run, never retried by the Job controller, no token.
+    """The Job around a step's containers: owned by the run, never retried, no token; its pod and status are the
+    operator's to keep (`managedBy`, towline.k8s.steppods), not the cluster's Job controller's.
 
     `image_pull_secrets` (a step type's own) come before the operator-wide ones, each name once.
     """
@@ -291,6 +293,7 @@ def step_job_manifest(
             "ownerReferences": [run.owner_reference()],
         },
         "spec": {
+            "managedBy": STEP_JOB_MANAGER,
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline,
             "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,

@@ -28,7 +28,7 @@ from towline.engine.observed import (
     StepResult,
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
-from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, STEP_JOB_MANAGER
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
@@ -209,18 +209,41 @@ def attempt_state(job: JSON, pod: JSON | None) -> tuple[JobState, str | None]:
     Job's outcome is settled; the Job controller only writes it down about two seconds later (it batches a
     Job's pod events by a second, twice: `SuccessCriteriaMet`, then `Complete` once the pod's tracking
     finalizer is gone). Following the pod, as Argo and Tekton follow the pods they create, takes that wait
-    out of every step. A failure still waits for the Job: its condition names the cause (`DeadlineExceeded`
-    when the Job controller stopped the pod), which the pod, deleted by then, does not.
+    out of every step. For a Job the Job controller keeps (one an earlier release made) a failure still waits
+    for the Job: its condition names the cause (`DeadlineExceeded` when the Job controller stopped the pod),
+    which the pod, deleted by then, does not. A Job the operator keeps (`towline.k8s.steppods`) has failed as
+    soon as its pod has: the kubelet, which stops a pod at its deadline, names the cause on the pod.
     """
     state, reason = job_state(job.get("status") or {})
     if state == "active" and pod is not None and pod_succeeded(pod):
         return "succeeded", None
+    if state == "active" and pod is not None and managed_by_operator(job) and \
+            (pod.get("status") or {}).get("phase") == "Failed":
+        return "failed", pod_failure_reason(pod)
     return state, reason
+
+
+def managed_by_operator(job: JSON) -> bool:
+    """The Job's pod and status are the operator's to keep (`towline.k8s.steppods`); the Job controller leaves such
+    a Job alone."""
+    return (job.get("spec") or {}).get("managedBy") == STEP_JOB_MANAGER
+
+
+def pod_failure_reason(pod: JSON) -> str:
+    """Why a failed pod failed, as the kubelet says (`DeadlineExceeded` past `activeDeadlineSeconds`, `Evicted`),
+    else `PodFailed` (a container exited non-zero: its result document says more)."""
+    return str((pod.get("status") or {}).get("reason") or "PodFailed")
 
 
 def pod_succeeded(pod: JSON) -> bool:
     """The pod's phase says every container ended with exit code 0 (final: a pod never leaves Succeeded)."""
     return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+
+def pod_ended(pod: JSON) -> bool:
+    """The pod's phase is final: Succeeded, or Failed (every container ended, one of them not with 0, or the
+    kubelet stopped it)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def pod_finished_at(pod: JSON) -> datetime | None:

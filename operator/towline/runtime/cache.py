@@ -34,6 +34,8 @@ from towline.k8s.observe import (
     controller_ref,
     controller_uid,
     job_state,
+    managed_by_operator,
+    pod_ended,
     pod_succeeded,
     secret_volumes,
 )
@@ -71,12 +73,16 @@ def trim(kind: str, body: JSON) -> JSON:
         if ANNOTATION_STEP_ID in annotations:
             kept["metadata"]["annotations"] = {ANNOTATION_STEP_ID: annotations[ANNOTATION_STEP_ID]}
         kept["status"] = body.get("status") or {}
-        template = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
-        kept["spec"] = {"template": {"spec": container_images(template)}}
+        spec = body.get("spec") or {}
+        template = (spec.get("template") or {}).get("spec") or {}
+        kept["spec"] = {"template": {"spec": {**container_images(template), **{
+            key: template[key] for key in ("activeDeadlineSeconds",) if key in template}}}}
+        if "managedBy" in spec:
+            kept["spec"]["managedBy"] = spec["managedBy"]
     elif kind == "Pod":
         status = body.get("status") or {}
-        kept["status"] = {key: status[key] for key in ("phase", "containerStatuses", "initContainerStatuses")
-                          if key in status}
+        kept["status"] = {key: status[key] for key in ("phase", "reason", "containerStatuses",
+                                                       "initContainerStatuses") if key in status}
         kept["spec"] = {"volumes": secret_volumes(body), **container_images(body.get("spec") or {})}
     else:
         kept["spec"] = body.get("spec") or {}
@@ -102,6 +108,10 @@ class ChildCache:
 
     def __init__(self) -> None:
         self._objects: Store[ChildKey, JSON] = _children()
+        self._answered: set[ChildKey] = set()
+        """Objects known from the operator's own answers only (no watch event of them yet): a later answer for the
+        same object is newer (the operator's requests about one object follow each other: a Job's create, then
+        its status write) and replaces it."""
         self._deleted: dict[Key, set[str]] = {}
         """Per run, the UIDs the watch showed deleted (kept until the run is forgotten): a late answer to a list
         or create must not bring one back."""
@@ -110,10 +120,9 @@ class ChildCache:
         """A watch event: the newest state of the object (the watch delivers in order).
 
         True when what a reconcile would observe changed: a Job that is new or whose attempt's state
-        (active, succeeded, failed; `observe.attempt_state`) changed; a pod whose success ended its Job's
-        attempt before the Job controller wrote so; any change of an Approval. A Job's other updates (a pod
-        became ready; its `Complete` after its pod's success was seen) and a pod's other ends (its Job's
-        condition says more) are no reason for a pass.
+        (active, succeeded, failed; `observe.attempt_state`) changed; a pod whose end ended its Job's
+        attempt before the Job's status said so; any change of an Approval. A Job's other updates (its
+        start; its `Complete` after its pod's success was seen) are no reason for a pass.
         """
         return self._keep(kind, body, answer=False)
 
@@ -134,13 +143,18 @@ class ChildCache:
         key = (kind, meta["namespace"], meta["name"])
         cached = self._objects.get(key)
         same = cached is not None and cached["metadata"].get("uid") == meta.get("uid")
-        if answer and (same or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
+        if answer and ((same and key not in self._answered)
+                       or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
             return False
+        if answer:
+            self._answered.add(key)
+        else:
+            self._answered.discard(key)
         kept = trim(kind, body)
         if kind == "Pod":
-            ended = pod_succeeded(kept) and not (same and cached is not None and pod_succeeded(cached))
+            ended = pod_ended(kept) and not (same and cached is not None and pod_ended(cached))
             self._objects.put(key, kept)
-            return ended and not self._job_ended(key, kept)
+            return ended and self._ends_attempt(key, kept)
         if kind != "Job" or not same:
             self._objects.put(key, kept)
             return True
@@ -156,12 +170,14 @@ class ChildCache:
         cached = self._objects.get(key)
         if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
             self._objects.pop(key)
+            self._answered.discard(key)
         if meta.get("uid") and run:
             self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
     def forget_run(self, run: Key) -> None:
         for key, _ in self._objects.by("run", run):
             self._objects.pop(key)
+            self._answered.discard(key)
         self._deleted.pop(run, None)
 
     def children(self, run: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:
@@ -203,22 +219,26 @@ class ChildCache:
         body = self._objects.get(key)
         return body if body is not None and _run_of(key, body) == run else None
 
-    def _job_ended(self, key: ChildKey, pod: JSON) -> bool:
-        """Whether the cache holds the Job controlling `pod` with a terminal condition: its pass came (or comes)
-        with that condition, so the pod's end is no news. A Job not seen yet is not taken as ended: its create's
-        answer or its first event may arrive after the pod's end, and neither wakes the run by itself then."""
+    def _ends_attempt(self, key: ChildKey, pod: JSON) -> bool:
+        """Whether the end of `pod` ends its Job's attempt before the Job's status says so: a success always (a
+        Job not seen yet is not taken as ended: its create's answer or its first event may arrive after the pod's
+        end, and neither wakes the run by itself then); a failure when the operator keeps the Job
+        (towline.k8s.steppods), since the Job controller writes its own Jobs' failures, which then wake the run."""
         owner, run = controller_ref(pod), _run_of(key, pod)
         if owner is None or run is None:
             return False
         job = self._of_run(run, ("Job", key[1], str(owner.get("name"))))
-        return (job is not None and job["metadata"].get("uid") == owner.get("uid")
-                and job_state(job.get("status") or {})[0] != "active")
+        if job is None or job["metadata"].get("uid") != owner.get("uid"):
+            return pod_succeeded(pod)
+        if job_state(job.get("status") or {})[0] != "active":
+            return False
+        return pod_succeeded(pod) or managed_by_operator(job)
 
     def _attempt_state(self, namespace: str, job: JSON) -> tuple[JobState, str | None]:
         """The Job's attempt state with the pod the cache holds for it (any pod it controls: a wake-up hint;
         what counts is decided by `build_observed`)."""
         pods = self._objects.by("controller", (namespace, job["metadata"].get("uid")))
-        return attempt_state(job, next((pod for _, pod in pods if pod_succeeded(pod)), None))
+        return attempt_state(job, next((pod for _, pod in pods if pod_ended(pod)), None))
 
     def _has_finished_pod(self, run: Key, job: JSON) -> bool:
         # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not

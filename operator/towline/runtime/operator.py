@@ -36,6 +36,7 @@ from towline.k8s.apiserver import except_in_step_policies, read_api_server_addre
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.observe import KeptObservations, build_observed, list_children
 from towline.k8s.shards import ShardElectors
+from towline.k8s.steppods import keep_step_pods
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.childwatch import ChildEvents, watch_children
@@ -149,6 +150,10 @@ class Operator:
             for body in bodies:
                 children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid, kept=self._observations)
+
+    async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
+        jobs, pods, _ = self.known.children.children((namespace, run))
+        return await keep_step_pods(self.api, jobs, pods, now, self._remember_created)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         return self.known.latest(key)

@@ -35,9 +35,11 @@ from towline.handlers.context import Key
 from towline.handlers.history import FinishedRun
 from towline.handlers.parsed import ParsedRuns
 from towline.k8s.actions import ActionContext
-from towline.k8s.client import EVENTS, JOBS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
+from towline.k8s.client import EVENTS, JOBS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
+from towline.k8s.labels import STEP_JOB_MANAGER
 from towline.k8s.objects import StepPodSettings
-from towline.k8s.observe import observe_run
+from towline.k8s.observe import list_children, observe_run
+from towline.k8s.steppods import keep_step_pods
 from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy, check_step_type
@@ -204,12 +206,14 @@ def resource_of(path: str) -> str:
 RUNS = resource_of(WORKFLOW_RUNS.path("x"))
 WORKFLOW_KIND = resource_of(WORKFLOWS.path("x"))
 JOB_KIND = resource_of(JOBS.path("x"))
+POD_KIND = resource_of(PODS.path("x"))
 EVENT_KIND = resource_of(EVENTS.path("x"))
 
 
 async def finish_job(api: MemoryApi, namespace: str, job_name: str, document: JSON) -> None:
-    """What the Job controller and the kubelet do for a step that ran: a pod from the Job's template whose
-    step container ended with `document` as its termination message, and the Job marked Complete."""
+    """What the kubelet does for a step that ran: the Job's pod (the operator made it, for a Job it keeps) ends,
+    its step container with `document` as its termination message. For a Job the Job controller keeps (an earlier
+    release's), also what that controller does: the pod from the Job's template, and the Job marked Complete."""
     job = api.stored(JOB_KIND, namespace, job_name)
     assert job is not None, f"no Job {job_name}"
     template = job["spec"]["template"]
@@ -218,6 +222,12 @@ async def finish_job(api: MemoryApi, namespace: str, job_name: str, document: JS
                  "state": {"terminated": {"exitCode": 0, "reason": "Completed",
                                           "message": json.dumps(document) if c["name"] == "step" else ""}}}
                 for c in containers]
+    pod = api.stored(POD_KIND, namespace, job_name)
+    if job["spec"].get("managedBy") == STEP_JOB_MANAGER:
+        assert pod is not None, f"the operator made no pod for its Job {job_name}"
+        await api.replace(f"{PODS.path(namespace, job_name)}/status", {
+            **pod, "status": {"phase": "Succeeded", "containerStatuses": statuses}})
+        return
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job["metadata"]["uid"],
              "controller": True}
     await api.apply({"apiVersion": "v1", "kind": "Pod",
@@ -271,6 +281,10 @@ class MemoryContext:
 
     async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
         return await observe_run(self.api, namespace, run, run_uid)
+
+    async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
+        jobs, pods, _ = await list_children(self.api, namespace, run)
+        return await keep_step_pods(self.api, jobs, pods, now)
 
     def latest_run(self, key: Key) -> JSON | None:
         return self.watched.get(key)

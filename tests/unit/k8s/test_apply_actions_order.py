@@ -38,6 +38,10 @@ class SlowApi:
         owned = {**body["metadata"], "uid": "job-uid", "ownerReferences": [RUN.owner_reference()]}
         return {**body, "metadata": owned}, True
 
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"patch {path.rsplit('/', 2)[-2]}/{path.rsplit('/', 1)[-1]}")
+        return {"kind": "Job", "metadata": {"name": path.rsplit("/", 2)[-2]}, **patch}
+
     async def delete(self, path: str, **_: Any) -> bool:
         self.calls.append(f"delete {path.rsplit('/', 1)[-1]}")
         return True
@@ -84,8 +88,8 @@ def test_events_come_last_and_other_actions_keep_their_order() -> None:
     api = SlowApi()
     apply(api, [EmitEvent("Normal", "RunStarted", "run started"), DeleteJob(job_name="old-1"), job(0),
                 DeleteJob(job_name="old-2")])
-    assert api.calls == ["delete old-1", "create NetworkPolicy fan-m0-1", "create Job fan-m0-1", "delete old-2",
-                         "event RunStarted"]
+    assert api.calls == ["delete old-1", "create NetworkPolicy fan-m0-1", "create Job fan-m0-1",
+                         "patch fan-m0-1/status", "create Pod fan-m0-1", "delete old-2", "event RunStarted"]
 
 
 def test_a_refused_job_fails_the_pass_after_the_others_were_created() -> None:
@@ -118,7 +122,7 @@ class ExistingJobApi(SlowApi):
         if body["kind"] != "Job":
             return await super().create(path, body)
         owner = {**RUN.owner_reference(), "uid": self.owner_uid}
-        return {**body, "metadata": {**body["metadata"], "ownerReferences": [owner]}}, False
+        return {**body, "metadata": {**body["metadata"], "uid": "job-uid", "ownerReferences": [owner]}}, False
 
 
 def test_a_job_the_run_controls_is_adopted_and_an_impostor_is_refused() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.k8s.client import KubeApi
-from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN
+from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_RUN, STEP_JOB_MANAGER
 from towline.k8s.objects import StepPodSettings
 from towline.k8s.observe import build_observed
 from towline.runtime.cache import ChildCache
@@ -21,17 +21,24 @@ KEY = (NS, RUN)
 IMAGE = "ghcr.io/towline/runner:0.1.0"
 
 
-def job(name: str, *, version: str = "10", uid: str = "job-uid", complete: bool = False) -> dict[str, Any]:
+def job(name: str, *, version: str = "10", uid: str = "job-uid", complete: bool = False,
+        managed: bool = False, started: str | None = None) -> dict[str, Any]:
+    """A step Job as the API server shows it; `managed`: the operator keeps its pod (`spec.managedBy`),
+    `started`: its `startTime`."""
     status: dict[str, Any] = {"active": 1}
     if complete:
         status = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    if started:
+        status["startTime"] = started
     return {
         "kind": "Job",
         "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": version,
                      "labels": {LABEL_RUN: RUN, LABEL_ATTEMPT: "1"},
                      "ownerReferences": [{"kind": "WorkflowRun", "name": RUN, "uid": RUN_UID, "controller": True}],
                      "annotations": {ANNOTATION_STEP_ID: "build", "unrelated": "x" * 1000}},
-        "spec": {"template": {"spec": {"containers": [{"name": "step", "image": IMAGE,
+        "spec": {**({"managedBy": STEP_JOB_MANAGER} if managed else {}),
+                 "template": {"spec": {"activeDeadlineSeconds": 600,
+                                       "containers": [{"name": "step", "image": IMAGE,
                                                        "env": [{"name": "TOKEN", "value": "not kept"}]}]}}},
         "status": status,
     }
@@ -137,11 +144,12 @@ def test_a_deleted_job_leaves_the_cache_and_the_run_is_listed_again() -> None:
 
 def test_the_cache_keeps_no_environment_or_unrelated_annotation_only_images() -> None:
     cache = ChildCache()
-    cache.saw("Job", job("release-build-1"))
+    cache.saw("Job", job("release-build-1", managed=True))
     cache.saw("Pod", pod("release-build-1", terminated=True))
     jobs, pods, _ = cache.children(KEY)
     assert "not kept" not in repr(jobs) + repr(pods)
-    assert jobs[0]["spec"] == {"template": {"spec": {"containers": [{"name": "step", "image": IMAGE}]}}}
+    assert jobs[0]["spec"] == {"managedBy": STEP_JOB_MANAGER, "template": {"spec": {
+        "activeDeadlineSeconds": 600, "containers": [{"name": "step", "image": IMAGE}]}}}
     assert pods[0]["spec"]["containers"] == [{"name": "step", "image": IMAGE}]
     assert jobs[0]["metadata"]["annotations"] == {ANNOTATION_STEP_ID: "build"}
 

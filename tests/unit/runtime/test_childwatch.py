@@ -9,12 +9,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-from tests.unit.runtime.test_cache import KEY, NS, RUN, ended_pod, job, pod
+from tests.unit.runtime.test_cache import KEY, NS, RUN, RUN_UID, ended_pod, job, pod
 
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.labels import LABEL_RUN
 from towline.k8s.live import LISTED, SYNCED, watch_objects
 from towline.k8s.objects import build_default_deny_policy
+from towline.k8s.observe import build_observed
 from towline.runtime.cache import ChildCache
 from towline.runtime.childwatch import ChildEvents, watch_children
 
@@ -225,3 +226,31 @@ def test_kopf_style_patterns_share_one_cluster_wide_stream_filtered_to_them() ->
     elsewhere, (other, _) = RecordingApi("t-gw1-b2"), events()
     run_briefly(elsewhere, ("t-gw0-*",), other)
     assert len(other.children) == 0, "another worker's Job is not"
+
+
+def test_a_failed_pod_of_a_job_the_operator_keeps_wakes_its_run() -> None:
+    """Nobody else writes such a Job's failure (towline.k8s.steppods): the pod's end is the news, and the pass
+    observes the attempt failed with the kubelet's reason."""
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", version="10", managed=True, started="2026-12-05T07:00:00Z"))
+    failed = ended_pod("release-build-1", "Failed", exit_code=1)
+    failed["status"]["reason"] = "DeadlineExceeded"
+    feed.apply("Pod", "ADDED", failed)
+    assert woken == [KEY, KEY]
+    observed = build_observed(*feed.children.children(KEY), run_name=RUN, run_uid=RUN_UID)
+    assert (observed.jobs[("build", 1)].state, observed.jobs[("build", 1)].reason) == ("failed", "DeadlineExceeded")
+
+
+def test_the_operators_own_answers_replace_each_other_until_the_watch_speaks() -> None:
+    """A Job's create answer, then its status write's answer (its start): the second is newer and is kept; once a
+    watch event came, a late answer no longer replaces it."""
+    cache = ChildCache()
+    cache.learned("Job", job("release-build-1", version="10", managed=True))
+    cache.learned("Job", job("release-build-1", version="11", managed=True, started="2026-12-05T07:00:00Z"))
+    (kept,), _, _ = cache.children(KEY)
+    assert kept["status"].get("startTime") == "2026-12-05T07:00:00Z"
+    cache.saw("Job", job("release-build-1", version="12", managed=True, complete=True,
+                         started="2026-12-05T07:00:00Z"))
+    cache.learned("Job", job("release-build-1", version="11", managed=True, started="2026-12-05T07:00:00Z"))
+    (kept,), _, _ = cache.children(KEY)
+    assert kept["metadata"]["resourceVersion"] == "12"
