@@ -123,8 +123,8 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
                 counts_by(own_before, "towline_api_requests_total", "verb"))
     unfinished = sum(phase != "Succeeded" for phase in seen.run_phase.values())
     to_pod, to_complete = seen.job_controller_latencies()
-    latencies = [latency_row("Job created -> its pod created (Job controller)", to_pod),
-                 latency_row("pod succeeded -> Job Complete (Job controller)", to_complete),
+    latencies = [latency_row("Job created -> its pod created (operator)", to_pod),
+                 latency_row("pod succeeded -> Job Complete (operator)", to_complete),
                  latency_row("needed steps over -> next Job created (operator)", seen.next_job_latencies(shape))]
     return Figures("Towline", shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after),
                    Counter({key[0]: count for key, count in own.items()}), unfinished, latencies)

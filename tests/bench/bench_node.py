@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.nodesupport import create, sleeper_pod, tcp_probe
+from tests.integration.nodesupport import create, create_step_job, sleeper_pod, tcp_probe
 from towline.k8s.labels import LABEL_STEP_POD
 from towline.k8s.objects import (
     RunRef,
@@ -97,7 +97,7 @@ def main() -> None:
             )
             del job["metadata"]["ownerReferences"]
             started = time.monotonic()
-            create(plane, job)
+            create_step_job(plane, job)  # the Job and its pod, as the operator makes them
             name = f"step-{index}"
             _until(lambda n=name: _job_pod(plane, n) is not None)
             pod = _job_pod(plane, name)

@@ -1,23 +1,27 @@
 """The raw-client limit: the least a controller must write per step, done as directly as possible.
 
 Per step it creates the same Job the operator would (towline.k8s.objects.build_step_job),
-waits for the Job to complete (seen on a watch), and merge-patches the run's
-status with the step's phase; steps of a level start together. It authenticates
+writes its start and creates its pod as the operator does (towline.k8s.steppods),
+waits for the pod to succeed (seen on a watch), writes the Job's end and
+merge-patches the run's status with the step's phase; steps of a level start
+together. It authenticates
 as the operator's ServiceAccount, so RBAC and admission are those the operator
 meets. No observation, no engine, no NetworkPolicy, no Events: its throughput is
-what this machine's API server, Job controller, scheduler and simulated node
+what this machine's API server, scheduler and simulated node
 allow for the same runs, and Towline's throughput is reported as a ratio of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.bench.scaleload import Observations, Shape, step_inputs
 from towline.engine import naming
 from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.steppods import ended_status, start_step_pod
 
 JSON = dict[str, Any]
 
@@ -35,8 +39,11 @@ async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, s
             inputs=step_inputs(step_id), credentials={}, idempotency_key=f"{ref.uid}-{step_id}-1",
             timeout_seconds=None, settings=settings,
         )
-        await api.create(JOBS.path(ref.namespace), job)
+        created, _ = await api.create(JOBS.path(ref.namespace), job)
+        await start_step_pod(api, created, datetime.now(UTC))
         await seen.completion(ref.name, step_id)
+        await api.merge_patch(JOBS.path(ref.namespace, job_name, "status"),
+                              ended_status(created, {"status": {"phase": "Succeeded"}}, datetime.now(UTC)))
         steps[step_id] = {"id": step_id, "phase": "Succeeded", "attempt": 1, "jobName": job_name}
         phase = "Succeeded" if last and len(steps) == shape.steps else "Running"
         await api.merge_patch(status_path, {"status": {"phase": phase, "steps": list(steps.values())}})

@@ -20,7 +20,7 @@ from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-"""The label the Job controller puts on the pods it makes."""
+"""The label the API server puts on a Job's pod template (and so on its pods, whoever makes them)."""
 JSON = dict[str, Any]
 
 
@@ -165,8 +165,9 @@ class Observations:
         return gaps
 
     def job_controller_latencies(self) -> tuple[list[float], list[float]]:
-        """What the cluster's Job controller adds to each step: (Job seen created -> its pod seen created,
-        its pod seen Succeeded -> the Job seen Complete)."""
+        """What keeping a step's Job adds to each step (the operator's work for a Job it keeps, the Job controller's
+        for one an earlier release made): (Job seen created -> its pod seen created, its pod seen Succeeded -> the
+        Job seen Complete)."""
         to_pod, to_complete = [], []
         for key, name in self.job_names.items():
             if name in self.pod_created:

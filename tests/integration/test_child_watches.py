@@ -49,7 +49,7 @@ def step_pod(namespace: str) -> JSON:
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "release-build-1-x", "namespace": namespace,
-                     # Without the run label: only the Job controller may create a pod wearing it (the chart's
+                     # Without the run label: only the operator may create a pod wearing it (the chart's
                      # towline-step-objects policy). The stream selects by the step-pod label alone.
                      "labels": {LABEL_STEP_POD: "true"}},
         "spec": {"schedulingGates": [{"name": "towline.dev/test-holds-it"}], "restartPolicy": "Never",

@@ -25,7 +25,7 @@ from towline.engine.bindings import Bindings
 from towline.engine.graph import ON_FAILURE_CONTINUE, ON_FAILURE_FAIL
 from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import job_name
-from towline.engine.observed import REASON_POD_LOST, Observed
+from towline.engine.observed import REASON_POD_LOST, REASON_POD_REFUSED, Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
@@ -149,8 +149,11 @@ class StepDriver:
             elif observation.reason == REASON_POD_LOST:
                 why += (": its pod was deleted before it ended, and a step's pod is never made twice (it may "
                         "have had its effect)")
+            elif observation.reason == REASON_POD_REFUSED:
+                why += f": the API server refused its pod (the Job's Failed condition says why: kubectl describe job " \
+                       f"{observation.job_name}); nothing ran"
             self.fail_attempt(
-                step_id, self.lost_attempt_class(step_id),
+                step_id, "transient" if observation.reason == REASON_POD_REFUSED else self.lost_attempt_class(step_id),
                 f"the step's Job {observation.job_name} {happened} without a result {why}",
                 retryable=None, finished_at=finished_at,
             )

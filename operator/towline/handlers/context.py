@@ -64,9 +64,9 @@ class ReconcileContext(Protocol):
         run (UID `run_uid`) controls counts."""
 
     async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
-        """What the run's Jobs still need of the operator: a pod a crashed pass did not make, the record of a
-        pod's end in its Job's status, a look whether a pod past its deadline still exists
-        (towline.k8s.steppods); when to look again, if ever."""
+        """What the run's Jobs still need of the operator (towline.k8s.steppods): a pod a crashed pass did not
+        make, the record of a pod's end in its Job's status, a read of a pod nobody has shown to exist or that is
+        past its deadline; when to look again, if ever."""
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         """The run's body from its latest watch event, unless a newer version of it is known; None: read it.

@@ -3,8 +3,10 @@ namespace it watches and read pods (their termination messages), but not Secrets
 design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-operator-jobs
 admits only step-shaped Jobs (towline.k8s.objects.build_step_job) of the runner image, and none in kube-system
 or the operator's own namespace; a user step type's Job runs the runner's `prepare` and then one container of an
-image under stepTypes.allowedImagePrefixes, nothing else. Each escape is refused while a real run's step Jobs
-still run."""
+image under stepTypes.allowedImagePrefixes, nothing else. It also creates each step Job's one pod
+(towline.k8s.steppods: the Job is `managedBy` the operator, so the Job controller makes none): a pod of its own
+design would be the same escape, so its pods are held to the same shape and must be named as, labelled and
+controlled as a step Job's. Each escape is refused while a real run's step Jobs still run."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.integration.support import wait_for, wait_for_phase
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.steppods import build_step_pod
 from towline.k8s.userjobs import build_user_step_job
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
@@ -227,17 +230,76 @@ def test_the_operator_reaches_nothing_in_kube_system_or_its_own_namespace(
     refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(policy)), f"{EXCLUDED} {where}")
 
 
-def test_the_operator_creates_no_pods_and_its_step_jobs_still_run(
-    towline_operator: Any, towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+POD_SHAPE = "a pod of the Towline operator is a step Job's pod"
+
+
+def step_pod(namespace: str, job: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pod the operator makes for `job` (default: `step_job`) once the API server stored it (a uid)."""
+    job = copy.deepcopy(job or step_job(namespace))
+    job["metadata"]["uid"] = "00000000-0000-0000-0000-000000000020"
+    return build_step_pod(job)
+
+
+POD_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
+    "unlabelled": (lambda p: p["metadata"].update(labels={"app": "mine"}), POD_SHAPE),
+    "not-a-step-pod": (lambda p: p["metadata"]["labels"].pop("towline.dev/step-pod"), POD_SHAPE),
+    "not-named-as-a-step": (lambda p: p["metadata"].update(name="anything-1"), POD_SHAPE),
+    "owned-by-nothing": (lambda p: p["metadata"].pop("ownerReferences"), POD_SHAPE),
+    "owned-by-a-job-of-another-name": (lambda p: p["metadata"]["ownerReferences"][0].update(name="other"), POD_SHAPE),
+    "owned-by-a-run-not-a-job": (lambda p: p["metadata"]["ownerReferences"][0].update(
+        kind="WorkflowRun", apiVersion="towline.dev/v1alpha1"), POD_SHAPE),
+}
+
+
+def test_the_operators_step_pod_as_it_builds_it_is_admitted(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
 ) -> None:
+    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(step_pod(namespace)))
+    assert created.returncode == 0, created.stderr
+
+
+@pytest.mark.parametrize("escape", [*POD_ESCAPES, *(name for name, (_, reason) in ESCAPES.items()
+                                                    if reason != STEP_SHAPE)])
+def test_the_operator_may_create_only_step_shaped_pods(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+) -> None:
+    """Every escape of a Job's pod template is refused on the pod too (the same rules read the pod's spec), and a
+    pod must be a step Job's by name, labels and controller."""
+    # A pod naming a ServiceAccount that does not exist is refused before any policy: this one exists.
+    towline_installed.kubectl("create", "serviceaccount", "cluster-admin-sa", "-n", namespace)
+    if escape in POD_ESCAPES:
+        pod = step_pod(namespace)
+        mutate, reason = POD_ESCAPES[escape]
+        mutate(pod)
+    else:
+        job = step_job(namespace)
+        mutate, reason = ESCAPES[escape]
+        mutate(job)
+        pod = step_pod(namespace, job)
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod)), reason)
+
+
+def test_the_operators_pods_reach_nothing_in_kube_system(
+    towline_installed: ControlPlane, as_operator: AsOperator,
+) -> None:
+    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(step_pod("kube-system"))),
+            f"{EXCLUDED} kube-system")
+
+
+def test_a_real_runs_step_pods_are_the_operators_and_still_run(
+    towline_operator: Any, towline_installed: ControlPlane, namespace: str,
+) -> None:
+    """The control for the refusals above: a real run's step pod, made by the operator under the policy."""
     cluster, ns = towline_installed, namespace
-    job = step_job(ns)
-    assert as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)).returncode == 0, \
-        "the control: a Job exactly as the operator builds it is admitted"
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "towline-step-victim-run-call-1-x", "namespace": ns},
-           "spec": _pod(job)}
-    assert as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod)).returncode != 0
     install(cluster, echo_workflow(ns))
     assert create_as(cluster, "admin", run_manifest(ns, "echo", "real-run", "admin")).returncode == 0
     run = wait_for_phase(cluster, ns, "real-run", {"Succeeded", "Failed"})
     assert run["status"]["phase"] == "Succeeded", run["status"]
+    [job_name_] = [step["jobName"] for step in run["status"]["steps"]]
+    pod = json.loads(cluster.kubectl("get", "pod", job_name_, "-n", ns, "-o", "json").stdout)
+    assert [(o["kind"], o["name"], o["controller"]) for o in pod["metadata"]["ownerReferences"]] == [
+        ("Job", job_name_, True)]
+    job = json.loads(cluster.kubectl("get", "job", job_name_, "-n", ns, "-o", "json").stdout)
+    assert job["spec"]["managedBy"] == "towline.dev/operator"
+    assert {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"} == {
+        "SuccessCriteriaMet", "Complete"}, "the operator recorded the pod's end on its Job"

@@ -28,14 +28,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforce
 
 OPERATOR_ONLY = ("Jobs labelled towline.dev/run (on the Job or its pod template) or named towline-step-* are created "
                  "by the Towline operator only; carol may not create one")
-JOB_CONTROLLER_ONLY = "pods labelled towline.dev/run or named towline-step-* are created by the Job controller only; " \
-    "carol may not create one"
+POD_CREATORS_ONLY = "pods labelled towline.dev/run or named towline-step-* are created by the Towline operator (or, " \
+    "for step Jobs of an earlier release, the Job controller) only; carol may not create one"
 OWNERSHIP = "only the Towline operator and the Job controller may add or remove the label towline.dev/run"
 SPEC = "the spec of a step Job (its image, above all) is what the run trusts for the step's result"
 
 
 def finished_run(cluster: ControlPlane, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run that Succeeded (its Job's pod was created by the Job controller under the policy) and its Job."""
+    """A run that Succeeded (its Job's pod was created by the operator under the policy) and its Job."""
     install(cluster, echo_workflow(ns))
     assert create_as(cluster, "admin", run_manifest(ns, "echo", "real-run", "admin")).returncode == 0
     run = wait_for_phase(cluster, ns, "real-run", {"Succeeded", "Failed"})
@@ -89,7 +89,7 @@ def test_an_editor_cannot_forge_or_relabel_a_runs_jobs_and_pods(
     refused(create_as(cluster, "carol", job_manifest(ns, "forged-job", labels, [owner(run)])), OPERATOR_ONLY)
     pod_labels = {"towline.dev/run": "real-run", "job-name": job["metadata"]["name"]}
     forged_pod = pod_manifest(ns, "forged-pod", pod_labels, [owner(job)])
-    refused(create_as(cluster, "carol", forged_pod, "--dry-run=server"), JOB_CONTROLLER_ONLY)
+    refused(create_as(cluster, "carol", forged_pod, "--dry-run=server"), POD_CREATORS_ONLY)
 
     # Her own Job, unlabelled, is hers to make; labelling it for the run afterwards is not.
     assert create_as(cluster, "carol", job_manifest(ns, "carols-job", {}, [])).returncode == 0
@@ -129,7 +129,7 @@ def test_an_editor_cannot_make_step_objects_by_pod_template_or_reserved_name(
     refused(create_as(cluster, "carol", job_manifest(ns, "template-labelled", {}, [], victim)), OPERATOR_ONLY)
     refused(create_as(cluster, "carol", job_manifest(ns, "towline-step-mine-1", {}, [])), OPERATOR_ONLY)
     refused(create_as(cluster, "carol", pod_manifest(ns, "towline-step-mine-1-abcde", {}, []), "--dry-run=server"),
-            JOB_CONTROLLER_ONLY)
+            POD_CREATORS_ONLY)
     # A suspended Job's template labels may change (Kubernetes allows it before the Job starts): not to a run's.
     assert create_as(cluster, "carol", job_manifest(ns, "later", {}, [], {"app": "mine"})).returncode == 0
     refused(patch_as(cluster, "carol", "job", "later", ns, {"spec": {"template": {"metadata": {"labels": victim}}}}),

@@ -8,6 +8,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from handler_fakes import (
     JOB_KIND,
     NAMESPACE,
@@ -21,11 +22,11 @@ from handler_fakes import (
     workflow,
 )
 
-from towline.engine.observed import REASON_POD_LOST
+from towline.engine.observed import REASON_POD_LOST, REASON_POD_REFUSED
 from towline.handlers.runs import reconcile_run
-from towline.k8s.client import JOBS, PODS
+from towline.k8s.client import JOBS, PODS, ApiError
 from towline.k8s.labels import STEP_JOB_MANAGER
-from towline.k8s.steppods import POD_CHECK_GRACE
+from towline.k8s.steppods import POD_CHECK_GRACE, POD_EXISTS_CHECK
 
 PLAN_JOB = "towline-step-r1-plan-1"
 
@@ -95,14 +96,16 @@ def test_a_started_jobs_vanished_pod_is_never_made_again_and_fails_the_attempt(c
     del context.api.objects[(POD_KIND, NAMESPACE, PLAN_JOB)]  # deleted at once (--force --grace-period=0)
     wake = reconcile(context)
     assert stored(context, POD_KIND) is None, "a started Job never gets a second pod"
-    assert wake is not None and wake > datetime.now(UTC) + timedelta(seconds=500), "looked at past its deadline"
-    # Past the pod's deadline and the grace: the start as long ago.
-    long_ago = datetime.now(UTC) - timedelta(seconds=600) - POD_CHECK_GRACE - timedelta(seconds=5)
+    assert wake is not None and wake <= datetime.now(UTC) + POD_EXISTS_CHECK, "a pod nobody knows of is read soon"
+    # Past that check: the start as long ago.
+    long_ago = datetime.now(UTC) - POD_EXISTS_CHECK - timedelta(seconds=5)
     asyncio.run(context.api.replace(f"{JOBS.path(NAMESPACE, PLAN_JOB)}/status", {
         **job, "status": {**job["status"], "startTime": long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")}}))
     reconcile(context)
     lost = stored(context, JOB_KIND)
     assert lost is not None and conditions(lost) == [("FailureTarget", REASON_POD_LOST), ("Failed", REASON_POD_LOST)]
+    assert "completionTime" not in lost["status"], "the API server refuses a completion time without Complete"
+    assert (lost["status"]["failed"], lost["status"]["active"]) == (1, 0)
     assert stored(context, POD_KIND) is None
     reconcile(context)
     [plan] = [s for s in status_of(context, "r1")["steps"] if s["id"] == "plan"]
@@ -136,3 +139,26 @@ def test_before_the_deadline_a_running_pod_is_not_looked_at(context: MemoryConte
     assert not [r for r in context.api.requests[before:] if r[1].startswith(PODS.path(NAMESPACE, PLAN_JOB))], \
         "the watch tells of its end"
     assert wake is not None and wake >= datetime.now(UTC) + timedelta(seconds=600)
+
+
+def test_a_pod_the_api_server_refuses_fails_the_attempt_as_refused_and_may_be_retried(
+        context: MemoryContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing ran, so even a mutating step may run again; the Job's condition carries the API server's words."""
+    create = context.api._create
+
+    def quota(target: Any, body: Any) -> Any:
+        if target.resource.endswith("/pods"):
+            raise ApiError(403, 'pods "x" is forbidden: exceeded quota: pods, requested: pods=1, limited: pods=0')
+        return create(target, body)
+
+    monkeypatch.setattr(context.api, "_create", quota)
+    started(context)
+    assert stored(context, POD_KIND) is None
+    job = stored(context, JOB_KIND)
+    assert job is not None
+    assert conditions(job) == [("FailureTarget", REASON_POD_REFUSED), ("Failed", REASON_POD_REFUSED)]
+    assert "exceeded quota" in job["status"]["conditions"][1]["message"]
+    reconcile(context)
+    [plan] = [s for s in status_of(context, "r1")["steps"] if s["id"] == "plan"]
+    assert plan["errorClass"] == "transient"
+    assert "the API server refused its pod" in plan["message"] and "nothing ran" in plan["message"]
