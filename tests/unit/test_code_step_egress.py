@@ -60,11 +60,8 @@ class RecordingApi:
 
     async def create(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         self.created.append(body)
-        owned = {**body["metadata"], "uid": "job-uid", "ownerReferences": [RUN.owner_reference()]}
-        return {**body, "metadata": owned}, True
-
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return patch  # the Job's start, written before its pod is created
+        owners = body["metadata"]["ownerReferences"] if body["kind"] == "Pod" else [RUN.owner_reference()]
+        return {**body, "metadata": {**body["metadata"], "uid": "job-uid", "ownerReferences": owners}}, True
 
 
 def egress_rules(action: str, allow_hosts: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -170,15 +170,16 @@ learns of a missing one from the pod's status.
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
-# a step Job's start and end: the operator keeps its step Jobs (spec.managedBy), not the Job controller
+# a step Job's end: the operator keeps its step Jobs (spec.managedBy), not the Job controller
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [patch]
 # create: each step Job's one pod (towline.k8s.steppods), held to a step's shape by the operator-jobs policy;
+# patch: only to remove its finalizer towline.dev/step-result once the pod's end is written on its Job;
 # delete: a step pod that has not ended at the step's deadline (one never scheduled, which no kubelet stops)
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   # update: a default-deny policy somebody opened up is put back before the next step starts;

@@ -24,9 +24,6 @@ attempt is over, and the resume after the repair runs a new one.
 REASON_POD_REFUSED = "PodRefused"
 """The API server refused to create the attempt's pod (admission, quota): nothing ran, so the attempt may be
 retried whatever the step does; the Job's `Failed` condition names the API server's reason."""
-REASON_POD_LOST = "PodLost"
-"""The attempt's Job was started but its pod is gone without having ended (deleted at once, or with its node):
-the operator never makes a second pod for it (towline.k8s.steppods), as the first may have had its effect."""
 
 
 @dataclass(frozen=True)

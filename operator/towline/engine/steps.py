@@ -25,7 +25,7 @@ from towline.engine.bindings import Bindings
 from towline.engine.graph import ON_FAILURE_CONTINUE, ON_FAILURE_FAIL
 from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import job_name
-from towline.engine.observed import REASON_POD_LOST, REASON_POD_REFUSED, Observed
+from towline.engine.observed import REASON_POD_REFUSED, Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
@@ -146,9 +146,6 @@ class StepDriver:
             if observation.reason == "DeadlineExceeded":
                 why += (": it ran past the step's timeoutSeconds (counted from the Job's start); raise it if "
                         "the work is real")
-            elif observation.reason == REASON_POD_LOST:
-                why += (": its pod was deleted before it ended, and a step's pod is never made twice (it may "
-                        "have had its effect)")
             elif observation.reason == REASON_POD_REFUSED:
                 why += f": the API server refused its pod (the Job's Failed condition says why: kubectl describe job " \
                        f"{observation.job_name}); nothing ran"

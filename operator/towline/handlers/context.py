@@ -63,10 +63,11 @@ class ReconcileContext(Protocol):
         """The run's Jobs, pods and Approvals as they are (from the watches where they suffice); only what the
         run (UID `run_uid`) controls counts."""
 
-    async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
-        """What the run's Jobs still need of the operator (towline.k8s.steppods): a pod a crashed pass did not
-        make, the record of a pod's end in its Job's status, a read of a pod nobody has shown to exist or that is
-        past its deadline; when to look again, if ever."""
+    async def keep_step_pods(self, namespace: str, run: str, now: datetime, *, run_over: bool = False,
+                             ) -> datetime | None:
+        """What the run's Jobs and pods still need of the operator (towline.k8s.steppods): a pod a stopped pass did
+        not make, the record of a pod's end on its Job, a pod past its deadline stopped, the finalizer of a pod
+        whose end is recorded (or whose run is over: `run_over`) removed; when to look again, if ever."""
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         """The run's body from its latest watch event, unless a newer version of it is known; None: read it.

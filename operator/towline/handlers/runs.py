@@ -58,6 +58,7 @@ async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -
 async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
     raw = operator.latest_run((namespace, name)) or await read_run(operator.api, namespace, name)
     if raw is None:
+        await operator.keep_step_pods(namespace, name, datetime.now(UTC), run_over=True)  # deleted while running
         return None
     # Never mutated below (the engine copies before it changes a status): the next pass may get it again.
     run = operator.parsed_run((namespace, name), raw)
@@ -69,6 +70,7 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         # Nothing more to do for it: its Workflow's pass keeps the history within the limits. Only a spec
         # change after the end (a late cancel) or a run finished by an older operator gets its standard
         # fields written once, so tools never wait on a finished run.
+        await operator.keep_step_pods(namespace, name, now, run_over=True)
         finished = standard_status(status, generation, now)
         if finished != status:
             await _write(operator, raw, finished, run)
@@ -101,12 +103,13 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     await apply_actions(operator.action_context, ref, decision.actions)
     written = standard_status(decision.status, generation, now)
+    pod_check = None if held is not None or problems else await operator.keep_step_pods(
+        namespace, name, now, run_over=written.phase in TERMINAL_RUN_PHASES)
     if await _write(operator, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
             operator.decided_run((namespace, name), written.phase)
-    pod_check = None if held is not None or problems else await operator.keep_step_pods(namespace, name, now)
     if written.phase in TERMINAL_RUN_PHASES:
         await operator.on_run_finished({**raw, "status": written.to_wire()})
         return None

@@ -32,7 +32,7 @@ from towline.k8s.objects import (
     notification_selector,
 )
 from towline.k8s.observe import controller_uid, managed_by_operator
-from towline.k8s.steppods import start_step_pod
+from towline.k8s.steppods import release_step_pod, start_step_pod
 from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
@@ -165,6 +165,7 @@ async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Act
         decided_at = rfc3339(action.decided_at, timespec="seconds")
         await set_approval_phase(context.api, run.namespace, action.name, action.phase, decided_at=decided_at)
     elif isinstance(action, engine_actions.DeleteJob):
+        await release_step_pod(context.api, run.namespace, action.job_name)  # its pod goes with it
         await context.api.delete(JOBS.path(run.namespace, action.job_name))
     elif isinstance(action, engine_actions.EmitEvent) and action.reason == EGRESS_ISOLATION_MISSING:
         record_isolation_missing(run.namespace)

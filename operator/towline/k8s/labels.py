@@ -22,3 +22,6 @@ MANAGER = "towline"
 STEP_JOB_MANAGER = "towline.dev/operator"
 """A step Job's `spec.managedBy`: the operator, not the cluster's Job controller, makes its pod and writes its
 status (towline.k8s.steppods)."""
+STEP_POD_FINALIZER = "towline.dev/step-result"
+"""On a step pod the operator made, until its end is written on its Job: the pod cannot vanish unrecorded, so a Job
+without a pod never had one (towline.k8s.steppods)."""

@@ -66,8 +66,9 @@ def _children() -> Store[ChildKey, JSON]:
 def trim(kind: str, body: JSON) -> JSON:
     """The fields `build_observed` and `covers` read; nothing else is kept."""
     meta = body.get("metadata") or {}
-    kept: JSON = {"metadata": {key: meta[key] for key in ("name", "namespace", "uid", "resourceVersion", "labels",
-                                                           "ownerReferences") if key in meta}}
+    kept: JSON = {"metadata": {key: meta[key] for key in (
+        "name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
+        "deletionTimestamp", "finalizers") if key in meta}}
     if kind == "Job":
         annotations = meta.get("annotations") or {}
         if ANNOTATION_STEP_ID in annotations:
@@ -108,15 +109,25 @@ class ChildCache:
 
     def __init__(self) -> None:
         self._objects: Store[ChildKey, JSON] = _children()
-        self._answered: set[ChildKey] = set()
-        """Objects known from the operator's own answers only (no watch event of them yet): a later answer for the
-        same object is newer (the operator's requests about one object follow each other: a Job's create, then
-        its status write) and replaces it."""
+        self._awaited: dict[ChildKey, str] = {}
+        """The resourceVersion of the operator's own last write of an object (a Job's status, a pod's finalizer),
+        whose answer the cache holds: the watch's events before that write's echo are older, and ignored."""
         self._deleted: dict[Key, set[str]] = {}
         """Per run, the UIDs the watch showed deleted (kept until the run is forgotten): a late answer to a list
         or create must not bring one back."""
 
-    def saw(self, kind: str, body: JSON) -> bool:
+    def wrote(self, kind: str, body: JSON) -> None:
+        """The answer to the operator's own write of an object (not a create): newer than anything the watch has
+        shown of it, and kept until the watch shows that very version (client-go's expectations, as for runs in
+        `runstore`)."""
+        meta = body.get("metadata") or {}
+        if not (meta.get("labels") or {}).get(LABEL_RUN):
+            return
+        key = (kind, meta["namespace"], meta["name"])
+        self._objects.put(key, trim(kind, body))
+        self._awaited[key] = str(meta.get("resourceVersion") or "")
+
+    def saw(self, kind: str, body: JSON, *, listed: bool = False) -> bool:
         """A watch event: the newest state of the object (the watch delivers in order).
 
         True when what a reconcile would observe changed: a Job that is new or whose attempt's state
@@ -124,6 +135,13 @@ class ChildCache:
         attempt before the Job's status said so; any change of an Approval. A Job's other updates (its
         start; its `Complete` after its pod's success was seen) are no reason for a pass.
         """
+        meta = body.get("metadata") or {}
+        key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+        awaited = self._awaited.get(key)
+        if awaited is not None:
+            if not listed and str(meta.get("resourceVersion") or "") != awaited:
+                return False  # from before the operator's own write, whose answer the cache holds
+            del self._awaited[key]  # the echo (or a (re-)list, which shows the newest)
         return self._keep(kind, body, answer=False)
 
     def learned(self, kind: str, body: JSON) -> None:
@@ -143,13 +161,8 @@ class ChildCache:
         key = (kind, meta["namespace"], meta["name"])
         cached = self._objects.get(key)
         same = cached is not None and cached["metadata"].get("uid") == meta.get("uid")
-        if answer and ((same and key not in self._answered)
-                       or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
+        if answer and (same or meta.get("uid") in self._deleted.get((meta["namespace"], run), ())):
             return False
-        if answer:
-            self._answered.add(key)
-        else:
-            self._answered.discard(key)
         kept = trim(kind, body)
         if kind == "Pod":
             ended = pod_ended(kept) and not (same and cached is not None and pod_ended(cached))
@@ -170,14 +183,14 @@ class ChildCache:
         cached = self._objects.get(key)
         if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
             self._objects.pop(key)
-            self._answered.discard(key)
+            self._awaited.pop(key, None)
         if meta.get("uid") and run:
             self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
     def forget_run(self, run: Key) -> None:
         for key, _ in self._objects.by("run", run):
             self._objects.pop(key)
-            self._answered.discard(key)
+            self._awaited.pop(key, None)
         self._deleted.pop(run, None)
 
     def children(self, run: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:

@@ -29,7 +29,9 @@ from typing import Any
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
+from towline.k8s.live import LISTED
 from towline.k8s.objects import DEFAULT_DENY_POLICY
+from towline.k8s.steppods import holds_finalizer
 from towline.runtime.cache import ChildCache
 from towline.runtime.streams import Listing, follow, scopes
 
@@ -80,9 +82,14 @@ class ChildEvents:
             self.children.gone(kind, body)
             changed = kind in ("Job", "Approval")
         elif key[1] and not self.wants_children(key):
-            return
+            if kind != "Pod" or not holds_finalizer(body):
+                return
+            # A finished run's pod the operator still holds (one that ended after its run): the run's pass lets
+            # it go (towline.k8s.steppods).
+            self.children.saw(kind, body, listed=event == LISTED)
+            changed = True
         else:
-            changed = self.children.saw(kind, body)
+            changed = self.children.saw(kind, body, listed=event == LISTED)
         # A step's progress (a missing Secret included: the runner fails the attempt) arrives through its Job,
         # and a success first through its pod (`observe.attempt_state`); a pod is otherwise cached for its
         # result document only. Any change of an Approval (a decision) is news for its run.

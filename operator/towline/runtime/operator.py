@@ -151,9 +151,11 @@ class Operator:
                 children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
         return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid, kept=self._observations)
 
-    async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
+    async def keep_step_pods(self, namespace: str, run: str, now: datetime, *, run_over: bool = False,
+                             ) -> datetime | None:
         jobs, pods, _ = self.known.children.children((namespace, run))
-        return await keep_step_pods(self.api, jobs, pods, now, self._remember_created)
+        return await keep_step_pods(self.api, jobs, pods, now, learned=self._remember_created,
+                                    wrote=self._remember_written, run_over=run_over)
 
     def latest_run(self, key: Key) -> dict[str, Any] | None:
         return self.known.latest(key)
@@ -204,6 +206,9 @@ class Operator:
 
     def _remember_created(self, body: dict[str, Any]) -> None:
         self.known.children.learned(str(body.get("kind")), body)
+
+    def _remember_written(self, body: dict[str, Any]) -> None:
+        self.known.children.wrote(str(body.get("kind")), body)
 
     async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
         """The API server moved: each shard's holder carves its new addresses out of running steps' policies."""

@@ -287,9 +287,10 @@ def test_the_operators_pods_reach_nothing_in_kube_system(
 
 
 def test_a_real_runs_step_pods_are_the_operators_and_still_run(
-    towline_operator: Any, towline_installed: ControlPlane, namespace: str,
+    towline_operator: Any, towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
 ) -> None:
-    """The control for the refusals above: a real run's step pod, made by the operator under the policy."""
+    """The control for the refusals above: a real run's step pod, made by the operator under the policy; and the
+    operator, which may patch pods only to remove its finalizer, changes no pod's spec (its image)."""
     cluster, ns = towline_installed, namespace
     install(cluster, echo_workflow(ns))
     assert create_as(cluster, "admin", run_manifest(ns, "echo", "real-run", "admin")).returncode == 0
@@ -303,3 +304,7 @@ def test_a_real_runs_step_pods_are_the_operators_and_still_run(
     assert job["spec"]["managedBy"] == "towline.dev/operator"
     assert {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"} == {
         "SuccessCriteriaMet", "Complete"}, "the operator recorded the pod's end on its Job"
+    assert "finalizers" not in pod["metadata"], "let go once its end was written"
+    swap = json.dumps({"spec": {"containers": [{"name": "step", "image": TEST_IMAGE}]}})
+    refused(as_operator("patch", "pod", job_name_, "-n", ns, "--type", "strategic", "-p", swap),
+            "the Towline operator changes nothing of a pod but its metadata")

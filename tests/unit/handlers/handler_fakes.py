@@ -84,6 +84,18 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return merged
 
 
+def primitive_list_deletions(target: JSON, patch: JSON) -> JSON:
+    """The one strategic-merge directive the operator sends (`$deleteFromPrimitiveList/<list>` under metadata),
+    as the equivalent JSON merge patch."""
+    metadata: JSON = {}
+    for key, value in (patch.get("metadata") or {}).items():
+        directive, _, field_name = key.partition("/")
+        assert directive == "$deleteFromPrimitiveList", f"unsupported strategic-merge patch {key}"
+        kept = [item for item in target["metadata"].get(field_name) or [] if item not in value]
+        metadata[field_name] = kept or None
+    return {"metadata": metadata}
+
+
 def matches(labels: Mapping[str, str], selector: str) -> bool:
     """Equality-based selector `a=b,c=d` (the only form the operator sends)."""
     wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
@@ -114,13 +126,18 @@ class MemoryApi(KubeApi):
             return self._create(target, copy.deepcopy(body))
         if method == "PUT":
             return self._write(target, copy.deepcopy(body), check_version=True)
+        if method == "PATCH" and content_type == "application/strategic-merge-patch+json":
+            body = primitive_list_deletions(self._existing(target), body)
         if method == "PATCH":
             existing = self._existing(target)
             part = "status" if target.subresource == "status" else None
             patch = {"status": body.get("status")} if part else {k: v for k, v in body.items() if k != "status"}
             return self._write(target, merge_patch(existing, patch), check_version=False)
         if method == "DELETE":
-            self._existing(target)
+            existing = self._existing(target)
+            if existing["metadata"].get("finalizers"):  # kept, marked, until its finalizers are removed
+                existing["metadata"].setdefault("deletionTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                return copy.deepcopy(existing)
             del self.objects[self._key(target)]
             return {"kind": "Status", "status": "Success"}
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
@@ -164,13 +181,18 @@ class MemoryApi(KubeApi):
             for part, value in body.items():
                 if part not in ("metadata", "status"):
                     updated[part] = value
-            for part in ("labels", "annotations", "ownerReferences"):
+            for part in ("labels", "annotations", "ownerReferences", "finalizers"):
                 if part in body.get("metadata", {}):
                     updated["metadata"][part] = body["metadata"][part]
+                elif part == "finalizers":
+                    updated["metadata"].pop(part, None)
             if updated.get("spec") != existing.get("spec"):
                 updated["metadata"]["generation"] += 1
         if updated != existing:
             updated["metadata"]["resourceVersion"] = str(next(self._versions))
+        if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            del self.objects[self._key(target)]  # its last finalizer gone: deleted
+            return copy.deepcopy(updated)
         self.objects[self._key(target)] = updated
         return copy.deepcopy(updated)
 
@@ -282,9 +304,10 @@ class MemoryContext:
     async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
         return await observe_run(self.api, namespace, run, run_uid)
 
-    async def keep_step_pods(self, namespace: str, run: str, now: datetime) -> datetime | None:
+    async def keep_step_pods(self, namespace: str, run: str, now: datetime, *, run_over: bool = False,
+                             ) -> datetime | None:
         jobs, pods, _ = await list_children(self.api, namespace, run)
-        return await keep_step_pods(self.api, jobs, pods, now)
+        return await keep_step_pods(self.api, jobs, pods, now, run_over=run_over)
 
     def latest_run(self, key: Key) -> JSON | None:
         return self.watched.get(key)

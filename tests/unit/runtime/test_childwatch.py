@@ -12,7 +12,7 @@ from typing import Any
 from tests.unit.runtime.test_cache import KEY, NS, RUN, RUN_UID, ended_pod, job, pod
 
 from towline.k8s.actions import DefaultDenyPolicies
-from towline.k8s.labels import LABEL_RUN
+from towline.k8s.labels import LABEL_RUN, STEP_POD_FINALIZER
 from towline.k8s.live import LISTED, SYNCED, watch_objects
 from towline.k8s.objects import build_default_deny_policy
 from towline.k8s.observe import build_observed
@@ -241,16 +241,31 @@ def test_a_failed_pod_of_a_job_the_operator_keeps_wakes_its_run() -> None:
     assert (observed.jobs[("build", 1)].state, observed.jobs[("build", 1)].reason) == ("failed", "DeadlineExceeded")
 
 
-def test_the_operators_own_answers_replace_each_other_until_the_watch_speaks() -> None:
-    """A Job's create answer, then its status write's answer (its start): the second is newer and is kept; once a
-    watch event came, a late answer no longer replaces it."""
+def test_the_operators_own_write_is_kept_until_the_watch_shows_it() -> None:
+    """A Job's end written by the operator: the watch's events from before that write (older) do not undo it in the
+    cache, its echo (or a re-list) takes over, and later events count again."""
     cache = ChildCache()
-    cache.learned("Job", job("release-build-1", version="10", managed=True))
-    cache.learned("Job", job("release-build-1", version="11", managed=True, started="2026-12-05T07:00:00Z"))
-    (kept,), _, _ = cache.children(KEY)
-    assert kept["status"].get("startTime") == "2026-12-05T07:00:00Z"
-    cache.saw("Job", job("release-build-1", version="12", managed=True, complete=True,
-                         started="2026-12-05T07:00:00Z"))
-    cache.learned("Job", job("release-build-1", version="11", managed=True, started="2026-12-05T07:00:00Z"))
+    cache.saw("Job", job("release-build-1", version="10", managed=True))
+    cache.wrote("Job", job("release-build-1", version="12", managed=True, complete=True))
+    cache.saw("Job", job("release-build-1", version="11", managed=True))  # from before the write
     (kept,), _, _ = cache.children(KEY)
     assert kept["metadata"]["resourceVersion"] == "12"
+    cache.saw("Job", job("release-build-1", version="12", managed=True, complete=True))  # its echo
+    cache.saw("Job", job("release-build-1", version="13", managed=True, complete=True))
+    (kept,), _, _ = cache.children(KEY)
+    assert kept["metadata"]["resourceVersion"] == "13"
+    cache.wrote("Job", job("release-build-1", version="14", managed=True, complete=True))
+    cache.saw("Job", job("release-build-1", version="15", managed=True, complete=True), listed=True)
+    (kept,), _, _ = cache.children(KEY)
+    assert kept["metadata"]["resourceVersion"] == "15", "a re-list shows the newest"
+
+
+def test_a_finished_runs_pod_still_held_by_the_operator_is_kept_and_wakes_the_run() -> None:
+    """Its run's pass removes the finalizer (towline.k8s.steppods); any other child of a finished run is dropped."""
+    feed, woken = events(finished={KEY})
+    held = ended_pod("release-build-1", "Failed")
+    held["metadata"]["finalizers"] = [STEP_POD_FINALIZER]
+    feed.apply("Pod", "ADDED", held)
+    assert woken == [KEY]
+    _, pods, _ = feed.children.children(KEY)
+    assert [p["metadata"]["finalizers"] for p in pods] == [[STEP_POD_FINALIZER]]
