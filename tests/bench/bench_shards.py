@@ -46,6 +46,10 @@ SHORT_LEASE = {"TOWLINE_LEASE_DURATION_SECONDS": "6", "TOWLINE_LEASE_RENEW_DEADL
 SHAPE = chain(3)
 DECIDED = re.compile(r"^(?P<namespace>\S+)/(?P<run>\S+): decided (?P<phase>\w+) \(shard (?P<shard>\d+) of \d+, "
                      r"(?P<identity>\S+)\)$")
+HOLDING = re.compile(r"^(?P<no>no longer )?holding shard (?P<shard>\d+) of \d+$")
+CANCELLED = "lost the Lease during a pass; cancelling it"
+"""A replica's passes cancelled as its Lease went (its renewal late on a loaded machine): a status write under
+way may have landed, its log line not."""
 TIMEOUT = float(os.environ.get("BENCH_TIMEOUT_SECONDS", "900"))
 
 
@@ -60,6 +64,8 @@ class ShardProof:
     shards: int = 3
     disrupted: list[tuple[frozenset[int], str, datetime]] = field(default_factory=list)
     """(the shards it held, replica, when) of each SIGKILL and SIGSTOP."""
+    cancelled: list[tuple[frozenset[int], str, datetime]] = field(default_factory=list)
+    """(the shards it held, replica, when) of each time a replica cancelled its passes on losing a Lease."""
     jobs: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
     """(namespace, run, step) -> the names of its Jobs."""
     decided: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
@@ -96,13 +102,13 @@ class ShardProof:
         return [key for key in self.runs if key not in self.decided and self.unlogged_decider(key) is None]
 
     def unlogged_decider(self, key: tuple[str, str]) -> str | None:
-        """The replica that decided `key` without logging it: the holder of its shard, SIGKILLed or SIGSTOPped
-        after the run's finishedAt (the start of the pass that decided it), else None. Its write landed while it
-        held the shard; killed, the answer was lost with the process; paused, the pass was cancelled on resuming
-        because its Lease had gone meanwhile ("lost the Lease during a pass"), before its log line. Nobody else
-        could write that run's status before the Lease expired, after the signal."""
+        """The replica that decided `key` without logging it: the holder of its shard, SIGKILLed or SIGSTOPped, or
+        cancelling its passes on losing the shard's Lease, after the run's finishedAt (the start of the pass that
+        decided it), else None. Its write landed while it held the shard; killed, the answer was lost with the
+        process; paused, or its Lease's renewal late, the pass was cancelled ("lost the Lease during a pass")
+        before its log line. Nobody else could write that run's status before the Lease expired."""
         finished = self.finished_at.get(key)
-        for shards, replica, when in self.disrupted:
+        for shards, replica, when in [*self.disrupted, *self.cancelled]:
             if finished is not None and shard_of(key[0], self.shards) in shards and finished <= when:
                 return replica
         return None
@@ -240,18 +246,24 @@ async def shard_proof(cluster: SimCluster, *, runs: int, namespaces: int, replic
 
 
 def _read_decided(operators: dict[str, OperatorProcess], proof: ShardProof) -> None:
-    """`proof.decided` from every replica's log as it is now."""
+    """`proof.decided` (and `proof.cancelled`) from every replica's log as it is now."""
     proof.decided.clear()
-    for operator in operators.values():
+    proof.cancelled.clear()
+    for name, operator in operators.items():
+        held: set[int] = set()
         for line in operator.log_text().splitlines():
             try:
-                message = str(json.loads(line).get("message", ""))
+                record = json.loads(line)
             except ValueError:
                 continue
-            match = DECIDED.match(message)
-            if match:
+            message = str(record.get("message", ""))
+            if match := DECIDED.match(message):
                 key = (match["namespace"], match["run"])
                 proof.decided.setdefault(key, []).append((int(match["shard"]), match["identity"]))
+            elif match := HOLDING.match(message):
+                (held.discard if match["no"] else held.add)(int(match["shard"]))
+            elif message == CANCELLED and held:
+                proof.cancelled.append((frozenset(held), name, datetime.fromisoformat(str(record["time"]))))
 
 
 async def _until_logged(operators: dict[str, OperatorProcess], proof: ShardProof, timeout: float = 60.0) -> None:
