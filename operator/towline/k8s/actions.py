@@ -7,7 +7,6 @@ anything; it only does what the engine asked.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from towline.k8s.objects import (
 )
 from towline.k8s.observe import controller_uid, managed_by_operator
 from towline.k8s.steppods import release_step_pod, start_step_pod
+from towline.k8s.together import side_by_side
 from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
@@ -134,16 +134,7 @@ async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[e
 
 
 async def _apply_together(context: ActionContext, run: RunRef, actions: list[engine_actions.Action]) -> None:
-    gate = asyncio.Semaphore(PARALLEL_CREATES)
-
-    async def one(action: engine_actions.Action) -> None:
-        async with gate:
-            await _apply_logged(context, run, action)
-
-    outcomes = await asyncio.gather(*(one(action) for action in actions), return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
+    await side_by_side((_apply_logged(context, run, action) for action in actions), PARALLEL_CREATES)
 
 
 async def _apply_logged(context: ActionContext, run: RunRef, action: engine_actions.Action) -> None:

@@ -43,6 +43,7 @@ from towline.k8s.observe import (
     pod_finished_at,
     pod_succeeded,
 )
+from towline.k8s.together import side_by_side
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 JSON = dict[str, Any]
@@ -53,6 +54,8 @@ DEADLINE_GRACE = timedelta(seconds=30)
 no end of. The kubelet stops a pod at its `activeDeadlineSeconds`, counted from the pod's start (a little later);
 but a pod never scheduled is stopped by no kubelet. The Job controller failed such a Job at its deadline; so does
 the operator."""
+PARALLEL_UPKEEP = 8
+"""Requests of a run's upkeep under way at once."""
 REASON_DEADLINE = "DeadlineExceeded"
 """The Job controller's reason for a Job past its `activeDeadlineSeconds`, and the kubelet's for such a pod."""
 
@@ -296,8 +299,8 @@ async def carry_out(api: KubeApi, need: StepPodUpkeep, now: datetime, learned: T
 async def keep_step_pods(api: KubeApi, jobs: Sequence[JSON], pods: Sequence[JSON], now: datetime, *,
                          learned: Told | None = None, wrote: Told | None = None, run_over: bool = False,
                          ) -> datetime | None:
-    """Carry out what the run's managed Jobs and pods still need; when to look at them again (a deadline), if ever.
-    """
-    for need in step_pod_upkeep(jobs, pods, now, run_over=run_over):
-        await carry_out(api, need, now, learned, wrote)
+    """Carry out what the run's managed Jobs and pods still need, side by side (a fan-out's pods end together);
+    when to look at them again (a deadline), if ever."""
+    await side_by_side((carry_out(api, need, now, learned, wrote)
+                        for need in step_pod_upkeep(jobs, pods, now, run_over=run_over)), PARALLEL_UPKEEP)
     return None if run_over else next_deadline(jobs, pods, now)
