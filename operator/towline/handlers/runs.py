@@ -9,7 +9,9 @@ a stale version only costs a write conflict and another pass.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +26,7 @@ from towline.engine import (
     start_retry,
     start_run,
 )
+from towline.engine.actions import Action
 from towline.engine.standard import standard_status
 from towline.handlers.context import ReconcileContext
 from towline.handlers.failures import clear_reconcile_failure
@@ -101,10 +104,9 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
         decision = decide(view, observed, now, run_catalog(operator.catalog, status))
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
-    await apply_actions(operator.action_context, ref, decision.actions)
     written = standard_status(decision.status, generation, now)
-    pod_check = None if held is not None or problems else await operator.keep_step_pods(
-        namespace, name, now, run_over=written.phase in TERMINAL_RUN_PHASES)
+    pod_check = await act_and_keep_pods(operator, ref, decision.actions, now, upkeep=held is None and not problems,
+                                        run_over=written.phase in TERMINAL_RUN_PHASES)
     if await _write(operator, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
@@ -116,6 +118,25 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     if held is not None:
         return now + QUEUED_RECHECK
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
+
+
+async def act_and_keep_pods(operator: ReconcileContext, ref: RunRef, actions: Sequence[Action], now: datetime, *,
+                            upkeep: bool, run_over: bool) -> datetime | None:
+    """The decision's actions and the run's step pod upkeep (none for a run held in its queue or refused: it made
+    no step objects); when a pod is due a look. Independent, so side by side: the pass waits for the longer of the
+    two, not for both (each is a few requests in a row); both end before a failure is raised."""
+    outcomes = await asyncio.gather(
+        apply_actions(operator.action_context, ref, actions),
+        operator.keep_step_pods(ref.namespace, ref.name, now, run_over=run_over) if upkeep else _nothing(),
+        return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes[1] if isinstance(outcomes[1], datetime) else None
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def snapshot_workflow(

@@ -249,7 +249,9 @@ class OperatorConfig:
     identity: str
     service_account: str
     pod_settings: StepPodSettings
-    workers: int = 4
+    workers: int = 16
+    """Runs reconciled at once. A pass waits on a few requests in a row (a step's policy, Job and pod; the run's
+    status), so passes overlap; Argo's workflow-controller runs 32 workflow workers by default."""
     lease_name: str = "towline-operator"
     """The Lease with one shard; shard i of S has `<lease_name>-shard-<i>-of-<S>`."""
     shards: int = 1
