@@ -133,7 +133,7 @@ class ChildCache:
         True when what a reconcile would observe changed: a Job that is new or whose attempt's state
         (active, succeeded, failed; `observe.attempt_state`) changed; a pod whose end ended its Job's
         attempt before the Job's status said so; any change of an Approval. A Job's other updates (its
-        start; its `Complete` after its pod's success was seen) are no reason for a pass.
+        `Complete` written after its pod's success was seen) are no reason for a pass.
         """
         meta = body.get("metadata") or {}
         key = (kind, meta.get("namespace", ""), meta.get("name", ""))
