@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -123,12 +125,10 @@ def run_operator(
 ) -> int:
     """`clock` (None: the machine's) and `adjust` (kopf's settings): only a harness that imports this
     function passes them (`towline_dev.testoperator`); the command line offers neither."""
-    import kopf  # noqa: PLC0415 - keep `towline connectors` fast
-
     from towline.logs import configure_logging  # noqa: PLC0415
     from towline.runtime.clock import SYSTEM_CLOCK  # noqa: PLC0415
     from towline.runtime.config import OperatorConfig  # noqa: PLC0415
-    from towline.runtime.wiring import build_registry  # noqa: PLC0415
+    from towline.runtime.wiring import build_registry, serve  # noqa: PLC0415
 
     configure_logging(log_level, log_format)
     if log_level.lower() != "debug":
@@ -149,9 +149,8 @@ def run_operator(
     liveness = f"http://0.0.0.0:{health_port}/healthz" if health_port else None
     if namespaces:
         log.info("watching only the namespaces %s", ", ".join(namespaces))
-        kopf.run(registry=registry, namespaces=namespaces, standalone=True, liveness_endpoint=liveness)
-    else:
-        kopf.run(registry=registry, clusterwide=True, standalone=True, liveness_endpoint=liveness)
+    with contextlib.suppress(asyncio.CancelledError):  # as kopf.run: a cancelled operator has stopped
+        asyncio.run(serve(registry, namespaces=namespaces, liveness=liveness))
     return 0
 
 

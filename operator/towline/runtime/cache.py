@@ -39,6 +39,7 @@ from towline.k8s.observe import (
     pod_succeeded,
     secret_volumes,
 )
+from towline.k8s.steppods import holds_finalizer
 from towline.runtime.store import Store
 
 JSON = dict[str, Any]
@@ -188,7 +189,13 @@ class ChildCache:
             self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
     def forget_run(self, run: Key) -> None:
-        for key, _ in self._objects.by("run", run):
+        """The run finished or went: its children are of no more use, but for the pods the operator still holds
+        (towline.k8s.steppods), which its pass must still let go. The watch's event of a finished run (the echo
+        of its last write, a re-list) can land after such a pod's end woke the run and before that pass: the
+        pod, forgotten then, sent no other event, and kept its finalizer and its Job unfinished for good."""
+        for key, body in self._objects.by("run", run):
+            if key[0] == "Pod" and holds_finalizer(body):
+                continue
             self._objects.pop(key)
             self._awaited.pop(key, None)
         self._deleted.pop(run, None)

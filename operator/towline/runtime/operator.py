@@ -13,7 +13,6 @@ after another replica took over.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -52,6 +51,8 @@ from towline.validation.steptypes import check_step_type
 
 log = logging.getLogger(__name__)
 
+STOP_GRACE_SECONDS = 10
+"""How long a graceful stop waits for the passes to end before it hands the Lease over regardless."""
 CHILD_BATCH_SECONDS = 0.5
 """How long a pass waits for more of a run's steps to end while others still run (see `child_changed`)."""
 
@@ -73,6 +74,8 @@ class Operator:
     _watches: KubeApi | None = None
     """The connection of the run and child watches (towline.runtime.runwatch, childwatch), apart from the passes'
     requests."""
+    _stopping: asyncio.Future[None] | None = None
+    """The one graceful stop, begun by a signal (towline.runtime.serve) or kopf's cleanup, whichever comes first."""
 
     def __post_init__(self) -> None:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
@@ -257,6 +260,8 @@ class Operator:
     # Lifecycle
     async def start(self) -> None:
         await self.api_server.refresh()  # before any step could start; retried in the background if it fails
+        if self._stopping is not None:
+            return  # stopped while it started: nothing may take a Lease that no stop would hand over
         self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
         self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
         self._watches = self.connection.separate()
@@ -286,10 +291,21 @@ class Operator:
         self.tasks.append(asyncio.create_task(self._recheck_when_the_clock_moves(), name="clock-moved"))
 
     async def stop(self) -> None:
-        """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once."""
+        """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once.
+        Once, however often asked: a signal begins it, kopf's cleanup waits for it (shielded: kopf cancelling its
+        cleanup does not cut the hand-over short)."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.tasks:
+            _, stuck = await asyncio.wait(self.tasks, timeout=STOP_GRACE_SECONDS)
+            if stuck:  # the Lease is handed over all the same: the fenced connection refuses their writes after
+                log.warning("%d tasks had not ended %d s after the stop: %s", len(stuck), STOP_GRACE_SECONDS,
+                            ", ".join(sorted(task.get_name() for task in stuck)))
         if self._watches is not None:
             await self._watches.close()
         await self.shards.release()
@@ -319,8 +335,7 @@ class Operator:
                 if not self.shards.holds(namespace):
                     log.warning("lost the Lease during a pass; cancelling it")
                     task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                    await asyncio.wait({task})  # its end, not its outcome: a stop cancelling this still ends it
                     return None
         finally:
             task.cancel()

@@ -269,3 +269,19 @@ def test_a_finished_runs_pod_still_held_by_the_operator_is_kept_and_wakes_the_ru
     assert woken == [KEY]
     _, pods, _ = feed.children.children(KEY)
     assert [p["metadata"]["finalizers"] for p in pods] == [[STEP_POD_FINALIZER]]
+
+
+def test_a_held_pod_outlives_the_forgetting_of_its_finished_run() -> None:
+    """The pod's end woke the run before the watch showed the run finished (the echo of its last write): forgetting
+    the run's children then must keep the pod its pass still has to let go, and only that."""
+    feed, woken = events()
+    feed.apply("Job", "ADDED", job("release-build-1", managed=True))
+    feed.apply("Pod", "ADDED", ended_pod("release-deploy-1", "Succeeded"))  # let go already
+    held = ended_pod("release-build-1", "Succeeded")
+    held["metadata"]["finalizers"] = [STEP_POD_FINALIZER]
+    feed.apply("Pod", "MODIFIED", held)
+    assert woken and woken[-1] == KEY
+    feed.children.forget_run(KEY)
+    jobs, pods, approvals = feed.children.children(KEY)
+    assert (jobs, approvals) == ([], [])
+    assert [p["metadata"]["name"] for p in pods] == [held["metadata"]["name"]]
