@@ -212,6 +212,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     node_cluster = _NODE_CLUSTER
     if report.failed and node_cluster is not None and "real_node" in getattr(item, "fixturenames", ()):
         _keep_node_logs(item, report, node_cluster)
+    if report.failed and call.when == "call":
+        _show_operator_log(item, report)
+
+
+OPERATOR_LOG_LINES = 40
+"""How many of the operator's log lines a failed test shows: those of its namespace, warnings and errors. The kept
+logs stay on the machine that ran the suite; these reach CI's output."""
+
+
+def _show_operator_log(item: pytest.Item, report: pytest.TestReport) -> None:
+    funcargs = getattr(item, "funcargs", {})
+    operator, namespace = funcargs.get("towline_operator"), funcargs.get("team_namespace") or funcargs.get("namespace")
+    if operator is None or not hasattr(operator, "log_text"):
+        return
+    wanted = [line[:400] for line in str(operator.log_text()).splitlines()
+              if (namespace and str(namespace) in line) or '"level": "warning"' in line or '"level": "error"' in line]
+    if wanted:
+        report.sections.append((f"operator log ({namespace}, warnings, errors; last {OPERATOR_LOG_LINES})",
+                                "\n".join(wanted[-OPERATOR_LOG_LINES:])))
 
 
 def _keep_node_logs(item: pytest.Item, report: pytest.TestReport, cluster: NodeCluster) -> None:
