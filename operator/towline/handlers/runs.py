@@ -9,7 +9,6 @@ a stale version only costs a write conflict and another pass.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
 from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.k8s.together import side_by_side
 from towline.logs import log_context
 from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
@@ -125,14 +125,11 @@ async def act_and_keep_pods(operator: ReconcileContext, ref: RunRef, actions: Se
     """The decision's actions and the run's step pod upkeep (none for a run held in its queue or refused: it made
     no step objects); when a pod is due a look. Independent, so side by side: the pass waits for the longer of the
     two, not for both (each is a few requests in a row); both end before a failure is raised."""
-    outcomes = await asyncio.gather(
+    _, pod_check = await side_by_side((
         apply_actions(operator.action_context, ref, actions),
         operator.keep_step_pods(ref.namespace, ref.name, now, run_over=run_over) if upkeep else _nothing(),
-        return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return outcomes[1] if isinstance(outcomes[1], datetime) else None
+    ))
+    return pod_check
 
 
 async def _nothing() -> None:

@@ -202,6 +202,11 @@ def job_state(status: Mapping[str, Any]) -> tuple[JobState, str | None]:
     return "active", None
 
 
+def job_finished(job: Mapping[str, Any]) -> bool:
+    """The Job's status names its end (`Complete` or `Failed`): written, so its pod may go."""
+    return job_state(job.get("status") or {})[0] != "active"
+
+
 def attempt_state(job: JSON, pod: JSON | None) -> tuple[JobState, str | None]:
     """The attempt's state: its Job's terminal condition, or "succeeded" as soon as its pod succeeded.
 

@@ -36,7 +36,7 @@ from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
 from towline.k8s.labels import STEP_POD_FINALIZER
 from towline.k8s.observe import (
     controller_uid,
-    job_state,
+    job_finished,
     managed_by_operator,
     pod_ended,
     pod_failure_reason,
@@ -58,11 +58,6 @@ PARALLEL_UPKEEP = 8
 """Requests of a run's upkeep under way at once."""
 REASON_DEADLINE = "DeadlineExceeded"
 """The Job controller's reason for a Job past its `activeDeadlineSeconds`, and the kubelet's for such a pod."""
-
-
-def job_finished(job: JSON) -> bool:
-    """The Job's status names its end (`Complete` or `Failed`): written, so its pod may go."""
-    return job_state(job.get("status") or {})[0] != "active"
 
 
 def holds_finalizer(pod: JSON) -> bool:

@@ -33,7 +33,7 @@ from towline.k8s.observe import (
     attempt_state,
     controller_ref,
     controller_uid,
-    job_state,
+    job_finished,
     managed_by_operator,
     pod_ended,
     pod_succeeded,
@@ -225,8 +225,7 @@ class ChildCache:
             job = self._of_run(run, ("Job", namespace, step.job_name))
             if job is None:
                 return False
-            state, _ = job_state(job.get("status") or {})
-            if state != "active" and not self._has_finished_pod(run, job):
+            if job_finished(job) and not self._has_finished_pod(run, job):
                 return False
         return True
 
@@ -250,7 +249,7 @@ class ChildCache:
         job = self._of_run(run, ("Job", key[1], str(owner.get("name"))))
         if job is None or job["metadata"].get("uid") != owner.get("uid"):
             return pod_succeeded(pod)
-        if job_state(job.get("status") or {})[0] != "active":
+        if job_finished(job):
             return False
         return pod_succeeded(pod) or managed_by_operator(job)
 
