@@ -50,6 +50,9 @@ from towline_dev.simnode import complete_owned_by
 SCENARIOS = ((chain(5), int(os.environ.get("BENCH_CHAIN_RUNS", "100"))),
              (fan_out_in(48), int(os.environ.get("BENCH_FAN_RUNS", "20"))))
 TIMEOUT = float(os.environ.get("BENCH_TIMEOUT_SECONDS", "1800"))
+ARGO_CONFIGS = {"default": DEFAULT, "tuned": TUNED}
+"""Argo's settings to run, by name; BENCH_ARGO_CONFIGS=tuned skips Argo as released (its 20 QPS make it the longest
+part) when only the tuned comparison is repeated."""
 ARGO_OWN_METRIC = "argo_workflows_k8s_request_total"
 
 
@@ -186,20 +189,31 @@ def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
             print(table(["latency", "n", "p50", "p95", "p99", "max"], f.latencies))
 
 
-async def scenarios(cluster: SimCluster) -> None:
+def chosen_configs(value: str) -> list[str]:
+    chosen = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in ARGO_CONFIGS]
+    if unknown or not chosen:
+        raise SystemExit(f"BENCH_ARGO_CONFIGS: {', '.join(unknown) or 'nothing'} is not one of "
+                         f"{', '.join(ARGO_CONFIGS)} (comma-separated)")
+    return chosen
+
+
+async def scenarios(cluster: SimCluster, configs: list[str]) -> None:
     install_argo(cluster.plane)
     for shape, runs in SCENARIOS:
         figures = [await towline(cluster, shape, runs)]
-        for config, settings in (("default", DEFAULT), ("tuned", TUNED)):
+        for config in configs:
+            settings = ARGO_CONFIGS[config]
             figures.append(await argo(cluster, shape, runs, config, settings))
         report(shape, runs, figures)
 
 
 def main() -> None:
+    configs = chosen_configs(os.environ.get("BENCH_ARGO_CONFIGS", "default,tuned"))
     print(f"side by side: Towline and Argo Workflows on one control plane, kwok as the node; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
     with sim_cluster(extra_stages=(complete_owned_by("argoproj.io/v1alpha1", "Workflow"),)) as cluster:
-        asyncio.run(scenarios(cluster))
+        asyncio.run(scenarios(cluster, configs))
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
