@@ -177,7 +177,10 @@ class ChildCache:
         self._objects.put(key, kept)
         return before != self._attempt_state(key[1], kept)
 
-    def gone(self, kind: str, body: JSON) -> None:
+    def gone(self, kind: str, body: JSON, *, remember: bool = True) -> None:
+        """The watch showed the object deleted. `remember`: keep its UID until the run is forgotten (a pass may
+        still list or create the run's children); not for a run finished or gone, which would keep it for good
+        (the garbage collector deletes a deleted run's children after the run was forgotten)."""
         meta = body.get("metadata") or {}
         run = (meta.get("labels") or {}).get(LABEL_RUN, "")
         key = (kind, meta.get("namespace", ""), meta.get("name", ""))
@@ -185,7 +188,7 @@ class ChildCache:
         if cached is not None and cached["metadata"].get("uid") in (None, meta.get("uid")):
             self._objects.pop(key)
             self._awaited.pop(key, None)
-        if meta.get("uid") and run:
+        if meta.get("uid") and run and remember:
             self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
     def forget_run(self, run: Key) -> None:
@@ -231,6 +234,10 @@ class ChildCache:
 
     def __len__(self) -> int:
         return len(self._objects)
+
+    def remembered_deletions(self) -> int:
+        """How many deleted objects' UIDs are kept (for tests: they must not outlive their runs)."""
+        return sum(len(uids) for uids in self._deleted.values())
 
     def _of_run(self, run: Key, key: ChildKey) -> JSON | None:
         """The object under `key` if it is labelled for `run` (another run's object of that name is not this

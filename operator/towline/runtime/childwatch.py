@@ -69,6 +69,8 @@ class ChildEvents:
     wants_children: Callable[[Key], bool]
     """False for a run known to have finished: its children are not kept."""
     wake_run: Callable[[Key], None]
+    in_flight: Callable[[Key], bool] = lambda key: True
+    """Whether the run is known and unfinished: only then is a deletion of its children remembered."""
 
     def apply(self, kind: str, event: str, body: JSON) -> None:
         """One event of a stream (ADDED, MODIFIED, DELETED, or LISTED by a (re-)list)."""
@@ -79,7 +81,7 @@ class ChildEvents:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
         if event == "DELETED":
-            self.children.gone(kind, body)
+            self.children.gone(kind, body, remember=bool(key[1]) and self.in_flight(key))
             changed = kind in ("Job", "Approval")
         elif key[1] and not self.wants_children(key):
             if kind != "Pod" or not holds_finalizer(body):

@@ -266,7 +266,7 @@ class Operator:
         self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
         self._watches = self.connection.separate()
         events = ChildEvents(self.known.children, self._action_context.default_deny, self.wants_children,
-                             self.child_changed)
+                             self.child_changed, self.known.is_in_flight)
         self.tasks.append(asyncio.create_task(
             watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
         runs = RunEvents(self.saw_run, self.forgot_run, self.runs.add, lambda: self.known.summaries)

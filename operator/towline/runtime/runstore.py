@@ -119,6 +119,11 @@ class RunStore:
         awaited = self._awaited_echoes.get(key)
         return awaited is not None and resource_version(body) == awaited
 
+    def is_in_flight(self, key: Key) -> bool:
+        """Whether the run is known and has not finished: a pass may still list or create its children."""
+        summary = self.summaries.get(key)
+        return summary is not None and not summary.finished
+
     def wants_children(self, key: Key) -> bool:
         """Whether to cache this run's children: unless the run is known to have finished."""
         summary = self.summaries.get(key)

@@ -285,3 +285,21 @@ def test_a_held_pod_outlives_the_forgetting_of_its_finished_run() -> None:
     jobs, pods, approvals = feed.children.children(KEY)
     assert (jobs, approvals) == ([], [])
     assert [p["metadata"]["name"] for p in pods] == [held["metadata"]["name"]]
+
+
+def test_deletions_are_remembered_only_for_runs_in_flight() -> None:
+    """A late answer must not bring back a child the watch showed deleted while its run is in flight; once a run
+    is gone (the garbage collector deletes its children after the run was forgotten) or finished, keeping their
+    UIDs would keep them for good."""
+    in_flight: set[Key] = {KEY}
+    woken: list[Key] = []
+    feed = ChildEvents(ChildCache(), DefaultDenyPolicies(), lambda key: True, woken.append, in_flight.__contains__)
+    feed.apply("Job", "DELETED", job("release-build-1"))
+    feed.children.learned("Job", job("release-build-1"))  # a list answered after the delete
+    assert feed.children.children(KEY)[0] == []
+    assert feed.children.remembered_deletions() == 1
+    feed.children.forget_run(KEY)
+    in_flight.clear()  # the run was deleted
+    feed.apply("Job", "DELETED", job("release-build-1"))
+    feed.apply("Pod", "DELETED", ended_pod("release-build-1", "Succeeded"))
+    assert feed.children.remembered_deletions() == 0
