@@ -191,6 +191,12 @@ class ChildCache:
         if meta.get("uid") and run and remember:
             self._deleted.setdefault((key[1], run), set()).add(meta["uid"])
 
+    def cached(self, kind: str, body: JSON) -> JSON | None:
+        """What the cache holds of this very object (same name and UID), if anything."""
+        meta = body.get("metadata") or {}
+        held = self._objects.get((kind, meta.get("namespace", ""), meta.get("name", "")))
+        return held if held is not None and held["metadata"].get("uid") == meta.get("uid") else None
+
     def forget_run(self, run: Key) -> None:
         """The run finished or went: its children are of no more use, but for the pods the operator still holds
         (towline.k8s.steppods), which its pass must still let go. The watch's event of a finished run (the echo

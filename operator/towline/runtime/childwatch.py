@@ -31,6 +31,7 @@ from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi,
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
 from towline.k8s.live import LISTED
 from towline.k8s.objects import DEFAULT_DENY_POLICY
+from towline.k8s.observe import pod_ended
 from towline.k8s.steppods import holds_finalizer
 from towline.runtime.cache import ChildCache
 from towline.runtime.streams import Listing, follow, scopes
@@ -87,9 +88,11 @@ class ChildEvents:
             if kind != "Pod" or not holds_finalizer(body):
                 return
             # A finished run's pod the operator still holds (one that ended after its run): the run's pass lets
-            # it go (towline.k8s.steppods).
+            # it go (towline.k8s.steppods). Once: the pod's later updates (the kubelet's last status writes) arrive
+            # still held while that pass is under way, and each woke the finished run for a pass with nothing to do.
+            known = self.children.cached(kind, body)
             self.children.saw(kind, body, listed=event == LISTED)
-            changed = True
+            changed = not (known is not None and holds_finalizer(known) and pod_ended(known))
         else:
             changed = self.children.saw(kind, body, listed=event == LISTED)
         # A step's progress (a missing Secret included: the runner fails the attempt) arrives through its Job,

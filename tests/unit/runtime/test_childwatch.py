@@ -303,3 +303,19 @@ def test_deletions_are_remembered_only_for_runs_in_flight() -> None:
     feed.apply("Job", "DELETED", job("release-build-1"))
     feed.apply("Pod", "DELETED", ended_pod("release-build-1", "Succeeded"))
     assert feed.children.remembered_deletions() == 0
+
+
+def test_a_finished_runs_held_pod_wakes_the_run_once_for_its_end() -> None:
+    """The kubelet's last status writes arrive still held while the run's pass lets the pod go: no pass each. A pod
+    the cache held while it ran (the answer to its create, kept past the run's end) wakes the run when it ends."""
+    feed, woken = events(finished={KEY})
+    running_pod = pod("release-notify-1", terminated=False)
+    running_pod["metadata"]["finalizers"] = [STEP_POD_FINALIZER]
+    feed.children.learned("Pod", running_pod)
+    held = ended_pod("release-notify-1", "Failed")
+    held["metadata"]["finalizers"] = [STEP_POD_FINALIZER]
+    feed.apply("Pod", "MODIFIED", held)
+    assert woken == [KEY]
+    held["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    feed.apply("Pod", "MODIFIED", held)
+    assert woken == [KEY]
