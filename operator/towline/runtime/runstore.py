@@ -93,7 +93,7 @@ class RunStore:
             # A finished run is never observed again: its children's copies would only cost memory.
             self.children.forget_run(key)
             self._latest_bodies.pop(key, None)
-            self._awaited_echoes.pop(key, None)
+            # (The version of this process's final write stays awaited: its echo is no news, whenever it comes.)
             self.parsed.forget(key)
             return summary if before is not None and not before.finished else None
         # Held while the run is in flight, never once it finished: passes decide on it instead of a read.
@@ -142,6 +142,10 @@ class RunStore:
         if version is None or (written.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
             self._latest_bodies.pop(key, None)  # read it next time; a finished run keeps no body
             self.parsed.forget(key)
+            if version is not None:
+                # Its echo needs no pass (each finished run had one, which read the run to find nothing to do);
+                # a later change (a late cancel) has another version and does.
+                self._awaited_echoes[key] = version
             return
         if run is not None:
             self.parsed.wrote(key, written, run)

@@ -116,3 +116,15 @@ def test_the_run_watch_queues_no_pass_for_the_echo() -> None:
     assert KEY not in process.runs
     events.apply("MODIFIED", run("13"))
     assert KEY in process.runs
+
+
+def test_the_echo_of_the_final_write_needs_no_pass_but_a_later_change_does() -> None:
+    """Each finished run had one more pass for the echo of its final write, which read the run (a finished run keeps
+    no body) to find nothing to do; a change after the end (a late cancel) still gets its pass."""
+    process = operator()
+    process.saw_run(KEY, run("10"))
+    process.wrote_run(KEY, run("12", phase="Succeeded"))
+    assert process.latest_run(KEY) is None, "a finished run keeps no body"
+    assert process.saw_run(KEY, {**run("10"), "status": {"phase": "Succeeded"}}) is True  # the pass's own report
+    assert process.saw_run(KEY, run("12", phase="Succeeded")) is False, "the echo of the final write"
+    assert process.saw_run(KEY, run("14", phase="Succeeded")) is True, "a change after the end"
