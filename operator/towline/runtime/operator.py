@@ -370,6 +370,8 @@ class Operator:
         wake_at = await reconcile_run(self, *key)
         if wake_at is not None:
             self.runs.add_at(key, wake_at)
+        elif not self.known.is_in_flight(key):
+            self.runs.drop_delayed(key)  # finished or gone: the looks its earlier passes asked for find nothing
 
     async def _reconcile_workflow(self, key: Key) -> None:
         wake_at = await reconcile_workflow(self, *key)

@@ -35,6 +35,8 @@ DEFAULT_MAX_RETRIES = 15
 """5 ms doubling 15 times: about 5 minutes of retries before the run is marked."""
 TRANSIENT_BACKOFF_CAP = 30.0
 """Seconds: the longest a key waits between passes that failed only because the API server was busy or away."""
+STALE_ENTRIES_KEPT = 1024
+"""Stale entries the delayed heap may hold (beyond twice the live ones) before it is rebuilt from the live ones."""
 
 GiveUp = Callable[[Key, int, BaseException], Awaitable[None]]
 
@@ -64,6 +66,9 @@ class WorkQueue:
         self._delayed_changed = asyncio.Event()
         self._batching: dict[Key, int] = {}
         """Keys `add_within` has a delayed add pending for, with that entry's sequence number in `_delayed`."""
+        self._waiting: dict[Key, tuple[float, int]] = {}
+        """Each delayed key's one live entry in `_delayed` (when due, sequence number); the heap's other entries
+        of the key are stale and skipped."""
 
     def __contains__(self, key: object) -> bool:
         """Whether a pass for `key` is waiting: queued, or due again after the one in progress."""
@@ -86,11 +91,27 @@ class WorkQueue:
         self._push_delayed(key, delay)
 
     def _push_delayed(self, key: Key, delay: float) -> int:
-        """Add `key` `delay` seconds from now; the entry's sequence number."""
+        """Add `key` `delay` seconds from now, unless it is due earlier already (client-go's delaying queue: one
+        delayed add per key, the earliest): the pass that comes then asks for its own next look (a `wake_at`, a
+        retry). Each pass of a chain asked for a look at its step's deadline, and every one of those came, long
+        after the run had finished, for a pass that read it to find nothing to do. The live entry's sequence."""
+        due = self._clock() + delay
+        waiting = self._waiting.get(key)
+        if waiting is not None and waiting[0] <= due:
+            return waiting[1]
         sequence = next(self._counter)
-        heapq.heappush(self._delayed, (self._clock() + delay, sequence, key))
+        heapq.heappush(self._delayed, (due, sequence, key))
+        self._waiting[key] = (due, sequence)
+        if len(self._delayed) > 2 * len(self._waiting) + STALE_ENTRIES_KEPT:
+            self._delayed = [(due, number, key) for key, (due, number) in self._waiting.items()]
+            heapq.heapify(self._delayed)
         self._delayed_changed.set()
         return sequence
+
+    def drop_delayed(self, key: Key) -> None:
+        """Forget the key's delayed add (its run finished: no pass it asked for has anything left to do)."""
+        self._waiting.pop(key, None)
+        self._batching.pop(key, None)
 
     def add_within(self, key: Key, window: float) -> None:
         """Add `key` `window` seconds from the first such request, once however often it is asked meanwhile.
@@ -131,10 +152,17 @@ class WorkQueue:
     def promote_due(self) -> float | None:
         """Move due delayed keys to the ready queue; seconds until the next one is due, if any."""
         now = self._clock()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, sequence, key = heapq.heappop(self._delayed)
-            if self._batching.get(key) == sequence:
-                del self._batching[key]  # only the batch's own entry ends it (not, say, a wake_at of the key)
+        while self._delayed:
+            due, sequence, key = self._delayed[0]
+            waiting = self._waiting.get(key)
+            if waiting is None or waiting[1] != sequence:
+                heapq.heappop(self._delayed)  # stale: an earlier entry of the key took its place, or it was dropped
+                continue
+            if due > now:
+                break
+            heapq.heappop(self._delayed)
+            del self._waiting[key]
+            self._batching.pop(key, None)  # the one live entry serves every delayed add of the key, a batch's too
             self.add(key)
         return (self._delayed[0][0] - now) if self._delayed else None
 

@@ -11,7 +11,7 @@ import pytest
 
 from towline.k8s.client import ApiError
 from towline.runtime.ratelimit import ItemExponentialRateLimiter
-from towline.runtime.workqueue import TRANSIENT_BACKOFF_CAP, WorkQueue
+from towline.runtime.workqueue import STALE_ENTRIES_KEPT, TRANSIENT_BACKOFF_CAP, WorkQueue
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -225,9 +225,10 @@ def test_add_within_gives_a_burst_of_requests_one_pass_at_the_end_of_the_first_o
     run(body)
 
 
-def test_another_delayed_add_coming_due_does_not_end_a_batch_window() -> None:
-    """A wake_at of the run due inside a batch window gives its own pass; a request after it joins the
-    window still open instead of opening another (which would be one pass more for the burst)."""
+def test_an_earlier_delayed_add_serves_a_batch_window_and_its_entry_gives_no_pass_more() -> None:
+    """One delayed add per key, the earliest (client-go's delaying queue): a wake_at due inside a batch window gives
+    the pass the batch waited for; the window's own entry then gives none, and a request after that pass opens a
+    new window (two passes for the burst, as many as before)."""
     async def body() -> None:
         clock = FakeClock()
         queue, recorder = queue_with(clock), Recorder()
@@ -237,11 +238,50 @@ def test_another_delayed_add_coming_due_does_not_end_a_batch_window() -> None:
         queue.promote_due()
         await queue.process_one(recorder.process, recorder.give_up)
         queue.add_within(RUN, 0.5)
-        assert queue.promote_due() == pytest.approx(0.4)
-        clock.now += 0.4
+        assert queue.promote_due() == pytest.approx(0.5)
+        clock.now += 0.5
         queue.promote_due()
         await queue.process_one(recorder.process, recorder.give_up)
         assert recorder.processed == [RUN, RUN]
         assert queue.promote_due() is None, "nothing more pending"
+
+    run(body)
+
+
+def test_a_later_delayed_add_waits_for_the_earlier_one_and_a_dropped_key_gives_no_pass() -> None:
+    """Each pass of a chain asked for a look at its step's deadline; the passes those gave came after the run had
+    finished, for nothing. The earliest look serves the later ones (its pass asks for its own next), and a finished
+    run's delayed add is dropped."""
+    async def body() -> None:
+        clock = FakeClock()
+        queue, recorder = queue_with(clock), Recorder()
+        queue.add_after(RUN, 60)
+        queue.add_after(RUN, 70)
+        queue.add_after(RUN, 30)
+        assert queue.promote_due() == pytest.approx(30)
+        clock.now += 30
+        queue.promote_due()
+        await queue.process_one(recorder.process, recorder.give_up)
+        assert recorder.processed == [RUN]
+        assert queue.promote_due() is None, "the later looks were served by the earliest"
+        queue.add_after(RUN, 60)
+        queue.drop_delayed(RUN)
+        clock.now += 60
+        queue.promote_due()
+        assert len(queue) == 0
+
+    run(body)
+
+
+def test_the_delayed_heap_sheds_its_stale_entries() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        queue = queue_with(clock)
+        for index in range(5000):
+            queue.add_after(("team", f"run-{index % 10}"), 5000 - index)  # each earlier than the key's last
+        assert len(queue._delayed) <= 2 * 10 + STALE_ENTRIES_KEPT + 1
+        clock.now += 5000
+        queue.promote_due()
+        assert len(queue) == 10
 
     run(body)
