@@ -82,8 +82,11 @@ class ChildEvents:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, ""))
         if event == "DELETED":
-            self.children.gone(kind, body, remember=bool(key[1]) and self.in_flight(key))
-            changed = kind in ("Job", "Approval")
+            # News only for a run in flight: the garbage collector deletes the children of a run deleted by its
+            # history limit after the run went, and each Job's deletion woke that run for a pass that read it.
+            in_flight = bool(key[1]) and self.in_flight(key)
+            self.children.gone(kind, body, remember=in_flight)
+            changed = in_flight and kind in ("Job", "Approval")
         elif key[1] and not self.wants_children(key):
             if kind != "Pod" or not holds_finalizer(body):
                 return

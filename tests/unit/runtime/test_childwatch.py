@@ -287,7 +287,7 @@ def test_a_held_pod_outlives_the_forgetting_of_its_finished_run() -> None:
     assert [p["metadata"]["name"] for p in pods] == [held["metadata"]["name"]]
 
 
-def test_deletions_are_remembered_only_for_runs_in_flight() -> None:
+def test_deletions_are_remembered_and_wake_the_run_only_while_it_is_in_flight() -> None:
     """A late answer must not bring back a child the watch showed deleted while its run is in flight; once a run
     is gone (the garbage collector deletes its children after the run was forgotten) or finished, keeping their
     UIDs would keep them for good."""
@@ -298,11 +298,13 @@ def test_deletions_are_remembered_only_for_runs_in_flight() -> None:
     feed.children.learned("Job", job("release-build-1"))  # a list answered after the delete
     assert feed.children.children(KEY)[0] == []
     assert feed.children.remembered_deletions() == 1
+    assert woken == [KEY], "a Job of a run in flight went: the run's pass must know"
     feed.children.forget_run(KEY)
-    in_flight.clear()  # the run was deleted
+    in_flight.clear()  # the run was deleted (its history limit); the garbage collector deletes its children
     feed.apply("Job", "DELETED", job("release-build-1"))
     feed.apply("Pod", "DELETED", ended_pod("release-build-1", "Succeeded"))
     assert feed.children.remembered_deletions() == 0
+    assert woken == [KEY], "no pass for a run that is gone"
 
 
 def test_a_finished_runs_held_pod_wakes_the_run_once_for_its_end() -> None:
