@@ -32,7 +32,7 @@ from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
 from towline.k8s.live import LISTED
 from towline.k8s.objects import DEFAULT_DENY_POLICY
 from towline.k8s.observe import pod_ended
-from towline.k8s.steppods import holds_finalizer
+from towline.k8s.steppods import deleting, holds_finalizer
 from towline.runtime.cache import ChildCache
 from towline.runtime.streams import Listing, follow, scopes
 
@@ -87,6 +87,8 @@ class ChildEvents:
             in_flight = bool(key[1]) and self.in_flight(key)
             self.children.gone(kind, body, remember=in_flight)
             changed = in_flight and kind in ("Job", "Approval")
+        elif key[1] and deleting(body) and not holds_finalizer(body) and not self.in_flight(key):
+            return  # the garbage collector deleting the children of a run that is gone (or finished): no news
         elif key[1] and not self.wants_children(key):
             if kind != "Pod" or not holds_finalizer(body):
                 return

@@ -321,3 +321,17 @@ def test_a_finished_runs_held_pod_wakes_the_run_once_for_its_end() -> None:
     held["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     feed.apply("Pod", "MODIFIED", held)
     assert woken == [KEY]
+
+
+def test_the_children_of_a_gone_run_being_deleted_wake_nothing() -> None:
+    """The garbage collector marks a deleted run's pods deleted (a MODIFIED event each) after the run went; each
+    woke the run for a pass that read it. A pod the operator still holds is still news."""
+    woken: list[Key] = []
+    feed = ChildEvents(ChildCache(), DefaultDenyPolicies(), lambda key: True, woken.append, lambda key: False)
+    going = ended_pod("release-build-1", "Succeeded")
+    going["metadata"]["deletionTimestamp"] = "2026-12-05T07:01:00Z"
+    feed.apply("Pod", "MODIFIED", going)
+    assert (woken, feed.children.children(KEY)[1]) == ([], [])
+    going["metadata"]["finalizers"] = [STEP_POD_FINALIZER]
+    feed.apply("Pod", "MODIFIED", going)
+    assert woken == [KEY]
