@@ -6,8 +6,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import StepPodSettings
+from towline.runtime import operator as operator_module
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
 
@@ -118,3 +121,20 @@ def test_a_workflow_wake_up_is_due_as_soon_as_the_operators_clock_passes_it() ->
             await asyncio.gather(*tasks, return_exceptions=True)
 
     asyncio.run(body())
+
+
+def test_a_finished_runs_delayed_look_is_dropped_after_its_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain's passes each asked for a look at their step's deadline; once a pass finds the run finished, the
+    look still waiting would only give a pass that reads the run to find nothing to do."""
+    async def no_more_looks(process: Operator, namespace: str, name: str) -> None:
+        return None
+
+    monkeypatch.setattr(operator_module, "reconcile_run", no_more_looks)
+    process = with_runs(run("a", "Running"))
+    key = (NAMESPACE, "a")
+    process.runs.add_after(key, 60)
+    asyncio.run(process._reconcile_run(key))
+    assert key in process.runs._waiting, "in flight: the look stays"
+    process.saw_run(key, run("a", "Succeeded"))
+    asyncio.run(process._reconcile_run(key))
+    assert key not in process.runs._waiting
