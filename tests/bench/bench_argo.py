@@ -98,7 +98,10 @@ async def _wait(done: asyncio.Event, what: str, phases: dict[str, str]) -> None:
 async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
     namespace = f"towline-{shape.name}"
     cluster.namespace(namespace)
-    cluster.apply(workflow(shape, namespace))
+    # Every run kept, as Argo keeps every Workflow here (no TTL, no archive): the default history (10 of each)
+    # had the cluster's garbage collector delete the older runs' Jobs, pods and policies inside the measured
+    # window, on the API server both engines share.
+    cluster.apply(workflow(shape, namespace, keep=runs))
     operator = cluster.start_operator(namespaces=(namespace,))
     admin = await KubeApi.connect(str(cluster.plane.kubeconfig))
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)

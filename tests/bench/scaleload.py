@@ -58,7 +58,8 @@ def step_inputs(step: str) -> JSON:
     return {"data": {"step": step}, "fields": {"seen": "data.step"}}
 
 
-def workflow(shape: Shape, namespace: str) -> JSON:
+def workflow(shape: Shape, namespace: str, *, keep: int | None = None) -> JSON:
+    """The shape as a Workflow; `keep`: finished runs its history keeps (None: the default, 10 of each)."""
     needs = shape.needs()
     steps = []
     for level in shape.levels:
@@ -67,8 +68,11 @@ def workflow(shape: Shape, namespace: str) -> JSON:
             if needs[step]:
                 entry["needs"] = list(needs[step])
             steps.append(entry)
+    spec: JSON = {"steps": steps}
+    if keep is not None:
+        spec["policy"] = {"history": {"succeeded": keep, "failed": keep}}
     return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": shape.name, "namespace": namespace}, "spec": {"steps": steps}}
+            "metadata": {"name": shape.name, "namespace": namespace}, "spec": spec}
 
 
 def run_manifest(shape: Shape, namespace: str, name: str, requested_by: str) -> JSON:
