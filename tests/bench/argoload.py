@@ -1,12 +1,16 @@
 """Argo Workflows beside Towline on the benchmarks' cluster: its controller, its workflows, its wait container.
 
 The `workflow-controller` of the pinned release (towline_dev.argoworkflows) runs as a
-process with the admin kubeconfig, namespaced to the scenario's namespace as the
-operator is. kwok completes its pods (a Stage for pods owned by an Argo Workflow);
-no wait container runs under kwok, so `report_outputs` plays it: when a workflow
-pod reaches Succeeded it creates the WorkflowTaskResult the wait container would
-have written (no outputs), which Argo waits for before it marks the node done.
-Those creates are requests the real wait container makes too.
+process with a ServiceAccount's token, as in a cluster (and as the operator runs):
+the API server's priority and fairness then puts both engines' requests in the same
+flow, `service-accounts` (the admin kubeconfig is `system:masters`, exempt from it:
+on a saturated API server Argo's requests skipped the queue Towline's waited in).
+It is namespaced to the scenario's namespace as the operator is. kwok completes its
+pods (a Stage for pods owned by an Argo Workflow); no wait container runs under
+kwok, so `report_outputs` plays it: when a workflow pod reaches Succeeded it creates
+the WorkflowTaskResult the wait container would have written (no outputs), which
+Argo waits for before it marks the node done. Those creates are requests the real
+wait container makes too.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from tests.bench.scaleload import TERMINAL, Shape, watch
 from towline.k8s.client import PODS, KubeApi, Resource
 from towline_dev.argoworkflows import argo_crds, find_workflow_controller
 from towline_dev.controlplane import ControlPlane
+from towline_dev.install import operator_kubeconfig
 from towline_dev.processes import free_loopback_port, spawn
 
 ARGO_NAMESPACE = "argo"
+ARGO_SERVICE_ACCOUNT = "argo-workflow-controller"
 ARGO_WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows")
 TASK_RESULTS = Resource("argoproj.io", "v1alpha1", "workflowtaskresults")
 LABEL_WORKFLOW = "workflows.argoproj.io/workflow"
@@ -50,10 +56,14 @@ TUNED = ArgoSettings({"DEFAULT_REQUEUE_TIME": "1s"}, ("--workflow-workers=32", "
 
 
 def install_argo(plane: ControlPlane) -> None:
-    """The release's CRDs and the controller's namespace with its (empty) ConfigMap."""
+    """The release's CRDs, the controller's namespace and its ServiceAccount (bound to cluster-admin: what it may
+    do matters not here, only that its requests are classified as a ServiceAccount's, as the operator's are)."""
     for crd in argo_crds():
         plane.kubectl("apply", "--server-side", "-f", str(crd))
     plane.kubectl("create", "namespace", ARGO_NAMESPACE)
+    plane.kubectl("create", "serviceaccount", ARGO_SERVICE_ACCOUNT, "-n", ARGO_NAMESPACE)
+    plane.kubectl("create", "clusterrolebinding", ARGO_SERVICE_ACCOUNT, "--clusterrole=cluster-admin",
+                  f"--serviceaccount={ARGO_NAMESPACE}:{ARGO_SERVICE_ACCOUNT}")
 
 
 def argo_workflow(shape: Shape, namespace: str, name: str) -> JSON:
@@ -100,8 +110,10 @@ class ArgoController:
                            f"--from-literal=metricsConfig={config}")
         # One identity for every start: a new process re-takes the SIGKILLed one's Lease at once.
         env = dict(os.environ, LEADER_ELECTION_IDENTITY="bench-workflow-controller", **self.settings.env)
+        kubeconfig = operator_kubeconfig(self.plane, self.work / "workflow-controller.kubeconfig",
+                                         namespace=ARGO_NAMESPACE, service_account=ARGO_SERVICE_ACCOUNT)
         self.process = spawn([
-            find_workflow_controller(), f"--kubeconfig={self.plane.kubeconfig}", f"--namespace={ARGO_NAMESPACE}",
+            find_workflow_controller(), f"--kubeconfig={kubeconfig}", f"--namespace={ARGO_NAMESPACE}",
             "--namespaced", f"--managed-namespace={self.managed_namespace}",
             "--loglevel=warn", *self.settings.flags,
         ], log_path=self.log_path, env=env)
