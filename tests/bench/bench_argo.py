@@ -12,7 +12,8 @@ DAG tasks are container templates (a pod per step), once as released (requeue 10
 client limited to 20 QPS) and once tuned (DEFAULT_REQUEUE_TIME=1s, --workflow-workers=32, --qps=500
 --burst=1000). Each engine runs
 alone, watching only its scenario's namespace; its process's CPU (utime + stime from
-/proc) is read around the batch, its peak resident memory (VmHWM) after it.
+/proc) is read around the batch, and the control plane's (kube-apiserver, etcd,
+kube-controller-manager), its peak resident memory (VmHWM) after it.
 
 Prints a Markdown table per scenario: steps/s; engine CPU ms per step; API requests
 and writes per step from the API server (all clients: also the Job controller, the
@@ -66,6 +67,9 @@ class Figures:
     server: Counter[str]
     own: Counter[str] | None
     unfinished: int
+    plane_cpu_seconds: float
+    """kube-apiserver, etcd and kube-controller-manager together meanwhile: what the engine's way of making a step
+    costs the cluster (the admission policies' checks included)."""
     latencies: list[list[str]] = field(default_factory=list)
     """Rows of `latency_row` about the engine's steps (Towline's: where a step's time goes)."""
 
@@ -77,9 +81,14 @@ class Figures:
             own = f"{(reads + writes) / self.steps:.2f} / {writes / self.steps:.2f}"
         return [
             self.engine, f"{self.steps / self.seconds:.1f}", f"{self.cpu_seconds * 1000 / self.steps:.1f}",
+            f"{self.plane_cpu_seconds * 1000 / self.steps:.1f}",
             f"{(server_reads + server_writes) / self.steps:.2f}", f"{server_writes / self.steps:.2f}", own,
             f"{self.peak_rss_kib / 1024:.0f} MiB", f"{self.seconds:.1f} s",
         ]
+
+
+def plane_cpu_seconds(cluster: SimCluster) -> float:
+    return sum(cpu_seconds(pid) for pid in cluster.plane.pids().values())
 
 
 def _server_by_verb(before: str, after: str) -> Counter[str]:
@@ -112,6 +121,7 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
         await asyncio.sleep(5)  # the operator takes the Lease and settles on the Workflow before measuring
         async with watching(admin, namespace, seen):
             before, own_before = cluster.apiserver_metrics(), operator_metrics(operator)
+            plane_before = plane_cpu_seconds(cluster)
             cpu_before, started = cpu_seconds(operator.process.pid), time.monotonic()
             await create_runs(carol, [run_manifest(shape, namespace, f"{shape.name}-{i}", RUNNER)
                                       for i in range(runs)], seen)
@@ -120,6 +130,7 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
             await asyncio.sleep(1)  # the history pass after the last run lands
             after, own_after = cluster.apiserver_metrics(), operator_metrics(operator)
             cpu = cpu_seconds(operator.process.pid) - cpu_before
+            plane = plane_cpu_seconds(cluster) - plane_before
             peak = operator_rss_kib(operator)[1]
     finally:
         for api in (admin, carol):
@@ -133,7 +144,7 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
                  latency_row("pod succeeded -> Job Complete (operator)", to_complete),
                  latency_row("needed steps over -> next Job created (operator)", seen.next_job_latencies(shape))]
     return Figures("Towline", shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after),
-                   Counter({key[0]: count for key, count in own.items()}), unfinished, latencies)
+                   Counter({key[0]: count for key, count in own.items()}), unfinished, plane, latencies)
 
 
 async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settings: ArgoSettings) -> Figures:
@@ -148,6 +159,7 @@ async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settin
         await asyncio.sleep(5)  # its informers sync before measuring, as the operator's settle
         async with report_outputs(admin, namespace, seen):
             before, own_before = cluster.apiserver_metrics(), _argo_metrics(controller)
+            plane_before = plane_cpu_seconds(cluster)
             cpu_before, started = controller.cpu_seconds(), time.monotonic()
             await create_workflows(admin, [argo_workflow(shape, namespace, f"{shape.name}-{i}")
                                            for i in range(runs)], seen)
@@ -156,6 +168,7 @@ async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settin
             await asyncio.sleep(1)
             after, own_after = cluster.apiserver_metrics(), _argo_metrics(controller)
             cpu = controller.cpu_seconds() - cpu_before
+            plane = plane_cpu_seconds(cluster) - plane_before
             peak = controller.rss_kib()[1]
     finally:
         await admin.close()
@@ -165,7 +178,8 @@ async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settin
         grown = delta(counts_by(own_after, ARGO_OWN_METRIC, "verb"), counts_by(own_before, ARGO_OWN_METRIC, "verb"))
         own = Counter({key[0]: count for key, count in grown.items()}) or None
     unfinished = sum(phase != "Succeeded" for phase in seen.phase.values())
-    return Figures(label, shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after), own, unfinished)
+    return Figures(label, shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after), own, unfinished,
+                   plane)
 
 
 def _argo_metrics(controller: ArgoController) -> str | None:
@@ -179,9 +193,10 @@ def _argo_metrics(controller: ArgoController) -> str | None:
 
 def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
     print(f"\n### {runs} runs of {shape.name} ({shape.steps} steps each, {shape.steps * runs} steps)\n")
-    print(table(["engine", "steps/s", "engine CPU ms/step", "API requests/step (all clients)",
-                 "writes/step (all clients)", "engine's own requests / writes per step", "engine peak RSS",
-                 "wall time"], [f.row() for f in figures]))
+    print(table(["engine", "steps/s", "engine CPU ms/step", "control plane CPU ms/step",
+                 "API requests/step (all clients)", "writes/step (all clients)",
+                 "engine's own requests / writes per step", "engine peak RSS", "wall time"],
+                [f.row() for f in figures]))
     for f in figures:
         if f.unfinished:
             print(f"\nWARNING: {f.engine}: {f.unfinished} runs did not succeed")
