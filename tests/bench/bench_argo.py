@@ -218,6 +218,11 @@ def chosen_configs(value: str) -> list[str]:
 
 async def scenarios(cluster: SimCluster, configs: list[str]) -> None:
     install_argo(cluster.plane)
+    if os.environ.get("BENCH_WITHOUT_ADMISSION_POLICIES") == "1":
+        # What the chart's admission policies cost the control plane per step, by difference: never a setting
+        # to run Towline with (each policy is a protection docs/security.md proves).
+        cluster.plane.kubectl("delete", "validatingadmissionpolicybindings", "--all")
+        print("\nWITHOUT the chart's admission policies (their bindings deleted): for their cost only")
     for shape, runs in SCENARIOS:
         figures = [await towline(cluster, shape, runs)]
         for config in configs:
