@@ -19,6 +19,10 @@ Prints a Markdown table per scenario: steps/s; engine CPU ms per step; API reque
 and writes per step from the API server (all clients: also the Job controller, the
 scheduler, kwok and, for Argo, the stand-in for its wait container) and from the
 engine's own client metric. Asserts nothing about time.
+
+BENCH_ARGO_CONFIGS=tuned runs only tuned Argo; BENCH_WITHOUT_ADMISSION_POLICIES=1 deletes the
+chart's admission policy bindings first, to read what those checks cost the control plane by
+difference (a measurement only: no cluster should run Towline so).
 """
 
 from __future__ import annotations
