@@ -20,9 +20,9 @@ and writes per step from the API server (all clients: also the Job controller, t
 scheduler, kwok and, for Argo, the stand-in for its wait container) and from the
 engine's own client metric. Asserts nothing about time.
 
-BENCH_ARGO_CONFIGS=tuned runs only tuned Argo; BENCH_WITHOUT_ADMISSION_POLICIES=1 deletes the
-chart's admission policy bindings first, to read what those checks cost the control plane by
-difference (a measurement only: no cluster should run Towline so).
+BENCH_ARGO_CONFIGS=tuned runs only tuned Argo; BENCH_WITHOUT_ADMISSION_POLICIES=1 (or binding
+names, comma-separated) deletes the chart's admission policy bindings first, to read what those
+checks cost the control plane by difference (a measurement only: no cluster should run Towline so).
 """
 
 from __future__ import annotations
@@ -222,11 +222,13 @@ def chosen_configs(value: str) -> list[str]:
 
 async def scenarios(cluster: SimCluster, configs: list[str]) -> None:
     install_argo(cluster.plane)
-    if os.environ.get("BENCH_WITHOUT_ADMISSION_POLICIES") == "1":
+    without = os.environ.get("BENCH_WITHOUT_ADMISSION_POLICIES", "")
+    if without:
         # What the chart's admission policies cost the control plane per step, by difference: never a setting
         # to run Towline with (each policy is a protection docs/security.md proves).
-        cluster.plane.kubectl("delete", "validatingadmissionpolicybindings", "--all")
-        print("\nWITHOUT the chart's admission policies (their bindings deleted): for their cost only")
+        names = ["--all"] if without == "1" else [name.strip() for name in without.split(",") if name.strip()]
+        cluster.plane.kubectl("delete", "validatingadmissionpolicybindings", *names)
+        print(f"\nWITHOUT the chart's admission policies {without} (bindings deleted): for their cost only")
     for shape, runs in SCENARIOS:
         figures = [await towline(cluster, shape, runs)]
         for config in configs:
