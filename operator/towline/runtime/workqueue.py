@@ -64,8 +64,8 @@ class WorkQueue:
         self._delayed: list[tuple[float, int, Key]] = []
         self._counter = itertools.count()
         self._delayed_changed = asyncio.Event()
-        self._batching: dict[Key, int] = {}
-        """Keys `add_within` has a delayed add pending for, with that entry's sequence number in `_delayed`."""
+        self._batching: set[Key] = set()
+        """Keys `add_within` has a delayed add pending for (served by the key's one live entry, whenever due)."""
         self._waiting: dict[Key, tuple[float, int]] = {}
         """Each delayed key's one live entry in `_delayed` (when due, sequence number); the heap's other entries
         of the key are stale and skipped."""
@@ -90,28 +90,27 @@ class WorkQueue:
             return
         self._push_delayed(key, delay)
 
-    def _push_delayed(self, key: Key, delay: float) -> int:
+    def _push_delayed(self, key: Key, delay: float) -> None:
         """Add `key` `delay` seconds from now, unless it is due earlier already (client-go's delaying queue: one
         delayed add per key, the earliest): the pass that comes then asks for its own next look (a `wake_at`, a
         retry). Each pass of a chain asked for a look at its step's deadline, and every one of those came, long
-        after the run had finished, for a pass that read it to find nothing to do. The live entry's sequence."""
+        after the run had finished, for a pass that read it to find nothing to do."""
         due = self._clock() + delay
         waiting = self._waiting.get(key)
         if waiting is not None and waiting[0] <= due:
-            return waiting[1]
+            return
         sequence = next(self._counter)
         heapq.heappush(self._delayed, (due, sequence, key))
         self._waiting[key] = (due, sequence)
         if len(self._delayed) > 2 * len(self._waiting) + STALE_ENTRIES_KEPT:
-            self._delayed = [(due, number, key) for key, (due, number) in self._waiting.items()]
+            self._delayed = [(when, number, live) for live, (when, number) in self._waiting.items()]
             heapq.heapify(self._delayed)
         self._delayed_changed.set()
-        return sequence
 
     def drop_delayed(self, key: Key) -> None:
         """Forget the key's delayed add (its run finished: no pass it asked for has anything left to do)."""
         self._waiting.pop(key, None)
-        self._batching.pop(key, None)
+        self._batching.discard(key)
 
     def add_within(self, key: Key, window: float) -> None:
         """Add `key` `window` seconds from the first such request, once however often it is asked meanwhile.
@@ -125,7 +124,8 @@ class WorkQueue:
             return
         if key in self._batching:
             return
-        self._batching[key] = self._push_delayed(key, window)
+        self._batching.add(key)
+        self._push_delayed(key, window)
 
     def add_at(self, key: Key, when: datetime) -> None:
         """Look at `key` again at `when` (a hint; status holds the truth)."""
@@ -162,7 +162,7 @@ class WorkQueue:
                 break
             heapq.heappop(self._delayed)
             del self._waiting[key]
-            self._batching.pop(key, None)  # the one live entry serves every delayed add of the key, a batch's too
+            self._batching.discard(key)  # the one live entry serves every delayed add of the key, a batch's too
             self.add(key)
         return (self._delayed[0][0] - now) if self._delayed else None
 
