@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -125,6 +124,8 @@ def run_operator(
 ) -> int:
     """`clock` (None: the machine's) and `adjust` (kopf's settings): only a harness that imports this
     function passes them (`towline_dev.testoperator`); the command line offers neither."""
+    import asyncio  # noqa: PLC0415 - keep `towline connectors` fast
+
     from towline.logs import configure_logging  # noqa: PLC0415
     from towline.runtime.clock import SYSTEM_CLOCK  # noqa: PLC0415
     from towline.runtime.config import OperatorConfig  # noqa: PLC0415

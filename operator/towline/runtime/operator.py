@@ -294,9 +294,13 @@ class Operator:
         """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once.
         Once, however often asked: a signal begins it, kopf's cleanup waits for it (shielded: kopf cancelling its
         cleanup does not cut the hand-over short)."""
+        await asyncio.shield(self.begin_stop())
+
+    def begin_stop(self) -> asyncio.Future[None]:
+        """Start the graceful stop, if not yet begun (a signal handler cannot await); the stop under way."""
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop())
-        await asyncio.shield(self._stopping)
+        return self._stopping
 
     async def _stop(self) -> None:
         for task in self.tasks:

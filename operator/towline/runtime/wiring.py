@@ -105,13 +105,12 @@ async def serve(registry: kopf.OperatorRegistry, *, namespaces: list[str] | None
     existing = {task for task in asyncio.all_tasks() if not task.done()}
     tasks = await kopf.spawn_tasks(registry=registry, memo=memo, stop_flag=stop, standalone=True,
                                    liveness_endpoint=liveness, **_scope(namespaces))
-    stopping: list[asyncio.Future[None]] = []
 
     def on_signal(received: signal.Signals) -> None:
         log.info("%s received: ending the passes, then handing the Lease over", received.name)
         operator = memo.get("operator")
-        if isinstance(operator, Operator) and not stopping:
-            stopping.append(asyncio.ensure_future(operator.stop()))
+        if isinstance(operator, Operator):
+            operator.begin_stop()
         stop.set()
 
     loop = asyncio.get_running_loop()
