@@ -230,6 +230,22 @@ def test_the_operator_reaches_nothing_in_kube_system_or_its_own_namespace(
     refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(policy)), f"{EXCLUDED} {where}")
 
 
+@pytest.mark.parametrize("where", ["kube-system", OPERATOR_NAMESPACE])
+def test_the_operator_deletes_nothing_in_kube_system_or_its_own_namespace(
+    towline_installed: ControlPlane, as_operator: AsOperator, where: str,
+) -> None:
+    """Elsewhere a deletion by the operator skips the policy's checks (its match conditions); not here."""
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "towline-attack-deletion-probe", "namespace": where},
+              "spec": {"podSelector": {"matchLabels": {"towline.dev/probe": "none"}}, "policyTypes": ["Ingress"]}}
+    towline_installed.kubectl("apply", "-f", "-", stdin=json.dumps(policy))
+    try:
+        refused(as_operator("delete", "networkpolicy", "towline-attack-deletion-probe", "-n", where,
+                            "--dry-run=server"), f"{EXCLUDED} {where}")
+    finally:
+        towline_installed.kubectl("delete", "networkpolicy", "towline-attack-deletion-probe", "-n", where)
+
+
 POD_SHAPE = "a pod of the Towline operator is a step Job's pod"
 
 

@@ -1,0 +1,102 @@
+"""What the chart's admission policies cost the control plane for each step's objects.
+
+`python -m tests.bench.bench_step_admission` (no root needed; kwok is the node). As the operator's
+ServiceAccount, so RBAC and admission are those the operator meets, it makes STEPS step objects
+the way a run's step does (towline.k8s.objects, towline.k8s.steppods): the step's egress
+NetworkPolicy, its Job, the Job's pod, then the removal of the operator's finalizer from the pod;
+16 steps at a time. Once with every binding of the chart, once more (in a fresh namespace) with
+the bindings deleted. Prints the kube-apiserver's CPU per step in each case, and, from the API
+server's own `apiserver_validating_admission_policy_check_duration_seconds`, the time each policy
+took per step. Asserts nothing about time: `make bench` prints it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+
+from tests.bench.argoload import cpu_seconds
+from tests.bench.figures import samples, table
+from tests.bench.simcluster import SimCluster, sim_cluster
+from towline.engine import naming
+from towline.k8s.client import JOBS, NETWORK_POLICIES, WORKFLOW_RUNS, KubeApi
+from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, build_step_job
+from towline.k8s.steppods import release_step_pod, start_step_pod
+from towline_dev.install import StepPods
+
+STEPS = int(os.environ.get("BENCH_STEP_OBJECTS", "400"))
+IN_FLIGHT = 16
+
+
+async def _make_steps(cluster: SimCluster, namespace: str) -> None:
+    """STEPS steps' objects, as the operator makes them, under a run that exists (its UID owns the Jobs)."""
+    cluster.apply({"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+                   "metadata": {"name": "bench", "namespace": namespace},
+                   "spec": {"workflowRef": {"name": "bench"}, "requestedBy": "admin"}})
+    admin = await KubeApi.connect(str(cluster.plane.kubeconfig))
+    api = await KubeApi.connect(str(cluster.operator_kubeconfig))
+    settings = StepPodSettings(image=StepPods().runner_image)
+    try:
+        run = await admin.get(WORKFLOW_RUNS.path(namespace, "bench"))
+        ref = RunRef(name="bench", namespace=namespace, uid=run["metadata"]["uid"], workflow="bench")
+        gate = asyncio.Semaphore(IN_FLIGHT)
+
+        async def step(index: int) -> None:
+            step_id = f"s{index}"
+            job_name = naming.job_name(ref.name, step_id, 1)
+            async with gate:
+                await api.create(NETWORK_POLICIES.path(namespace), build_step_egress_policy(
+                    ref, name=job_name, step_id=step_id, egress=(), connector_ports=()))
+                job, _ = await api.create(JOBS.path(namespace), build_step_job(
+                    ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform", inputs={},
+                    credentials={}, idempotency_key=f"{ref.uid}-{step_id}", timeout_seconds=None,
+                    settings=settings))
+                await start_step_pod(api, job, datetime.now(UTC))
+                await release_step_pod(api, namespace, job_name)
+
+        await asyncio.gather(*(step(i) for i in range(STEPS)))
+    finally:
+        await admin.close()
+        await api.close()
+
+
+def _measure(cluster: SimCluster, namespace: str) -> float:
+    """kube-apiserver CPU seconds that making STEPS steps' objects took."""
+    cluster.namespace(namespace)
+    apiserver = cluster.plane.pids()["kube-apiserver"]
+    before = cpu_seconds(apiserver)
+    asyncio.run(_make_steps(cluster, namespace))
+    return cpu_seconds(apiserver) - before
+
+
+STAGES = (("every binding", ()), ("without towline-operator-jobs", ("towline-operator-jobs",)),
+          ("without towline-step-objects too", ("towline-step-objects",)), ("no binding", ("--all",)))
+"""Each stage deletes more of the chart's bindings, so each difference is one policy's cost."""
+VAP_SECONDS = "apiserver_admission_controller_admission_duration_seconds_sum"
+
+
+def _admission_seconds(metrics: str) -> float:
+    """Seconds the ValidatingAdmissionPolicy plugin has taken so far, all requests."""
+    return sum(value for labels, value in samples(metrics, VAP_SECONDS)
+               if labels.get("name") == "ValidatingAdmissionPolicy")
+
+
+def main() -> None:
+    rows = []
+    with sim_cluster() as cluster:
+        _measure(cluster, "warm-up")  # the first requests of each kind pay for caches and compilation
+        for index, (label, deleted) in enumerate(STAGES):
+            if deleted:
+                cluster.plane.kubectl("delete", "validatingadmissionpolicybindings", *deleted)
+            before = _admission_seconds(cluster.apiserver_metrics())
+            cpu = _measure(cluster, f"stage-{index}")
+            plugin = _admission_seconds(cluster.apiserver_metrics()) - before
+            rows.append([label, f"{cpu * 1000 / STEPS:.1f}", f"{plugin * 1000 / STEPS:.2f}"])
+    print(f"{STEPS} steps' objects (egress policy, Job, pod, finalizer removal), {IN_FLIGHT} at a time, "
+          "as the operator:")
+    print(table(["chart's policies", "kube-apiserver CPU ms/step", "admission policy plugin ms/step"], rows))
+
+
+if __name__ == "__main__":
+    main()
