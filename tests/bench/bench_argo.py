@@ -13,7 +13,10 @@ client limited to 20 QPS) and once tuned (DEFAULT_REQUEUE_TIME=1s, --workflow-wo
 --burst=1000). Each engine runs
 alone, watching only its scenario's namespace; its process's CPU (utime + stime from
 /proc) is read around the batch, and the control plane's (kube-apiserver, etcd,
-kube-controller-manager), its peak resident memory (VmHWM) after it.
+kube-controller-manager), its peak resident memory (VmHWM) after it. Then its namespace is
+deleted, and waited for, while it still runs: every batch starts on a cluster holding nothing
+of the batches before it (the fan-out of the engine that went second used to run beside
+thousands of the others' objects).
 
 Prints a Markdown table per scenario: steps/s; engine CPU ms per step; API requests
 and writes per step from the API server (all clients: also the Job controller, the
@@ -71,9 +74,9 @@ class Figures:
     server: Counter[str]
     own: Counter[str] | None
     unfinished: int
-    plane_cpu_seconds: float
-    """kube-apiserver, etcd and kube-controller-manager together meanwhile: what the engine's way of making a step
-    costs the cluster (the admission policies' checks included)."""
+    plane_cpu: dict[str, float]
+    """CPU seconds of kube-apiserver, etcd and kube-controller-manager meanwhile, by process: what the engine's way
+    of making a step costs the cluster (the admission policies' checks included)."""
     latencies: list[list[str]] = field(default_factory=list)
     """Rows of `latency_row` about the engine's steps (Towline's: where a step's time goes)."""
 
@@ -85,14 +88,18 @@ class Figures:
             own = f"{(reads + writes) / self.steps:.2f} / {writes / self.steps:.2f}"
         return [
             self.engine, f"{self.steps / self.seconds:.1f}", f"{self.cpu_seconds * 1000 / self.steps:.1f}",
-            f"{self.plane_cpu_seconds * 1000 / self.steps:.1f}",
+            f"{sum(self.plane_cpu.values()) * 1000 / self.steps:.1f}",
             f"{(server_reads + server_writes) / self.steps:.2f}", f"{server_writes / self.steps:.2f}", own,
             f"{self.peak_rss_kib / 1024:.0f} MiB", f"{self.seconds:.1f} s",
         ]
 
 
-def plane_cpu_seconds(cluster: SimCluster) -> float:
-    return sum(cpu_seconds(pid) for pid in cluster.plane.pids().values())
+def plane_cpu_seconds(cluster: SimCluster) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in cluster.plane.pids().items()}
+
+
+def plane_cpu_since(cluster: SimCluster, before: dict[str, float]) -> dict[str, float]:
+    return {name: seconds - before.get(name, 0.0) for name, seconds in plane_cpu_seconds(cluster).items()}
 
 
 def _server_by_verb(before: str, after: str) -> Counter[str]:
@@ -134,8 +141,9 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
             await asyncio.sleep(1)  # the history pass after the last run lands
             after, own_after = cluster.apiserver_metrics(), operator_metrics(operator)
             cpu = cpu_seconds(operator.process.pid) - cpu_before
-            plane = plane_cpu_seconds(cluster) - plane_before
+            plane = plane_cpu_since(cluster, plane_before)
             peak = operator_rss_kib(operator)[1]
+        cluster.drop_namespace(namespace)
     finally:
         for api in (admin, carol):
             await api.close()
@@ -172,8 +180,9 @@ async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settin
             await asyncio.sleep(1)
             after, own_after = cluster.apiserver_metrics(), _argo_metrics(controller)
             cpu = controller.cpu_seconds() - cpu_before
-            plane = plane_cpu_seconds(cluster) - plane_before
+            plane = plane_cpu_since(cluster, plane_before)
             peak = controller.rss_kib()[1]
+        cluster.drop_namespace(namespace)
     finally:
         await admin.close()
         controller.stop()
@@ -206,6 +215,8 @@ def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
             print(f"\nWARNING: {f.engine}: {f.unfinished} runs did not succeed")
         print(f"\n{f.engine}: all clients by verb: "
               + ", ".join(f"{verb} {count / f.steps:.2f}" for verb, count in sorted(f.server.items())))
+        print(f"{f.engine}: control plane CPU ms/step by process: "
+              + ", ".join(f"{name} {seconds * 1000 / f.steps:.1f}" for name, seconds in sorted(f.plane_cpu.items())))
         if f.latencies:
             print(f"\n{f.engine}'s steps:\n")
             print(table(["latency", "n", "p50", "p95", "p99", "max"], f.latencies))

@@ -31,14 +31,13 @@ IN_FLIGHT = 16
 
 async def _make_steps(cluster: SimCluster, namespace: str) -> None:
     """STEPS steps' objects, as the operator makes them, under a run that exists (its UID owns the Jobs)."""
-    cluster.apply({"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-                   "metadata": {"name": "bench", "namespace": namespace},
-                   "spec": {"workflowRef": {"name": "bench"}, "requestedBy": "admin"}})
     admin = await KubeApi.connect(str(cluster.plane.kubeconfig))
     api = await KubeApi.connect(str(cluster.operator_kubeconfig))
     settings = StepPodSettings(image=StepPods().runner_image)
     try:
-        run = await admin.get(WORKFLOW_RUNS.path(namespace, "bench"))
+        run, _ = await admin.create(WORKFLOW_RUNS.path(namespace), {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun", "metadata": {"name": "bench"},
+            "spec": {"workflowRef": {"name": "bench"}, "requestedBy": "admin"}})
         ref = RunRef(name="bench", namespace=namespace, uid=run["metadata"]["uid"], workflow="bench")
         gate = asyncio.Semaphore(IN_FLIGHT)
 

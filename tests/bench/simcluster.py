@@ -53,6 +53,11 @@ class SimCluster:
         self.plane.kubectl("create", "rolebinding", "runner", "--clusterrole=towline-runner", f"--user={RUNNER}",
                            "-n", name)
 
+    def drop_namespace(self, name: str) -> None:
+        """Delete a namespace and wait until it and everything in it are gone, so the next batch starts on a
+        cluster holding nothing of this one (run while its engine still runs: it removes its own finalizers)."""
+        self.plane.kubectl("delete", "namespace", name, "--timeout=600s", timeout=660)
+
     def apply(self, manifest: dict[str, Any]) -> None:
         self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
 
