@@ -79,6 +79,10 @@ class Figures:
     of making a step costs the cluster (the admission policies' checks included)."""
     latencies: list[list[str]] = field(default_factory=list)
     """Rows of `latency_row` about the engine's steps (Towline's: where a step's time goes)."""
+    by_client: Counter[str] = field(default_factory=Counter)
+    """Requests the API server dispatched meanwhile, by flow schema: which kind of client made them (the
+    engine's ServiceAccount is `service-accounts`; admin and the API server's own `exempt`; the controllers
+    `kube-controller-manager` and `kube-system-service-accounts`)."""
 
     def row(self) -> list[str]:
         server_reads, server_writes = split_reads_writes(self.server)
@@ -100,6 +104,12 @@ def plane_cpu_seconds(cluster: SimCluster) -> dict[str, float]:
 
 def plane_cpu_since(cluster: SimCluster, before: dict[str, float]) -> dict[str, float]:
     return {name: seconds - before.get(name, 0.0) for name, seconds in plane_cpu_seconds(cluster).items()}
+
+
+def _server_by_client(before: str, after: str) -> Counter[str]:
+    metric = "apiserver_flowcontrol_dispatched_requests_total"
+    grown = delta(counts_by(after, metric, "flow_schema"), counts_by(before, metric, "flow_schema"))
+    return Counter({key[0]: count for key, count in grown.items()})
 
 
 def _server_by_verb(before: str, after: str) -> Counter[str]:
@@ -156,7 +166,8 @@ async def towline(cluster: SimCluster, shape: Shape, runs: int) -> Figures:
                  latency_row("pod succeeded -> Job Complete (operator)", to_complete),
                  latency_row("needed steps over -> next Job created (operator)", seen.next_job_latencies(shape))]
     return Figures("Towline", shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after),
-                   Counter({key[0]: count for key, count in own.items()}), unfinished, plane, latencies)
+                   Counter({key[0]: count for key, count in own.items()}), unfinished, plane, latencies,
+                   _server_by_client(before, after))
 
 
 async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settings: ArgoSettings) -> Figures:
@@ -192,7 +203,7 @@ async def argo(cluster: SimCluster, shape: Shape, runs: int, config: str, settin
         own = Counter({key[0]: count for key, count in grown.items()}) or None
     unfinished = sum(phase != "Succeeded" for phase in seen.phase.values())
     return Figures(label, shape.steps * runs, seconds, cpu, peak, _server_by_verb(before, after), own, unfinished,
-                   plane)
+                   plane, by_client=_server_by_client(before, after))
 
 
 def _argo_metrics(controller: ArgoController) -> str | None:
@@ -215,6 +226,8 @@ def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
             print(f"\nWARNING: {f.engine}: {f.unfinished} runs did not succeed")
         print(f"\n{f.engine}: all clients by verb: "
               + ", ".join(f"{verb} {count / f.steps:.2f}" for verb, count in sorted(f.server.items())))
+        print(f"{f.engine}: all clients by flow schema: "
+              + ", ".join(f"{name} {count / f.steps:.2f}" for name, count in f.by_client.most_common()))
         print(f"{f.engine}: control plane CPU ms/step by process: "
               + ", ".join(f"{name} {seconds * 1000 / f.steps:.1f}" for name, seconds in sorted(f.plane_cpu.items())))
         if f.latencies:
