@@ -4,10 +4,16 @@
 ServiceAccount, so RBAC and admission are those the operator meets, it makes STEPS step objects
 the way a run's step does (towline.k8s.objects, towline.k8s.steppods): the step's egress
 NetworkPolicy, its Job, the Job's pod, then the removal of the operator's finalizer from the pod;
-16 steps at a time. Once with every binding of the chart, once more (in a fresh namespace) with
-the bindings deleted. Prints the kube-apiserver's CPU per step in each case, and, from the API
-server's own `apiserver_validating_admission_policy_check_duration_seconds`, the time each policy
-took per step. Asserts nothing about time: `make bench` prints it.
+16 steps at a time. Once with every binding of the chart, then (each time in a fresh namespace)
+deleting `towline-operator-jobs`, then `towline-step-objects` too, then every binding, so each
+difference is one policy's cost. Prints kube-apiserver's CPU per step in each case and the time the
+ValidatingAdmissionPolicy plugin took (`apiserver_admission_controller_admission_duration_seconds`;
+a latency, which waiting for a core inflates: the CPU is the figure). Asserts nothing about time.
+
+Kubernetes 1.35 converts the typed object (and the old one on an update) to unstructured form once
+for each pass of a policy (match conditions, validations, message expressions, audit annotations),
+whether or not it has expressions there: that conversion, not the CEL, is most of what a policy
+costs per request (docs/benchmarks.md).
 """
 
 from __future__ import annotations
