@@ -32,7 +32,8 @@ DEEP_FIELDS = [
     ("workflows", "status.lastRun.phase"),
     ("workflowruns", "spec.retryOf.reuse"),
     ("workflowruns", "status.steps.history.image"),
-    ("workflowruns", "status.workflowSpec.steps.egress.ports"),
+    ("workflowruns", "status.workflowSpec"),  # opaque to the API server: its description points at workflow.spec
+    ("workflows", "spec.steps.egress.ports"),
     ("approvals", "spec.expiresAt"),
     ("approvals", "status.decidedAt"),
     ("steptypes", "spec.resources.limits.memory"),
