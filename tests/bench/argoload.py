@@ -28,6 +28,7 @@ from typing import Any
 
 from tests.bench.figures import rss_kib
 from tests.bench.scaleload import TERMINAL, Shape, watch
+from tests.bench.simcluster import cpu_seconds
 from towline.k8s.client import PODS, KubeApi, Resource
 from towline_dev.argoworkflows import argo_crds, find_workflow_controller
 from towline_dev.controlplane import ControlPlane
@@ -160,12 +161,6 @@ class ArgoController:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/PID/stat (fields 14 and 15, after the command in parentheses)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass

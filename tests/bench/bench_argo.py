@@ -44,14 +44,21 @@ from tests.bench.argoload import (
     ArgoObservations,
     ArgoSettings,
     argo_workflow,
-    cpu_seconds,
     create_workflows,
     install_argo,
     report_outputs,
 )
 from tests.bench.figures import counts_by, delta, latency_row, split_reads_writes, table
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
-from tests.bench.simcluster import RUNNER, SimCluster, operator_metrics, operator_rss_kib, serving, sim_cluster
+from tests.bench.simcluster import (
+    RUNNER,
+    SimCluster,
+    cpu_seconds,
+    operator_metrics,
+    operator_rss_kib,
+    serving,
+    sim_cluster,
+)
 from towline.k8s.client import KubeApi
 from towline_dev.simnode import complete_owned_by
 

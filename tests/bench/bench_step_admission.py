@@ -22,9 +22,8 @@ import asyncio
 import os
 from datetime import UTC, datetime
 
-from tests.bench.argoload import cpu_seconds
 from tests.bench.figures import samples, table
-from tests.bench.simcluster import SimCluster, sim_cluster
+from tests.bench.simcluster import SimCluster, cpu_seconds, sim_cluster
 from towline.engine import naming
 from towline.k8s.client import JOBS, NETWORK_POLICIES, WORKFLOW_RUNS, KubeApi
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, build_step_job

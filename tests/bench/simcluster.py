@@ -99,10 +99,14 @@ async def serving(scrape: Callable[[], str], what: str, timeout: float = 180) ->
         await asyncio.sleep(0.5)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU (user + system, all threads) the process has used so far, from /proc/PID/stat."""
+    return cpu_ticks(Path(f"/proc/{pid}/stat").read_text()) / os.sysconf("SC_CLK_TCK")
+
+
 def operator_cpu_seconds(operator: OperatorProcess) -> float:
-    """CPU (user + system, all threads) the operator process has used so far, from /proc."""
     assert operator.process is not None
-    return cpu_ticks(Path(f"/proc/{operator.process.pid}/stat").read_text()) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(operator.process.pid)
 
 
 def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:

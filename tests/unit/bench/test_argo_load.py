@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.bench.argoload import argo_workflow, cpu_seconds
+from tests.bench.argoload import argo_workflow
 from tests.bench.scaleload import chain, fan_out_in
+from tests.bench.simcluster import cpu_seconds
 
 
 def _dependencies(shape_manifest: dict[str, object]) -> dict[str, list[str]]:
