@@ -306,12 +306,13 @@ Controllers that legitimately rewrite ownerReferences and finalizers of any obje
 {{- end }}
 
 {{- /*
-CEL list literal of the identities that create step pods: the operator (its step Jobs say managedBy:
-towline.dev/operator), the Job controller (for step Jobs an earlier release made), with per-controller
-credentials (kubeadm, kind, the local dev cluster) or without, and .Values.stepPodCreators.
+CEL list literal of the identities besides the operator that create step pods: the Job controller (for step
+Jobs an earlier release made; the operator's say managedBy: towline.dev/operator), with per-controller
+credentials (kubeadm, kind, the local dev cluster) or without, and .Values.stepPodCreators. The operator's own
+requests never reach towline-step-objects (towline-operator-jobs holds them).
 */ -}}
 {{- define "towline.stepPodCreators" -}}
-{{- $users := list (include "towline.operatorUser" . | quote) ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
+{{- $users := list ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
 {{- range .Values.stepPodCreators }}
 {{- $users = append $users (. | quote) }}
 {{- end }}
