@@ -264,6 +264,31 @@ def test_a_run_can_be_suspended_and_cancelled_but_not_uncancelled(
     assert result.returncode != 0 and "spec.cancel: Invalid value: a cancelled run stays cancelled" in result.stderr
 
 
+def test_a_runs_status_is_one_field_for_managed_fields_and_still_refuses_a_repeated_step(
+    crds_installed: ControlPlane, namespace: str, run: str
+) -> None:
+    """Only the operator writes status, so the schema makes it atomic: managedFields name `status` once instead
+    of every field of every step (a third of a 50-step run's bytes, paid on each status write). The schema
+    still refuses two steps with one id."""
+    steps = [{"id": "load", "phase": "Succeeded", "attempt": 1, "history": [{"attempt": 1}]},
+             {"id": "tell", "phase": "Running", "attempt": 1}]
+    status = {"status": {"phase": "Running", "steps": steps}}
+    result = kubectl(crds_installed, "patch", "-n", namespace, run, "--subresource", "status", "--type", "merge",
+                     "-p", json.dumps(status))
+    assert result.returncode == 0, result.stderr
+    read = kubectl(crds_installed, "get", "-n", namespace, run, "-o", "json", "--show-managed-fields")
+    assert read.returncode == 0, read.stderr
+    stored = json.loads(read.stdout)
+    assert [step["id"] for step in stored["status"]["steps"]] == ["load", "tell"]
+    owned = [entry["fieldsV1"] for entry in stored["metadata"]["managedFields"] if entry.get("subresource") == "status"]
+    assert owned == [{"f:status": {}}], owned
+    repeated = {"status": {"phase": "Running", "steps": [*steps, {"id": "load", "phase": "Failed"}]}}
+    result = kubectl(crds_installed, "patch", "-n", namespace, run, "--subresource", "status", "--type", "merge",
+                     "-p", json.dumps(repeated))
+    assert result.returncode != 0 and 'status.steps[2]: Duplicate value: {"id":"load"}' \
+        in result.stderr, result.stderr
+
+
 APPROVAL: dict[str, Any] = {
     "apiVersion": "towline.dev/v1alpha1", "kind": "Approval", "metadata": {"name": "renewals-by-hand-review"},
     "spec": {"runName": "renewals-by-hand", "workflowName": "renewals", "step": "review", "message": "Go?",

@@ -215,10 +215,10 @@ class ChildCache:
             found[kind].append(body)
         return found["Job"], found["Pod"], found["Approval"]
 
-    def has_active_jobs(self, run: Key) -> bool:
-        """Whether the watch shows a Job of the run whose attempt has not ended yet (no terminal condition, no
+    def active_jobs(self, run: Key) -> int:
+        """How many Jobs of the run the watch shows with an attempt not ended yet (no terminal condition, no
         succeeded pod)."""
-        return any(kind == "Job" and self._attempt_state(run[0], body)[0] == "active"
+        return sum(kind == "Job" and self._attempt_state(run[0], body)[0] == "active"
                    for (kind, _, _), body in self._objects.by("run", run))
 
     def covers(self, run: Key, status: WorkflowRunStatus) -> bool:

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 10
 """How long a graceful stop waits for the passes to end before it hands the Lease over regardless."""
 CHILD_BATCH_SECONDS = 0.5
+WIDE_RUN_JOBS = 16
+WIDE_RUN_BATCH_SECONDS = 2.0
 """How long a pass waits for more of a run's steps to end while others still run (see `child_changed`)."""
 
 
@@ -244,12 +246,15 @@ class Operator:
         While other Jobs of the run still run (a fan-out), the pass waits up to CHILD_BATCH_SECONDS for the
         next ones to end, and they share it; when none does (a chain's step, a fan-out's last), the pass is
         queued at once. A pass of a large run decides, dumps and writes all of its status, so one pass per
-        ending step was most of a fan-out's CPU per step (docs/benchmarks.md).
+        ending step was most of a fan-out's CPU per step (docs/benchmarks.md). While WIDE_RUN_JOBS or more
+        still run, it waits up to WIDE_RUN_BATCH_SECONDS: such a run's steps end many to a second, and each
+        of its status writes is the largest (Argo's controller looks at a workflow 1 s after a pod changed).
         """
-        if self.known.children.has_active_jobs(key):
-            self.runs.add_within(key, CHILD_BATCH_SECONDS)
-        else:
+        active = self.known.children.active_jobs(key)
+        if active == 0:
             self.runs.add(key)
+        else:
+            self.runs.add_within(key, WIDE_RUN_BATCH_SECONDS if active >= WIDE_RUN_JOBS else CHILD_BATCH_SECONDS)
 
     def forgot_run(self, key: Key) -> None:
         summary = self.known.forgot(key)
