@@ -2,13 +2,14 @@
 
 `python -m tests.bench.bench_step_admission` (no root needed; kwok is the node). As the operator's
 ServiceAccount, so RBAC and admission are those the operator meets, it makes STEPS step objects
-the way a run's step does (towline.k8s.objects, towline.k8s.steppods): the step's egress
-NetworkPolicy, its Job, the Job's pod, then the removal of the operator's finalizer from the pod;
-16 steps at a time. Once with every binding of the chart, then (each time in a fresh namespace)
-deleting `towline-operator-jobs`, then `towline-step-objects` too, then every binding, so each
-difference is one policy's cost. Prints kube-apiserver's CPU per step in each case and the time the
-ValidatingAdmissionPolicy plugin took (`apiserver_admission_controller_admission_duration_seconds`;
-a latency, which waiting for a core inflates: the CPU is the figure). Asserts nothing about time.
+the way a run's steps of one egress do (towline.k8s.objects, towline.k8s.egresspolicies,
+towline.k8s.steppods): their shared egress NetworkPolicy once, then each step's Job, the Job's pod,
+and the removal of the operator's finalizer from the pod; 16 steps at a time. Once with every
+binding of the chart, then (each time in a fresh namespace) deleting `towline-operator-jobs`, then
+`towline-step-objects` too, then every binding, so each difference is one policy's cost. Prints
+kube-apiserver's CPU per step in each case and the time the ValidatingAdmissionPolicy plugin took
+(`apiserver_admission_controller_admission_duration_seconds`; a latency, which waiting for a core
+inflates: the CPU is the figure). Asserts nothing about time.
 
 Kubernetes 1.35 converts the typed object (and the old one on an update) to unstructured form once
 for each pass of a policy (match conditions, validations, message expressions, audit annotations),
@@ -26,6 +27,7 @@ from tests.bench.figures import samples, table
 from tests.bench.simcluster import SimCluster, cpu_seconds, sim_cluster
 from towline.engine import naming
 from towline.k8s.client import JOBS, NETWORK_POLICIES, WORKFLOW_RUNS, KubeApi
+from towline.k8s.egresspolicies import select_for_egress, shared_egress_policy
 from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
 from towline_dev.install import StepPods
@@ -45,17 +47,18 @@ async def _make_steps(cluster: SimCluster, namespace: str) -> None:
             "spec": {"workflowRef": {"name": "bench"}, "requestedBy": "admin"}})
         ref = RunRef(name="bench", namespace=namespace, uid=run["metadata"]["uid"], workflow="bench")
         gate = asyncio.Semaphore(IN_FLIGHT)
+        policy = shared_egress_policy(ref, build_step_egress_policy(
+            ref, name="bench", step_id="s", egress=(), connector_ports=()))
+        await api.create(NETWORK_POLICIES.path(namespace), policy)
 
         async def step(index: int) -> None:
             step_id = f"s{index}"
             job_name = naming.job_name(ref.name, step_id, 1)
             async with gate:
-                await api.create(NETWORK_POLICIES.path(namespace), build_step_egress_policy(
-                    ref, name=job_name, step_id=step_id, egress=(), connector_ports=()))
-                job, _ = await api.create(JOBS.path(namespace), build_step_job(
+                job, _ = await api.create(JOBS.path(namespace), select_for_egress(build_step_job(
                     ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform", inputs={},
                     credentials={}, idempotency_key=f"{ref.uid}-{step_id}", timeout_seconds=None,
-                    settings=settings))
+                    settings=settings), policy))
                 await start_step_pod(api, job, datetime.now(UTC))
                 await release_step_pod(api, namespace, job_name)
 
@@ -97,7 +100,7 @@ def main() -> None:
             cpu = _measure(cluster, f"stage-{index}")
             plugin = _admission_seconds(cluster.apiserver_metrics()) - before
             rows.append([label, f"{cpu * 1000 / STEPS:.1f}", f"{plugin * 1000 / STEPS:.2f}"])
-    print(f"{STEPS} steps' objects (egress policy, Job, pod, finalizer removal), {IN_FLIGHT} at a time, "
+    print(f"{STEPS} steps' objects (Job, pod, finalizer removal; one shared egress policy), {IN_FLIGHT} at a time, "
           "as the operator:")
     print(table(["chart's policies", "kube-apiserver CPU ms/step", "admission policy plugin ms/step"], rows))
 

@@ -68,6 +68,19 @@ def list_objects(cluster: ControlPlane, kind: str, namespace: str, selector: str
     return read_list(cluster, kind, namespace, selector)
 
 
+def step_policy(cluster: ControlPlane, job_name: str, namespace: str) -> dict[str, Any] | None:
+    """The egress NetworkPolicy that selects a step Job's pod (the run's steps of one egress share it), or None."""
+    job = get(cluster, "jobs", job_name, namespace)
+    if job is None:
+        return None
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    found = [policy for policy in list_objects(cluster, "networkpolicies", namespace,
+                                               f"towline.dev/egress={labels.get('towline.dev/egress', '')}")
+             if policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
+    assert len(found) <= 1, [policy["metadata"]["name"] for policy in found]
+    return found[0] if found else None
+
+
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3) -> Any:
     """Poll until `probe` returns something truthy; fail with `what` and the last value seen."""
     deadline = time.monotonic() + timeout

@@ -1,7 +1,9 @@
 """Egress isolation of a step pod, measured from inside a real container on the real node.
 
 The step's NetworkPolicies are the ones the operator builds (default deny + the
-step's egress policy allowing one test host). A raw TCP connect from the step
+step's egress policy allowing one test host, as the run's steps of that egress
+share it). A sibling step of the same run, whose own policy opens nothing, is
+let out by none of its run's policies. A raw TCP connect from the step
 container reaches that host and is refused everywhere else: another test host, the
 API server, the node, a cloud-metadata address and a DNS server that is not
 cluster DNS. A control pod in a namespace without policies reaches each of them
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, tcp_probe, wait_running
 
-from towline.k8s.labels import LABEL_STEP_POD
+from towline.k8s.egresspolicies import shared_egress_policy
+from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP_POD
 from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
 from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
@@ -62,26 +65,33 @@ def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.Tem
     step_ns, control_ns = "egress-step", "egress-control"
     try:
         run = RunRef(name="run-1", namespace=step_ns, uid="00000000-0000-0000-0000-000000000001", workflow="wf")
-        egress_policy = build_step_egress_policy(
+        egress_policy = shared_egress_policy(run, build_step_egress_policy(
             run, name="run-1-fetch", step_id="fetch",
             egress=[{"cidr": ALLOWED.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
-        )
-        # No WorkflowRun exists here: without this the garbage collector would delete the policy.
-        del egress_policy["metadata"]["ownerReferences"]
+        ))
+        sibling_policy = shared_egress_policy(run, build_step_egress_policy(
+            run, name="run-1-report", step_id="report", egress=[], connector_ports=[]))
+        # No WorkflowRun exists here: without this the garbage collector would delete the policies.
+        for policy in (egress_policy, sibling_policy):
+            del policy["metadata"]["ownerReferences"]
         for namespace in (step_ns, control_ns):
             plane.kubectl("create", "namespace", namespace)
-        for manifest in (build_default_deny_policy(step_ns), egress_policy):
+        for manifest in (build_default_deny_policy(step_ns), egress_policy, sibling_policy):
             create(plane, manifest)
-        create_step_pod(plane, sleeper_pod("probe", step_ns, {**step_labels(run, "fetch"), LABEL_STEP_POD: "true"}))
+        for pod, step, policy in (("probe", "fetch", egress_policy), ("sibling", "report", sibling_policy)):
+            create_step_pod(plane, sleeper_pod(pod, step_ns, {
+                **step_labels(run, step), LABEL_STEP_POD: "true",
+                LABEL_EGRESS: policy["metadata"]["labels"][LABEL_EGRESS]}))
         create(plane, sleeper_pod("probe", control_ns))
         wait_running(plane, control_ns, "probe")
         wait_running(plane, step_ns, "probe")
+        wait_running(plane, step_ns, "sibling")
         started = time.monotonic()
         host, port = OTHER_HOST.split(":")
-        while True:  # in effect once a probe of the other host fails without its SYN arriving
+        while True:  # in effect once a probe of the other host fails without its SYN arriving, from both pods
             arrived = hosts.arrived(OTHER_HOST)
-            outcome = tcp_probe(plane, step_ns, "probe", host, int(port), wait=1)
-            if outcome != "connected" and hosts.arrived(OTHER_HOST) == arrived:
+            outcomes = [tcp_probe(plane, step_ns, pod, host, int(port), wait=1) for pod in ("probe", "sibling")]
+            if "connected" not in outcomes and hosts.arrived(OTHER_HOST) == arrived:
                 break
             assert time.monotonic() - started < 120, "the egress policy was not in effect 120 s after pod start"
             time.sleep(0.2)
@@ -98,6 +108,17 @@ def test_step_reaches_the_host_its_policy_allows(egress: EgressSetup) -> None:
     before = egress.hosts.arrived(ALLOWED)
     assert egress.probe(egress.step_ns, ALLOWED) == "connected"
     assert egress.hosts.arrived(ALLOWED) > before
+
+
+def test_a_sibling_step_is_let_out_by_none_of_its_runs_other_policies(egress: EgressSetup) -> None:
+    """The run's policy for the other step's egress opens ALLOWED; the sibling, whose own opens nothing, is held."""
+    plane = egress.cluster.plane
+    assert plane is not None
+    assert egress.probe(egress.step_ns, ALLOWED) == "connected", "the fetch step's policy is in effect"
+    before = egress.hosts.arrived(ALLOWED)
+    host, port = ALLOWED.split(":")
+    assert tcp_probe(plane, egress.step_ns, "sibling", host, int(port)) != "connected"
+    assert egress.hosts.arrived(ALLOWED) == before, "the sibling's SYN reached the host another step may reach"
 
 
 @pytest.mark.parametrize("endpoint", [OTHER_HOST, OTHER_DNS, METADATA], ids=["other-host", "other-dns", "metadata"])

@@ -17,6 +17,7 @@ from towline.api.approval import approvers_line
 from towline.engine import actions as engine_actions
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
+from towline.k8s.egresspolicies import EgressPolicies, select_for_egress, shared_egress_policy
 from towline.k8s.isolationreports import IsolationFailureReports
 from towline.k8s.objects import (
     DEFAULT_DENY_POLICY,
@@ -111,6 +112,8 @@ class ActionContext:
     """The API server's addresses as host networks, excepted from every step policy; raises while unknown."""
     default_deny: DefaultDenyPolicies | None = None
     """Fed by a NetworkPolicy watch; None: read the default-deny policy before every step Job."""
+    egress_policies: EgressPolicies = field(default_factory=EgressPolicies)
+    """The shared step egress policies made lately: a run's steps of one egress make one between them."""
 
 
 async def apply_actions(context: ActionContext, run: RunRef, actions: Iterable[engine_actions.Action]) -> None:
@@ -215,7 +218,8 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         cluster_cidrs=context.pod_settings.cluster_cidrs,
         never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
     )
-    await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
+    shared = shared_egress_policy(run, policy)
+    await context.egress_policies.ensure(context.api, shared)
     job = build_user_step_job(
         run, job_name=action.job_name, step_id=action.step_id, attempt=action.attempt, action=action.action,
         step_type=action.step_type, inputs=action.inputs, credentials=action.credentials,
@@ -236,7 +240,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
         created_at=datetime.now(UTC),
     )
-    created = await create_or_adopt_job(context, run, job)
+    created = await create_or_adopt_job(context, run, select_for_egress(job, shared))
     if created:
         log.info("created Job %s for %s", action.job_name, action.action)
     else:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from tests.integration.attacks.test_attack_egress_policy import allowed_by, one_step, start
-from tests.integration.support import ScriptedServer, apply, create, get, step_status
+from tests.integration.support import ScriptedServer, apply, create, get, step_policy, step_status
 
 from towline.k8s.apiserver import except_in_step_policies
 from towline.k8s.client import KubeApi
@@ -59,7 +59,7 @@ def test_no_step_policy_opens_the_api_server_whatever_the_step_asks(
         }
         apply(cluster, one_step(ns, "reach-api", step))
         run = start(cluster, ns, "reach-api", "reach-api-run")
-    policy = get(cluster, "networkpolicies", step_status(run, "call")["jobName"], ns)
+    policy = step_policy(cluster, step_status(run, "call")["jobName"], ns)
     assert policy is not None, run["status"]
 
     opened = [address for address in addresses if allowed_by(policy, address)]

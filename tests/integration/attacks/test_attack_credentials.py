@@ -21,6 +21,7 @@ from tests.integration.support import (
     create,
     get,
     list_objects,
+    step_policy,
     step_status,
     wait_for_phase,
 )
@@ -163,7 +164,7 @@ def test_allow_hosts_keeps_a_credential_off_every_other_host(
         job = call_jobs(cluster, ns, "pinned-evil")[0]
         env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert json.loads(env["TOWLINE_NETWORK"])["allowHosts"] == [TEST_SERVER_ADDRESS]
-        policy = get(cluster, "networkpolicies", job["metadata"]["name"], ns)
+        policy = step_policy(cluster, job["metadata"]["name"], ns)
         assert policy is not None
         assert policy["metadata"]["annotations"]["towline.dev/allow-hosts"] == TEST_SERVER_ADDRESS
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.support import ScriptedServer, apply, get, step_status, wait_for_phase
+from tests.integration.support import ScriptedServer, apply, get, step_policy, step_status, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import CHART, OperatorProcess
@@ -69,7 +69,7 @@ def test_a_step_policy_opens_nothing_the_in_pod_guard_refuses(
             "egress": [{"cidr": "0.0.0.0/0", "ports": [8443]}, {"cidr": "::/0"}]}))
         run = start(cluster, ns, "wide", "wide-run")
     assert run["status"]["phase"] == "Succeeded", run["status"]
-    policy = get(cluster, "networkpolicies", step_status(run, "call")["jobName"], ns)
+    policy = step_policy(cluster, step_status(run, "call")["jobName"], ns)
     assert policy is not None
     loopback = ipaddress.ip_network("127.0.0.0/8")
     opened = [a for a in GUARDED if allowed_by(policy, a) and ipaddress.ip_address(a) not in loopback]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from towline.engine.actions import Action, CreateStepJob, DeleteJob, EmitEvent
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.actions import PARALLEL_CREATES, ActionContext, DefaultDenyPolicies, apply_actions
 from towline.k8s.client import ApiError
+from towline.k8s.egresspolicies import KEEP_SECONDS
 from towline.k8s.objects import RunRef, StepPodSettings, build_default_deny_policy
 
 RUN = RunRef(name="fan", namespace="team", uid="uid-1", workflow="fan")
@@ -22,6 +24,7 @@ class SlowApi:
 
     def __init__(self, refuse_job: str | None = None) -> None:
         self.calls: list[str] = []
+        self.bodies: dict[str, dict[str, Any]] = {}
         self.in_flight = 0
         self.most_in_flight = 0
         self.refuse_job = refuse_job
@@ -35,6 +38,7 @@ class SlowApi:
         if body["kind"] == "Job" and name == self.refuse_job:
             raise ApiError(403, f"jobs {name} is forbidden")
         self.calls.append(f"create {body['kind']} {name}")
+        self.bodies[f"{body['kind']} {name}"] = body
         owners = body["metadata"]["ownerReferences"] if body["kind"] == "Pod" else [RUN.owner_reference()]
         return {**body, "metadata": {**body["metadata"], "uid": "job-uid", "ownerReferences": owners}}, True
 
@@ -50,22 +54,29 @@ class SlowApi:
         return {}
 
 
-def job(index: int) -> CreateStepJob:
+def job(index: int, *, egress: tuple[dict[str, Any], ...] = ()) -> CreateStepJob:
     return CreateStepJob(
         step_id=f"m{index}", attempt=1, job_name=f"fan-m{index}-1", action="data.transform", inputs={},
-        credentials={}, egress=(), allow_private_networks=(), allow_hosts=(), timeout_seconds=None,
+        credentials={}, egress=egress, allow_private_networks=(), allow_hosts=(), timeout_seconds=None,
         idempotency_key=f"k{index}", mutating=False,
     )
 
 
-def apply(api: SlowApi, actions: list[Action]) -> None:
+def apply(api: SlowApi, actions: list[Action], context: ActionContext | None = None) -> None:
+    asyncio.run(apply_actions(context or make_context(api), RUN, actions))
+
+
+def make_context(api: SlowApi) -> ActionContext:
     known = DefaultDenyPolicies()
     intact = build_default_deny_policy(RUN.namespace)
     intact["metadata"]["resourceVersion"] = "1"
     known.saw(intact)
-    context = ActionContext(api=api, pod_settings=StepPodSettings(),  # type: ignore[arg-type]
-                            connector_ports=lambda *_: [443], default_deny=known)
-    asyncio.run(apply_actions(context, RUN, actions))
+    return ActionContext(api=api, pod_settings=StepPodSettings(),  # type: ignore[arg-type]
+                         connector_ports=lambda *_: [443], default_deny=known)
+
+
+def policies(api: SlowApi) -> list[str]:
+    return [call.removeprefix("create NetworkPolicy ") for call in api.calls if call.startswith("create Network")]
 
 
 def test_a_fan_out_creates_its_jobs_side_by_side_within_the_bound() -> None:
@@ -76,19 +87,55 @@ def test_a_fan_out_creates_its_jobs_side_by_side_within_the_bound() -> None:
         f"create Job fan-m{i}-1" for i in range(3 * PARALLEL_CREATES))
 
 
-def test_each_jobs_egress_policy_is_created_before_the_job() -> None:
+def test_the_steps_of_one_egress_share_one_policy_made_before_their_jobs() -> None:
     api = SlowApi()
-    apply(api, [job(i) for i in range(4)])
+    elsewhere = ({"cidr": "198.51.100.0/24", "ports": [8443]},)
+    apply(api, [job(0), job(1), job(2, egress=elsewhere), job(3)])
+    assert len(policies(api)) == 2, api.calls
     for i in range(4):
-        assert api.calls.index(f"create NetworkPolicy fan-m{i}-1") < api.calls.index(f"create Job fan-m{i}-1")
+        template = api.bodies[f"Job fan-m{i}-1"]["spec"]["template"]["metadata"]["labels"]
+        selects = {name: api.bodies[f"NetworkPolicy {name}"]["spec"]["podSelector"]["matchLabels"]
+                   for name in policies(api)}
+        [policy] = [name for name, labels in selects.items() if labels.items() <= template.items()]
+        assert api.calls.index(f"create NetworkPolicy {policy}") < api.calls.index(f"create Job fan-m{i}-1")
+        opens = api.bodies[f"NetworkPolicy {policy}"]["spec"]["egress"]
+        assert any(rule.get("ports") == [{"protocol": "TCP", "port": 8443}] for rule in opens) == (i == 2), \
+            "each pod is selected by the policy of its own step's egress, and only by it"
+
+
+def test_a_later_pass_makes_no_policy_the_operator_made_lately_and_a_failed_create_is_tried_again() -> None:
+    api = SlowApi()
+    context = make_context(api)
+    apply(api, [job(0)], context)
+    apply(api, [job(1)], context)
+    assert len(policies(api)) == 1, "the second pass's step found the policy the first one made"
+    context.egress_policies.clock = lambda: time.monotonic() + KEEP_SECONDS + 1
+    apply(api, [job(2)], context)
+    assert len(policies(api)) == 2, "after KEEP_SECONDS a step asks again (a 409 adopts the policy)"
+
+    class Refusing(SlowApi):
+        async def create(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+            if body["kind"] == "NetworkPolicy" and not self.calls:
+                self.calls.append("refused")
+                raise ApiError(500, "etcdserver: request timed out")
+            return await super().create(path, body)
+
+    refusing = Refusing()
+    context = make_context(refusing)
+    with pytest.raises(ApiError, match="timed out"):
+        apply(refusing, [job(0)], context)
+    assert "create Job fan-m0-1" not in refusing.calls, "no pod without its egress policy"
+    apply(refusing, [job(0)], context)
+    assert len(policies(refusing)) == 1 and "create Job fan-m0-1" in refusing.calls
 
 
 def test_events_come_last_and_other_actions_keep_their_order() -> None:
     api = SlowApi()
     apply(api, [EmitEvent("Normal", "RunStarted", "run started"), DeleteJob(job_name="old-1"), job(0),
                 DeleteJob(job_name="old-2")])
-    assert api.calls == ["release old-1", "delete old-1", "create NetworkPolicy fan-m0-1", "create Job fan-m0-1",
-                         "create Pod fan-m0-1", "release old-2", "delete old-2", "event RunStarted"]
+    assert api.calls == ["release old-1", "delete old-1", f"create NetworkPolicy {policies(api)[0]}",
+                         "create Job fan-m0-1", "create Pod fan-m0-1", "release old-2", "delete old-2",
+                         "event RunStarted"]
 
 
 def test_a_refused_job_fails_the_pass_after_the_others_were_created() -> None:
