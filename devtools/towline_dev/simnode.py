@@ -3,8 +3,8 @@
 kwok (sigs.k8s.io/kwok, the Kubernetes project's own tool for this) plays the
 kubelet of one fake Node; the real kube-scheduler binds pods to it and the real
 Job controller (in the control plane's controller manager) turns finished pods
-into finished Jobs. kwok's own node stages keep the Node Ready (heartbeat and
-Lease); the pod stages here replace its defaults:
+into finished Jobs. kwok's own node stages and its node Lease (renewed as a
+kubelet's) keep the Node Ready; the pod stages here replace its defaults:
 
 - a scheduled pod starts at once (Running, with an address from kwok's range);
 - a running pod owned by a Job terminates at once, exit code 0, with the
@@ -32,6 +32,7 @@ from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_
 from towline_step.protocol import RESULT_LIMIT_BYTES
 
 NODE_NAME = "kwok-node-0"
+NODE_LEASE_SECONDS = 40
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 STAGE_API = "kwok.x-k8s.io/v1alpha1"
 
@@ -174,6 +175,11 @@ class SimulatedNode:
             self._processes["kwok"] = spawn([
                 find_kwok(), f"--kubeconfig={kubeconfig}", f"--config={config}",
                 f"--manage-nodes-with-annotation-selector={MANAGED_ANNOTATION}=fake",
+                # A Lease renewed every 10 s, as a kubelet's: without one the Node's only heartbeat is kwok's
+                # status stage, every 20-45 s, which on two busy cores came later than kube-controller-manager's
+                # 50 s grace. The node controller then marked the Node NotReady and rewrote the status of every
+                # pod on it, about once a minute, inside whichever engine's batch ran (docs/benchmarks.md).
+                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
                 f"--server-address=127.0.0.1:{free_loopback_port()}",
             ], log_path=self.work / "kwok.log")
             self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(fake_node()))

@@ -33,9 +33,12 @@ MAX_KEPT = 10_000
 
 
 def egress_group(policy: JSON) -> str:
-    """The digest of what a step policy opens: its rules and the hosts the in-pod guard allows."""
+    """The digest of what a step policy opens (its rules and the hosts the in-pod guard allows) and of the run that
+    owns it: a run deleted and created again under its name never adopts the old one's policy, which the garbage
+    collector is about to delete."""
     opened = {"spec": policy["spec"].get("egress") or [], "types": policy["spec"].get("policyTypes") or [],
-              "annotations": policy["metadata"].get("annotations") or {}}
+              "annotations": policy["metadata"].get("annotations") or {},
+              "owners": [owner.get("uid") for owner in policy["metadata"].get("ownerReferences") or []]}
     return hashlib.sha256(json.dumps(opened, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
 
 

@@ -18,7 +18,7 @@ from tests.integration.attacks.attack_support import (
     refused,
     run_manifest,
 )
-from tests.integration.support import bind_role, wait_for_phase
+from tests.integration.support import bind_role, list_objects, wait_for_phase
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
@@ -141,3 +141,31 @@ def test_an_editor_cannot_make_step_objects_by_pod_template_or_reserved_name(
             OWNERSHIP)
     refused(patch_as(cluster, "carol", "job", name, ns, {"spec": {"activeDeadlineSeconds": 1}}), SPEC)
     assert name.startswith("towline-step-"), "step Jobs carry the reserved prefix"
+
+
+def test_an_editor_cannot_borrow_a_runs_shared_egress_policy(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, namespace: str,
+) -> None:
+    """The run's steps of one egress share a policy that selects pods by the run and the digest of what it opens
+    (towline.k8s.egresspolicies). A pod of carol's own with those labels would be let out as the steps are: it is
+    refused; one with the digest alone is hers to make, and no step policy selects it."""
+    cluster, ns = towline_installed, namespace
+    bind_role(cluster, ns, "edit", users=("carol",))
+    _, job = finished_run(cluster, ns)
+    template = job["spec"]["template"]["metadata"]["labels"]
+    (policy,) = list_objects(cluster, "networkpolicies", ns, "towline.dev/run=real-run,towline.dev/egress")
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= template.items() and set(selected) == {"towline.dev/run", "towline.dev/egress"}
+
+    refused(create_as(cluster, "carol", pod_manifest(ns, "borrowed", dict(selected), []), "--dry-run=server"),
+            POD_CREATORS_ONLY)
+    digest_only = {"towline.dev/egress": selected["towline.dev/egress"]}
+    assert create_as(cluster, "carol", pod_manifest(ns, "digest-only", digest_only, []),
+                     "--dry-run=server").returncode == 0
+    policies = list_objects(cluster, "networkpolicies", ns)
+    assert not [p["metadata"]["name"] for p in policies
+                if p["spec"]["podSelector"].get("matchLabels", {}).items() <= digest_only.items()
+                and not p["spec"]["podSelector"].get("matchExpressions")], "a policy selects the digest-only pod"
+    # Nor may she give the run's real step pod another egress digest (a pod's towline.dev/ labels are the operator's).
+    refused(patch_as(cluster, "carol", "pod", job["metadata"]["name"], ns,
+                     {"metadata": {"labels": {"towline.dev/egress": "0" * 20}}}), OWNERSHIP)
