@@ -23,6 +23,7 @@ names and images; never an environment.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Any
 
 from towline.api.run import WorkflowRunStatus
@@ -215,11 +216,13 @@ class ChildCache:
             found[kind].append(body)
         return found["Job"], found["Pod"], found["Approval"]
 
-    def active_jobs(self, run: Key) -> int:
+    def active_jobs(self, run: Key, *, at_most: int) -> int:
         """How many Jobs of the run the watch shows with an attempt not ended yet (no terminal condition, no
-        succeeded pod)."""
-        return sum(kind == "Job" and self._attempt_state(run[0], body)[0] == "active"
-                   for (kind, _, _), body in self._objects.by("run", run))
+        succeeded pod), counting no further than `at_most`: asked on every child event, it stops as soon as the
+        answer is known instead of walking a wide run's every child."""
+        active = (body for (kind, _, _), body in self._objects.by("run", run)
+                  if kind == "Job" and self._attempt_state(run[0], body)[0] == "active")
+        return sum(1 for _ in itertools.islice(active, at_most))
 
     def covers(self, run: Key, status: WorkflowRunStatus) -> bool:
         """Whether the cache holds everything the run's status says exists (else: list live)."""

@@ -250,7 +250,7 @@ class Operator:
         still run, it waits up to WIDE_RUN_BATCH_SECONDS: such a run's steps end many to a second, and each
         of its status writes is the largest (Argo's controller looks at a workflow 1 s after a pod changed).
         """
-        active = self.known.children.active_jobs(key)
+        active = self.known.children.active_jobs(key, at_most=WIDE_RUN_JOBS)
         if active == 0:
             self.runs.add(key)
         else:
