@@ -79,6 +79,7 @@ class EgressPolicies:
         if known is None or (known[0].done() and now - known[1] > KEEP_SECONDS):
             known = (asyncio.ensure_future(self._make(api, policy)), now)
             self._known[key] = known
+            self._known.move_to_end(key)  # a refreshed entry is the newest, not where it was first made
             while len(self._known) > MAX_KEPT:
                 self._known.popitem(last=False)
         try:
