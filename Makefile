@@ -5,7 +5,7 @@ PKG_DIRS := operator connectors stepkit devtools
 # (operators, the plugin, the CLI) that would otherwise compile the same sources each time (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help install binaries dev test suite lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
+.PHONY: help install debian-pins binaries dev test suite lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
@@ -65,6 +65,12 @@ ui-assets-check:
 unit:
 	$(PYTHON) -m pytest tests/unit -q
 
+# Every Debian pin still satisfiable from the mirror (after `apt-get update`, as root): a security update that
+# removed a pinned build fails here in seconds, naming the package and what is offered, instead of a fresh
+# machine failing half an hour into the suite (towline_dev.debpackages).
+debian-pins: install
+	$(PYTHON) -m towline_dev.debpackages --check
+
 # Builds (first time, with progress on the terminal) what the integration tests run, kubeconform among
 # them; "cached" after.
 binaries: install
@@ -77,7 +83,7 @@ integration: binaries
 # own for the tests that must own the machine): they need a core for a few seconds while the suite starts its nodes.
 # A failed check fails `make test` when the suite has ended.
 CHECKS := lint typecheck imports crds-check ui-assets-check
-test: install binaries
+test: install debian-pins binaries
 	$(MAKE) --no-print-directory -j $(words $(CHECKS) suite) $(CHECKS) suite
 
 suite:

@@ -80,7 +80,7 @@ def base_key() -> str:
     inputs = {
         "suite": IMAGE_DEBIAN_SUITE,
         "packages": list(IMAGE_BASE_PACKAGES),
-        "mmdebstrap": IMAGE_TOOL_PACKAGES["mmdebstrap"],
+        "mmdebstrap": IMAGE_TOOL_PACKAGES["mmdebstrap"].version,
         "dpkg": list(DPKG_EXCLUDES),
         "mirrors": debian_sources(),
     }

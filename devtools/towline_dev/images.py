@@ -111,7 +111,7 @@ def pinned_inputs() -> dict[str, object]:
         "format": KEY_FORMAT,
         "images": [(spec.reference, spec.containerfile) for spec in IMAGES],
         "base": base_key(),
-        "tools": dict(sorted(IMAGE_TOOL_PACKAGES.items())),
+        "tools": {name: pin.version for name, pin in sorted(IMAGE_TOOL_PACKAGES.items())},
         "buildTools": dict(sorted(IMAGE_BUILD_TOOLS.items())),
     }
 

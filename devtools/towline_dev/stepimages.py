@@ -172,7 +172,7 @@ def pinned_inputs(spec: StepImage, go: str | None) -> dict[str, object]:
     pins: dict[str, object] = {
         "format": STEP_KEY_FORMAT,
         "image": [spec.reference, spec.containerfile, spec.context],
-        "tools": dict(sorted(IMAGE_TOOL_PACKAGES.items())),
+        "tools": {name: pin.version for name, pin in sorted(IMAGE_TOOL_PACKAGES.items())},
     }
     if spec.go_binary:
         if go is None:

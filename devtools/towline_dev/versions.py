@@ -6,6 +6,8 @@ constants; change a version here and nowhere else.
 
 from __future__ import annotations
 
+from towline_dev.debversions import DebianPin
+
 KUBERNETES_VERSION = "v1.35.4"
 """k8s.io/kubernetes release: kube-apiserver, kube-controller-manager, kubectl."""
 
@@ -47,29 +49,48 @@ CLI_UTILS_VERSION = "v0.37.2"
 """sigs.k8s.io/cli-utils: its kstatus package, which Flux, kpt and Config Sync read object health with;
 a small command over it (towline_dev/kstatus.go) shows what they make of a WorkflowRun (towline_dev.kstatus)."""
 
+# Debian packages. Debian's archives keep only the newest build of a package: a security or
+# stable update replaces the build a pin names, and the day it lands the pinned version is no
+# longer offered. So each pin says what else it accepts (towline_dev.debversions): the same
+# upstream version at a later Debian revision (what a security update of a stable release
+# ships), or for a browser any newer version. `make test` checks that the mirror still offers
+# something every pin accepts (`python -m towline_dev.debpackages --check`), and the install
+# says which version it took when the pinned one is gone.
+
 DEBIAN_PACKAGES = {
-    "containerd": "1.6.20~ds1-1+deb12u3",
-    "runc": "1.1.5+ds1-1+deb12u1",
-    "containernetworking-plugins": "1.1.1+ds1-3+b5",
-    "iptables": "1.8.9-2",
-    "ipset": "7.17-1",
-    "conntrack": "1:1.4.7-1+b2",
-    "busybox-static": "1:1.35.0-4+deb12u1+b1",
+    "containerd": DebianPin("1.6.20~ds1-1+deb12u3"),
+    "runc": DebianPin("1.1.5+ds1-1+deb12u1"),
+    "containernetworking-plugins": DebianPin("1.1.1+ds1-3+b5"),
+    "iptables": DebianPin("1.8.9-2"),
+    "ipset": DebianPin("7.17-1"),
+    "conntrack": DebianPin("1:1.4.7-1+b2"),
+    "busybox-static": DebianPin("1:1.35.0-4+deb12u1+b1"),
 }
 """Debian 12 packages the local node runs (CRI runtime, CNI plugins, netfilter tools) and
-the static busybox its test images are made from; installed through `towline_dev.debpackages`."""
+the static busybox its test images are made from; installed through `towline_dev.debpackages`.
+The node's behaviour is the upstream version's, so a later Debian revision of it is taken."""
 
-WALKTHROUGH_PACKAGES = {"skopeo": "1.9.3+ds1-1+b10"}
+WALKTHROUGH_PACKAGES = {"skopeo": DebianPin("1.9.3+ds1-1+b10")}
 """Debian 12 packages the README walkthrough test types commands of besides kubectl and helm: skopeo,
 which copies a release's image archives into a registry as the README's install does."""
 
-BROWSER_TEST_PACKAGES = {"chromium": "156.0.8078.114-1~deb12u1", "chromium-driver": "156.0.8078.114-1~deb12u1"}
+BROWSER_TEST_PACKAGES = {
+    "chromium": DebianPin("156.0.8078.129-1~deb12u1", accepts="newer"),
+    "chromium-driver": DebianPin("156.0.8078.129-1~deb12u1", accepts="newer"),
+}
 """Debian 12 packages the web view's browser tests drive (headless, through selenium): Chromium and
-its WebDriver, from bookworm-security; installed through `towline_dev.debpackages`."""
+its WebDriver. Debian ships Chromium through bookworm-security, a new major version every few weeks
+with the old build gone, so any version at least this one is taken (the driver comes from the same
+source package, so apt installs the two at one version)."""
 
-# Container images (towline_dev.images). Debian package versions are those of
-# bookworm and its updates; a pin the mirror no longer offers fails the
-# install with the candidate version named, so it is updated here on purpose.
+POSTGRESQL_PACKAGES = {"postgresql-15": DebianPin("15.20-0+deb12u1", accepts="newer")}
+"""The PostgreSQL server the archive's tests run against (towline_dev.postgres). Its security updates
+are new upstream minor releases (15.18 -> 15.20), so any newer 15.x is taken: the package name holds
+the major version the schema is tested on."""
+
+# Container images (towline_dev.images). The base image's packages come from the
+# suite as the mirror offers them on the day of the build (its digest records what
+# went in); the tools that build it are pinned like the rest.
 
 IMAGE_DEBIAN_SUITE = "bookworm"
 """The suite the local base image is built from (Debian 12 ships Python 3.11)."""
@@ -78,8 +99,8 @@ IMAGE_BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 """What the base adds to Debian's essential set: the interpreter, venv, CA certificates."""
 
 IMAGE_TOOL_PACKAGES = {
-    "buildah": "1.28.2+ds1-3+deb12u1+b3",
-    "mmdebstrap": "1.3.5-7",
+    "buildah": DebianPin("1.28.2+ds1-3+deb12u1+b3"),
+    "mmdebstrap": DebianPin("1.3.5-7"),
 }
 """Debian packages that build the images without a daemon."""
 
@@ -88,3 +109,12 @@ IMAGE_TEST_PACKAGES = {name: DEBIAN_PACKAGES[name] for name in ("runc", "contain
 
 IMAGE_BUILD_TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1"}
 """The wheel build's own tools, pinned in images/constraints.txt with everything else."""
+
+ALL_DEBIAN_PINS = {
+    "the local node": DEBIAN_PACKAGES,
+    "the README walkthrough test": WALKTHROUGH_PACKAGES,
+    "the web view's browser tests": BROWSER_TEST_PACKAGES,
+    "the archive's PostgreSQL tests": POSTGRESQL_PACKAGES,
+    "building the container images": IMAGE_TOOL_PACKAGES,
+}
+"""Every group of Debian pins, by what needs it: what `python -m towline_dev.debpackages --check` checks."""
