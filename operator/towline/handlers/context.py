@@ -39,6 +39,10 @@ class ReconcileContext(Protocol):
     def code_steps(self) -> CodeStepPolicy:
         """Where code steps (code.python, code.wasm) may run: the chart's codeSteps values."""
 
+    @property
+    def archive_finalizer(self) -> str | None:
+        """The finalizer every run carries until the archive has written it; None: no archive runs."""
+
     def step_types_for(self, namespace: str) -> Mapping[str, ResolvedStepType | str]:
         """action (`steptype/<name>`, `clustersteptype/<name>`) -> the type now, or why it cannot be used."""
 

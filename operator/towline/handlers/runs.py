@@ -35,7 +35,7 @@ from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
 from towline.k8s.objects import RunRef
-from towline.k8s.runs import read_run, read_workflow, write_run_status
+from towline.k8s.runs import hold_for_archive, read_run, read_workflow, write_run_status
 from towline.k8s.together import side_by_side
 from towline.logs import log_context
 from towline.metrics import record_run_transition
@@ -70,16 +70,14 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     meta = raw["metadata"]
     generation = meta.get("generation")
     if status.phase in TERMINAL_RUN_PHASES:
-        # Nothing more to do for it: its Workflow's pass keeps the history within the limits. Only a spec
-        # change after the end (a late cancel) or a run finished by an older operator gets its standard
-        # fields written once, so tools never wait on a finished run.
-        await operator.keep_step_pods(namespace, name, now, run_over=True)
-        finished = standard_status(status, generation, now)
-        if finished != status:
-            await _write(operator, raw, finished, run)
+        await _keep_finished_run(operator, raw, run, status, now)
         return None
     problems: list[str] = []
     held = None
+    held_raw = await _held_for_archive(operator, raw)
+    if held_raw is None:
+        return None
+    raw, meta = held_raw, held_raw["metadata"]
     if status.workflow_spec is None:
         # Read once for both: the limit a queued run waits on, and the definition the run snapshots.
         workflow = await read_workflow(operator.api, namespace, run.spec.workflow_ref.name)
@@ -118,6 +116,32 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     if held is not None:
         return now + QUEUED_RECHECK
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
+
+
+async def _keep_finished_run(operator: ReconcileContext, raw: dict[str, Any], run: WorkflowRun,
+                             status: WorkflowRunStatus, now: datetime) -> None:
+    """Nothing more to do for a finished run: its Workflow's pass keeps the history within the limits. Only a spec
+    change after the end (a late cancel) or a run finished by an older operator gets its standard fields written
+    once, so tools never wait on a finished run."""
+    meta = raw["metadata"]
+    await operator.keep_step_pods(meta["namespace"], meta["name"], now, run_over=True)
+    finished = standard_status(status, meta.get("generation"), now)
+    if finished != status:
+        await _write(operator, raw, finished, run)
+
+
+async def _held_for_archive(operator: ReconcileContext, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The run, holding the archive's finalizer while the archive is on (added on its first pass, before anything
+    runs, or on the first pass after the archive was turned on): from then on it is deleted (pruned) only once the
+    archive holds it. None: somebody wrote first (the run is looked at again)."""
+    finalizer = operator.archive_finalizer
+    if finalizer is None or finalizer in (raw["metadata"].get("finalizers") or ()):
+        return raw
+    try:
+        return await hold_for_archive(operator.api, raw, finalizer)
+    except Conflict:
+        operator.write_conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        return None
 
 
 async def act_and_keep_pods(operator: ReconcileContext, ref: RunRef, actions: Sequence[Action], now: datetime, *,

@@ -24,6 +24,10 @@ MANAGER = "towline"
 STEP_JOB_MANAGER = "towline.dev/operator"
 """A step Job's `spec.managedBy`: the operator, not the cluster's Job controller, makes its pod and writes its
 status (towline.k8s.steppods)."""
+RUN_ARCHIVE_FINALIZER = "towline.dev/archive"
+"""On a run while the archive is enabled, from the operator's first pass until the archive has written the run, its
+approvals and its steps' logs (towline.archive): neither the history limit nor a person's delete removes a run the
+record does not hold yet. Only the archive removes it."""
 STEP_POD_FINALIZER = "towline.dev/step-result"
 """On a step pod the operator made, until its end is written on its Job: the pod cannot vanish unrecorded, so a Job
 without a pod never had one (towline.k8s.steppods)."""

@@ -76,6 +76,17 @@ async def cancel_run(api: KubeApi, namespace: str, name: str) -> None:
     await api.merge_patch(WORKFLOW_RUNS.path(namespace, name), {"spec": {"cancel": True}})
 
 
+async def hold_for_archive(api: KubeApi, run: JSON, finalizer: str) -> JSON:
+    """The run with the archive's finalizer added (the API server's answer), or as it is when it has it already or
+    is being deleted (no finalizer may join then). The patch names the resourceVersion read: Conflict if it moved."""
+    meta = run["metadata"]
+    held = list(meta.get("finalizers") or [])
+    if finalizer in held or meta.get("deletionTimestamp"):
+        return run
+    patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": [*held, finalizer]}}
+    return await api.merge_patch(WORKFLOW_RUNS.path(meta["namespace"], meta["name"]), patch)
+
+
 async def delete_run(api: KubeApi, namespace: str, name: str) -> bool:
     """Delete a run and, through owner references, its Jobs, policies and Approvals."""
     return await api.delete(WORKFLOW_RUNS.path(namespace, name), propagation="Background")

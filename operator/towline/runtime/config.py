@@ -134,6 +134,15 @@ def code_step_policy(env: Mapping[str, str]) -> CodeStepPolicy:
     return CodeStepPolicy(enabled=enabled == "true", namespaces=namespaces)
 
 
+def archive_enabled(env: Mapping[str, str]) -> bool:
+    """TOWLINE_ARCHIVE (true/false), from the chart's archive.enabled."""
+    enabled = env.get("TOWLINE_ARCHIVE", "false").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"TOWLINE_ARCHIVE must be true or false, not {enabled!r}; set archive.enabled in the chart "
+                         "values to true or false")
+    return enabled == "true"
+
+
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _TOLERATION_FIELDS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -263,6 +272,8 @@ class OperatorConfig:
     code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
     watch_namespaces: tuple[str, ...] = ()
     """Empty: every namespace; else only these (the command's --namespace, $TOWLINE_WATCH_NAMESPACES)."""
+    archive: bool = False
+    """TOWLINE_ARCHIVE (the chart's archive.enabled): every run carries the archive's finalizer until it is archived."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -297,4 +308,5 @@ class OperatorConfig:
             max_retries=int(retries_text),
             step_image_policy=step_image_policy(env),
             code_steps=code_step_policy(env),
+            archive=archive_enabled(env),
         )

@@ -33,6 +33,7 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
+from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
 from towline.k8s.observe import KeptObservations, build_observed, list_children
 from towline.k8s.shards import ShardElectors
 from towline.k8s.steppods import keep_step_pods
@@ -113,6 +114,10 @@ class Operator:
     @property
     def code_steps(self) -> CodeStepPolicy:
         return self.config.code_steps
+
+    @property
+    def archive_finalizer(self) -> str | None:
+        return RUN_ARCHIVE_FINALIZER if self.config.archive else None
 
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return self.step_types.available(namespace)

@@ -268,6 +268,7 @@ class MemoryContext:
     api: MemoryApi = field(default_factory=MemoryApi)
     catalog: ConnectorCatalog = field(default_factory=connector_catalog)
     code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
+    archive_finalizer: str | None = None
     identity_user: str = "system:serviceaccount:towline-system:towline-operator"
     clock: datetime = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     watched: dict[Key, JSON] = field(default_factory=dict)
