@@ -70,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
                          default=os.environ.get("TOWLINE_LOG_FORMAT", "text"),
                          help="json: one object per line; either way, signing keys are redacted")
 
+    archive = commands.add_parser(
+        "archive", help="run the archive: every run, its approvals and step logs into a hash-chained record")
+    archive.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
+    archive.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    archive.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("TOWLINE_LOG_FORMAT", "text"))
+
     # Listed for `towline --help`; their arguments never reach this parser (see run_passthrough).
     commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
     commands.add_parser("connectors", help="list the built-in actions and the step types of -f FILEs (--json: schemas)")
@@ -82,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     if parsed.command == "operator":
         namespaces = parsed.namespaces or watch_namespaces_from(os.environ.get("TOWLINE_WATCH_NAMESPACES", ""))
         return run_operator(parsed.kubeconfig, parsed.log_level, namespaces, parsed.log_format)
+    if parsed.command == "archive":
+        return run_archive_command(parsed)
     return run_ingress(parsed)
 
 
@@ -97,6 +105,25 @@ def run_passthrough(command: str, rest: list[str]) -> int:
     from towline.plugin.connectors import offline_main  # noqa: PLC0415 - subcommand-only import
 
     return offline_main(rest)
+
+
+def run_archive_command(parsed: argparse.Namespace) -> int:
+    """`towline archive`: settings from the environment the chart sets (towline.archive.app.ArchiveSettings)."""
+    import asyncio  # noqa: PLC0415 - keep other subcommands fast
+
+    from towline.archive.app import ArchiveSettings, run_archive  # noqa: PLC0415
+    from towline.archive.records import ArchiveError  # noqa: PLC0415
+    from towline.logs import configure_logging  # noqa: PLC0415
+
+    configure_logging(parsed.log_level, parsed.log_format)
+    try:
+        settings = ArchiveSettings.from_environment()
+        with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+            asyncio.run(run_archive(parsed.kubeconfig, settings))
+    except ArchiveError as error:
+        print(f"towline archive: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_ingress(parsed: argparse.Namespace) -> int:

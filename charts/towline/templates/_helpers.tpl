@@ -318,3 +318,25 @@ requests never reach towline-step-objects (towline-operator-jobs holds them).
 {{- end }}
 {{- printf "[%s]" (join ", " $users) }}
 {{- end }}
+
+{{- define "towline.archiveUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.archive.serviceAccount.name }}
+{{- end }}
+
+{{- /* What the archive may do in a namespace it records (towline.archive.service). */ -}}
+{{- define "towline.archiveRules" -}}
+- apiGroups: [towline.dev]
+  resources: [workflowruns, approvals]
+  verbs: [get, list, watch]
+# patch: only to remove the finalizer towline.dev/archive (towline-archive-releases holds it to that)
+- apiGroups: [towline.dev]
+  resources: [workflowruns]
+  verbs: [patch]
+# step pods, to read each one's log when it ends (the runner redacts what it prints)
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+{{- end }}

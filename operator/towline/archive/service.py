@@ -1,0 +1,299 @@
+"""The archive process: it follows runs, approvals and step pods and writes each into the record once.
+
+- A step pod's log is read when the pod ends (capped, `log_cap_bytes` a container, counted when cut), while the pod
+  is still there: the run's finalizer keeps its Jobs and pods from the history limit, and the archive reads the log
+  long before a Job's TTL (a day by default) could take it.
+- An approval is written when it is decided (or expires, or is cancelled): a run that waits for weeks has its
+  decisions in the record before it ends.
+- A run is written when it ends (or when somebody deletes it before it ended), after its logs and approvals, with
+  the digests of its log records; then the archive removes the run's finalizer (`towline.dev/archive`), which the
+  operator put there on the run's first pass: only now may the history limit or a person delete it.
+
+One writer: every append goes through one queue, in order, so a namespace's chain grows one record at a time. What
+the archive has written it finds again in the store after a restart (appends are idempotent by object UID), so a
+restart or a second look writes nothing twice. Reads of the API server are the streams' (list, then watch); the
+process adds a log read per container that ended and a patch per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from towline.archive.capture import (
+    Capture,
+    approval_capture,
+    approval_decided,
+    log_capture,
+    log_key,
+    pod_containers,
+    pod_ended,
+    run_capture,
+    run_deleting,
+    run_finished,
+)
+from towline.archive.records import Appended, Entry
+from towline.archive.store import ArchiveStore
+from towline.k8s.client import APPROVALS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
+from towline.k8s.live import SYNCED
+from towline.runtime.streams import FAILED, follow, scopes
+
+log = logging.getLogger("towline.archive")
+
+JSON = dict[str, Any]
+Key = tuple[str, str]
+"""(namespace, name)"""
+
+RETRY_SECONDS = (1.0, 60.0)
+"""First and longest wait before a record that could not be written is tried again (database or API down)."""
+POD_WAIT_SECONDS = 120.0
+"""How long a finished run waits for a step pod that has not ended yet (the operator stops it at the deadline)
+before the run is written without that pod's log, which the record then says."""
+
+
+Call = Callable[[], Any]
+
+
+@dataclass
+class ArchiveState:
+    """What the streams have shown: runs by key, their approvals and step pods, and what waits to be written."""
+
+    runs: dict[Key, JSON] = field(default_factory=dict)
+    approvals: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
+    """(namespace, run name) -> approval name -> body"""
+    pods: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
+    """(namespace, run name) -> pod name -> body"""
+    pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
+    """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def want(self, what: str, namespace: str, name: str) -> None:
+        self.pending[(what, namespace, name)] = None
+        self.wake.set()
+
+
+class ArchiveService:
+    """The archive's follower and writer (see the module docstring)."""
+
+    def __init__(self, api: KubeApi, store: ArchiveStore, *, namespaces: tuple[str, ...] = (),
+                 log_cap_bytes: int = 256 * 1024, clock: Callable[[], datetime] | None = None,
+                 database: Callable[[Call], Awaitable[Any]] | None = None) -> None:
+        self.api = api
+        self.store = store
+        self.namespaces = namespaces
+        self.log_cap_bytes = log_cap_bytes
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.state = ArchiveState()
+        self._database = database
+        self.written: dict[str, int] = defaultdict(int)
+        """Records appended by kind (not counting those found archived already)."""
+        self.logs_cut = 0
+        self.lags: list[float] = []
+        """Seconds from a run's end to its record, since the metrics last took them."""
+
+    async def db(self, call: Call) -> Any:
+        """Run a store call where the store lives (its own thread: sqlite3 connections stay on one thread)."""
+        if self._database is None:
+            return call()
+        return await self._database(call)
+
+    # The streams' sinks: they only note what changed; the writer does the work.
+    def on_run(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            return
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if event == "DELETED":
+            self.state.runs.pop(key, None)
+            return
+        self.state.runs[key] = body
+        if run_finished(body) or run_deleting(body):
+            self.state.want("run", *key)
+
+    def on_approval(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            return
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+        run_key = (meta.get("namespace", ""), str(spec.get("runName") or ""))
+        if event == "DELETED":
+            self.state.approvals[run_key].pop(meta.get("name", ""), None)
+            return
+        self.state.approvals[run_key][meta.get("name", "")] = body
+        if approval_decided(body):
+            self.state.want("approval", meta.get("namespace", ""), meta.get("name", ""))
+
+    def on_pod(self, event: str, body: JSON) -> None:
+        if event in (SYNCED, FAILED):
+            return
+        meta = body.get("metadata") or {}
+        run_key = (meta.get("namespace", ""), str((meta.get("labels") or {}).get(LABEL_RUN) or ""))
+        if event == "DELETED":
+            self.state.pods[run_key].pop(meta.get("name", ""), None)
+            return
+        self.state.pods[run_key][meta.get("name", "")] = body
+        if pod_ended(body):
+            self.state.want("pod", meta.get("namespace", ""), meta.get("name", ""))
+
+    async def serve(self) -> None:
+        """Follow the three kinds and write what they show, until cancelled."""
+        streams = []
+        for scope, wanted in scopes(self.namespaces):
+            streams += [
+                follow(self.api, WORKFLOW_RUNS, scope, self.on_run, what="WorkflowRun", wanted=wanted),
+                follow(self.api, APPROVALS, scope, self.on_approval, what="Approval", wanted=wanted),
+                follow(self.api, PODS, scope, self.on_pod, what="step pod", wanted=wanted,
+                       label_selector=f"{LABEL_RUN},{LABEL_STEP_POD}"),
+            ]
+        await asyncio.gather(*streams, self.write_forever())
+
+    async def write_forever(self) -> None:
+        delay = RETRY_SECONDS[0]
+        while True:
+            await self.state.wake.wait()
+            self.state.wake.clear()
+            while self.state.pending:
+                item = next(iter(self.state.pending))
+                del self.state.pending[item]  # an event meanwhile adds it again: it is looked at once more
+                try:
+                    done = await self.write(*item)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # the writer outlives any failure: the item waits and is tried again
+                    self.state.pending[item] = None
+                    log.warning("archiving %s %s/%s failed (%s: %s); trying again in %.0f s", *item,
+                                type(error).__name__, error, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_SECONDS[1])
+                    continue
+                delay = RETRY_SECONDS[0]
+                if not done:  # not yet: looked at again after the others
+                    self.state.pending[item] = None
+                    await asyncio.sleep(1.0)
+
+    async def write(self, what: str, namespace: str, name: str) -> bool:
+        """Write one item; False: it must wait (a finished run's pod has not ended yet)."""
+        if what == "pod":
+            pod = self._pod(namespace, name)
+            if pod is not None:
+                await self.archive_pod_logs(pod)
+            return True
+        if what == "approval":
+            approval = self._approval(namespace, name)
+            if approval is not None and approval_decided(approval):
+                await self.append(namespace, approval_capture(approval))
+            return True
+        run = self.state.runs.get((namespace, name))
+        if run is None:
+            return True
+        return await self.archive_run(run)
+
+    def _pod(self, namespace: str, name: str) -> JSON | None:
+        return next((pods[name] for (ns, _), pods in self.state.pods.items() if ns == namespace and name in pods),
+                    None)
+
+    def _approval(self, namespace: str, name: str) -> JSON | None:
+        return next((approvals[name] for (ns, _), approvals in self.state.approvals.items()
+                     if ns == namespace and name in approvals), None)
+
+    async def append(self, namespace: str, capture: Capture) -> Entry:
+        now = self.clock()
+        appended: Appended = await self.db(lambda: self.store.append(
+            namespace, capture.kind, capture.key, capture.body, index=capture.index, recorded_at=now))
+        if appended.created:
+            self.written[capture.kind] += 1
+        return appended.entry
+
+    def take_lags(self) -> list[float]:
+        lags, self.lags = self.lags, []
+        return lags
+
+    async def archive_pod_logs(self, pod: JSON) -> list[JSON]:
+        """Every container log of an ended step pod, each once; references for the run's record."""
+        meta = pod.get("metadata") or {}
+        namespace, run_name = meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, "")
+        run = self.state.runs.get((namespace, run_name)) or {}
+        run_uid = str((run.get("metadata") or {}).get("uid") or "")
+        references = []
+        archived: dict[str, Entry] = {}
+        if run_uid:
+            archived = {entry.key: entry for entry in await self.db(lambda: self.store.logs(namespace, run_uid))}
+        for container in pod_containers(pod):
+            entry = archived.get(log_key(pod, container))
+            if entry is None:
+                text = await self.read_log(namespace, meta.get("name", ""), container)
+                capture = log_capture(pod, run_uid, container, text, cap=self.log_cap_bytes)
+                self.logs_cut += bool(capture.body["truncated"])
+                entry = await self.append(namespace, capture)
+            body = entry.body
+            references.append({"key": entry.key, "digest": entry.digest, "step": body.get("step"),
+                               "attempt": body.get("attempt"), "container": container,
+                               "truncated": body.get("truncated")})
+        return references
+
+    async def read_log(self, namespace: str, pod: str, container: str) -> str:
+        """The container's log, at most one byte past the cap (so a cut is known); empty if it never started."""
+        try:
+            return await self.api.read_text(PODS.path(namespace, pod, "log"),
+                                            query={"container": container, "limitBytes": str(self.log_cap_bytes + 1)})
+        except ApiError as error:
+            if error.status in (400, 404):  # a container that never started has no log; a pod gone has none left
+                return ""
+            raise
+
+    async def archive_run(self, run: JSON) -> bool:
+        """The run's logs, approvals and record, then its finalizer removed; False: a pod has not ended yet."""
+        meta = run["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid", "")
+        archived = await self.db(lambda: self.store.run(namespace, uid))
+        if archived is None or archived.uid != uid:
+            pods = list(self.state.pods.get((namespace, name), {}).values())
+            waiting = [p for p in pods if not pod_ended(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
+            if waiting and run_finished(run) and not self._waited_long_enough(run):
+                return False
+            references = []
+            for pod in pods:
+                if pod_ended(pod):
+                    references += await self.archive_pod_logs(pod)
+            approvals = list(self.state.approvals.get((namespace, name), {}).values())
+            for approval in approvals:
+                if approval_decided(approval):
+                    await self.append(namespace, approval_capture(approval))
+            now = self.clock()
+            await self.append(namespace, run_capture(run, approvals, references, now))
+            finished = (run.get("status") or {}).get("finishedAt")
+            if isinstance(finished, str):
+                self.lags.append((now - datetime.fromisoformat(finished.replace("Z", "+00:00"))).total_seconds())
+        await self.release(run)
+        return True
+
+    def _waited_long_enough(self, run: JSON) -> bool:
+        finished = (run.get("status") or {}).get("finishedAt")
+        if not isinstance(finished, str):
+            return True
+        ended = datetime.fromisoformat(finished.replace("Z", "+00:00"))
+        return (self.clock() - ended).total_seconds() >= POD_WAIT_SECONDS
+
+    async def release(self, run: JSON) -> None:
+        """Remove the archive's finalizer (others stay); the patch names the resourceVersion it read."""
+        meta = run["metadata"]
+        held = list(meta.get("finalizers") or [])
+        if RUN_ARCHIVE_FINALIZER not in held:
+            return
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                              "finalizers": [f for f in held if f != RUN_ARCHIVE_FINALIZER]}}
+        try:
+            await self.api.merge_patch(WORKFLOW_RUNS.path(meta["namespace"], meta["name"]), patch)
+        except Conflict:
+            fresh = await self.api.get(WORKFLOW_RUNS.path(meta["namespace"], meta["name"]))
+            if fresh is not None:
+                await self.release(fresh)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+
