@@ -6,7 +6,8 @@ them back from chosen sections, so a test runs what the document says, and editi
 changes what the test runs. `BashSession` runs commands one after another in a single bash
 process, as a terminal does: variables (`RUN=$(...)`), the working directory, background jobs
 and `$!` carry over from one command to the next, and each command's output and status are
-kept apart.
+kept apart. `fenced_blocks` is a document's ``` blocks of any kind, for the tests of its other
+blocks (`towline_dev.docyaml`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,34 @@ class Block:
     line: int
     """The block's opening fence (1-based)."""
     commands: tuple[Command, ...]
+
+
+@dataclass(frozen=True)
+class Fenced:
+    info: str
+    """The word after the opening ``` (`yaml`, `console`; empty for none)."""
+    line: int
+    """The opening fence (1-based)."""
+    body: tuple[str, ...]
+    """The lines between the fences, less the opening fence's indentation."""
+
+
+def fenced_blocks(lines: Sequence[str]) -> list[Fenced]:
+    """Every ``` block of a document's lines, in order."""
+    blocks: list[Fenced] = []
+    index = 0
+    while index < len(lines):
+        fence = _FENCE.match(lines[index])
+        if not fence:
+            index += 1
+            continue
+        closing = next((j for j in range(index + 1, len(lines)) if _FENCE.match(lines[j])), None)
+        if closing is None:
+            raise ValueError(f"line {index + 1}: a ``` block that is never closed")
+        body = tuple(text.removeprefix(fence[1]) for text in lines[index + 1:closing])
+        blocks.append(Fenced(fence[2], index + 1, body))
+        index = closing + 1
+    return blocks
 
 
 def section_lines(markdown: str, heading: str) -> tuple[int, list[str]]:
