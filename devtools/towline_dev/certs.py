@@ -1,4 +1,5 @@
-"""Key material for one local control plane: a CA, the API server's serving cert, the SA key.
+"""Key material for one local control plane: a CA, the API server's serving cert, the SA key, and a front-proxy
+CA with the client certificate the API server proxies to aggregated APIs with.
 
 Everything is generated fresh for each start and written only into the control
 plane's state directory, so no two starts (or two concurrent test sessions) ever
@@ -18,6 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = datetime.timedelta(days=30)
+FRONT_PROXY_CLIENT = "front-proxy-client"
+"""The common name of the API server's front-proxy client certificate (--requestheader-allowed-names)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class ControlPlaneCerts:
     service_account_public_key: Path
     kubelet_client_cert: Path
     kubelet_client_key: Path
+    front_proxy_ca_cert: Path
+    """A CA of its own (as kubeadm makes one): aggregated APIs believe the user headers only from a client
+    certificate of this CA, so no certificate of the cluster CA (a person's, a node's) can claim a user."""
+    front_proxy_client_cert: Path
+    front_proxy_client_key: Path
 
 
 def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -45,9 +53,11 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     path.chmod(mode)
 
 
-def _ca(now: datetime.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _ca(
+    now: datetime.datetime, common_name: str = "towline-dev-ca"
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "towline-dev-ca")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -142,7 +152,8 @@ def load_ca(directory: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certifica
 def generate_certs(
     directory: Path, *, now: datetime.datetime | None = None, extra_ips: tuple[str, ...] = ()
 ) -> ControlPlaneCerts:
-    """Write a fresh CA, serving cert/key, kubelet client cert/key and service-account key pair.
+    """Write a fresh CA, serving cert/key, kubelet client cert/key, service-account key pair, and the front-proxy
+    CA with its client cert/key.
 
     `extra_ips` are further addresses the API server's certificate is valid for
     (the address it serves a node on, the `kubernetes` Service's IP).
@@ -165,7 +176,14 @@ def generate_certs(
         service_account_public_key=directory / "sa.pub",
         kubelet_client_cert=directory / "apiserver-kubelet-client.crt",
         kubelet_client_key=directory / "apiserver-kubelet-client.key",
+        front_proxy_ca_cert=directory / "front-proxy-ca.crt",
+        front_proxy_client_cert=directory / "front-proxy-client.crt",
+        front_proxy_client_key=directory / "front-proxy-client.key",
     )
+    front_proxy_ca_key, front_proxy_ca = _ca(moment, "towline-dev-front-proxy-ca")
+    proxy_key, proxy_cert = issue_leaf(moment, front_proxy_ca_key, front_proxy_ca, common_name=FRONT_PROXY_CLIENT)
+    _write(paths.front_proxy_ca_cert, front_proxy_ca.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_key_pair(paths.front_proxy_client_cert, paths.front_proxy_client_key, proxy_key, proxy_cert)
     write_key_pair(paths.kubelet_client_cert, paths.kubelet_client_key, kubelet_client_key, kubelet_client_cert)
     _write(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     _write(paths.ca_key, _private_pem(ca_key), 0o600)

@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from towline_dev.binaries import BinarySet
-from towline_dev.certs import ControlPlaneCerts, generate_certs
+from towline_dev.certs import FRONT_PROXY_CLIENT, ControlPlaneCerts, generate_certs
 from towline_dev.kubeconfig import (
     CONTROLLER_MANAGER,
     PEOPLE,
@@ -377,6 +377,19 @@ class ControlPlane:
             f"--kubelet-certificate-authority={certs.ca_cert}",
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
+            # Aggregated APIs (the archive's archive.towline.dev): the API server proxies a request with the
+            # person it authenticated in these headers, proving itself with the front-proxy client certificate,
+            # and publishes the CA and header names in kube-system/extension-apiserver-authentication.
+            f"--requestheader-client-ca-file={certs.front_proxy_ca_cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={certs.front_proxy_client_cert}",
+            f"--proxy-client-key-file={certs.front_proxy_client_key}",
+            # Dial an aggregated API's endpoint addresses, not its Service's ClusterIP: the API server runs on the
+            # machine, outside the node's Service routing (as on clusters whose control plane has no kube-proxy).
+            "--enable-aggregator-routing=true",
         ])
 
     def _start_controller_manager(self) -> None:

@@ -9,12 +9,13 @@ import ipaddress
 import stat
 from pathlib import Path
 
+import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from towline_dev.certs import generate_certs
+from towline_dev.certs import FRONT_PROXY_CLIENT, generate_certs
 from towline_dev.kubeconfig import (
     ALL_USERS,
     PEOPLE,
@@ -70,3 +71,17 @@ def test_service_account_key_pair_matches(tmp_path: Path) -> None:
     public = serialization.load_pem_public_key(certs.service_account_public_key.read_bytes())
     assert isinstance(private, ec.EllipticCurvePrivateKey)
     assert private.public_key().public_numbers() == public.public_numbers()  # type: ignore[union-attr]
+
+
+def test_front_proxy_client_cert_comes_from_a_ca_of_its_own(tmp_path: Path) -> None:
+    # Aggregated APIs believe X-Remote-User only from this CA's client: a cluster CA would let any person's
+    # client certificate claim to be anyone there.
+    certs = generate_certs(tmp_path)
+    front_proxy_ca = x509.load_pem_x509_certificate(certs.front_proxy_ca_cert.read_bytes())
+    client = x509.load_pem_x509_certificate(certs.front_proxy_client_cert.read_bytes())
+
+    client.verify_directly_issued_by(front_proxy_ca)
+    with pytest.raises(ValueError):
+        client.verify_directly_issued_by(x509.load_pem_x509_certificate(certs.ca_cert.read_bytes()))
+    assert client.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == FRONT_PROXY_CLIENT
+    assert stat.S_IMODE(certs.front_proxy_client_key.stat().st_mode) == 0o600
