@@ -107,35 +107,23 @@ def verify(
 ) -> VerifyResult:
     """Verify `namespace`'s chain. `first_seq` is where it should start (1, or one past a signed anchor);
     by default the first entry's seq."""
-    signed: dict[int, Checkpoint] = {}
-    for checkpoint in checkpoints:
-        if checkpoint.namespace != namespace or not checkpoint_signed(checkpoint, public_key):
-            problem = Problem("bad-checkpoint", namespace, checkpoint.seq, "checkpoint", None,
-                              f"the checkpoint of seq {checkpoint.seq} signed at {checkpoint.signed_at} "
-                              f"(key {checkpoint.key_id}) does not verify with this public key for "
-                              f"namespace {namespace}: it was changed, forged, or signed by another key")
-            return _Walk(namespace, {}, first_seq or 1, first_seq or 1, GENESIS_DIGEST).result(problem)
-        signed[checkpoint.seq] = checkpoint
+    signed, forged = _signed(namespace, checkpoints, public_key)
     stream = iter(entries)
     first = next(stream, None)
     start = first_seq if first_seq is not None else (first.seq if first is not None else 1)
     walk = _Walk(namespace, signed, start, start, GENESIS_DIGEST)
-    if start > 1:
-        anchor = signed.get(start - 1)
-        if anchor is None:
-            below = [s for s in signed if s < start - 1]
-            missing = max(below) + 1 if below else 1
-            return walk.result(Problem(
-                "removed", namespace, missing, None, None,
-                f"the chain starts at seq {start} but no signed checkpoint anchors seq {start - 1}: "
-                f"records from seq {missing} were removed without a signed prune"))
-        walk.digest = anchor.head_digest
+    unanchored = forged or _anchor(walk)
+    if unanchored is not None:
+        return walk.result(unanchored)
     upcoming = _chain(first, stream)
     for entry in upcoming:
         if entry.namespace != namespace or entry.seq != walk.seq or entry.prev_digest != walk.digest \
                 or not intact(entry):
             return walk.result(_classify(walk, entry, upcoming))
-        contradiction = _check_good(entry, signed)
+        checkpoint = signed.get(entry.seq)
+        if checkpoint is not None and checkpoint.head_digest != entry.digest:
+            return walk.result(_contradicted(entry, checkpoint, upcoming))
+        contradiction = _check_prune(entry, signed, public_key)
         if contradiction is not None:
             return walk.result(contradiction)
         walk.records, walk.seq, walk.digest, walk.last_good = walk.records + 1, walk.seq + 1, entry.digest, entry
@@ -148,34 +136,74 @@ def verify(
     return walk.result(None)
 
 
+def _signed(
+    namespace: str, checkpoints: Iterable[Checkpoint], public_key: Ed25519PublicKey,
+) -> tuple[dict[int, Checkpoint], Problem | None]:
+    """The checkpoints by seq, or the first one whose signature does not verify."""
+    signed: dict[int, Checkpoint] = {}
+    for checkpoint in checkpoints:
+        if checkpoint.namespace != namespace or not checkpoint_signed(checkpoint, public_key):
+            return {}, Problem("bad-checkpoint", namespace, checkpoint.seq, "checkpoint", None,
+                               f"the checkpoint of seq {checkpoint.seq} signed at {checkpoint.signed_at} "
+                               f"(key {checkpoint.key_id}) does not verify with this public key for "
+                               f"namespace {namespace}: it was changed, forged, or signed by another key")
+        signed[checkpoint.seq] = checkpoint
+    return signed, None
+
+
+def _anchor(walk: _Walk) -> Problem | None:
+    """A chain that does not start at seq 1 starts from a signed checkpoint of the seq before it."""
+    if walk.first_seq == 1:
+        return None
+    anchor = walk.signed.get(walk.first_seq - 1)
+    if anchor is not None:
+        walk.digest = anchor.head_digest
+        return None
+    below = [s for s in walk.signed if s < walk.first_seq - 1]
+    missing = max(below) + 1 if below else 1
+    return Problem("removed", walk.namespace, missing, None, None,
+                   f"the chain starts at seq {walk.first_seq} but no signed checkpoint anchors seq "
+                   f"{walk.first_seq - 1}: records from seq {missing} were removed without a signed prune")
+
+
 def _chain(first: Entry | None, rest: Iterator[Entry]) -> Iterator[Entry]:
     if first is not None:
         yield first
     yield from rest
 
 
-def _check_good(entry: Entry, signed: dict[int, Checkpoint]) -> Problem | None:
-    """A record that links correctly may still contradict a checkpoint, or carry a prune anchor that was
-    not signed."""
-    checkpoint = signed.get(entry.seq)
-    if checkpoint is not None and checkpoint.head_digest != entry.digest:
-        return Problem("changed", entry.namespace, entry.seq, entry.kind, entry.key,
-                       f"seq {entry.seq} ({entry.kind} {entry.key}) does not match the checkpoint signed at "
-                       f"{checkpoint.signed_at}: this record, or one before it since the previous checkpoint, "
-                       "was changed and the chain's digests recomputed")
-    if entry.kind == "prune":
-        anchor: Checkpoint | None = None
-        try:
-            anchor, reason = prune_anchor(entry.body, f"seq {entry.seq}"), ""
-        except ArchiveError as error:
-            reason = str(error)
-        if anchor is not None and (signed_anchor := signed.get(anchor.seq)) is not None \
-                and signed_anchor.head_digest != anchor.head_digest:
-            anchor, reason = None, "its anchor contradicts the signed checkpoint of the same seq"
-        if anchor is None:
-            return Problem("changed", entry.namespace, entry.seq, entry.kind, entry.key,
-                           f"prune record seq {entry.seq}: {reason}")
-    return None
+def _contradicted(entry: Entry, checkpoint: Checkpoint, rest: Iterator[Entry]) -> Problem:
+    """A record that links correctly but not to what a checkpoint signed: either it was slipped in before the
+    signed record (which comes later, intact), or the chain was rewritten up to here."""
+    here = f"seq {entry.seq} ({entry.kind} {entry.key})"
+    for other in rest:
+        if other.digest == checkpoint.head_digest and intact(other, namespace=entry.namespace, seq=entry.seq):
+            return Problem("inserted", entry.namespace, entry.seq, entry.kind, entry.key,
+                           f"{here} was inserted: the record signed at seq {entry.seq} ({other.kind} {other.key}) "
+                           "follows it")
+    return Problem("changed", entry.namespace, entry.seq, entry.kind, entry.key,
+                   f"{here} does not match the checkpoint signed at {checkpoint.signed_at}: this record, or one "
+                   "before it since the previous checkpoint, was changed and the chain's digests recomputed")
+
+
+def _check_prune(entry: Entry, signed: dict[int, Checkpoint], public_key: Ed25519PublicKey) -> Problem | None:
+    """A prune record must carry an anchor the archive signed (agreeing with a kept checkpoint of its seq)."""
+    if entry.kind != "prune":
+        return None
+    try:
+        anchor = prune_anchor(entry.body, f"seq {entry.seq}")
+    except ArchiveError as error:
+        reason = str(error)
+    else:
+        kept = signed.get(anchor.seq)
+        if anchor.namespace != entry.namespace or not checkpoint_signed(anchor, public_key):
+            reason = "its anchor is not signed by this key for this namespace"
+        elif kept is not None and kept.head_digest != anchor.head_digest:
+            reason = "its anchor contradicts the signed checkpoint of the same seq"
+        else:
+            return None
+    return Problem("changed", entry.namespace, entry.seq, entry.kind, entry.key,
+                   f"prune record seq {entry.seq}: {reason}")
 
 
 def _classify(walk: _Walk, entry: Entry, rest: Iterator[Entry]) -> Problem:
@@ -188,6 +216,13 @@ def _classify(walk: _Walk, entry: Entry, rest: Iterator[Entry]) -> Problem:
     if entry.seq == seq and entry.prev_digest == walk.digest:
         return Problem("changed", namespace, seq, entry.kind, entry.key,
                        f"{here} was changed: its content no longer matches its digest")
+    return _broken_link(walk, entry)
+
+
+def _broken_link(walk: _Walk, entry: Entry) -> Problem:
+    """`entry` neither links to the last good record nor has a place later: something before it went, was
+    slipped in, or was rewritten."""
+    namespace, seq, here = walk.namespace, walk.seq, f"seq {walk.seq} ({entry.kind} {entry.key})"
     own_place = entry.namespace == namespace and intact(entry)
     if (own_place and entry.seq > seq) or intact(entry, namespace=namespace, seq=seq + 1):
         through = entry.seq - 1 if own_place and entry.seq > seq else seq
@@ -195,6 +230,11 @@ def _classify(walk: _Walk, entry: Entry, rest: Iterator[Entry]) -> Problem:
         return Problem("removed", namespace, seq, None, None,
                        f"{which} removed: the chain goes on at seq {through + 1} ({entry.kind} {entry.key})")
     last = walk.last_good
+    if last is not None and walk.signed.get(last.seq) is None and entry.prev_digest == last.prev_digest \
+            and intact(entry, namespace=namespace, seq=last.seq):
+        return Problem("inserted", namespace, last.seq, last.kind, last.key,
+                       f"seq {last.seq} ({last.kind} {last.key}) was inserted: the record after it, "
+                       f"{entry.kind} {entry.key}, is the one that belongs at seq {last.seq}")
     if own_place and entry.seq == seq and last is not None and walk.signed.get(last.seq) is None:
         return Problem("changed", namespace, last.seq, last.kind, last.key,
                        f"seq {last.seq} ({last.kind} {last.key}) was changed and its digest "
