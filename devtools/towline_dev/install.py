@@ -45,6 +45,7 @@ CHART_TEMPLATES = (
     "templates/admission-policy-step-objects.yaml",
     "templates/admission-policy-operator-jobs.yaml",
     "templates/admission-policy-step-types.yaml",
+    "templates/archive-rbac.yaml",
 )
 
 

@@ -129,6 +129,13 @@ kubectl towline export release > workflows/release.yaml""")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
 
+def add_archive_commands(sub: Sub) -> None:
+    verify = command(sub, "verify", "check an archive export offline with only the public key (docs/archive.md)", """
+kubectl towline verify audit.jsonl --key archive-public.pem""")
+    verify.add_argument("file", metavar="FILE", help="an export: kubectl towline export --archive NAMESPACE")
+    verify.add_argument("--key", required=True, metavar="PEM", help="the archive's Ed25519 public key (PEM)")
+
+
 def add_tool_commands(sub: Sub) -> None:
     command(sub, "version", "the plugin's version and, if the cluster answers, Kubernetes' and Towline's", """
 kubectl towline version""")
@@ -159,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (add_run_commands, add_list_commands, livecli.add_parsers, add_inspect_commands,
-                add_authoring_commands, add_tool_commands):
+                add_authoring_commands, add_archive_commands, add_tool_commands):
         add(sub)
     return parser
 
@@ -222,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         print(completion_script(args.shell), end="")
         return 0
+    if args.command == "verify":
+        # Offline: no cluster, no kubeconfig; the file and the public key are all it reads.
+        from towline.plugin.archived import verify_file  # noqa: PLC0415 - command-only import
+
+        return verify_file(args.file, args.key, print, _print_err)
     if args.command == "validate":
         # Command-only imports, here and in `_serve_ui`: the validators load every connector and the CEL
         # library, the web view its server; every other command starts without them.
