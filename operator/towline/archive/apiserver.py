@@ -129,9 +129,9 @@ class ArchiveApi:
         app.router.add_get("/healthz", self._ok)
         app.router.add_get("/livez", self._ok)
         app.router.add_get("/readyz", self._ok)
-        app.router.add_get("/apis", lambda _: self._static(objects.api_group_list()))
-        app.router.add_get(f"/apis/{objects.GROUP}", lambda _: self._static(objects.api_group()))
-        app.router.add_get(BASE, lambda _: self._static(objects.api_resource_list()))
+        app.router.add_get("/apis", self._discovery(objects.api_group_list()))
+        app.router.add_get(f"/apis/{objects.GROUP}", self._discovery(objects.api_group()))
+        app.router.add_get(BASE, self._discovery(objects.api_resource_list()))
         app.router.add_get(f"{BASE}/{objects.RESOURCE}", self._list_everywhere)
         app.router.add_get(f"{BASE}/namespaces/{{namespace}}/{objects.RESOURCE}", self._list)
         app.router.add_get(f"{BASE}/namespaces/{{namespace}}/{objects.RESOURCE}/{{name}}", self._get)
@@ -159,8 +159,12 @@ class ArchiveApi:
     async def _ok(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def _static(self, body: Mapping[str, Any]) -> web.Response:
-        return _json(body)
+    @staticmethod
+    def _discovery(body: Mapping[str, Any]) -> Handler:
+        async def answer(_: web.Request) -> web.Response:
+            return _json(body)
+
+        return answer
 
     async def _unknown(self, request: web.Request) -> web.Response:
         if request.method != "GET":
