@@ -46,7 +46,7 @@ from towline.archive.records import (
     format_time,
 )
 from towline.archive.store import ArchiveStore, open_store
-from towline.archive.verify import Problem, VerifyResult, verify
+from towline.archive.verification import Problem, VerifyResult, verify
 
 __all__ = [
     "GENESIS_DIGEST", "KINDS", "LATEST_VERSION", "Appended", "ApprovalIndex", "ArchiveError", "ArchiveStore",

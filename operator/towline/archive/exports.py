@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from towline.archive.chain import CHECKPOINT_FORMAT, Checkpoint
 from towline.archive.records import GENESIS_DIGEST, ArchiveError, Entry, format_time, micros
-from towline.archive.verify import VerifyResult, verify
+from towline.archive.verification import VerifyResult, verify
 
 if TYPE_CHECKING:
     from towline.archive.sqlstore import SqlArchiveStore

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from towline.archive.chain import Checkpoint, checkpoint_signed, prune_body, sign_checkpoint
 from towline.archive.db import Param
 from towline.archive.records import ArchiveError, Entry, format_time, micros
-from towline.archive.verify import verify
+from towline.archive.verification import verify
 
 if TYPE_CHECKING:
     from towline.archive.sqlstore import SqlArchiveStore

@@ -33,7 +33,7 @@ from towline.archive.records import (
     format_time,
     micros,
 )
-from towline.archive.verify import VerifyResult, verify
+from towline.archive.verification import VerifyResult, verify
 
 ENTRY_COLUMNS = "seq, namespace, kind, key, recorded_at, body, prev_digest, digest"
 CHECKPOINT_COLUMNS = "namespace, seq, head_digest, signed_at, key_id, signature"

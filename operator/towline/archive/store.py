@@ -30,7 +30,7 @@ from towline.archive.records import (
     JSONObject,
     format_time,
 )
-from towline.archive.verify import VerifyResult
+from towline.archive.verification import VerifyResult
 
 
 class ArchiveStore(Protocol):

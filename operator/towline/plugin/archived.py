@@ -14,7 +14,7 @@ from pathlib import Path
 from towline.archive.chain import load_public_key
 from towline.archive.exports import verify_export
 from towline.archive.records import ArchiveError
-from towline.archive.verify import VerifyResult
+from towline.archive.verification import VerifyResult
 
 Say = Callable[[str], None]
 
