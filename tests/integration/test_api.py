@@ -130,6 +130,11 @@ REJECTED_BY_THE_API_SERVER = [
      ["spec.steps[2].needs", "must have at most 100 items"]),
     ("onFailure names no compensation", {"spec.steps[0].onFailure": "undo_load"},
      ["spec.steps", "onFailure must be fail, continue, or the id of a step under spec.compensations"]),
+    ("notification with events and their old name",
+     {"spec.approvalNotifications": [{"events": ["opened"], "on": ["opened"], "action": "notify.slack"}]},
+     ["spec.approvalNotifications[0].on", "on is the old name of events: write events only"]),
+    ("notification without events", {"spec.approvalNotifications": [{"action": "notify.slack"}]},
+     ["spec.approvalNotifications[0].events", "events is required"]),
 ]
 
 
@@ -147,6 +152,21 @@ def test_the_api_server_rejects(crds_installed: ControlPlane, namespace: str, ch
 def test_the_valid_base_workflow_is_accepted(crds_installed: ControlPlane, namespace: str) -> None:
     result = kubectl(crds_installed, "create", "-n", namespace, "-f", "-", document=WORKFLOW)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_notification_written_with_the_old_name_on_is_still_accepted_and_kept(
+    crds_installed: ControlPlane, namespace: str
+) -> None:
+    # A Workflow stored (or committed) before `on` became `events`: the schema keeps `on`, so it is neither
+    # refused nor pruned, and the operator reads it as `events` (tests/unit/validation).
+    old = changed(WORKFLOW, {"spec.approvalNotifications": [
+        {"on": ["opened"], "action": "notify.slack", "credentials": {"slack": "ops-slack"}}]})
+    result = kubectl(crds_installed, "create", "-n", namespace, "-f", "-", document=old)
+    assert result.returncode == 0, result.stderr
+    stored = get(crds_installed, "workflow", "renewals", namespace)
+    assert stored is not None
+    assert stored["spec"]["approvalNotifications"] == [
+        {"on": ["opened"], "action": "notify.slack", "credentials": {"slack": "ops-slack"}}]
 
 
 # (case, changes, what the operator's Ready=False message must say): the API server accepts these.

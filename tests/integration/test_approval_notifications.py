@@ -56,7 +56,7 @@ def notifying_workflow(namespace: str, sink: str, *, expires_after: str = "10m")
                  "with": {"data": {}, "fields": {"shipped": "true"}}},
             ],
             "approvalNotifications": [{
-                "on": ["opened", "decided", "expired"], "action": "webhook.send",
+                "events": ["opened", "decided", "expired"], "action": "webhook.send",
                 "with": {"url": f"{sink}/approvals"}, "credentials": {"webhook": "approvals-hook"},
             }],
         },

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from towline.api.common import (
@@ -262,6 +262,20 @@ NOTIFICATION_ACTIONS = ("notify.slack", "notify.email", "webhook.send", "http.re
 """The built-in actions an approval notification may use."""
 
 
+def _events_or_their_old_name(schema: JsonDict) -> None:
+    """The API server's side of the rename: `events` or (from a Workflow written before it) `on`, not both."""
+    required = schema.get("required")
+    if isinstance(required, list):
+        schema["required"] = [name for name in required if name != "events"]
+    schema.update(cel_rules(
+        cel_rule("has(self.events) || has(self.on)",
+                 "events is required: the events to announce, e.g. events: [opened, decided, expired]",
+                 field_path=".events", reason="FieldValueRequired"),
+        cel_rule("!has(self.events) || !has(self.on)", "on is the old name of events: write events only",
+                 field_path=".on"),
+    ))
+
+
 class ApprovalNotification(TowlineModel):
     """Where to announce what happens at the run's approval gates: sent once per gate and event by a Job of its own.
 
@@ -269,10 +283,17 @@ class ApprovalNotification(TowlineModel):
     `payload`, the request's `json`); `with` holds the rest of the action's inputs, literal values only.
     """
 
-    on: list[Annotated[ApprovalEvent, Field(description="opened, decided or expired.")]] = Field(
+    model_config = ConfigDict(json_schema_extra=_events_or_their_old_name)
+
+    events: list[Annotated[ApprovalEvent, Field(description="opened, decided or expired.")]] = Field(
         min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Which events to announce: opened (a gate waits for a decision), decided (approved or "
         "rejected) and expired.",
+    )
+    on: list[Annotated[ApprovalEvent, Field(description="opened, decided or expired.")]] | None = Field(
+        default=None, min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Deprecated: the old name of events, read when events is absent (a Workflow written before "
+        "the rename). Write events: YAML 1.1, which kubectl reads, takes an unquoted on as the boolean true.",
     )
     action: Literal["notify.slack", "notify.email", "webhook.send", "http.request"] = Field(
         description="The connector that delivers it: notify.slack, notify.email, webhook.send (signed) or "
@@ -292,6 +313,21 @@ class ApprovalNotification(TowlineModel):
         default_factory=list, max_length=32,
         description="The only hosts the notification's pod may connect to; unset, the hosts its inputs name.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_the_old_name(cls, data: Any) -> Any:
+        """`on`, the name `events` had first, is read as `events` (and so written back as `events`)."""
+        if isinstance(data, dict) and "on" in data and "events" not in data:
+            data = {("events" if key == "on" else key): value for key, value in data.items()}
+        return data
+
+    @field_validator("on")
+    @classmethod
+    def _not_beside_events(cls, value: list[ApprovalEvent] | None) -> list[ApprovalEvent] | None:
+        if value is not None:  # only when events is there too: alone, it was read as events
+            raise ValueError("on is the old name of events: write events only")
+        return value
 
 
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]

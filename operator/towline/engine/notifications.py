@@ -71,7 +71,7 @@ def owed_notifications(
     owed = []
     for event in gate_events(entry):
         for index, notification in enumerate(notifications):
-            if event in notification.on and (index, event) not in recorded:
+            if event in notification.events and (index, event) not in recorded:
                 owed.append((index, event, notification, notification_job_name(run_name, entry.id, event, index)))
     return owed
 

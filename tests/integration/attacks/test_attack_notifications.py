@@ -40,7 +40,7 @@ def test_an_editor_cannot_forge_pre_empt_or_change_a_notification_job(
     bind_role(cluster, ns, "towline-approver", users=("bob",))
     workflow = gated_workflow(ns)
     workflow["spec"]["approvalNotifications"] = [{
-        "on": ["opened", "decided"], "action": "http.request", "with": {"url": "https://hooks.example.com/approvals"},
+        "events": ["opened", "decided"], "action": "http.request", "with": {"url": "https://hooks.example.com/approvals"},
     }]
     install(cluster, workflow)
     assert create_as(cluster, "admin", run_manifest(ns, "gated", "notified", "admin")).returncode == 0

@@ -19,9 +19,9 @@ REVIEW = {
     "approval": {"message": "Create the tasks?", "approvers": {"users": ["bob"], "groups": ["account-managers"]},
                  "expiresAfter": "1h"},
 }
-HOOK = {"on": ["opened", "decided", "expired"], "action": "webhook.send",
+HOOK = {"events": ["opened", "decided", "expired"], "action": "webhook.send",
         "with": {"url": "https://hooks.example.com/approvals"}, "credentials": {"webhook": "approvals-hook"}}
-SLACK = {"on": ["opened"], "action": "notify.slack", "credentials": {"slack": "ops-slack"}}
+SLACK = {"events": ["opened"], "action": "notify.slack", "credentials": {"slack": "ops-slack"}}
 
 
 def gated_run(*notifications: dict[str, object]) -> Sim:
@@ -155,3 +155,12 @@ def test_a_step_recorded_by_a_release_without_notifications_is_written_back_unch
     assert isinstance(steps, list) and steps
     assert all("notifications" not in step for step in steps), steps
     assert WorkflowRunStatus.model_validate(wire).to_wire() == wire
+
+
+def test_a_run_copied_before_the_rename_announces_its_on_events_and_is_written_back_with_events() -> None:
+    sim = gated_run({"on": ["opened"], "action": "notify.slack", "credentials": {"slack": "ops-slack"}})
+    sim.reconcile()
+    assert [(n.event, n.action) for n in notifications(sim)] == [("opened", "notify.slack")]
+    snapshot = sim.status.to_wire()["workflowSpec"]
+    assert snapshot["approvalNotifications"][0]["events"] == ["opened"]
+    assert "on" not in snapshot["approvalNotifications"][0]

@@ -9,7 +9,7 @@ from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 
 STEPS = [{"id": "review", "approval": {"approvers": {"users": ["bob"]}}}]
-HOOK = {"on": ["opened"], "action": "webhook.send", "with": {"url": "https://hooks.example.com/approvals"},
+HOOK = {"events": ["opened"], "action": "webhook.send", "with": {"url": "https://hooks.example.com/approvals"},
         "credentials": {"webhook": "approvals-hook"}}
 
 
@@ -21,7 +21,7 @@ def errors_of(*notifications: dict[str, Any]) -> list[ValidationError]:
 
 
 def test_a_signed_webhook_notification_is_valid() -> None:
-    assert errors_of(HOOK, {"on": ["decided", "expired"], "action": "notify.slack",
+    assert errors_of(HOOK, {"events": ["decided", "expired"], "action": "notify.slack",
                             "credentials": {"slack": "ops-slack"}}) == []
 
 
@@ -39,7 +39,7 @@ def test_bindings_are_refused_with_the_field() -> None:
 
 
 def test_the_connectors_input_checks_name_the_field() -> None:
-    errors = errors_of({"on": ["opened"], "action": "notify.email", "with": {"host": "smtp.example.com"}})
+    errors = errors_of({"events": ["opened"], "action": "notify.email", "with": {"host": "smtp.example.com"}})
     assert [(e.field, e.message) for e in errors] == [
         ("spec.approvalNotifications[0].with.from", "required; add it"),
         ("spec.approvalNotifications[0].with.to", "required; add it"),
@@ -59,3 +59,23 @@ def test_an_unknown_action_is_refused_by_the_schema() -> None:
     assert spec is None
     assert [e.field for e in errors] == ["spec.approvalNotifications[0].action"]
     assert "'notify.slack', 'notify.email', 'webhook.send' or 'http.request'" in errors[0].message
+
+
+def test_an_entry_written_with_the_old_name_on_is_read_as_events() -> None:
+    old = {key: value for key, value in HOOK.items() if key != "events"} | {"on": ["opened", "expired"]}
+    spec, errors = validate_workflow_manifest({"steps": STEPS, "approvalNotifications": [old]}, connector_catalog())
+    assert errors == [] and spec is not None
+    (entry,) = spec.approval_notifications
+    assert entry.events == ["opened", "expired"]
+    assert entry.to_wire()["events"] == ["opened", "expired"] and "on" not in entry.to_wire()
+
+
+def test_events_and_its_old_name_together_or_neither_is_an_error_naming_the_field() -> None:
+    both = validate_workflow_manifest(
+        {"steps": STEPS, "approvalNotifications": [{**HOOK, "on": ["decided"]}]}, connector_catalog())[1]
+    assert [(e.field, e.message) for e in both] == [
+        ("spec.approvalNotifications[0].on", "on is the old name of events: write events only")]
+    neither = validate_workflow_manifest(
+        {"steps": STEPS, "approvalNotifications": [{k: v for k, v in HOOK.items() if k != "events"}]},
+        connector_catalog())[1]
+    assert [e.field for e in neither] == ["spec.approvalNotifications[0].events"]
