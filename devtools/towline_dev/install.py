@@ -65,7 +65,10 @@ def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> 
             "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}",
             # The tests' operators turn code steps on by their own environment (tests/integration/conftest.py);
             # the RBAC they need for it (get on ConfigMaps) comes with the chart's value.
-            "--set", "codeSteps.enabled=true"]
+            "--set", "codeSteps.enabled=true",
+            # The archive's ServiceAccount, RBAC and policies; the tests that archive run the process themselves
+            # (tests/integration/test_archive_record.py) and turn the operator's finalizer on by its environment.
+            "--set", "archive.enabled=true"]
     for template in CHART_TEMPLATES:
         args += ["--show-only", template]
     return subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
