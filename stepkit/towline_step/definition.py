@@ -143,7 +143,8 @@ def _credential_slots(
     names = [slot.name for slot in slots]
     for slot in slots:
         if not _SLOT.fullmatch(slot.name) or names.count(slot.name) > 1:
-            raise ValueError(f"credential slot names are unique and match [a-z][a-z0-9_-]*, not {slot.name!r}")
+            raise ValueError(f"credential slot names are unique and match {CREDENTIAL_SLOT_PATTERN} (a step binds "
+                             f"a slot under its name in credentials, so no -), not {slot.name!r}")
         for key in slot.keys:
             if not _SECRET_KEY.fullmatch(key) or key in {".", ".."} or len(key) > 253:
                 raise ValueError(f"credential slot {slot.name!r}: {key!r} is not a Secret key name")

@@ -59,8 +59,9 @@ EXIT_USAGE = 2
 EXIT_RETRYABLE = 75
 """EX_TEMPFAIL: worth another attempt."""
 
-CREDENTIAL_SLOT_PATTERN = r"[a-z][a-z0-9_-]*"
-"""A credential slot's name (a directory under the credentials directory)."""
+CREDENTIAL_SLOT_PATTERN = r"[a-z][a-z0-9_]{0,62}"
+"""A credential slot's name (a directory under the credentials directory): what the StepType schema accepts, the
+pattern of a workflow step's `credentials` keys, which bind it (no `-`)."""
 CREDENTIAL_KEY_PATTERN = r"[-._a-zA-Z0-9]+"
 """A credential key: a Secret data key, as the API server accepts it (a file in its slot's directory)."""
 

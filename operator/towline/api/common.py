@@ -6,6 +6,7 @@ Pure data and parsing: nothing here talks to the API server or reads a clock.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
@@ -18,7 +19,8 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 IDENTIFIER_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
-"""Step, param and trigger ids: snake_case, so CEL reads `steps.load_accounts.output`."""
+"""Step, param and trigger ids, and credential aliases (a step's `credentials` keys, a step type's slot names):
+snake_case, so CEL reads `steps.load_accounts.output`."""
 
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """What Kubernetes accepts as an object name (Secrets, Workflows)."""
@@ -146,10 +148,19 @@ UserName = Annotated[
 MAX_EARLIER_REQUESTERS = 16
 """A retry of a retry of ... names its first requester and the latest ones, up to this many."""
 
+@dataclass(frozen=True)
+class NamesASecret:
+    """Marks a field as naming a Secret: `towline.api.secretrefs` finds every such field of a resource's spec,
+    and the chart's credentials policy must check each one (tests/integration/attacks/test_attack_secret_references.py)."""
+
+
+NAMES_A_SECRET = NamesASecret()
+
 SecretName = Annotated[
     str,
     Field(min_length=1, max_length=253, description="The name of a Secret in this namespace; never its value."),
     AfterValidator(_check_secret_name),
+    NAMES_A_SECRET,
 ]
 """The name of a Secret in the workflow's namespace: a reference, never a value."""
 

@@ -16,15 +16,20 @@ register which images.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from towline.api.common import (
     DNS_SUBDOMAIN_PATTERN,
+    IDENTIFIER_PATTERN,
+    NAMES_A_SECRET,
     SECRET_KEY_PATTERN,
     Condition,
     TowlineModel,
+    cel_rule,
+    cel_rules,
     list_map,
 )
 from towline.api.workflow import Port, RetryPolicy
@@ -39,14 +44,27 @@ IMAGE_PATTERN = (
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
 )
 """An OCI image reference as the kubelet pulls it: registry/path[:tag][@sha256:digest], lower case path."""
-SLOT_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
-"""A credential slot's name: the directory its keys are mounted under, and the key of a step's `credentials`."""
+SLOT_PATTERN = IDENTIFIER_PATTERN
+"""A credential slot's name: the directory its keys are mounted under, and the key of a step's `credentials`,
+so the very pattern of those keys (a slot with a `-` could be declared but never bound)."""
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
 """A resource quantity as people write them for CPU and memory: `100m`, `0.5`, `128Mi`, `1Gi`."""
 
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
-SlotName = Annotated[str, Field(pattern=SLOT_PATTERN, max_length=63)]
+SLOT_ADVICE = ("a slot's name is the key a step binds it under in credentials: lower-case letters, digits and _, "
+               "starting with a letter (no -), e.g. deploy_api")
+
+
+def _check_slot_name(text: str) -> str:
+    if not re.fullmatch(SLOT_PATTERN, text):
+        raise ValueError(f"{text!r} is not a slot name; {SLOT_ADVICE}")
+    return text
+
+
+# The pattern for the API server's schema, the check (with the fix in its message) for the operator's.
+SlotName = Annotated[str, Field(max_length=63, json_schema_extra={"pattern": SLOT_PATTERN}),
+                     AfterValidator(_check_slot_name)]
 SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253, description="A key of a Secret's data.")]
 Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 JsonSchema = Annotated[
@@ -57,6 +75,10 @@ JsonSchema = Annotated[
 
 class CredentialSlot(TowlineModel):
     """A named credential the type reads: a workflow step binds the slot to a Secret holding these keys."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(cel_rule(
+        f"self.name.matches('{SLOT_PATTERN}')", SLOT_ADVICE, field_path=".name",
+    )))
 
     name: SlotName = Field(description="The slot, e.g. api; mounted at /var/run/towline/credentials/<slot>/<key>.")
     keys: list[SecretKey] = Field(min_length=1, max_length=16, description="The Secret keys read, e.g. [token].")
@@ -95,7 +117,7 @@ class StepTypeSpec(TowlineModel):
     )
     image_pull_secrets: list[Annotated[str, Field(
         pattern=DNS_SUBDOMAIN_PATTERN, max_length=253, description="A Secret's name.",
-    )]] = Field(
+    ), NAMES_A_SECRET]] = Field(
         default_factory=list, max_length=8,
         description="Names of Secrets of type kubernetes.io/dockerconfigjson the kubelet pulls the image with: "
         "in the step's namespace (for a ClusterStepType, each namespace that uses it needs them).",

@@ -57,7 +57,9 @@ def test_egress_ports_are_sorted_and_unique() -> None:
     ({"name": "x" * 254}, "must be a Kubernetes object name"),
     ({"image": "has space:1"}, "image reference without spaces"),
     ({"image": ""}, "image reference without spaces"),
-    ({"credentials": {"API": ["token"]}}, "match [a-z][a-z0-9_-]*, not 'API'"),
+    ({"credentials": {"API": ["token"]}}, "match [a-z][a-z0-9_]{0,62} (a step binds a slot under its name in "
+                                          "credentials, so no -), not 'API'"),
+    ({"credentials": {"deploy-api": ["token"]}}, "so no -), not 'deploy-api'"),
     ({"credentials": {"api": []}}, "must list the Secret keys it needs"),
     ({"credentials": {"api": "token"}}, "must list the Secret keys it needs"),
     ({"credentials": {"api": ["../etc"]}}, "'../etc' is not a Secret key name"),
