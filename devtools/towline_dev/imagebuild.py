@@ -53,6 +53,10 @@ class ImageBuildFailed(RuntimeError):  # noqa: N818 - reads as the condition it 
     """A build command failed; the message carries the end of its output."""
 
 
+class SourcesChanged(ImageBuildFailed):
+    """The tree changed between hashing it and staging it: the staged copy is not what the key names."""
+
+
 @dataclass(frozen=True)
 class BuildahStore:
     """A buildah image store of our own under the cache directory."""

@@ -38,7 +38,7 @@ from towline_dev.binaries import _exclusive_lock
 from towline_dev.debpackages import ensure_debian_packages
 from towline_dev.imagebuild import (
     BuildahStore,
-    ImageBuildFailed,
+    SourcesChanged,
     base_key,
     build_archive,
     content_key,
@@ -127,21 +127,34 @@ def ensure_images(progress: Progress) -> dict[str, Path]:
     return {**ensure_towline_images(progress), **ensure_step_type_images(progress)}
 
 
+STAGING_TRIES = 3
+"""Builds started again, each of the newer sources, when files change while one is staged (a checkout edited while
+tests start its build); then the build fails, saying so."""
+
+
 def ensure_towline_images(progress: Progress) -> dict[str, Path]:
     """The operator and runner archives of the current sources, built (once) if the cache lacks them."""
-    files = context_files(REPO_ROOT)
-    key = content_key(REPO_ROOT, files, pinned_inputs())
-    target = images_cache() / key
-    archives = archive_paths(target)
-    if all(path.is_file() for path in archives.values()):
-        with contextlib.suppress(OSError):
-            os.utime(target)  # most recently used: the last to be dropped
-        return archives
-    with _exclusive_lock(images_cache() / "build.lock"):
+    for attempt in range(1, STAGING_TRIES + 1):
+        files = context_files(REPO_ROOT)
+        key = content_key(REPO_ROOT, files, pinned_inputs())
+        target = images_cache() / key
+        archives = archive_paths(target)
         if all(path.is_file() for path in archives.values()):
+            with contextlib.suppress(OSError):
+                os.utime(target)  # most recently used: the last to be dropped
             return archives
-        _build_all(files, key, target, progress)
-    return archives
+        with _exclusive_lock(images_cache() / "build.lock"):
+            if all(path.is_file() for path in archives.values()):
+                return archives
+            try:
+                _build_all(files, key, target, progress)
+            except SourcesChanged:
+                if attempt == STAGING_TRIES:
+                    raise
+                progress("the sources changed while the build was staging them; building the newer sources")
+                continue
+        return archives
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _build_all(files: list[str], key: str, target: Path, progress: Progress) -> None:
@@ -180,7 +193,7 @@ def build_archives(
     stage_files(root, files, context)
     try:
         if key is not None and content_key(context, files, pinned_inputs()) != key:
-            raise ImageBuildFailed("the sources changed while the build was staging them; run it again")
+            raise SourcesChanged("the sources changed while the build was staging them; run it again")
         ca_bundle = host_ca_bundle(os.environ)
         for position, spec in enumerate(specs, start=1):
             label = f"[{position}/{len(specs)}] {spec.reference}"

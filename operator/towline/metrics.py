@@ -158,6 +158,8 @@ class WatchedRun(Protocol):
     def open_gates(self) -> int: ...
     @property
     def gate_expiry(self) -> float | None: ...
+    @property
+    def awaiting_archive(self) -> bool: ...
 
 
 class OperatorState(Collector):
@@ -166,6 +168,8 @@ class OperatorState(Collector):
     - `towline_runs{namespace,workflow,phase}`: WorkflowRuns that exist, by phase;
     - `towline_approvals_pending{namespace}`: approval gates of unfinished runs waiting for a decision;
     - `towline_approval_next_expiry_timestamp_seconds{namespace}`: when the first of those expires;
+    - `towline_runs_awaiting_archive{namespace}`: runs over (or being deleted) that the archive has not written yet
+      (they hold its finalizer: the history limit cannot prune them, so they pile up while the archive is down);
     - `towline_leader`: 1 while this replica holds the Lease (and may act), else 0.
 
     Every replica watches, so each reports the same runs; only the leader acts. `runs` yields
@@ -180,7 +184,10 @@ class OperatorState(Collector):
         phases: dict[tuple[str, str, str], int] = {}
         gates: dict[str, int] = {}
         expiry: dict[str, float] = {}
+        awaiting: dict[str, int] = {}
         for namespace, run in self.runs():
+            if run.awaiting_archive:
+                awaiting[namespace] = awaiting.get(namespace, 0) + 1
             key = (namespace, run.workflow, run.phase)
             phases[key] = phases.get(key, 0) + 1
             if run.open_gates:
@@ -205,6 +212,12 @@ class OperatorState(Collector):
         for namespace, moment in sorted(expiry.items()):
             expires.add_metric([namespace], moment)
         yield expires
+        unarchived = GaugeMetricFamily(
+            "towline_runs_awaiting_archive", "Runs over (or being deleted) that the archive has not written yet.",
+            labels=["namespace"])
+        for namespace, count in sorted(awaiting.items()):
+            unarchived.add_metric([namespace], count)
+        yield unarchived
         yield GaugeMetricFamily("towline_leader", "1 while this replica holds the Lease and may act, else 0.",
                                 value=1 if self.leading() else 0)
 

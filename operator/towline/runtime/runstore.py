@@ -19,6 +19,7 @@ from towline.handlers.context import Key
 from towline.handlers.history import FinishedRun, kept_until
 from towline.handlers.parsed import ParsedRuns
 from towline.k8s.client import resource_version
+from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
 from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime.cache import ChildCache
 from towline.runtime.store import Store
@@ -40,6 +41,8 @@ class RunSummary:
     """Approval gates waiting for a decision (the approvals-pending gauge)."""
     gate_expiry: float | None
     """When the first of those expires, Unix seconds (the approvals-expiring alert's gauge)."""
+    awaiting_archive: bool = False
+    """Over (or being deleted) and still held by the archive's finalizer: not in the record yet."""
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> RunSummary:
@@ -53,6 +56,8 @@ class RunSummary:
             webhook=(((body.get("spec") or {}).get("trigger") or {}).get("type") == "webhook"),
             open_gates=open_approval_gates(body),
             gate_expiry=next_gate_expiry(body),
+            awaiting_archive=RUN_ARCHIVE_FINALIZER in (body["metadata"].get("finalizers") or ()) and (
+                status.get("phase") in TERMINAL_RUN_PHASES or bool(body["metadata"].get("deletionTimestamp"))),
         )
 
     @property
