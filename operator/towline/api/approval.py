@@ -49,7 +49,7 @@ class ApprovalSpec(TowlineModel):
             *(
                 immutable(field, _SET_BY_OPERATOR)
                 for field in (
-                    "runName", "workflowName", "step", "message", "preview",
+                    "runName", "workflowName", "step", "message", "messageFromInputs", "preview",
                     "approvers", "fourEyes", "requestedBy", "earlierRequesters", "expiresAt",
                 )
             ),
@@ -88,6 +88,11 @@ class ApprovalSpec(TowlineModel):
     workflow_name: ObjectName = Field(description="That run's Workflow.")
     step: Identifier = Field(description="The id of the gate's step.")
     message: str = Field(default="", max_length=4096, description="What the approver is asked, bindings resolved.")
+    message_from_inputs: bool = Field(
+        default=False,
+        description="The message quotes values bound from the run (its params, trigger data or step outputs): "
+        "whoever started the run chose part of it, so the web view and notifications show it as such.",
+    )
     preview: dict[str, Any] = Field(
         default_factory=dict, max_length=64,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

@@ -72,6 +72,8 @@ class CreateApproval:
     expires_at: datetime
     earlier_requesters: tuple[str, ...] = ()
     """A retry's earlier requesters (status.earlierRequesters): four-eyes refuses them as it does `requested_by`."""
+    message_from_inputs: bool = False
+    """The message template binds values from the run, so part of it was chosen by whoever started the run."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from towline.engine.observed import ApprovalObservation
 from towline.engine.phases import transition_step
 from towline.engine.steps import StepDriver
 from towline.expressions import ExpressionError
-from towline_connectors.wire import rfc3339
+from towline_connectors.wire import is_template, rfc3339
 
 
 class Gates:
@@ -57,6 +57,7 @@ class Gates:
                 approvers=gate.approval.approvers, four_eyes=gate.approval.four_eyes,
                 requested_by=self.driver.run.spec.requested_by, expires_at=entry.expires_at,
                 earlier_requesters=tuple(self.driver.state.status.earlier_requesters),
+                message_from_inputs=is_template(gate.approval.message),
             ))
             self.driver.event("Normal", "ApprovalRequested",
                        f"approval {entry.approval_name} requested before {', '.join(gated) or 'the next steps'}; "
@@ -174,6 +175,7 @@ class Gates:
         return GateFacts(
             namespace=self.driver.run.namespace, run=self.driver.run.name, workflow=self.driver.run.workflow_name,
             step=entry.id, approval=entry.approval_name, message=message, approvers=approvers,
+            message_from_inputs=gate is not None and gate.approval is not None and is_template(gate.approval.message),
             expires_at=entry.expires_at, decision=decision, decided_by=entry.decided_by,
             reason=observation.reason if observation is not None and decision is not None else None,
         )

@@ -10,7 +10,10 @@ delivery per gate, entry and event, across restarts and leader changes.
 
 The message names the run, the step, who may decide, when the gate expires and
 the exact command to decide; never a credential value (a notification's
-credentials are Secret names, mounted only into its own pod).
+credentials are Secret names, mounted only into its own pod). A gate's message
+that binds run values (params, trigger data, step outputs) is partly written by
+whoever started the run: it is quoted as such, and each channel gets the text
+in its own escaping (Slack mrkdwn, a terminal-safe email body, JSON as data).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from towline.engine.actions import CreateNotificationJob
 from towline.engine.idempotency import KEY_PREFIX
 from towline.engine.naming import notification_job_name
 from towline.engine.view import ActionCatalog
+from towline.safetext import printable, slack_mrkdwn
 from towline.validation.notifications import with_message
 from towline_connectors.wire import rfc3339
 
@@ -49,6 +53,8 @@ class GateFacts:
     decision: str | None = None
     decided_by: str | None = None
     reason: str | None = None
+    message_from_inputs: bool = False
+    """The gate's message binds run values: whoever started the run wrote part of it."""
 
 
 def gate_events(entry: StepStatus) -> list[Event]:
@@ -122,10 +128,17 @@ def notification_key(workflow: str, run_uid: str, step_id: str, event: str, inde
 
 def notification_inputs(notification: ApprovalNotification, facts: GateFacts, event: Event) -> dict[str, Any]:
     """The author's inputs plus the message, as text and (for a webhook or HTTP receiver) as JSON."""
-    inputs = with_message(notification, message_text(facts, event), message_document(facts, event))
+    text = message_text(facts, event)
+    inputs = with_message(notification, CHANNEL_TEXT.get(notification.action, str)(text),
+                          message_document(facts, event))
     if notification.action == "notify.email" and "subject" not in notification.with_:
         inputs["subject"] = subject_line(facts, event)
     return inputs
+
+
+CHANNEL_TEXT = {"notify.slack": slack_mrkdwn, "notify.email": printable}
+"""The message as each channel must receive it: Slack reads mrkdwn (`<!channel>` is a mention, `<url|words>` a
+link), a plain-text email may be read in a terminal. JSON receivers get the text as data, unchanged."""
 
 
 def approve_command(facts: GateFacts) -> str:
@@ -159,6 +172,10 @@ def message_text(facts: GateFacts, event: Event) -> str:
     expiry = rfc3339(facts.expires_at, timespec="seconds") if facts.expires_at else "never"
     if event == "opened":
         asked = f" {facts.message}" if facts.message else ""
+        if facts.message and facts.message_from_inputs:
+            asked = (" The gate asks, quoting the run's inputs (not written by the Workflow's author): "
+                     f'"{facts.message}".')
+
         return (
             f"Approval {facts.approval} requested for {where}.{asked} Approvers: {approvers_text(facts.approvers)}. "
             f"Expires at {expiry}. Approve with: {approve_command(facts)} "
@@ -184,6 +201,8 @@ def message_document(facts: GateFacts, event: Event) -> dict[str, Any]:
         "expiresAt": rfc3339(facts.expires_at, timespec="seconds") if facts.expires_at else None,
         "approveCommand": approve_command(facts),
     }
+    if event == "opened":
+        document.update({"message": facts.message, "messageFromInputs": facts.message_from_inputs})
     if event == "decided":
         document.update({"decision": facts.decision, "decidedBy": facts.decided_by, "reason": facts.reason})
     return document

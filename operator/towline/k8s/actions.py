@@ -300,6 +300,7 @@ async def create_approval(context: ActionContext, run: RunRef, action: engine_ac
         requested_by=action.requested_by,
         expires_at=rfc3339(action.expires_at, timespec="seconds"),
         earlier_requesters=action.earlier_requesters,
+        message_from_inputs=action.message_from_inputs,
     )
     existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
     if not created and controller_uid(existing) != run.uid:

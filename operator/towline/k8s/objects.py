@@ -405,6 +405,7 @@ def build_approval(
     requested_by: str | None,
     expires_at: str,
     earlier_requesters: Sequence[str] = (),
+    message_from_inputs: bool = False,
 ) -> JSON:
     """The object a person patches to decide; owned by the run so it goes with it."""
     spec: JSON = {
@@ -421,6 +422,8 @@ def build_approval(
         spec["requestedBy"] = requested_by
     if earlier_requesters:
         spec["earlierRequesters"] = list(earlier_requesters)
+    if message_from_inputs:
+        spec["messageFromInputs"] = True
     return {
         "apiVersion": API_VERSION,
         "kind": "Approval",

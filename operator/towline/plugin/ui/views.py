@@ -99,6 +99,7 @@ def approval_view(approval: JSON) -> JSON:
         "workflow": spec.get("workflowName"),
         "step": spec.get("step"),
         "message": spec.get("message", ""),
+        "messageFromInputs": bool(spec.get("messageFromInputs")),
         "approvers": spec.get("approvers") or {},
         "fourEyes": bool(spec.get("fourEyes")),
         "requestedBy": spec.get("requestedBy"),
