@@ -20,7 +20,7 @@ from typing import IO, Any
 from towline_dev.debpackages import Progress, ensure_debian_packages
 from towline_dev.versions import BROWSER_TEST_PACKAGES
 
-LAUNCH_URL = re.compile(r"(http://127\.0\.0\.1:\d+)/runs\?t=([A-Za-z0-9_-]+)")
+LAUNCH_URL = re.compile(r"(http://127\.0\.0\.1:\d+)/login\?code=([A-Za-z0-9_-]+)")
 
 
 @contextmanager
@@ -45,17 +45,26 @@ def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 10
 
 @dataclass(frozen=True)
 class WebView:
-    """A running `kubectl towline ui`: where it listens, its launch token, its process id, what it printed since."""
+    """A running `kubectl towline ui`: where it listens, its one-time launch code, its process id, what it printed."""
 
     base: str
-    token: str
+    code: str
     pid: int
     printed: list[str] = field(default_factory=list)
     """Its output after the launch line (both streams), added to the error of a test that fails meanwhile."""
 
+    @property
+    def launch_url(self) -> str:
+        """The URL it printed: opens a session once (a browser then holds the session cookie)."""
+        return f"{self.base}/login?code={self.code}"
+
     def url(self, path: str) -> str:
-        """`path` on this server with the launch token (`path` may carry a query already)."""
-        return f"{self.base}{path}{'&' if '?' in path else '?'}t={self.token}"
+        """`path` on this server; a client reaches it once it has opened `launch_url`."""
+        return f"{self.base}{path}"
+
+    def sign_in(self, driver: Any) -> None:
+        """Open the launch URL in `driver`'s browser: its session cookie serves every later page of this server."""
+        driver.get(self.launch_url)
 
 
 @contextmanager

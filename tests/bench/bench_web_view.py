@@ -83,6 +83,7 @@ def main() -> None:
         with web_view(plane.kubeconfig, context_name("admin"), NAMESPACE) as view, \
                 headless_chromium(print) as driver:
             pid = view.pid
+            view.sign_in(driver)
             print(f"web view: server memory at start {_rss_mib(pid):.0f} MiB")
             for attempt in ("cold", "warm"):
                 began = time.monotonic()

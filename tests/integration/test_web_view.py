@@ -106,42 +106,70 @@ def assert_no_canary(driver: Any) -> None:
     assert CANARY not in driver.page_source
 
 
-def test_without_the_launch_token_or_from_a_foreign_host_or_origin_a_request_is_refused(
+def test_the_launch_url_opens_one_session_once_and_holds_no_reusable_secret(
+    towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """A local user reads the launch URL from the browser's command line (/proc/PID/cmdline) or its history."""
+    cluster, ns = towline_installed, team_namespace
+    with web_view(cluster.kubeconfig, context_name("carol"), ns) as view, \
+            httpx.Client() as browser, httpx.Client() as reader:
+        opened = browser.get(view.launch_url)
+        assert opened.status_code == 303 and opened.headers["Location"] == "/runs"
+        cookie = opened.headers["Set-Cookie"]
+        name, _, rest = cookie.partition("=")
+        session = rest.split(";", 1)[0]
+        assert name == f"towline-{view.base.rsplit(':', 1)[1]}" and session not in view.launch_url
+        assert {"httponly", "samesite=strict", "path=/"} <= {a.strip().lower() for a in cookie.split(";")[1:]}
+        assert browser.get(view.url("/runs")).status_code == 200, "the session cookie serves the pages"
+
+        # The reader replays the URL after the browser: refused, and no session for them.
+        replayed = reader.get(view.launch_url)
+        assert replayed.status_code == 403 and "already used" in replayed.text
+        assert "set-cookie" not in replayed.headers
+        assert reader.get(view.url("/runs")).status_code == 403
+        assert reader.get(view.url("/api/workflows")).status_code == 403
+        # ...which also ended the session the code opened (had the reader been first, it would have been theirs).
+        assert browser.get(view.url("/runs")).status_code == 403
+        assert not any(session in line for line in view.printed), "the session never reaches the terminal"
+
+
+def test_without_a_session_or_from_a_foreign_host_or_origin_a_request_is_refused(
     towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with web_view(cluster.kubeconfig, context_name("carol"), ns) as view, httpx.Client() as http:
-        base, token = view.base, view.token
+    with web_view(cluster.kubeconfig, context_name("carol"), ns) as view, \
+            httpx.Client() as http, httpx.Client() as stranger:
+        base = view.base
         port = base.rsplit(":", 1)[1]
-        page = http.get(f"{base}/runs", params={"t": token})
+        forger = httpx.Client(cookies={f"towline-{port}": view.code})  # the code is not a session
+        assert http.get(view.launch_url).status_code == 303
+        page = http.get(f"{base}/runs")
         assert page.status_code == 200 and "carol" in page.text
         assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
         assert page.headers["Referrer-Policy"] == "no-referrer"
 
         refused = {
-            "no token": http.get(f"{base}/runs"),
-            "wrong token": http.get(f"{base}/runs", params={"t": token[::-1]}),
-            "no token on a stream": http.get(f"{base}/events/runs"),
-            "no token on the JSON": http.get(f"{base}/api/workflows"),
-            "rebound host name": http.get(f"{base}/runs", params={"t": token},
-                                          headers={"Host": f"attacker.example:{port}"}),
-            "foreign origin": http.get(f"{base}/api/workflows", params={"t": token},
-                                       headers={"Origin": "https://attacker.example"}),
-            "cross-site fetch": http.get(f"{base}/api/workflows", params={"t": token},
-                                         headers={"Sec-Fetch-Site": "cross-site"}),
-            "write from another site": http.post(f"{base}/api/approvals/any", params={"t": token},
+            "no session": stranger.get(f"{base}/runs"),
+            "the code as a session": forger.get(f"{base}/runs"),
+            "no session on a stream": stranger.get(f"{base}/events/runs"),
+            "no session on the JSON": stranger.get(f"{base}/api/workflows"),
+            "a wrong code": stranger.get(f"{base}/login", params={"code": view.code[::-1]}),
+            "rebound host name": http.get(f"{base}/runs", headers={"Host": f"attacker.example:{port}"}),
+            "foreign origin": http.get(f"{base}/api/workflows", headers={"Origin": "https://attacker.example"}),
+            "cross-site fetch": http.get(f"{base}/api/workflows", headers={"Sec-Fetch-Site": "cross-site"}),
+            "write from another site": http.post(f"{base}/api/approvals/any",
                                                  headers={"Origin": "https://attacker.example"},
                                                  json={"decision": "Approved"}),
-            "write without an origin": http.post(f"{base}/api/approvals/any", params={"t": token},
-                                                 json={"decision": "Approved"}),
+            "write without an origin": http.post(f"{base}/api/approvals/any", json={"decision": "Approved"}),
         }
+        forger.close()
         assert {what: r.status_code for what, r in refused.items()} == {what: 403 for what in refused}
-        assert "launch token" in refused["no token"].text and "Host" in refused["rebound host name"].text
+        assert "no session" in refused["no session"].text and "Host" in refused["rebound host name"].text
         assert "Origin" in refused["foreign origin"].text
 
         # The same request from the page's own origin reaches the API server, which answers as carol.
-        allowed = http.post(f"{base}/api/approvals/no-such-approval", params={"t": token},
-                            headers={"Origin": base}, json={"decision": "Approved"})
+        allowed = http.post(f"{base}/api/approvals/no-such-approval", headers={"Origin": base},
+                            json={"decision": "Approved"})
         assert allowed.status_code == 404, allowed.text
 
 
@@ -161,6 +189,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         apply(cluster, twelve_steps(ns, api.url))
 
         # The runs list is open before the run exists: the row appears and moves on without a reload.
+        carol.sign_in(browser)
         browser.get(carol.url("/runs"))
         wait_for_element(browser, "#runs tbody", "the runs table")
         run = start_run(cluster, ns, "quarterly-close", "close-q4")
@@ -209,6 +238,7 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
         # Bob approves from his own view's approvals page; the run goes on, and carol's graph follows it.
         carol_tab = browser.current_window_handle
         browser.switch_to.new_window("tab")
+        bob.sign_in(browser)  # the same browser: each server's session cookie has its own name
         browser.get(bob.url("/approvals"))
         card = wait_for_element(browser, f'#open .approval[data-approval="{approval}"]', "the waiting approval")
         assert "Close the quarter?" in card.text and "carol" in card.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 import webbrowser
 from collections.abc import Callable
 
@@ -20,17 +21,20 @@ HOST = "127.0.0.1"
 async def serve(api: KubeApi, namespace: str, *, port: int, open_browser: bool, out: Callable[[str], None]) -> int:
     """Bind 127.0.0.1:`port` (0: any free port), print the launch URL, serve until cancelled."""
     user = await session.who_am_i(api)
-    token = guard.new_token()
-    app = build_app(api, namespace=namespace, user=user, token=token)
+    launch = guard.Launch(time.monotonic)
+    app = build_app(api, namespace=namespace, user=user, launch=launch)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, HOST, port)
     await site.start()
     bound = runner.addresses[0][1]
     app[SETTINGS]["port"] = bound
-    url = f"http://{HOST}:{bound}/runs?{guard.TOKEN_PARAMETER}={token}"
+    # The URL goes on the browser's command line and into its history: it carries only a code that
+    # opens one session, once, within CODE_SECONDS; the session itself lives in an HttpOnly cookie.
+    url = f"http://{HOST}:{bound}{guard.LOGIN_PATH}?{guard.CODE_PARAMETER}={launch.code}"
     out(f"Towline for {user} in namespace {namespace}: {url}")
-    out("Anyone with this URL acts as you until you stop it (Ctrl-C).")
+    out(f"The URL works once, within {guard.CODE_SECONDS:.0f} s; the browser that opens it acts as you "
+        "until you stop this (Ctrl-C).")
     sys.stdout.flush()  # a wrapper reading our output waits for the URL
     if open_browser:
         webbrowser.open(url)

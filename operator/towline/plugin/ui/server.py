@@ -3,7 +3,7 @@
 Every handler reaches the API server through towline.k8s with the person's
 kubeconfig client; nothing is cached across requests and nothing is decided
 here that RBAC or admission decide. The guard (towline.plugin.ui.guard) runs
-before any handler.
+before any handler; `/login` trades the launch's one-time code for the session cookie.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ SECURITY_HEADERS = {
 
 API = web.AppKey("api", KubeApi)
 SETTINGS = web.AppKey("settings", dict)
+LAUNCH = web.AppKey("launch", guard.Launch)
 
 
 @web.middleware
 async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
-    settings = request.app[SETTINGS]
-    why = guard.refusal(method=request.method, path=request.path, headers=request.headers,
-                        token=request.query.get(guard.TOKEN_PARAMETER), expected_token=settings["token"],
-                        port=settings["port"])
+    port = request.app[SETTINGS]["port"]
+    signed_in = request.app[LAUNCH].signed_in(request.cookies.get(guard.cookie_name(port)))
+    why = guard.refusal(method=request.method, path=request.path, headers=request.headers, signed_in=signed_in,
+                        port=port)
     if why is not None:
         return web.Response(status=403, text=f"refused: {why}\n", headers=SECURITY_HEADERS)
     try:
@@ -64,13 +65,29 @@ def _page(request: web.Request, page: str, subject: str = "") -> web.Response:
     settings = request.app[SETTINGS]
     text = Template((STATIC / "page.html").read_text()).substitute(
         page=page, subject=html.escape(subject), user=html.escape(settings["user"]),
-        namespace=html.escape(settings["namespace"]), token=html.escape(settings["token"]),
+        namespace=html.escape(settings["namespace"]),
     )
     return web.Response(text=text, content_type="text/html", headers=SECURITY_HEADERS)
 
 
+def _see_runs() -> web.Response:
+    return web.Response(status=303, headers={**SECURITY_HEADERS, "Location": "/runs"})
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """Redeem the launch code once: set the session cookie and go to the runs, so the code leaves the address bar."""
+    name = guard.cookie_name(request.app[SETTINGS]["port"])
+    outcome = request.app[LAUNCH].redeem(request.query.get(guard.CODE_PARAMETER), request.cookies.get(name))
+    if isinstance(outcome, str):
+        return web.Response(status=403, text=f"refused: {outcome}\n", headers=SECURITY_HEADERS)
+    response = _see_runs()
+    if outcome.session is not None:
+        response.set_cookie(name, outcome.session, path="/", httponly=True, samesite="Strict")
+    return response
+
+
 async def index(request: web.Request) -> web.StreamResponse:
-    raise web.HTTPFound(f"/runs?{guard.TOKEN_PARAMETER}={request.app[SETTINGS]['token']}")
+    return _see_runs()
 
 
 async def runs_page(request: web.Request) -> web.StreamResponse:
@@ -167,12 +184,14 @@ async def decide(request: web.Request) -> web.StreamResponse:
     return web.json_response(views.approval_view(decided))
 
 
-def build_app(api: KubeApi, *, namespace: str, user: str, token: str) -> web.Application:
+def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch) -> web.Application:
     """The application; `settings["port"]` is filled in once the socket is bound."""
     app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
     app[API] = api
-    app[SETTINGS] = {"namespace": namespace, "user": user, "token": token, "port": 0}
+    app[LAUNCH] = launch
+    app[SETTINGS] = {"namespace": namespace, "user": user, "port": 0}
     app.router.add_get("/", index)
+    app.router.add_get(guard.LOGIN_PATH, login)
     app.router.add_get("/runs", runs_page)
     app.router.add_get("/runs/{name}", run_page)
     app.router.add_get("/approvals", approvals_page)

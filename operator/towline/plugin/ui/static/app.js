@@ -3,7 +3,6 @@
 // server-sent events the local server feeds from API watches; nothing here polls.
 "use strict";
 
-const TOKEN = document.body.dataset.token;
 const SUBJECT = document.body.dataset.subject;
 const main = document.getElementById("main");
 const RUN_PHASES = ["Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled", "Succeeded", "Failed",
@@ -38,7 +37,6 @@ function s(tag, attrs, ...children) {
 function link(path, params) {
   const url = new URL(path, location.origin);
   for (const [key, value] of Object.entries(params || {})) if (value) url.searchParams.set(key, value);
-  url.searchParams.set("t", TOKEN);
   return url.pathname + url.search;
 }
 
@@ -330,6 +328,16 @@ function runPage() {
 
 // ---- approvals -------------------------------------------------------------------------------------------------
 
+// A message that binds the run's values was partly written by whoever started the run (a param, a webhook's
+// body): it is never the card's headline, and it says where it came from.
+function approvalHeadline(approval) {
+  if (!approval.messageFromInputs) return [h("strong", {}, approval.message || approval.name)];
+  return [h("strong", {}, `Approve step ${approval.step} of run ${approval.run}?`),
+    h("blockquote", { class: "from-inputs" },
+      h("span", { class: "muted" }, "Quotes the run's inputs (not written by the Workflow's author):"), " ",
+      h("q", {}, approval.message))];
+}
+
 function approvalsPage() {
   const approvals = new Map();
   const open = h("div", { id: "open" });
@@ -347,7 +355,7 @@ function approvalsPage() {
       if (open.querySelector(`[data-approval="${CSS.escape(approval.name)}"]`)) continue;
       const who = [...(approval.approvers.users || []), ...(approval.approvers.groups || []).map((g) => `group ${g}`)];
       open.append(h("div", { class: "approval", "data-approval": approval.name },
-        h("strong", {}, approval.message || approval.name),
+        ...approvalHeadline(approval),
         facts([["Approval", approval.name], ["Run", runLink(approval.run)], ["Step", approval.step],
           ["Workflow", approval.workflow], ["Requested by", approval.requestedBy], ["Approvers", who.join(", ")],
           ["Four eyes", approval.fourEyes ? "yes: the requester may not approve" : "no"],
