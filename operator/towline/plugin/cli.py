@@ -18,7 +18,7 @@ from typing import Any
 
 from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands, errors, filters, livecli, output, views
+from towline.plugin import commands, errors, filters, livecli, output, terminal, views
 from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
 from towline.plugin.manifests import parse_params
 
@@ -149,7 +149,7 @@ kubectl towline completion fish > ~/.config/fish/completions/kubectl-towline.fis
     completion.add_argument("shell", choices=SHELLS)
     ui = command(sub, "ui", "a web view of runs and approvals on 127.0.0.1, acting as you (docs/web-view.md)", """
 kubectl towline ui --open          # serve on a free port and open the browser
-kubectl towline ui --port 8765     # then open the URL it prints (it carries the launch token)""")
+kubectl towline ui --port 8765     # then open the URL it prints (its code works once)""")
     ui.add_argument("--port", type=int, default=0, help="default: any free port")
     ui.add_argument("--open", action="store_true", help="open it in the browser")
 
@@ -173,10 +173,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _phase_value(text: str) -> frozenset[str]:
     return frozenset(filters.phases([text]))
-
-
-def _print_err(text: str) -> None:
-    print(text, file=sys.stderr)
 
 
 def run_filter(args: argparse.Namespace) -> filters.RunFilter:
@@ -225,15 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     autocomplete(parser)  # answers a shell's completion request and exits; otherwise does nothing
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    io = commands.Io(out=print, err=_print_err)
+    io = commands.Io(out=terminal.out, err=terminal.err)
     if args.command == "completion":
-        print(completion_script(args.shell), end="")
+        terminal.out(completion_script(args.shell), end="")
         return 0
     if args.command == "verify":
         # Offline: no cluster, no kubeconfig; the file and the public key are all it reads.
         from towline.plugin.archived import verify_file  # noqa: PLC0415 - command-only import
 
-        return verify_file(args.file, args.key, print, _print_err)
+        return verify_file(args.file, args.key, terminal.out, terminal.err)
     if args.command == "validate":
         # Command-only imports, here and in `_serve_ui`: the validators load every connector and the CEL
         # library, the web view its server; every other command starts without them.
@@ -241,16 +237,16 @@ def main(argv: list[str] | None = None) -> int:
 
         lines, problems = validate_files(args.files)
         for line in lines:
-            print(line)
+            terminal.out(line)
         if problems:
-            _print_err(f"{problems} problem(s) found")
+            terminal.err(f"{problems} problem(s) found")
         return 1 if problems else 0
-    return errors.guarded(lambda: asyncio.run(dispatch(args, io)), _print_err)
+    return errors.guarded(lambda: asyncio.run(dispatch(args, io)), terminal.err)
 
 
 def kubectl_complete() -> int:
     """`kubectl_complete-towline ARG... PARTIAL`: what kubectl (1.26+) runs to complete `kubectl towline`."""
-    print(kubectl_answer(build_parser(), sys.argv[1:]), end="")
+    terminal.out(kubectl_answer(build_parser(), sys.argv[1:]), end="")
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import yaml
 
 from towline.api.steptype import ResolvedStepType
+from towline.plugin import terminal
 from towline.validation.steptypes import StepImagePolicy, action_of, check_step_type
 from towline_connectors.catalog import format_table
 from towline_connectors.registry import json_schemas
@@ -106,10 +106,10 @@ def offline_main(argv: Sequence[str]) -> int:
         try:
             documents += list(yaml.safe_load_all(Path(path).read_text()))
         except (OSError, yaml.YAMLError) as error:
-            print(f"{path}: cannot read: {error}", file=sys.stderr)
+            terminal.err(f"{path}: cannot read: {error}")
             return 1
     types, problems = step_types_of(documents)
     for problem in problems:
-        print(problem, file=sys.stderr)
-    sys.stdout.write(render(types, as_json=args.json))
+        terminal.err(problem)
+    terminal.out(render(types, as_json=args.json), end="")
     return 1 if problems else 0
