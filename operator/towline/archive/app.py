@@ -23,6 +23,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+from towline.archive.apiserver import serve_archive_api
 from towline.archive.chain import load_private_key
 from towline.archive.records import ArchiveError
 from towline.archive.service import ArchiveService
@@ -220,8 +221,15 @@ async def run_archive(kubeconfig: str | None, settings: ArchiveSettings) -> None
     api = await KubeApi.connect(kubeconfig)
     log.info("archive: %s, namespaces %s, schema version %s", settings.database_url.split("://", 1)[0],
              ", ".join(settings.namespaces) or "all", store.schema_version())
+    # The read API (archive.towline.dev, aggregated): its own connection, so its reviews never wait behind a
+    # stream's list; off when no serving certificate is configured.
+    reads = api.separate()
+    server = await serve_archive_api(reads, store)
     try:
         await ArchiveProcess(api, store, key, settings).serve()
     finally:
+        if server is not None:
+            await server.stop()
+        await reads.close()
         await api.close()
         store.close()

@@ -29,6 +29,7 @@ PROCESSES = {
                 "from towline.metrics import export_operator_state\n"
                 "export_operator_state(lambda: [], lambda: False)\n",
     "ingress": "import towline.triggers.ingress.server\n",
+    "archive": "import towline.archive.app\n",
 }
 LIST_FAMILIES = ("import json\nfrom prometheus_client import REGISTRY\n"
                  "print(json.dumps([(family.name, family.type) for family in REGISTRY.collect()]))\n")
@@ -84,7 +85,7 @@ def test_the_two_processes_export_the_metrics_the_dashboard_is_built_on() -> Non
 
 
 def test_every_dashboard_query_names_only_metrics_that_exist() -> None:
-    known = series_names("operator") | series_names("ingress")
+    known = series_names("operator") | series_names("ingress") | series_names("archive")
     queries = dashboard_queries()
     assert len(queries) >= 20
     for where, names in queries:
@@ -96,13 +97,13 @@ def test_a_misspelt_metric_in_the_dashboard_would_be_found() -> None:
     board = dashboard()
     target = board["panels"][2]["targets"][0]
     target["expr"] = target["expr"].replace("towline_runs", "towline_run", 1)
-    known = series_names("operator") | series_names("ingress")
+    known = series_names("operator") | series_names("ingress") | series_names("archive")
     unknown = [(where, names - known) for where, names in dashboard_queries(board) if names - known]
     assert unknown == [(f"panel {board['panels'][2]['title']!r} A", {"towline_run"})]
 
 
 def test_every_alert_names_only_metrics_that_exist() -> None:
-    known = series_names("operator") | series_names("ingress")
+    known = series_names("operator") | series_names("ingress") | series_names("archive")
     rules = alert_rules()
     assert len(rules) >= 7
     for rule in rules:
