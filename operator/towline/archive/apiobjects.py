@@ -22,6 +22,11 @@ GROUP_VERSION = f"{GROUP}/{VERSION}"
 RESOURCE = "archivedruns"
 KIND = "ArchivedRun"
 LOG_SUBRESOURCE = "log"
+CHAIN_RESOURCE = "archivechains"
+"""A namespace's record as one object, `chain`; its `export` subresource is the file `kubectl towline verify`
+checks."""
+CHAIN_NAME = "chain"
+EXPORT_SUBRESOURCE = "export"
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -80,10 +85,17 @@ def api_resource_list() -> JSON:
          "verbs": ["get", "list"], "shortNames": ["arun"], "categories": ["towline"]},
         {"name": f"{RESOURCE}/{LOG_SUBRESOURCE}", "singularName": "", "namespaced": True, "kind": KIND,
          "verbs": ["get"]},
+        {"name": f"{CHAIN_RESOURCE}/{EXPORT_SUBRESOURCE}", "singularName": "", "namespaced": True,
+         "kind": "ArchiveChain", "verbs": ["get"]},
     ]}
 
 
 # -- the list query -------------------------------------------------------------------------------------------
+
+
+def since_of(params: Mapping[str, str]) -> datetime | None:
+    """An export's `since` (RFC 3339): it starts at the last checkpoint before then, so it verifies on its own."""
+    return _time_param(params, "since")
 
 
 def history_query(namespace: str, params: Mapping[str, str]) -> HistoryQuery:

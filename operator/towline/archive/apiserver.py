@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,6 +71,10 @@ class ArchiveReader(Protocol):
 
     def logs(self, namespace: str, run: str, step: str | None = None) -> list[Entry]:
         """A run's archived log records (run by name or UID), of one step or all, by attempt."""
+        ...
+
+    def export(self, namespace: str, since: datetime | None = None) -> Iterator[str]:
+        """The namespace's chain as JSON lines (towline.archive.exports), verifiable offline."""
         ...
 
 
@@ -137,6 +142,8 @@ class ArchiveApi:
         app.router.add_get(f"{BASE}/namespaces/{{namespace}}/{objects.RESOURCE}/{{name}}", self._get)
         app.router.add_get(f"{BASE}/namespaces/{{namespace}}/{objects.RESOURCE}/{{name}}/{objects.LOG_SUBRESOURCE}",
                            self._log)
+        app.router.add_get(f"{BASE}/namespaces/{{namespace}}/{objects.CHAIN_RESOURCE}/{objects.CHAIN_NAME}/"
+                           f"{objects.EXPORT_SUBRESOURCE}", self._export)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         return app
 
@@ -250,6 +257,22 @@ class ArchiveApi:
             raise ApiProblem(404, "NotFound", f'the archive holds no log of {what} "{name}" in the namespace '
                                               f'"{namespace}"')
         return web.Response(text=objects.log_text(entries, step), content_type="text/plain", charset="utf-8")
+
+    async def _export(self, request: web.Request) -> web.StreamResponse:
+        """The namespace's whole record (runs, approvals, logs, checkpoints) as JSON lines: for whoever may list its
+        WorkflowRuns and read its pods' logs, since the export holds both."""
+        namespace = request.match_info["namespace"]
+        user = self._user(request)
+        await self._require(user, "get", namespace, Question("list", *RUNS, namespace),
+                            Question("get", "", "pods", namespace, "log"))
+        since = objects.since_of(request.query)
+        lines = await asyncio.to_thread(lambda: list(self.reader.export(namespace, since)))
+        response = web.StreamResponse(headers={"Content-Type": "application/jsonl; charset=utf-8"})
+        await response.prepare(request)
+        for line in lines:
+            await response.write(line.encode())
+        await response.write_eof()
+        return response
 
     def _runs(self, request: web.Request, runs: list[ArchivedRun], token: str | None) -> web.Response:
         if objects.wants_table(request.headers.get("Accept", "")):

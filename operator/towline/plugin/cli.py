@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
+from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands, errors, filters, livecli, output, terminal, views
+from towline.plugin import commands, errors, filters, history, livecli, output, terminal, views
 from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
 from towline.plugin.manifests import parse_params
 
@@ -123,17 +125,44 @@ kubectl towline connectors
 kubectl towline connectors --json | jq '.actions | keys'""")
     catalog.add_argument("--json", action="store_true", help="their input/output JSON Schemas and declarations")
 
-    export = command(sub, "export", "WORKFLOW as a clean manifest to commit", """
-kubectl towline export release > workflows/release.yaml""")
-    export.add_argument("workflow")
+    export = command(sub, "export", "WORKFLOW as a clean manifest to commit, or a namespace's archive (--archive)", """
+kubectl towline export release > workflows/release.yaml
+kubectl towline export --archive sales-ops --since 2026-07-01T00:00:00Z > audit.jsonl""")
+    export.add_argument("workflow", nargs="?")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    export.add_argument("--archive", metavar="NAMESPACE",
+                        help="the namespace's archived record as JSON lines (kubectl towline verify checks it)")
+    export.add_argument("--since", metavar="TIME", help="with --archive: from the last checkpoint before TIME")
 
 
 def add_archive_commands(sub: Sub) -> None:
-    verify = command(sub, "verify", "check an archive export offline with only the public key (docs/archive.md)", """
-kubectl towline verify audit.jsonl --key archive-public.pem""")
-    verify.add_argument("file", metavar="FILE", help="an export: kubectl towline export --archive NAMESPACE")
+    verify = command(sub, "verify", "check an archive export offline, or a live namespace's, with the public key", """
+kubectl towline verify audit.jsonl --key archive-public.pem
+kubectl towline verify --archive sales-ops --key archive-public.pem""")
+    verify.add_argument("file", metavar="FILE", nargs="?", help="an export: kubectl towline export --archive NS")
+    verify.add_argument("--archive", metavar="NAMESPACE", help="the namespace's live record, exported and checked here")
     verify.add_argument("--key", required=True, metavar="PEM", help="the archive's Ed25519 public key (PEM)")
+    past = command(sub, "history", "archived runs, newest first: who asked, who approved, how each ended", """
+kubectl towline history --workflow deploy-prod --since 2026-07-01T00:00:00Z --until 2026-10-01T00:00:00Z
+kubectl towline history --approver bob -o wide
+kubectl towline history -A --phase Failed -o json""")
+    past.add_argument("-A", "--all-namespaces", action="store_true")
+    past.add_argument("--workflow")
+    past.add_argument("--requester")
+    past.add_argument("--approver")
+    past.add_argument("--phase", choices=("Succeeded", "Failed", "Cancelled"))
+    past.add_argument("--since", metavar="TIME", help="started at or after (RFC 3339)")
+    past.add_argument("--until", metavar="TIME", help="started before (RFC 3339)")
+    past.add_argument("-l", "--selector", help="label equality, e.g. team=payments")
+    past.add_argument("--limit", type=int, default=50, help="runs per page (1-500)")
+    past.add_argument("--continue", dest="continue_token", metavar="TOKEN", help="the next page, as printed")
+    past.add_argument("-o", "--output", choices=output.FORMATS, default=None)
+    get = command(sub, "get", "RUN as an object: the live one, else (or with --archived) the archived record", """
+kubectl towline get deploy-20260701-0800
+kubectl towline get deploy-20260701-0800 --archived -o json""")
+    get.add_argument("run")
+    get.add_argument("--archived", action="store_true", help="read the archive even while the run exists")
+    get.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
 
 def add_tool_commands(sub: Sub) -> None:
@@ -200,7 +229,16 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "retry": lambda: commands.retry(api, namespace, io, args.run, args.follow),
             "graph": lambda: commands.draw(
                 api, namespace, io, name=args.name, kind=args.kind, form=args.output),
-            "export": lambda: commands.export(api, namespace, io, args.workflow, args.output),
+            "export": lambda: (history.export_archive(api, args.archive, io, args.since) if args.archive else
+                               commands.export(api, namespace, io, args.workflow, args.output)),
+            "history": lambda: history.history(
+                api, None if args.all_namespaces else namespace, io, limit=args.limit,
+                continue_token=args.continue_token, form=args.output,
+                filters={"workflow": args.workflow, "requester": args.requester, "approver": args.approver,
+                         "phase": args.phase, "since": args.since, "until": args.until,
+                         "labelSelector": args.selector}),
+            "get": lambda: _get(api, namespace, io, args),
+            "verify": lambda: _verify_live(api, args.archive, io, args.key),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
             "ui": lambda: _serve_ui(api, namespace, io, args),
             **livecli.calls(api, namespace, io, args),
@@ -209,6 +247,25 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
         return code
     finally:
         await api.close()
+
+
+async def _get(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespace) -> int:
+    if not args.archived:
+        run = await session.get_run(api, namespace, args.run)
+        if run is not None:
+            io.out(output.objects([{**views.RUN_KIND, **run}], args.output, single=True))
+            return 0
+        io.err(f"run {args.run} is not in the cluster (any more); reading the archive")
+    return await history.archived_run(api, namespace, io, args.run, args.output)
+
+
+async def _verify_live(api: KubeApi, namespace: str, io: commands.Io, key_path: str) -> int:
+    try:
+        key_pem = Path(key_path).read_bytes()
+    except OSError as error:
+        io.err(f"error: --key {key_path}: {error.strerror}; pass the archive's public key (PEM)")
+        return 2
+    return await history.verify_archive(api, namespace, io, key_pem)
 
 
 async def _serve_ui(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespace) -> int:
@@ -225,10 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         terminal.out(completion_script(args.shell), end="")
         return 0
-    if args.command == "verify":
+    if args.command == "export" and bool(args.workflow) == bool(args.archive):
+        parser.error("export takes WORKFLOW (a manifest to commit) or --archive NAMESPACE (the record), one of them")
+    if args.command == "verify" and not args.archive:
         # Offline: no cluster, no kubeconfig; the file and the public key are all it reads.
         from towline.plugin.archived import verify_file  # noqa: PLC0415 - command-only import
 
+        if not args.file:
+            parser.error("verify needs FILE (an export) or --archive NAMESPACE (a live record)")
         return verify_file(args.file, args.key, terminal.out, terminal.err)
     if args.command == "validate":
         # Command-only imports, here and in `_serve_ui`: the validators load every connector and the CEL

@@ -12,7 +12,7 @@ from typing import Any
 
 from towline.k8s import session
 from towline.k8s.client import KubeApi
-from towline.plugin import approvals, commands, filters, follow, output
+from towline.plugin import approvals, commands, filters, follow, history, output
 
 Call = Callable[[], Awaitable[int]]
 
@@ -93,6 +93,10 @@ def calls(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespac
         if args.follow:
             await _require_run(api, namespace, args.run)
             return await follow.follow_logs(api, namespace, args.run, args.step, out=out, err=io.err)
+        if await session.get_run(api, namespace, args.run) is None or not await session.step_pods(
+                api, namespace, args.run, args.step):
+            # The run was pruned or its pods went with their Jobs' TTL: the archive keeps what they printed.
+            return await history.archived_logs(api, namespace, io, args.run, args.step)
         return await commands.logs(api, namespace, io, args.run, args.step)
 
     async def watch() -> int:
