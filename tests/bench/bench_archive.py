@@ -95,15 +95,15 @@ def bulk_fill(store: SqlArchiveStore, first: int, total: int) -> None:
                                     [NAMESPACE])[0][0]
     start_us = int(YEAR_START.timestamp() * 1_000_000)
     step_us = 365 * 86400 * 1_000_000 // total
-    base = store.head(NAMESPACE)[0] - first
+    base = store.head(NAMESPACE)[0] + 1 - first
     execute = store.database.execute
     execute("INSERT INTO entries (namespace, seq, kind, key, recorded_at, recorded_us, body, prev_digest, digest) "
             "SELECT ?, ? + n, 'run', 'uid-' || n, '2025-01-01T00:00:00.000000Z', ? + n * ?, "
             "replace(?, 'uid-0', 'uid-' || n), md5(n::text) || md5(n::text), md5(n::text) || md5((n+1)::text) "
-            f"FROM generate_series({first}, {total - 1}) AS n", [NAMESPACE, base, start_us, step_us, str(sample)])
+            f"FROM generate_series({first}::bigint, {total - 1}::bigint) AS n", [NAMESPACE, base, start_us, step_us, str(sample)])
     execute("INSERT INTO runs (namespace, uid, seq, name, workflow, phase, requester, started_us, finished_us) "
-            "SELECT ?, 'uid-' || n, ? + n, 'wf-' || (n % ?) || '-' || n, 'wf-' || (n % ?), 'Succeeded', 'carol', "
-            f"? + n * ?, ? + n * ? + 30000000 FROM generate_series({first}, {total - 1}) AS n",
+            "SELECT ?, 'uid-' || n, ? + n, 'wf-' || mod(n, ?) || '-' || n, 'wf-' || mod(n, ?), 'Succeeded', 'carol', "
+            f"? + n * ?, ? + n * ? + 30000000 FROM generate_series({first}::bigint, {total - 1}::bigint) AS n",
             [NAMESPACE, base, WORKFLOWS, WORKFLOWS, start_us, step_us, start_us, step_us])
     execute("ANALYZE")
 
