@@ -100,7 +100,8 @@ def bulk_fill(store: SqlArchiveStore, first: int, total: int) -> None:
     execute("INSERT INTO entries (namespace, seq, kind, key, recorded_at, recorded_us, body, prev_digest, digest) "
             "SELECT ?, ? + n, 'run', 'uid-' || n, '2025-01-01T00:00:00.000000Z', ? + n * ?, "
             "replace(?, 'uid-0', 'uid-' || n), md5(n::text) || md5(n::text), md5(n::text) || md5((n+1)::text) "
-            f"FROM generate_series({first}::bigint, {total - 1}::bigint) AS n", [NAMESPACE, base, start_us, step_us, str(sample)])
+            f"FROM generate_series({first}::bigint, {total - 1}::bigint) AS n",
+            [NAMESPACE, base, start_us, step_us, str(sample)])
     execute("INSERT INTO runs (namespace, uid, seq, name, workflow, phase, requester, started_us, finished_us) "
             "SELECT ?, 'uid-' || n, ? + n, 'wf-' || mod(n, ?) || '-' || n, 'wf-' || mod(n, ?), 'Succeeded', 'carol', "
             f"? + n * ?, ? + n * ? + 30000000 FROM generate_series({first}::bigint, {total - 1}::bigint) AS n",

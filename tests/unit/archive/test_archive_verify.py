@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from towline.archive.chain import prune_body, sign_checkpoint
 from towline.archive.records import Entry
-from towline.archive.verify import VerifyResult, verify
+from towline.archive.verification import VerifyResult, verify
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 sizes = st.integers(min_value=2, max_value=12)
