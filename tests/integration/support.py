@@ -177,9 +177,11 @@ class ScriptedServer:
     It runs in this process but listens in the test-hosts network namespace, on a port of
     its own at TEST_SERVER_ADDRESS (and TEST_SERVER_ALIAS), so step containers reach it
     through the node's network and their NetworkPolicies; the test needs the `test_hosts` fixture.
+    `port` fixes the port (443 stands in for a service whose connector opens only that port, as
+    notify.slack does), plain HTTP all the same.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.routes: dict[str, Scripted] = {}
         self.lock = threading.Lock()
         server = self
@@ -221,7 +223,7 @@ class ScriptedServer:
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # noqa: N815
 
         # Every address of the test-hosts namespace (which holds nothing else), not this machine's.
-        self.httpd = in_namespace(TEST_HOSTS_NAMESPACE, lambda: ThreadingHTTPServer(("0.0.0.0", 0), Handler))
+        self.httpd = in_namespace(TEST_HOSTS_NAMESPACE, lambda: ThreadingHTTPServer(("0.0.0.0", port), Handler))
         # A deliberately slow handler must not hold the test up at shutdown.
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False

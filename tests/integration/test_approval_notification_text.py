@@ -4,7 +4,8 @@ carol starts a run whose `note` param the gate's message quotes, with a
 Slack mention of the whole channel, a link under words of her choosing and
 terminal escapes. A real HTTP server on a test host stands in for Slack's
 incoming webhook (its URL is the notification's credential, its host the
-entry's allowHosts) and for a webhook receiver.
+entry's allowHosts, its port 443: the only one notify.slack's pod may reach)
+and for a webhook receiver.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.integration.support import (
     apply,
     create,
     get,
+    list_objects,
     wait_for,
 )
 
@@ -49,14 +51,29 @@ def quoting_workflow(namespace: str, sink: str) -> dict[str, Any]:
     }
 
 
+def finished_notifications(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]] | None:
+    jobs = [job for job in list_objects(cluster, "jobs", namespace, "towline.dev/run=ship-1")
+            if "towline.dev/notification" in job["metadata"].get("labels", {})]
+    done = [job for job in jobs if any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                                       for c in (job.get("status") or {}).get("conditions") or [])]
+    return jobs if len(jobs) == 2 and len(done) == 2 else None
+
+
+def pod_endings(cluster: ControlPlane, namespace: str) -> list[Any]:
+    """Each notification pod's container endings, for a failure message."""
+    return [(pod["metadata"]["name"], [(s.get("name"), s.get("state")) for s in
+                                       (pod.get("status") or {}).get("containerStatuses") or []])
+            for pod in list_objects(cluster, "pods", namespace, "towline.dev/run=ship-1")]
+
+
 def test_a_message_bound_from_params_reaches_slack_escaped_and_json_as_data(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    with ScriptedServer() as server:
-        slack = server.script("/slack", (200, b"ok", {}))
+    with ScriptedServer() as server, ScriptedServer(port=443) as slack_server:
+        slack = slack_server.script("/slack", (200, b"ok", {}))
         hook = server.script("/hook", (200, {}, {}))
-        for name, data in (("ops-slack", {"url": f"{server.url}/slack"}),
+        for name, data in (("ops-slack", {"url": f"{slack_server.url}/slack"}),
                            ("approvals-hook", {"signing-secret": "whsec_" + base64.b64encode(b"k" * 32).decode()})):
             apply(cluster, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns},
                             "stringData": data})
@@ -68,7 +85,8 @@ def test_a_message_bound_from_params_reaches_slack_escaped_and_json_as_data(
 
         approval = wait_for("the Approval", lambda: get(cluster, "approvals.towline.dev", "ship-1-review", ns))
         assert approval["spec"]["message"] == f"Ship it? {HOSTILE}" and approval["spec"]["messageFromInputs"] is True
-        wait_for("both notifications", lambda: slack.requests and hook.requests, timeout=180)
+        wait_for("both notification Jobs to finish", lambda: finished_notifications(cluster, ns), timeout=240)
+        assert slack.requests and hook.requests, pod_endings(cluster, ns)
 
         text = json.loads(slack.requests[0]["body"])["text"]
         assert "&lt;!channel&gt; &lt;https://evil.example/approve|Approve here&gt; &amp;" in text, text
