@@ -3,6 +3,11 @@
 The runner starts the host process with an empty environment and a new session,
 hands it the request on stdin, and streams what the code prints into the step's
 log through the step's redactor (line by line, each line and the whole log capped).
+Before the first host starts, the runner makes itself non-dumpable
+(`prctl(PR_SET_DUMPABLE, 0)`): the code runs as the runner's user id, and would
+otherwise `ptrace` the runner (stop it, so no time limit holds), read its memory
+and environment, or write its stdout past the redactor through /proc/1/fd/1.
+With no capability to trace (the pod drops them all) the kernel refuses each.
 It keeps the wall clock: at the deadline the host's process group is killed, and
 once the host has exited anything the code left behind in its group goes too (a
 process that escaped the group ends with the pod, whose first process is the runner).
@@ -16,6 +21,7 @@ Blocking (threads and a subprocess): code actions call `run_sandboxed` through
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -37,6 +43,8 @@ LOG_TOTAL_LIMIT = 4 << 20
 DRAIN_SECONDS = 2.0
 """How long the log and result readers may take after the host exits (a forked child may hold the pipes)."""
 HOST_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}  # noqa: S108
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
 
 
 @dataclass(frozen=True)
@@ -116,11 +124,23 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def make_untraceable() -> None:
+    """This process (all its threads) non-dumpable: only a process with CAP_SYS_PTRACE may then trace it or open
+    its /proc memory, environment and file descriptors. Raises OSError when the kernel refuses, so no code runs
+    beside a runner it could trace. A child keeps it until it executes a program (the host is dumpable again,
+    which it may be: it is the code's own process)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"could not make the runner non-dumpable (prctl): {os.strerror(error)}")
+
+
 def run_sandboxed(
     request: Mapping[str, Any], payload: bytes, limits: SandboxLimits, write_line: Callable[[str], None],
 ) -> SandboxOutcome:
     """Run the host with `request` (and `payload` after it on stdin) and wait for its result or the deadline."""
     started = time.monotonic()
+    make_untraceable()
     result_read, result_write = os.pipe()
     header = {
         **request,

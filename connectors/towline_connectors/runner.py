@@ -135,9 +135,14 @@ def _usage_error(message: str) -> ActionError:
 
 def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec], now: float | None = None) -> StepConfig:
     """The step's settings from the environment; a bad one is a validation error naming it."""
-    name = environ.get("TOWLINE_ACTION", "").strip()
+    # Exactly as written: the chart's policy towline-operator-jobs reads this value to admit a code action only
+    # where code steps are on, so the runner may not read a name the policy did not see (" code.python").
+    name = environ.get("TOWLINE_ACTION", "")
     if not name:
         raise _usage_error("TOWLINE_ACTION is not set; it names the action to run, e.g. http.request")
+    if name != name.strip():
+        raise _usage_error(f"TOWLINE_ACTION {name!r} has spaces around the action's name; write the name alone, "
+                           "e.g. http.request")
     spec = actions.get(name)
     if spec is None:
         raise _usage_error(f"action {name!r} does not exist; use one of: {', '.join(sorted(actions))}")

@@ -36,6 +36,9 @@ OPERATOR_NAMESPACE = "towline-system"
 SERVICE_ACCOUNT = "towline-operator"
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
 """The user name the chart's operator acts as (its ServiceAccount)."""
+CODE_STEP_TEST_NAMESPACES = ["t-test-code-*", *(f"t-gw{worker}-test-code-*" for worker in range(64))]
+"""Where the tests' chart has code steps on: the namespaces of tests named test_code_*, made as
+`t-test-code-...` (or `t-gwN-test-code-...` under pytest-xdist, worker N)."""
 CHART_TEMPLATES = (
     "templates/serviceaccount.yaml",
     "templates/rbac.yaml",
@@ -64,8 +67,10 @@ def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> 
             "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}",
             "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}",
             # The tests' operators turn code steps on by their own environment (tests/integration/conftest.py);
-            # the RBAC they need for it (get on ConfigMaps) comes with the chart's value.
+            # the RBAC they need for it (get on ConfigMaps) comes with the chart's value, and the operator-jobs
+            # policy admits code actions only in the namespaces listed, as the tests' operators have them.
             "--set", "codeSteps.enabled=true",
+            "--set-json", f"codeSteps.namespaces={json.dumps(CODE_STEP_TEST_NAMESPACES)}",
             # The archive's ServiceAccount, RBAC and policies; the tests that archive run the process themselves
             # (tests/integration/test_archive_record.py) and turn the operator's finalizer on by its environment.
             "--set", "archive.enabled=true"]

@@ -21,9 +21,11 @@ from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
 CHART = REPO_ROOT / "charts" / "towline"
 RELEASE = "towline"
 NAMESPACE = "towline-system"
-STEP_TYPE_IMAGE_PREFIX = "localhost/towline-step-"
+STEP_TYPE_IMAGE_PREFIX = "localhost/towline-steps"
 """Where the example step types' images live on the local node: the chart value stepTypes.allowedImagePrefixes
-the local installs set, so the examples (and nothing from another registry) may run as step types."""
+the local installs set, so the examples (and nothing from another registry) may run as step types. Written
+without its final `/` on purpose: the chart and the operator treat a prefix as ending at a `/`, so
+`localhost/towline-steps-evil/...` is not under it (tests/integration/attacks check that it is refused)."""
 
 
 class ReleaseFailed(RuntimeError):  # noqa: N818 - reads as the condition it reports

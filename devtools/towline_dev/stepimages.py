@@ -3,11 +3,11 @@
 `ensure_step_type_images(progress)` returns {image reference: archive path}, archives
 `ctr -n k8s.io images import` reads, like `towline_dev.images` (which calls it):
 
-- `localhost/towline-step-tcp-probe:dev`, the Go example: this machine's Go compiles a
+- `localhost/towline-steps/tcp-probe:dev`, the Go example: this machine's Go compiles a
   static binary (CGO off, `-trimpath -ldflags=-s -w`, GOPROXY=off since its go.mod requires
   nothing, GOCACHE under the cache directory), then the example's own Containerfile puts
   it alone into an empty image (`FROM scratch`, uid 65532).
-- `localhost/towline-step-greeter:dev`, the Python SDK example, from
+- `localhost/towline-steps/greeter:dev`, the Python SDK example, from
   `images/step-greeter.Containerfile` on the runner's Debian base: a venv with pydantic at
   the runner's pin, `towline_step` and the example. Built only when the tree holds
   `stepkit/towline_step` and `examples/step-types/greeter-python`; until then it is left out.
@@ -85,7 +85,7 @@ class StepImage:
 
 TCP_PROBE = StepImage(
     name="tcp-probe",
-    reference="localhost/towline-step-tcp-probe:dev",
+    reference="localhost/towline-steps/tcp-probe:dev",
     containerfile="examples/step-types/tcp-probe-go/Containerfile",
     context="examples/step-types/tcp-probe-go",
     sources=("examples/step-types/tcp-probe-go",),
@@ -93,7 +93,7 @@ TCP_PROBE = StepImage(
 )
 GREETER = StepImage(
     name="greeter",
-    reference="localhost/towline-step-greeter:dev",
+    reference="localhost/towline-steps/greeter:dev",
     containerfile="images/step-greeter.Containerfile",
     context=".",
     sources=(

@@ -70,7 +70,7 @@ def start_step(plane: ControlPlane, run: RunRef, attempt: int, *, isolation_prob
     return _pod_of(plane, run.namespace, job_name)
 
 
-PROBE_TYPE_IMAGE = "localhost/towline-step-tcp-probe:dev"
+PROBE_TYPE_IMAGE = "localhost/towline-steps/tcp-probe:dev"
 """The Go example step type (examples/step-types/tcp-probe-go): one raw connect, reported in its output."""
 
 

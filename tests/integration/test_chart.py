@@ -13,7 +13,7 @@ import yaml
 from tests.integration.helmsupport import find, helm, render, template
 
 from towline.engine.naming import STEP_JOB_PREFIX
-from towline.runtime.config import OperatorConfig
+from towline.runtime.config import OperatorConfig, step_image_policy
 from towline_dev.binaries import BinarySet
 from towline_dev.install import CHART
 from towline_dev.versions import KUBERNETES_VERSION
@@ -131,15 +131,17 @@ def test_runner_digest_beside_runner_image_is_refused_with_the_fix(k8s_binaries:
 def test_step_type_values_reach_the_operator_and_both_policies(k8s_binaries: BinarySet) -> None:
     """Who may register which images is proved by attack (attacks/test_attack_step_types.py,
     test_attack_operator_jobs.py); here, that stepTypes.* reach the operator and both policies."""
-    values = {"stepTypes.allowedImagePrefixes": '["r.example/steps/","r.example/more/"]',
+    values = {"stepTypes.allowedImagePrefixes": '["r.example/steps","r.example/more/"]',
               "stepTypes.requireDigest": "true"}
     documents = render(k8s_binaries, values)
     env = {v["name"]: v.get("value") for v in _operator_pod(documents)["spec"]["containers"][0]["env"]}
-    assert env["TOWLINE_STEP_TYPE_IMAGE_PREFIXES"] == "r.example/steps/,r.example/more/"
+    assert env["TOWLINE_STEP_TYPE_IMAGE_PREFIXES"] == "r.example/steps,r.example/more/"
     assert env["TOWLINE_STEP_TYPE_REQUIRE_DIGEST"] == "true"
     registration = find(documents, "ValidatingAdmissionPolicy", "towline-step-type-images")["spec"]
     prefixes = next(v["expression"] for v in registration["variables"] if v["name"] == "prefixes")
+    # A prefix ends at a `/`, written or not: the same prefixes in both policies and in the operator.
     assert prefixes.strip() == '["r.example/steps/", "r.example/more/"]'
+    assert list(step_image_policy(env).allowed_prefixes) == json.loads(prefixes)
     assert any("@sha256:" in rule["expression"] for rule in registration["validations"])
     jobs = find(documents, "ValidatingAdmissionPolicy", "towline-operator-jobs")["spec"]
     job_prefixes = next(v["expression"] for v in jobs["variables"] if v["name"] == "stepTypePrefixes")

@@ -119,7 +119,7 @@ def test_outputs_flow_to_the_next_step_and_the_idempotency_key_reaches_the_conta
     for step in (probe, greet):  # what ran, by digest, as the kubelet reported it
         assert "sha256:" in (step["history"][-1].get("image") or ""), step["history"]
     snapshot = done["status"]["workflowSpec"]["stepTypes"]
-    assert snapshot["steptype/tcp-probe"]["spec"]["image"] == "localhost/towline-step-tcp-probe:dev"
+    assert snapshot["steptype/tcp-probe"]["spec"]["image"] == "localhost/towline-steps/tcp-probe:dev"
     assert snapshot["steptype/greeter"]["kind"] == "StepType" and snapshot["steptype/greeter"]["uid"]
 
 

@@ -15,7 +15,7 @@ from towline_dev.controlplane import ControlPlane
 pytestmark = pytest.mark.integration
 
 STEP_TYPE: dict[str, Any] = {"apiVersion": "towline.dev/v1alpha1", "kind": "StepType",
-                             "spec": {"image": "localhost/towline-step-tcp-probe:dev"}}
+                             "spec": {"image": "localhost/towline-steps/tcp-probe:dev"}}
 
 
 def can(cluster: ControlPlane, user: str, verb: str, resource: str, namespace: str) -> bool:

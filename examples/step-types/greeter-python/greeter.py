@@ -58,7 +58,7 @@ class Outputs(BaseModel):
 
 @step(
     name="greeter",
-    image="localhost/towline-step-greeter:dev",
+    image="localhost/towline-steps/greeter:dev",
     credentials=[CredentialSlot("api", ("token",), "An API token; the greeter reports only whether it got one.",
                                 optional=True)],
     egress_ports=[443],

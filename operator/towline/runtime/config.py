@@ -112,10 +112,13 @@ def isolation_probe(env: Mapping[str, str]) -> str | None:
 
 
 def step_image_policy(env: Mapping[str, str]) -> StepImagePolicy:
-    """TOWLINE_STEP_TYPE_IMAGE_PREFIXES (comma separated) and TOWLINE_STEP_TYPE_REQUIRE_DIGEST, from the chart's
-    stepTypes values; no prefixes: no user step type is usable."""
-    prefixes = tuple(part.strip() for part in env.get("TOWLINE_STEP_TYPE_IMAGE_PREFIXES", "").split(",")
-                     if part.strip())
+    """TOWLINE_STEP_TYPE_IMAGE_PREFIXES (comma separated, each ending at a `/`) and TOWLINE_STEP_TYPE_REQUIRE_DIGEST,
+    from the chart's stepTypes values; no prefixes: no user step type is usable."""
+    # A prefix ends at a `/`, as the chart's policies render it: `ghcr.io/acme` covers ghcr.io/acme/x, never
+    # ghcr.io/acme-evil/x (nor `registry.example.com` registry.example.com.evil.net/x).
+    prefixes = tuple(part if part.endswith("/") else f"{part}/"
+                     for part in (raw.strip() for raw in env.get("TOWLINE_STEP_TYPE_IMAGE_PREFIXES", "").split(","))
+                     if part)
     digest = env.get("TOWLINE_STEP_TYPE_REQUIRE_DIGEST", "false").strip().lower()
     if digest not in ("true", "false"):
         raise ValueError(f"TOWLINE_STEP_TYPE_REQUIRE_DIGEST must be true or false, not {digest!r}; set "

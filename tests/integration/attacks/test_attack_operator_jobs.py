@@ -156,7 +156,7 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
 }
 
 
-STEP_TYPE_IMAGE = "localhost/towline-step-tcp-probe:dev"
+STEP_TYPE_IMAGE = "localhost/towline-steps/tcp-probe:dev"
 
 
 def user_step_job(namespace: str) -> dict[str, Any]:

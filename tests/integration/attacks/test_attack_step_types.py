@@ -2,7 +2,7 @@
 
 - carol with the built-in `edit` role may not register a type at all (the chart's role for it is separate);
 - alice, a step-type author, may not register (or change a type to) an image outside
-  stepTypes.allowedImagePrefixes, nor any ClusterStepType;
+  stepTypes.allowedImagePrefixes (a prefix ends at a `/`), nor any ClusterStepType;
 - a type changed under a run that already started does not change what that run executes;
 - a step binding a slot its type does not declare is refused before anything runs.
 """
@@ -32,8 +32,8 @@ from towline_dev.install import OperatorProcess
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
 EXAMPLE = REPO_ROOT / "examples" / "step-types" / "tcp-probe-go" / "steptype.yaml"
-PROBE_IMAGE = "localhost/towline-step-tcp-probe:dev"
-OTHER_ALLOWED_IMAGE = "localhost/towline-step-greeter:dev"
+PROBE_IMAGE = "localhost/towline-steps/tcp-probe:dev"
+OTHER_ALLOWED_IMAGE = "localhost/towline-steps/greeter:dev"
 STEP_TYPES = "steptypes.towline.dev"
 
 
@@ -62,11 +62,25 @@ def test_an_author_cannot_register_or_switch_to_an_image_outside_the_allowed_pre
     cluster, ns = towline_installed, authors
     message = refused(create_as(cluster, "alice", probe_type(ns, image="docker.io/attacker/steal:latest")),
                       "towline-step-type-images", "is not allowed for step types")
-    assert "localhost/towline-step-" in message, message
+    assert "localhost/towline-steps" in message, message
     assert create_as(cluster, "alice", probe_type(ns)).returncode == 0
     refused(patch_as(cluster, "alice", STEP_TYPES, "tcp-probe", ns,
                      {"spec": {"image": "localhost/towline-stepx/evil:1"}}), "is not allowed for step types")
     assert (get(cluster, STEP_TYPES, "tcp-probe", ns) or {})["spec"]["image"] == PROBE_IMAGE
+
+
+NEIGHBOURS = {
+    "beside-the-prefix": "localhost/towline-steps-evil/steal:1",
+    "a-registry-named-like-the-prefix": "localhost/towline-steps.evil.example/steal:1",
+}
+
+
+@pytest.mark.parametrize("image", list(NEIGHBOURS))
+def test_an_allowed_prefix_ends_at_a_slash(towline_installed: ControlPlane, authors: str, image: str) -> None:
+    """The tests' chart allows `localhost/towline-steps`, written without its `/`: it still covers only images
+    under `localhost/towline-steps/`."""
+    refused(create_as(towline_installed, "alice", probe_type(authors, image=NEIGHBOURS[image])),
+            "towline-step-type-images", "is not allowed for step types")
 
 
 def test_an_author_cannot_register_a_cluster_step_type(towline_installed: ControlPlane, authors: str) -> None:

@@ -143,7 +143,7 @@ def test_the_operator_images_do_not_rebuild_for_a_step_type_image_change() -> No
 
 def test_each_step_image_has_its_own_reference_and_archive() -> None:
     assert len({spec.reference for spec in STEP_IMAGES}) == len({spec.archive_name for spec in STEP_IMAGES}) == 2
-    assert all(spec.reference.startswith("localhost/towline-step-") for spec in STEP_IMAGES)
+    assert all(spec.reference.startswith("localhost/towline-steps/") for spec in STEP_IMAGES)
 
 
 def test_the_step_image_containerfiles_run_as_the_unprivileged_user() -> None:

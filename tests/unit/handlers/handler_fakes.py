@@ -48,7 +48,7 @@ JSON = dict[str, Any]
 StoreKey = tuple[str, str, str]
 """(group/version/plural, namespace or "", name)"""
 
-STEP_IMAGES = StepImagePolicy(allowed_prefixes=("localhost/towline-step-",))
+STEP_IMAGES = StepImagePolicy(allowed_prefixes=("localhost/towline-steps/",))
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from towline.validation.catalog import connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy, check_step_type
 
-POLICY = StepImagePolicy(allowed_prefixes=("localhost/towline-step-",))
+POLICY = StepImagePolicy(allowed_prefixes=("localhost/towline-steps/",))
 TYPE_BODY = {"apiVersion": "towline.dev/v1alpha1", "kind": "StepType",
              "metadata": {"name": "probe", "namespace": "team", "uid": "u", "generation": 1},
-             "spec": {"image": "localhost/towline-step-tcp-probe:dev",
+             "spec": {"image": "localhost/towline-steps/tcp-probe:dev",
                       "inputs": {"type": "object", "properties": {"message": {"type": "string"}}}}}
 SPEC = {"steps": [{"id": "a", "action": "steptype/probe", "with": {"message": "m"}},
                   {"id": "b", "action": "clustersteptype/gone", "needs": ["a"]}]}

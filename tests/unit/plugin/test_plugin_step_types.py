@@ -31,7 +31,7 @@ def test_the_catalog_lists_step_types_from_files_beside_the_built_ins(capsys: py
     assert table.startswith("ACTION") and "http.request" in table
     probe_row = next(line for line in table.splitlines() if line.startswith("steptype/tcp-probe"))
     assert "api?" in probe_row and "egress ports 443,8080" in probe_row
-    assert "localhost/towline-step-tcp-probe" in probe_row
+    assert "localhost/towline-steps/tcp-probe" in probe_row
 
 
 def test_the_json_catalog_holds_each_types_schemas_slots_and_egress(capsys: pytest.CaptureFixture[str]) -> None:

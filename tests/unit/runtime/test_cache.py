@@ -193,7 +193,7 @@ def test_a_finished_runs_children_are_not_kept() -> None:
 def test_a_user_step_types_pod_is_observed_the_same_from_the_cache_as_from_a_live_list() -> None:
     """The runner's `prepare` init container (its image, its status) survives the trim: without it the image check
     would refuse every user step's result, and a not-JSON message would be echoed as the runtime's."""
-    user_image = "localhost/towline-step-tcp-probe:dev"
+    user_image = "localhost/towline-steps/tcp-probe:dev"
     full_job = job("release-build-1", complete=True)
     full_job["spec"]["template"]["spec"]["initContainers"] = [{"name": "prepare", "image": IMAGE}]
     full_job["spec"]["template"]["spec"]["containers"][0]["image"] = user_image
