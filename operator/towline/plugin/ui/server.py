@@ -20,7 +20,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi
 from towline.plugin.approvalrule import decision_patch
-from towline.plugin.ui import guard, views
+from towline.plugin.ui import guard, history, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
 
@@ -28,7 +28,7 @@ JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC = resources.files("towline.plugin.ui") / "static"
-PAGES = ("runs", "run", "approvals", "workflows", "workflow")
+PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
@@ -204,5 +204,6 @@ def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch) 
     app.router.add_get("/api/workflows", workflows_json)
     app.router.add_get("/api/workflows/{name}", workflow_json)
     app.router.add_post("/api/approvals/{name}", decide)
+    history.add_routes(app, api=API, settings=SETTINGS, page=_page)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

@@ -413,7 +413,7 @@ async function workflowPage() {
 }
 
 const PAGES = { runs: runsPage, run: runPage, approvals: approvalsPage, workflows: workflowsPage,
-  workflow: workflowPage };
+  workflow: workflowPage, history: historyPage, archived: archivedRunPage };
 
 Promise.resolve(PAGES[document.body.dataset.page]()).catch((error) => {
   fill(main, h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
