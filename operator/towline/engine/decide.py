@@ -37,6 +37,7 @@ from towline.engine.summary import current_step_text, has_condition, phase_messa
 from towline.engine.view import ActionCatalog, RunView
 from towline.expressions import ExpressionError
 from towline.text import clip
+from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steptypes import input_errors
 from towline_connectors.wire import rfc3339
 
@@ -49,7 +50,8 @@ def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatal
         return Decision(status=run.status.model_copy(), actions=(), wake_at=None)
     if run.status.workflow_spec is None:
         raise ValueError("status.workflowSpec is not set; call start_run on the run's first reconcile")
-    return _Pass(run, observed, now, catalog).run()
+    with bounded_schema_work():  # every step type's schema check in this pass, together
+        return _Pass(run, observed, now, catalog).run()
 
 
 class _Slots:

@@ -1,7 +1,9 @@
 """User step types as validation and the engine see them: JSON Schema checks and a catalog over built-ins + types.
 
 A StepType declares its inputs and outputs as JSON Schema (draft 2020-12). The
-schemas are checked with `jsonschema`, never by hand: a type whose schema is
+schemas are checked with `jsonschema`, never by hand, and only through
+towline.validation.schemaguard (no reference leaves the schema, patterns run on
+RE2, size and work are bounded): a type whose schema is
 not valid JSON Schema is not Ready, a step whose literal `with` breaks its
 type's input schema keeps its Workflow not Ready with the field path, and an
 output that breaks the output schema fails the attempt. A `${{ }}` binding
@@ -19,8 +21,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import ValidationError
 
@@ -33,6 +33,7 @@ from towline.api.steptype import (
     step_type_reference,
 )
 from towline.api.workflow import RetryPolicy
+from towline.validation.schemaguard import schema_errors, violations
 from towline_connectors.wire import is_template
 
 MAX_SCHEMA_ERRORS = 5
@@ -58,11 +59,7 @@ def type_schema_errors(spec: StepTypeSpec) -> list[str]:
     """Why a type cannot be used: a schema that is not JSON Schema, or inputs that are not an object."""
     errors = []
     for field, schema in (("spec.inputs", spec.inputs), ("spec.outputs", spec.outputs)):
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as error:
-            where = _path(field, error.path)
-            errors.append(f"{where}: not a valid JSON Schema (draft 2020-12): {error.message}")
+        errors.extend(schema_errors(field, schema))
     if spec.inputs.get("type", "object") != "object":
         errors.append("spec.inputs: must describe an object (type: object): a step's `with` is a mapping")
     return errors
@@ -75,7 +72,7 @@ def input_errors(schema: Mapping[str, Any], inputs: Mapping[str, Any], *, allow_
     the operator checks again with the resolved values before the step runs.
     """
     messages = []
-    for error in _violations(schema, dict(inputs)):
+    for error in violations(schema, dict(inputs)):
         if allow_templates and _about_a_template(error, inputs):
             continue
         messages.append(f"{_path('with', error.absolute_path)}: {_describe(error)}")
@@ -85,15 +82,7 @@ def input_errors(schema: Mapping[str, Any], inputs: Mapping[str, Any], *, allow_
 def output_errors(schema: Mapping[str, Any], output: Any) -> list[str]:
     """Messages naming each output field that breaks the type's output schema."""
     return [f"{_path('output', error.absolute_path)}: {_describe(error)}"
-            for error in _violations(schema, output)][:MAX_SCHEMA_ERRORS]
-
-
-def _violations(schema: Mapping[str, Any], instance: Any) -> list[SchemaViolation]:
-    try:
-        validator = Draft202012Validator(dict(schema))
-        return sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
-    except SchemaError as error:  # a type that is not Ready never gets here; a stale snapshot might
-        return [SchemaViolation(f"the type's schema is not valid JSON Schema: {error.message}")]
+            for error in violations(schema, output)][:MAX_SCHEMA_ERRORS]
 
 
 def _describe(error: SchemaViolation) -> str:

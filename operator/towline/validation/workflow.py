@@ -16,6 +16,7 @@ from towline.validation.bindings import expression_errors
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
 from towline.validation.notifications import notification_errors
 from towline.validation.parsing import parse_workflow_spec
+from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steps import step_errors
 from towline.validation.triggers import param_errors, trigger_errors
 
@@ -46,7 +47,8 @@ def validate_workflow_manifest(
     spec, errors = parse_workflow_spec(raw_spec)
     if spec is None:
         return None, errors
-    return spec, validate_workflow(spec, catalog)
+    with bounded_schema_work():
+        return spec, validate_workflow(spec, catalog)
 
 
 def _unique(errors: list[ValidationError]) -> list[ValidationError]:
