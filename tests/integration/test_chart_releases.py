@@ -30,17 +30,18 @@ TODAYS_CLUSTER_NAMES = {
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
         "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials", "towline-operator-jobs",
-        "towline-step-objects", "towline-step-pod-access", "towline-step-type-images"},
+        "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
+        "towline-step-type-credentials", "towline-step-type-schemas"},
 }
 """The cluster-scoped names release `towline` (the README's, `make dev`'s) has always had: people bind
 towline-runner and friends by these names, so they must not change."""
 
 SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-updates", "workflow-credentials",
-                   "step-objects", "step-type-images"}
+                   "step-objects", "step-type-images", "step-type-credentials"}
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 
-EVERYWHERE_POLICIES = {"ingress-runs", "operator-jobs", "nesting-depth", "step-pod-access"}
+EVERYWHERE_POLICIES = {"ingress-runs", "operator-jobs", "nesting-depth", "step-pod-access", "step-type-schemas"}
 """Policies that only restrict this release's own identities, or hold everyone to the same rule
 whatever the release: bound cluster-wide, which refuses nobody another release trusts."""
 

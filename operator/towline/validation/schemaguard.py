@@ -316,6 +316,27 @@ GuardedValidator = validators.extend(  # type: ignore[no-untyped-call]
 """Draft 2020-12 with RE2 patterns, hashed uniqueItems and a step budget; always built with an empty registry."""
 
 
+SCHEMA_REFERENCES = ("$ref", "$dynamicRef")
+
+
+def local_references_rule(value: str, depth: int = MAX_SCHEMA_DEPTH) -> str:
+    """CEL that holds when no object in `value`, down to `depth` levels, has a `$ref`/`$dynamicRef` string that
+    does not start with `#`: the chart's step-type-schemas admission policy carries it (a unit test keeps the two
+    equal). CEL has no recursion, so it is unrolled one comprehension per level, as
+    towline.api.run.bounded_nesting_rule is; deeper levels are that rule's to refuse. Unlike `schema_problems`,
+    it looks at every object, a `const` or `default` value's included (stricter, never looser)."""
+    def local(name: str) -> str:
+        return " && ".join(f"(!('{key}' in {name}) || type({name}['{key}']) != string || "
+                           f"{name}['{key}'].startsWith('#'))" for key in SCHEMA_REFERENCES)
+
+    expression = "true"
+    for level in range(depth, 0, -1):
+        name = value if level == 1 else f"v{level - 1}"
+        children = f"(type({name}) == map ? {name}.map(k, {name}[k]) : (type({name}) == list ? {name} : []))"
+        expression = f"(type({name}) != map || {local(name)}) && {children}.all(v{level}, {expression})"
+    return expression
+
+
 _META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA, registry=Registry())
 
 

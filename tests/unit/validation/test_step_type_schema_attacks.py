@@ -16,15 +16,19 @@ from typing import Any
 
 import pytest
 
+from towline.api.run import bounded_nesting_rule
 from towline.validation.schemaguard import (
     MAX_CHECK_STEPS,
     MAX_PASS_STEPS,
     MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_ITEMS,
     MAX_SCHEMA_VALUES,
     bounded_schema_work,
+    local_references_rule,
 )
 from towline.validation.steptypes import StepImagePolicy, check_step_type, input_errors, output_errors
 
+POLICY_FILE = Path(__file__).resolve().parents[3] / "charts/towline/templates/admission-policy-step-types.yaml"
 CATASTROPHIC = r"^([a-zA-Z0-9]+\s?)*$"
 """Backtracks exponentially in Python's re on a near-match: 39 letters and a `!` take days."""
 NEAR_MATCH = "a" * 39 + "!"
@@ -212,3 +216,11 @@ def test_unique_items_keeps_json_schema_equality_and_stays_linear() -> None:
     assert input_errors(schema, {"x": [{"a": [1, 2]}, {"a": [1, 2.0]}]})[0].endswith("has non-unique elements")
     assert input_errors(schema, {"x": [1, True, 0, False, None]}) == []
     assert input_errors(schema, {"x": [{"n": i} for i in range(20_000)]}) == []
+
+
+@pytest.mark.parametrize("field", ["inputs", "outputs"])
+def test_the_chart_refuses_remote_refs_and_deep_schemas_as_the_operator_does(field: str) -> None:
+    text = POLICY_FILE.read_text()
+    assert local_references_rule(f"object.spec.{field}", MAX_SCHEMA_DEPTH) in text
+    assert bounded_nesting_rule(f"object.spec.{field}", MAX_SCHEMA_DEPTH, MAX_SCHEMA_ITEMS) in text
+    assert len(local_references_rule("x", 32)) < 2 * len(local_references_rule("x", 16)) + 300
