@@ -34,8 +34,6 @@ from towline_dev.install import OperatorProcess, operator_kubeconfig
 pytestmark = pytest.mark.integration
 
 RUNS = "workflowruns.towline.dev"
-JOB_TTL_SECONDS = 20
-"""The archiving operator's step Job TTL (the chart's default is a day): the tests outlast it."""
 STOPPED_FOR_RUNS = 50
 """Runs that start and end while the archive is stopped."""
 
@@ -58,8 +56,7 @@ def archiving(towline_operator: OperatorProcess, towline_installed: ControlPlane
     work = tmp_path_factory.mktemp("archive")
     towline_operator.stop()
     operator = replace(towline_operator, log_path=work / "operator.log", process=None,
-                       settings={**towline_operator.settings, "TOWLINE_ARCHIVE": "true",
-                                 "TOWLINE_JOB_TTL_SECONDS": str(JOB_TTL_SECONDS)}).start()
+                       settings={**towline_operator.settings, "TOWLINE_ARCHIVE": "true"}).start()
     kubeconfig = operator_kubeconfig(towline_installed, work / "kubeconfig",
                                      service_account=ARCHIVE_SERVICE_ACCOUNT)
     database_url = f"sqlite:///{work / 'archive.db'}"
@@ -131,6 +128,22 @@ def approved_run(cluster: ControlPlane, namespace: str, name: str) -> str:
     return str(wait_for_phase(cluster, namespace, name, {"Succeeded"})["metadata"]["uid"])
 
 
+def logs_of(archiving: Archiving, namespace: str, run: str) -> int:
+    store = archiving.store()
+    try:
+        return len(store.logs(namespace, run))
+    finally:
+        store.close()
+
+
+def archived_in(archiving: Archiving, namespace: str, workflow: str) -> list[str]:
+    store = archiving.store()
+    try:
+        return archived_uids(store, namespace, workflow)
+    finally:
+        store.close()
+
+
 def archived_uids(store: ArchiveStore, namespace: str, workflow: str) -> list[str]:
     return [run.uid for run in store.history(HistoryQuery(namespace=namespace, workflow=workflow, limit=500)).runs]
 
@@ -145,10 +158,17 @@ def test_a_pruned_run_stays_in_the_record_with_its_decider_and_logs_through_ttl_
         approved_run(cluster, ns, f"deploy-{number}")
     wait_for("the history limit to prune deploy-1 (once archived)", lambda: get(cluster, RUNS, "deploy-1", ns) is None,
              timeout=120)
-    wait_for("the step Jobs' TTL to delete deploy-1's Jobs",
-             lambda: not list_objects(cluster, "jobs", ns, "towline.dev/run=deploy-1"), timeout=120)
+    # What the TTL-after-finished controller does to a finished Job after runner.jobTTLSecondsAfterFinished (a day by
+    # default): a foreground delete, the pod first. deploy-4's are still there (deploy-1's went with the run).
+    fourth = str((get(cluster, RUNS, "deploy-4", ns) or {}).get("metadata", {}).get("uid", ""))
+    assert list_objects(cluster, "pods", ns, "towline.dev/run=deploy-4")
+    wait_for("deploy-4's step log in the record (read when its pod ended)", lambda: logs_of(archiving, ns, fourth))
+    for job in list_objects(cluster, "jobs", ns, "towline.dev/run=deploy-4"):
+        cluster.kubectl("delete", "job", job["metadata"]["name"], "-n", ns, "--cascade=foreground")
+    wait_for("deploy-4's pods to go with their Jobs", lambda: not list_objects(cluster, "pods", ns,
+                                                                               "towline.dev/run=deploy-4"))
 
-    def record_of_the_first_run() -> None:
+    def record_of_the_first_run(runs: int) -> None:
         with_restarts = archiving.store()
         try:
             archived = with_restarts.run(ns, first)
@@ -163,21 +183,22 @@ def test_a_pruned_run_stays_in_the_record_with_its_decider_and_logs_through_ttl_
             assert {ref["digest"] for ref in archived.entry.body["logs"]} == {entry.digest for entry in logs}
             listed = with_restarts.history(HistoryQuery(namespace=ns, workflow="deploy-prod", approver="bob"))
             assert first in [run.uid for run in listed.runs]
-            assert len(archived_uids(with_restarts, ns, "deploy-prod")) == 4, "every run once"
+            assert len(archived_uids(with_restarts, ns, "deploy-prod")) == runs, "every run once"
+            assert {entry.body["step"] for entry in with_restarts.logs(ns, fourth)} == {"apply"}, "past the TTL"
             public = load_private_key(archiving.key_file.read_bytes()).public_key()
             assert with_restarts.verify(ns, public).ok
         finally:
             with_restarts.close()
 
-    record_of_the_first_run()
+    record_of_the_first_run(4)
     archiving.operator.stop()
     archiving.archive.stop()
     archiving.operator.start()
     archiving.archive.start()
     approved_run(cluster, ns, "deploy-5")
-    wait_for("deploy-5 in the record", lambda: len(archived_uids(archiving.store(), ns, "deploy-prod")) == 5,
+    wait_for("deploy-5 in the record", lambda: len(archived_in(archiving, ns, "deploy-prod")) == 5,
              timeout=120)
-    record_of_the_first_run()
+    record_of_the_first_run(5)
 
 
 def test_runs_that_end_while_the_archive_is_stopped_are_kept_until_archived_each_once(
@@ -194,7 +215,7 @@ def test_runs_that_end_while_the_archive_is_stopped_are_kept_until_archived_each
     assert all(RUN_ARCHIVE_FINALIZER in run["metadata"]["finalizers"] for run in kept)
     uids = {run["metadata"]["uid"] for run in kept}
     archiving.archive.start()
-    wait_for("every run archived", lambda: set(archived_uids(archiving.store(), ns, "nightly")) == uids, timeout=300)
+    wait_for("every run archived", lambda: set(archived_in(archiving, ns, "nightly")) == uids, timeout=300)
     wait_for("the history limit to prune all but one", lambda: len(list_objects(cluster, RUNS, ns)) == 1, timeout=180)
     store = archiving.store()
     try:

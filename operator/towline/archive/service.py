@@ -69,6 +69,12 @@ class ArchiveState:
     """(namespace, run name) -> approval name -> body"""
     pods: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
     """(namespace, run name) -> pod name -> body"""
+    runs_of_pods: dict[Key, Key] = field(default_factory=dict)
+    """(namespace, pod name) -> (namespace, run name)"""
+    runs_of_approvals: dict[Key, Key] = field(default_factory=dict)
+    """(namespace, approval name) -> (namespace, run name)"""
+    run_of: dict[Key, Key] = field(default_factory=dict)
+    """(namespace, pod or approval name) -> (namespace, run name): where `pods` and `approvals` keep it."""
     pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
     """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,10 +127,13 @@ class ArchiveService:
             return
         meta, spec = body.get("metadata") or {}, body.get("spec") or {}
         run_key = (meta.get("namespace", ""), str(spec.get("runName") or ""))
+        own = (meta.get("namespace", ""), meta.get("name", ""))
         if event == "DELETED":
-            self.state.approvals[run_key].pop(meta.get("name", ""), None)
+            self.state.approvals[run_key].pop(own[1], None)
+            self.state.runs_of_approvals.pop(own, None)
             return
-        self.state.approvals[run_key][meta.get("name", "")] = body
+        self.state.approvals[run_key][own[1]] = body
+        self.state.runs_of_approvals[own] = run_key
         if approval_decided(body):
             self.state.want("approval", meta.get("namespace", ""), meta.get("name", ""))
 
@@ -133,10 +142,13 @@ class ArchiveService:
             return
         meta = body.get("metadata") or {}
         run_key = (meta.get("namespace", ""), str((meta.get("labels") or {}).get(LABEL_RUN) or ""))
+        own = (meta.get("namespace", ""), meta.get("name", ""))
         if event == "DELETED":
-            self.state.pods[run_key].pop(meta.get("name", ""), None)
+            self.state.pods[run_key].pop(own[1], None)
+            self.state.runs_of_pods.pop(own, None)
             return
-        self.state.pods[run_key][meta.get("name", "")] = body
+        self.state.pods[run_key][own[1]] = body
+        self.state.runs_of_pods[own] = run_key
         if pod_ended(body):
             self.state.want("pod", meta.get("namespace", ""), meta.get("name", ""))
 
@@ -194,12 +206,12 @@ class ArchiveService:
         return await self.archive_run(run)
 
     def _pod(self, namespace: str, name: str) -> JSON | None:
-        return next((pods[name] for (ns, _), pods in self.state.pods.items() if ns == namespace and name in pods),
-                    None)
+        run = self.state.runs_of_pods.get((namespace, name))
+        return None if run is None else self.state.pods.get(run, {}).get(name)
 
     def _approval(self, namespace: str, name: str) -> JSON | None:
-        return next((approvals[name] for (ns, _), approvals in self.state.approvals.items()
-                     if ns == namespace and name in approvals), None)
+        run = self.state.runs_of_approvals.get((namespace, name))
+        return None if run is None else self.state.approvals.get(run, {}).get(name)
 
     async def append(self, namespace: str, capture: Capture) -> Entry:
         now = self.clock()
