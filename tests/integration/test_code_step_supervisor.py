@@ -55,9 +55,9 @@ def code_step(step_id: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_code_python_cannot_trace_its_runner_or_read_or_write_through_it(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, namespace: str,
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
 ) -> None:
-    cluster, ns = towline_installed, namespace
+    cluster, ns = towline_installed, team_namespace
     apply(cluster, workflow(ns, "supervisor", [
         code_step("reach"),
         # Tries to attach, then runs on: the runner must still stop it at its time limit and say so.
