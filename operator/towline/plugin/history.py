@@ -29,8 +29,12 @@ def export_path(namespace: str) -> str:
     return f"{BASE}/namespaces/{namespace}/archivechains/chain/export"
 
 
+GROUP_NOT_SERVED = "the server could not find the requested resource"
+"""The API server's words for a path of a group nobody serves; the archive's own 404s name what is missing."""
+
+
 def _explained(error: ApiError) -> str:
-    if error.status == 404 and "archivedruns" not in error.message and "archivechains" not in error.message:
+    if error.status == 404 and GROUP_NOT_SERVED in error.message:
         return ARCHIVE_OFF
     return error.message
 
