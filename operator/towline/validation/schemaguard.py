@@ -18,6 +18,7 @@ Nothing here raises on a hostile schema or input: every problem is a message nam
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -123,17 +124,22 @@ def schema_errors(field: str, schema: Any) -> list[str]:
 
 def violations(schema: Mapping[str, Any], instance: Any) -> list[SchemaViolation]:
     """Where `instance` breaks `schema`, sorted by path; a schema that cannot be evaluated is one violation."""
-    problems = schema_problems("schema", schema)
-    if problems:  # a type that is not Ready never gets here; a run's snapshot from an older operator might
-        return [SchemaViolation(f"the type's schema cannot be used: {problems[0]}")]
+    spent = next((budget for budget in _budgets.get() if budget.left < 0), None)
+    if spent is not None:  # the pass has no steps left: answer at once, without walking the schema again
+        return [_too_costly(spent.limit)]
+    problem = _first_problem(schema)
+    if problem:  # a type that is not Ready never gets here; a run's snapshot from an older operator might
+        return [SchemaViolation(f"the type's schema cannot be used: {problem}")]
+    return _evaluate(schema, instance)
+
+
+def _evaluate(schema: Mapping[str, Any], instance: Any) -> list[SchemaViolation]:
     budgets = _budgets.set((*_budgets.get(), _Budget(MAX_CHECK_STEPS, MAX_CHECK_STEPS)))
     try:
         validator = GuardedValidator(dict(schema), registry=Registry())
         return sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
-    except _TooCostlyError as spent:
-        return [SchemaViolation(f"checking against the type's schema took more than {spent.limit} steps "
-                                f"({'this check' if spent.limit == MAX_CHECK_STEPS else 'all checks of this pass'}); "
-                                "simplify the schema (fewer anyOf/oneOf nested through $ref) or the value")]
+    except _TooCostlyError as error:
+        return [_too_costly(error.limit)]
     except SchemaError as error:
         return [SchemaViolation(f"the type's schema is not valid JSON Schema: {_clip(error.message, 200)}")]
     except (Unresolvable, _UnrunnablePatternError) as error:
@@ -143,6 +149,37 @@ def violations(schema: Mapping[str, Any], instance: Any) -> list[SchemaViolation
                                 "make every $ref cycle pass through a property or an item")]
     finally:
         _budgets.reset(budgets)
+
+
+def _too_costly(limit: int) -> SchemaViolation:
+    return SchemaViolation(f"checking against the type's schema took more than {limit} steps "
+                           f"({'this check' if limit == MAX_CHECK_STEPS else 'all checks of this pass'}); "
+                           "simplify the schema (fewer anyOf/oneOf nested through $ref) or the value")
+
+
+_SEEN: dict[int, tuple[Mapping[str, Any], str | None]] = {}
+"""The verdict on schema objects checked lately, by identity (each entry holds its object, so no id is reused):
+a run's pass or a Workflow's validation checks the same type's schema object once per step."""
+
+
+def _first_problem(schema: Mapping[str, Any]) -> str | None:
+    """`schema_problems`' first, remembered by the schema object and by its JSON."""
+    seen = _SEEN.get(id(schema))
+    if seen is not None and seen[0] is schema:
+        return seen[1]
+    try:
+        problem = _first_problem_of(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    except (RecursionError, TypeError, ValueError):
+        problem = next(iter(schema_problems("schema", schema)), "not JSON")
+    if len(_SEEN) >= 256:
+        del _SEEN[next(iter(_SEEN))]
+    _SEEN[id(schema)] = (schema, problem)
+    return problem
+
+
+@lru_cache(maxsize=256)
+def _first_problem_of(text: str) -> str | None:
+    return next(iter(schema_problems("schema", json.loads(text))), None)
 
 
 def _shape_problem(field: str, schema: Any) -> str | None:
