@@ -129,8 +129,9 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "exec-probe": (lambda j: _container(j).update(livenessProbe={"exec": {"command": ["python3", "-c", "1"]}}),
                    CONTAINERS),
     "host-port": (lambda j: _container(j).update(ports=[{"containerPort": 80, "hostPort": 80}]), CONTAINERS),
+    # With an init container the Job takes a step type's shape, whose `step` container is never the runner's image.
     "init-container": (lambda j: _pod(j).update(initContainers=[{**copy.deepcopy(_container(j)), "name": "i"}]),
-                       CONTAINERS),
+                       IMAGES),
     "a-privileged-service-account": (lambda j: _pod(j).update(serviceAccountName="cluster-admin-sa"), ACCOUNT),
     "a-service-account-token": (lambda j: _pod(j).update(automountServiceAccountToken=True), ACCOUNT),
     "host-path": (lambda j: _pod(j)["volumes"].append({"name": "root", "hostPath": {"path": "/"}}), VOLUMES),
@@ -180,8 +181,9 @@ USER_STEP_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "a-prepare-of-another-image": (lambda j: _prepare(j).update(image=STEP_TYPE_IMAGE), IMAGES),
     "a-prepare-running-other-code": (lambda j: _prepare(j).update(args=["-c", "print(1)"]), CONTAINERS),
     "a-prepare-that-keeps-running-as-a-sidecar": (lambda j: _prepare(j).update(restartPolicy="Always"), CONTAINERS),
-    "a-second-container": (lambda j: _pod(j)["containers"].append({**copy.deepcopy(_prepare(j)), "name": "second"}),
-                           CONTAINERS),
+    # Refused first by the image rule: in a step type's shape every container but `step` runs no image at all.
+    "a-second-container": (lambda j: _pod(j)["containers"].append({**copy.deepcopy(_container(j)), "name": "second"}),
+                           IMAGES),
     "a-user-container-with-a-secret-in-its-environment": (lambda j: _container(j).update(
         envFrom=[{"secretRef": {"name": "crown-jewels"}}]), CONTAINERS),
     "a-user-container-with-a-capability": (lambda j: _container(j)["securityContext"].update(
