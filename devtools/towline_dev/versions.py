@@ -95,8 +95,9 @@ the major version the schema is tested on."""
 IMAGE_DEBIAN_SUITE = "bookworm"
 """The suite the local base image is built from (Debian 12 ships Python 3.11)."""
 
-IMAGE_BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
-"""What the base adds to Debian's essential set: the interpreter, venv, CA certificates."""
+IMAGE_BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
+"""What the base adds to Debian's essential set: the interpreter, venv, CA certificates, and the C++ runtime
+google-re2's manylinux wheel links against (the operator matches step types' schema patterns with RE2)."""
 
 IMAGE_TOOL_PACKAGES = {
     "buildah": DebianPin("1.28.2+ds1-3+deb12u1+b3"),
