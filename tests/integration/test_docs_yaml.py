@@ -6,8 +6,9 @@ counted and named) and each is given to `kubectl apply --dry-run=server` (`kubec
 for an object named by `generateName`, which the docs create) on the control plane with the chart's CRDs and
 admission policies: the schema, its CEL rules and the policies judge it, nothing is stored. Objects keep the
 namespaces they name (created for the test if missing, deleted afterwards); the others go to the test's
-namespace. Only what the docs say stands for you is replaced: `requestedBy: carol` ("must be you") by the
-user applying it.
+namespace. Only what the docs say stands for something of yours is replaced: `carol` (`requestedBy: carol`,
+"must be you") by the user applying it, and `registry.example.com/steps` (a StepType's image "under
+stepTypes.allowedImagePrefixes") by the prefix the test chart allows.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import pytest
 from towline_dev import REPO_ROOT
 from towline_dev.controlplane import ControlPlane
 from towline_dev.docyaml import DocYaml, documented_yaml, markdown_files
+from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
 
 pytestmark = pytest.mark.integration
 
 YOU = "carol"
 """The name the docs give the person applying a WorkflowRun (`requestedBy`, checked by admission policy)."""
+STEP_IMAGES = "registry.example.com/steps"
+"""Where the docs' step type images are: a prefix the chart's stepTypes.allowedImagePrefixes allows."""
 
 
 @pytest.fixture
@@ -59,7 +63,7 @@ def test_every_documented_object_applies(
     towline_installed: ControlPlane, namespace: str, named_namespaces: list[str]
 ) -> None:
     user = towline_installed.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout.strip()
-    blocks = documented_yaml(REPO_ROOT, {YOU: user})
+    blocks = documented_yaml(REPO_ROOT, {YOU: user, STEP_IMAGES: STEP_TYPE_IMAGE_PREFIX})
     applied = [block for block in blocks if block.not_applied is None]
     refused = [why for block in applied if (why := _dry_run(towline_installed, block, namespace))]
     objects = sum(len(block.documents) for block in applied)
