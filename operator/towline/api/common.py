@@ -151,7 +151,7 @@ MAX_EARLIER_REQUESTERS = 16
 @dataclass(frozen=True)
 class NamesASecret:
     """Marks a field as naming a Secret: `towline.api.secretrefs` finds every such field of a resource's spec,
-    and the chart's credentials policy must check each one (tests/integration/attacks/test_attack_secret_references.py)."""
+    and the chart's credentials policies must check each one (test_attack_secret_references.py tries them)."""
 
 
 NAMES_A_SECRET = NamesASecret()
