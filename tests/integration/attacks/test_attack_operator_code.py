@@ -7,7 +7,6 @@ when it did not, the live attacks below read the Secret back from the pod's term
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from collections.abc import Callable
@@ -34,10 +33,10 @@ IMAGES = "a step Job runs only the images the chart allows"
 CODE_OFF = "a step Job runs a code action (code.python, code.wasm) only where the chart has code steps on"
 STEP_TYPE_IMAGE = "localhost/towline-steps/tcp-probe:dev"
 STEAL = ("import shutil; shutil.copy('/var/run/towline/credentials/api/token', '/dev/termination-log')")
-# The runner redacts a mounted Secret's value from its result: the code hands it back encoded.
-CODE_STEAL = ("import base64\n"
-              "def main(inputs):\n"
-              "    return base64.b64encode(open('/var/run/towline/credentials/api/token', 'rb').read()).decode()\n")
+# The runner redacts a mounted Secret's value (and its usual encodings) from its result: the code hands it back
+# reversed.
+CODE_STEAL = ("def main(inputs):\n"
+              "    return open('/var/run/towline/credentials/api/token').read()[::-1]\n")
 
 AsOperator = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -81,7 +80,8 @@ def code_step_job(run: RunRef) -> dict[str, Any]:
     """A code.python step's Job exactly as the operator builds one, the Secret `crown-jewels` bound as `api`."""
     return build_step_job(
         run, job_name=job_name(run.name, "steal", 1), step_id="steal", attempt=1, action="code.python",
-        inputs={"source": CODE_STEAL}, credentials={"api": "crown-jewels"}, idempotency_key="k",
+        inputs={"source": CODE_STEAL, "inputs": {"token": {"credential": "api", "key": "token"}}},
+        credentials={"api": "crown-jewels"}, idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(image=RUNNER_IMAGE),
     )
 
@@ -122,8 +122,7 @@ def read_back(cluster: ControlPlane, as_operator: AsOperator, job: dict[str, Any
 
 
 def leaked(message: str) -> bool:
-    encoded = base64.b64encode(CANARY.encode()).decode()
-    return CANARY in message or encoded in message
+    return CANARY in message or CANARY[::-1] in message
 
 
 def test_a_compromised_operator_cannot_run_the_runner_image_as_a_step_types_container(
