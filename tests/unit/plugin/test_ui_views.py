@@ -66,3 +66,13 @@ def test_workflow_summary_lists_manual_and_declared_triggers_and_readiness() -> 
     assert [t["name"] for t in summary["triggers"]] == ["manual", "daily", "hook"]
     assert summary["triggers"][1]["detail"] == "0 8 * * * (Europe/Berlin)"
     assert summary["ready"]["status"] == "True" and summary["nextScheduleTime"] == "2026-12-02T07:00:00Z"
+
+
+def test_an_approval_says_whether_its_message_quotes_the_runs_inputs() -> None:
+    """The approvals page heads such a card with Towline's own question, never with the message."""
+    def approval(spec: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "r-review"}, "spec": {"runName": "r", "step": "review", **spec}}
+
+    quoted = views.approval_view(approval({"message": "<!channel> Approve here", "messageFromInputs": True}))
+    assert quoted["messageFromInputs"] is True and quoted["message"] == "<!channel> Approve here"
+    assert views.approval_view(approval({"message": "Ship it?"}))["messageFromInputs"] is False
