@@ -1,6 +1,6 @@
 """A step-type author's hostile JSON Schema fails her own type or step; the operator keeps serving everyone else.
 
-erin holds towline-step-type-author, towline-workflow-author and towline-runner in her namespace. Her
+Alice holds towline-step-type-author, towline-workflow-author and towline-runner in her namespace. Her
 StepTypes' input schemas:
 
 - refer to a file (`file://`): here a FIFO, whose reader blocks until somebody writes (jsonschema's
@@ -11,7 +11,7 @@ StepTypes' input schemas:
 
 The chart refuses the two references at admission. Created while that policy is off (the operator's own
 check is what remains), the operator opens neither the file nor the URL and marks those types not Ready,
-naming the field and the fix; the pattern (admitted: CEL cannot judge a regex) fails erin's step at once.
+naming the field and the fix; the pattern (admitted: CEL cannot judge a regex) fails alice's step at once.
 Meanwhile carol's run in another namespace goes from start to Succeeded, and the operator's liveness
 endpoint answers every probe.
 """
@@ -78,33 +78,33 @@ def nested(depth: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def erin(towline_installed: ControlPlane, namespace: str) -> str:
+def alice(towline_installed: ControlPlane, namespace: str) -> str:
     for role in ERIN_ROLES:
-        bind_role(towline_installed, namespace, role, users=("erin",))
+        bind_role(towline_installed, namespace, role, users=("alice",))
     return namespace
 
 
 def test_an_author_cannot_register_a_schema_that_refers_outside_itself_or_nests_too_deep(
-    towline_installed: ControlPlane, erin: str
+    towline_installed: ControlPlane, alice: str
 ) -> None:
-    cluster, ns = towline_installed, erin
+    cluster, ns = towline_installed, alice
     attempts: dict[str, dict[str, Any]] = {
         "file-ref": {"$ref": "file:///dev/zero"},
         "remote-ref": {"$ref": "https://tarpit.example/schema.json"},
         "dynamic-ref": {"items": [{"anyOf": [{"$dynamicRef": "http://169.254.169.254/"}]}]},
     }
     for name, x in attempts.items():
-        message = refused(create_as(cluster, "erin", hostile_type(ns, name, x)), POLICY, "points outside the schema")
+        message = refused(create_as(cluster, "alice", hostile_type(ns, name, x)), POLICY, "points outside the schema")
         assert "spec.inputs" in message and "#/$defs/<name>" in message, message
-    refused(create_as(cluster, "erin", hostile_type(ns, "deep", nested(20))), POLICY, "32 levels deep")
+    refused(create_as(cluster, "alice", hostile_type(ns, "deep", nested(20))), POLICY, "32 levels deep")
     # A reference inside the schema is what the fix says to write, and it is admitted.
     local = hostile_type(ns, "local-ref", {"$ref": "#/$defs/name"})
     local["spec"]["inputs"]["$defs"] = {"name": {"type": "string", "maxLength": 8}}
-    assert create_as(cluster, "erin", local).returncode == 0
+    assert create_as(cluster, "alice", local).returncode == 0
     assert ready(cluster, STEP_TYPES, "local-ref", ns)["status"] == "True"
     refused(cluster.kubectl("patch", STEP_TYPES, "local-ref", "-n", ns, "--type", "merge", "-p", json.dumps(
         {"spec": {"outputs": {"type": "object", "properties": {"y": {"$ref": "file:///etc/passwd"}}}}}),
-        user="erin", check=False), POLICY, "spec.outputs")
+        user="alice", check=False), POLICY, "spec.outputs")
 
 
 @dataclass
@@ -158,11 +158,11 @@ def probed_operator(towline_operator: OperatorProcess, tmp_path: Path) -> Iterat
 
 
 @pytest.fixture
-def schema_policy_off(towline_installed: ControlPlane, erin: str) -> Iterator[None]:
+def schema_policy_off(towline_installed: ControlPlane, alice: str) -> Iterator[None]:
     """The schema policy's binding deleted for one test (the operator's own check is what remains), then back."""
     cluster = towline_installed
     saved = json.loads(cluster.kubectl("get", "validatingadmissionpolicybinding", POLICY, "-o", "json").stdout)
-    probe = hostile_type(erin, "probe", {"$ref": "file:///dev/zero"})
+    probe = hostile_type(alice, "probe", {"$ref": "file:///dev/zero"})
     cluster.kubectl("delete", "validatingadmissionpolicybinding", POLICY)
     try:
         wait_for("the schema policy to stop refusing", lambda: cluster.kubectl(
@@ -235,10 +235,10 @@ def step_type_ready(cluster: ControlPlane, namespace: str, name: str) -> dict[st
 
 @pytest.mark.exclusive  # deletes the cluster-wide binding of towline-step-type-schemas and restarts the operator
 def test_hostile_schemas_fail_their_own_type_or_step_while_another_namespaces_run_succeeds(
-    towline_installed: ControlPlane, probed_operator: tuple[OperatorProcess, Liveness], erin: str,
+    towline_installed: ControlPlane, probed_operator: tuple[OperatorProcess, Liveness], alice: str,
     carols_namespace: str, schema_policy_off: None, tarpit: tuple[str, list[socket.socket]], tmp_path: Path,
 ) -> None:
-    cluster, ns, victim = towline_installed, erin, carols_namespace
+    cluster, ns, victim = towline_installed, alice, carols_namespace
     operator, liveness = probed_operator
     fifo = tmp_path / "schema.fifo"
     os.mkfifo(fifo)
@@ -248,21 +248,21 @@ def test_hostile_schemas_fail_their_own_type_or_step_while_another_namespaces_ru
     hostile: dict[str, dict[str, Any]] = {"file-ref": {"$ref": fifo.as_uri()}, "remote-ref": {"$ref": url},
                                           "backtracking": {"type": "string", "pattern": CATASTROPHIC}}
     for name, x in hostile.items():
-        assert create_as(cluster, "erin", hostile_type(ns, name, x)).returncode == 0, name
-        assert apply(cluster, using(ns, name), user="erin", check=False).returncode == 0, name
+        assert create_as(cluster, "alice", hostile_type(ns, name, x)).returncode == 0, name
+        assert apply(cluster, using(ns, name), user="alice", check=False).returncode == 0, name
     started = time.monotonic()
-    assert create_as(cluster, "erin", run_manifest(ns, "uses-backtracking", "catastrophic", "erin",
+    assert create_as(cluster, "alice", run_manifest(ns, "uses-backtracking", "catastrophic", "alice",
                                                    params={"p": NEAR_MATCH})).returncode == 0
     assert create_as(cluster, "carol", run_manifest(victim, "echo", "meanwhile", "carol",
                                                     params={"who": "carol"})).returncode == 0
 
     run = wait_for_phase(cluster, victim, "meanwhile", {"Succeeded", "Failed"}, timeout=180)
-    print(f"\n[real node] carol's run beside erin's hostile step types: start to {run['status']['phase']} in "
+    print(f"\n[real node] carol's run beside alice's hostile step types: start to {run['status']['phase']} in "
           f"{time.monotonic() - started:.1f} s; liveness answered {liveness.answered} probes", file=sys.stderr)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert step_status(run, "deploy")["output"] == {"who": "carol"}
 
-    # erin's own objects carry the failure, each naming the field and the fix.
+    # alice's own objects carry the failure, each naming the field and the fix.
     for name in ("file-ref", "remote-ref"):
         condition = step_type_ready(cluster, ns, name)
         assert condition["status"] == "False", condition
