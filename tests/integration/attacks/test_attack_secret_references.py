@@ -24,6 +24,7 @@ from towline.api.crdgen import RESOURCES
 from towline.api.secretrefs import secret_reference_paths
 from towline.api.workflow import ApprovalNotification
 from towline_dev.controlplane import ControlPlane
+from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
@@ -31,7 +32,7 @@ AS_DAVE = ("--as=dave",)
 """kubectl arguments (for admin, who may impersonate) that act as dave, whom no other test grants anything."""
 
 TOKEN = "tok-0c5d6e7f8a9b4c3d2e1f0a9b8c7d6e5f"
-ALLOWED_IMAGE = "localhost/towline-step-tcp-probe:dev"
+ALLOWED_IMAGE = f"{STEP_TYPE_IMAGE_PREFIX}/tcp-probe:dev"
 EVENTS = "events" if "events" in ApprovalNotification.model_fields else "on"
 CALL = {"action": "http.request", "with": {"url": "https://api.example.com/",
                                            "auth": {"bearer": {"credential": "api", "key": "token"}}}}
