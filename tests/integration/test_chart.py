@@ -217,6 +217,10 @@ BAD_VALUES = [
     ({"codeSteps.enabled": "yes"}, "enabled"),
     ({"codeSteps.namespaces": '["Team_A"]'}, "namespaces"),
     ({"codeSteps.namespace": '["a"]'}, "namespace"),
+    ({"archive.enabled": "yes"}, "enabled"),
+    ({"archive.retentionDays": "-1"}, "retentionDays"),
+    ({"archive.logCapBytes": "10"}, "logCapBytes"),
+    ({"archive.database.urlSecret.nmae": "db"}, "nmae"),
     # A misspelt key inside each top-level object, a wrong type for each top-level list or number.
     ({"image.repo": "r.example/towline"}, "repo"),
     ({"imagePullSecrets": '"regcred"'}, "imagePullSecrets"),
