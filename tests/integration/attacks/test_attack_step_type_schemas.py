@@ -85,7 +85,7 @@ def alice(towline_installed: ControlPlane, namespace: str) -> str:
 
 
 def test_an_author_cannot_register_a_schema_that_refers_outside_itself_or_nests_too_deep(
-    towline_installed: ControlPlane, alice: str
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, alice: str
 ) -> None:
     cluster, ns = towline_installed, alice
     attempts: dict[str, dict[str, Any]] = {
