@@ -21,6 +21,7 @@ class Seen:
     phase: str
     open_gates: int = 0
     gate_expiry: float | None = None
+    awaiting_archive: bool = False
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Seen:
@@ -129,7 +130,9 @@ def test_a_finished_run_lands_in_the_run_duration_histogram_by_outcome() -> None
 def test_runs_by_phase_and_the_leader_gauge_follow_what_the_operator_sees_now() -> None:
     runs = [("metrics-f", Seen("a", "Running")), ("metrics-f", Seen("a", "Running")),
             ("metrics-f", Seen("a", "Succeeded")), ("metrics-g", Seen("b", "AwaitingApproval", 2, 1.5e9)),
-            ("metrics-g", Seen("b", "AwaitingApproval", 1, 1.2e9))]
+            ("metrics-g", Seen("b", "AwaitingApproval", 1, 1.2e9)),
+            ("metrics-h", Seen("c", "Succeeded", awaiting_archive=True)),
+            ("metrics-h", Seen("c", "Failed", awaiting_archive=True)), ("metrics-h", Seen("c", "Succeeded"))]
     leading = [False]
     export_operator_state(lambda: runs, lambda: leading[0])
     assert value("towline_runs", namespace="metrics-f", workflow="a", phase="Running") == 2
@@ -138,6 +141,8 @@ def test_runs_by_phase_and_the_leader_gauge_follow_what_the_operator_sees_now() 
     assert value("towline_approvals_pending", namespace="metrics-g") == 3
     assert value("towline_approval_next_expiry_timestamp_seconds", namespace="metrics-g") == 1.2e9
     assert REGISTRY.get_sample_value("towline_leader") == 0
+    assert value("towline_runs_awaiting_archive", namespace="metrics-h") == 2
+    assert REGISTRY.get_sample_value("towline_runs_awaiting_archive", {"namespace": "metrics-f"}) is None
     # Nothing is counted up or down: the next scrape shows the runs as they are then.
     runs[:] = [("metrics-f", Seen("a", "Succeeded"))]
     leading[0] = True
