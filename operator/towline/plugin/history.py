@@ -13,7 +13,7 @@ from typing import Any
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin import output, render
 from towline.plugin.archived import report
-from towline.plugin.commands import Io
+from towline.plugin.commands import Io, NotFound
 
 JSON = dict[str, Any]
 BASE = "/apis/archive.towline.dev/v1alpha1"
@@ -94,11 +94,16 @@ async def archived_log(api: KubeApi, namespace: str, run: str, step: str | None)
     return await api.read_text(f"{runs_path(namespace)}/{run}/log", query={"step": step} if step else None)
 
 
-async def archived_logs(api: KubeApi, namespace: str, io: Io, run: str, step: str | None) -> int:
+async def archived_logs(api: KubeApi, namespace: str, io: Io, run: str, step: str | None, *,
+                        run_exists: bool = True) -> int:
     """`logs RUN [STEP]` once the run or its pods are gone: the archive's copy, said to be one."""
     try:
         text = await archived_log(api, namespace, run, step)
     except ApiError as error:
+        if not run_exists:
+            raise NotFound(f"no WorkflowRun {run!r} in namespace {namespace}, and none in the archive "
+                           f"({_explained(error)}); list them with `kubectl towline runs` or "
+                           "`kubectl towline history`") from error
         what = f"step {step} of run {run}" if step else f"run {run}"
         io.err(f"no step pods for {what} in the cluster, and the archive has none either ({_explained(error)}); "
                f"`kubectl towline status {run}` shows where it stands")

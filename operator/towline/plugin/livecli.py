@@ -93,10 +93,10 @@ def calls(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespac
         if args.follow:
             await _require_run(api, namespace, args.run)
             return await follow.follow_logs(api, namespace, args.run, args.step, out=out, err=io.err)
-        if await session.get_run(api, namespace, args.run) is None or not await session.step_pods(
-                api, namespace, args.run, args.step):
+        live = await session.get_run(api, namespace, args.run)
+        if live is None or not await session.step_pods(api, namespace, args.run, args.step):
             # The run was pruned or its pods went with their Jobs' TTL: the archive keeps what they printed.
-            return await history.archived_logs(api, namespace, io, args.run, args.step)
+            return await history.archived_logs(api, namespace, io, args.run, args.step, run_exists=live is not None)
         return await commands.logs(api, namespace, io, args.run, args.step)
 
     async def watch() -> int:
