@@ -13,6 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from towline.archive.service import LOG_CAP_BYTES
 from towline_dev.processes import spawn, stop_process
 
 ARCHIVE_SERVICE_ACCOUNT = "towline-archive"
@@ -39,7 +40,7 @@ class ArchiveProcess:
     signing_key_file: Path
     watch_namespaces: tuple[str, ...] = ()
     checkpoint_seconds: int = 5
-    log_cap_bytes: int = 256 * 1024
+    log_cap_bytes: int = LOG_CAP_BYTES
     health_port: int = 0
     metrics_port: int = 0
     settings: dict[str, str] = field(default_factory=dict)

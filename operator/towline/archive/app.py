@@ -25,8 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 
 from towline.archive.apiserver import serve_archive_api
 from towline.archive.chain import load_private_key
-from towline.archive.records import ArchiveError
-from towline.archive.service import ArchiveService
+from towline.archive.records import ArchiveError, parse_time
+from towline.archive.service import LOG_CAP_BYTES, ArchiveService
 from towline.archive.store import ArchiveStore, open_store
 from towline.k8s.client import KubeApi
 
@@ -58,7 +58,7 @@ class ArchiveSettings:
     signing_key_file: Path
     namespaces: tuple[str, ...] = ()
     retention_days: int = 0
-    log_cap_bytes: int = 256 * 1024
+    log_cap_bytes: int = LOG_CAP_BYTES
     checkpoint_seconds: float = 60.0
     metrics_port: int = 9091
     health_port: int = 8081
@@ -79,7 +79,7 @@ class ArchiveSettings:
             database_url=url, signing_key_file=Path(key),
             namespaces=tuple(n.strip() for n in env.get("TOWLINE_WATCH_NAMESPACES", "").split(",") if n.strip()),
             retention_days=_whole(env, "TOWLINE_ARCHIVE_RETENTION_DAYS", 0, "archive.retentionDays"),
-            log_cap_bytes=_whole(env, "TOWLINE_ARCHIVE_LOG_CAP_BYTES", 256 * 1024, "archive.logCapBytes"),
+            log_cap_bytes=_whole(env, "TOWLINE_ARCHIVE_LOG_CAP_BYTES", LOG_CAP_BYTES, "archive.logCapBytes"),
             checkpoint_seconds=_whole(env, "TOWLINE_ARCHIVE_CHECKPOINT_SECONDS", 60, "archive.checkpointSeconds"),
             metrics_port=_whole(env, "TOWLINE_METRICS_PORT", 9091, "archive.metricsPort"),
             health_port=_whole(env, "TOWLINE_HEALTH_PORT", 8081, "archive.healthPort"),
@@ -145,7 +145,7 @@ class ArchiveProcess:
             latest = await self.database(partial(self.store.latest_checkpoint, namespace))
             head_seq, _ = await self.database(partial(self.store.head, namespace))
             if latest is not None:
-                signed = datetime.strptime(latest.signed_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+                signed = parse_time(latest.signed_at, f"the checkpoint of {namespace}")
                 CHECKPOINT_AGE.labels(namespace).set((now - signed).total_seconds())
                 UNSIGNED.labels(namespace).set(head_seq - latest.seq)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from towline.archive.records import ApprovalIndex, LogIndex, RunIndex
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, LABEL_STEP
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -64,14 +65,20 @@ def kept_object(body: Mapping[str, Any]) -> JSON:
             "spec": body.get("spec") or {}, "status": body.get("status") or {}}
 
 
-def _time(text: object, fallback: datetime) -> datetime:
+def _instant(text: object) -> datetime | None:
+    """An RFC 3339 time the API server or the operator wrote, as an instant; None when absent or malformed."""
     if not isinstance(text, str) or not text:
-        return fallback
+        return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = parse_rfc3339(text)
     except ValueError:
-        return fallback
+        return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def run_finished_at(run: Mapping[str, Any]) -> datetime | None:
+    """When the run ended, as its status says; None before (or when the time cannot be read)."""
+    return _instant((run.get("status") or {}).get("finishedAt"))
 
 
 def run_capture(run: Mapping[str, Any], approvals: Iterable[Mapping[str, Any]], logs: Iterable[JSON],
@@ -82,7 +89,7 @@ def run_capture(run: Mapping[str, Any], approvals: Iterable[Mapping[str, Any]], 
     meta, spec, status = run.get("metadata") or {}, run.get("spec") or {}, run.get("status") or {}
     kept_approvals = sorted((kept_object(a) for a in approvals), key=lambda a: a["metadata"].get("name") or "")
     approvers = tuple(sorted({a["spec"]["decidedBy"] for a in kept_approvals if a["spec"].get("decidedBy")}))
-    created = _time(meta.get("creationTimestamp"), now)
+    created = _instant(meta.get("creationTimestamp")) or now
     body: JSON = {
         "run": kept_object(run),
         "approvals": kept_approvals,
@@ -95,8 +102,8 @@ def run_capture(run: Mapping[str, Any], approvals: Iterable[Mapping[str, Any]], 
         workflow=str((spec.get("workflowRef") or {}).get("name") or ""),
         phase=str(status.get("phase") or "Pending"),
         requester=str(spec.get("requestedBy") or ""),
-        started_at=_time(status.get("startedAt"), created),
-        finished_at=_time(status.get("finishedAt"), now) if status.get("finishedAt") else None,
+        started_at=_instant(status.get("startedAt")) or created,
+        finished_at=(run_finished_at(run) or now) if status.get("finishedAt") else None,
         labels=dict(meta.get("labels") or {}),
         approvers=approvers,
     )

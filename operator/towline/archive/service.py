@@ -36,6 +36,7 @@ from towline.archive.capture import (
     run_capture,
     run_deleting,
     run_finished,
+    run_finished_at,
 )
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
@@ -50,6 +51,8 @@ JSON = dict[str, Any]
 Key = tuple[str, str]
 """(namespace, name)"""
 
+LOG_CAP_BYTES = 256 * 1024
+"""Of each step container's log kept by default (the chart's archive.logCapBytes)."""
 RETRY_SECONDS = (1.0, 60.0)
 """First and longest wait before a record that could not be written is tried again (database or API down)."""
 POD_WAIT_SECONDS = 120.0
@@ -88,7 +91,7 @@ class ArchiveService:
     """The archive's follower and writer (see the module docstring)."""
 
     def __init__(self, api: KubeApi, store: ArchiveStore, *, namespaces: tuple[str, ...] = (),
-                 log_cap_bytes: int = 256 * 1024, clock: Callable[[], datetime] | None = None,
+                 log_cap_bytes: int = LOG_CAP_BYTES, clock: Callable[[], datetime] | None = None,
                  database: Callable[[Call], Awaitable[Any]] | None = None) -> None:
         self.api = api
         self.store = store
@@ -278,18 +281,15 @@ class ArchiveService:
                     await self.append(namespace, approval_capture(approval))
             now = self.clock()
             await self.append(namespace, run_capture(run, approvals, references, now))
-            finished = (run.get("status") or {}).get("finishedAt")
-            if isinstance(finished, str):
-                self.lags.append((now - datetime.fromisoformat(finished.replace("Z", "+00:00"))).total_seconds())
+            finished = run_finished_at(run)
+            if finished is not None:
+                self.lags.append((now - finished).total_seconds())
         await self.release(run)
         return True
 
     def _waited_long_enough(self, run: JSON) -> bool:
-        finished = (run.get("status") or {}).get("finishedAt")
-        if not isinstance(finished, str):
-            return True
-        ended = datetime.fromisoformat(finished.replace("Z", "+00:00"))
-        return (self.clock() - ended).total_seconds() >= POD_WAIT_SECONDS
+        finished = run_finished_at(run)
+        return finished is None or (self.clock() - finished).total_seconds() >= POD_WAIT_SECONDS
 
     async def release(self, run: JSON) -> None:
         """Remove the archive's finalizer (others stay); the patch names the resourceVersion it read."""
