@@ -81,6 +81,9 @@ class ArchiveState:
     pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
     """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    unsynced: set[str] = field(default_factory=set)
+    """Streams whose first list has not ended yet: until none is left, no run is written (its pods and approvals
+    may not have been listed yet, and a run released without them would lose their logs)."""
 
     def want(self, what: str, namespace: str, name: str) -> None:
         self.pending[(what, namespace, name)] = None
@@ -158,20 +161,36 @@ class ArchiveService:
     async def serve(self) -> None:
         """Follow the three kinds and write what they show, until cancelled."""
         streams = []
-        for scope, wanted in scopes(self.namespaces):
+        for number, (scope, wanted) in enumerate(scopes(self.namespaces)):
             streams += [
-                follow(self.api, WORKFLOW_RUNS, scope, self.on_run, what="WorkflowRun", wanted=wanted),
-                follow(self.api, APPROVALS, scope, self.on_approval, what="Approval", wanted=wanted),
-                follow(self.api, PODS, scope, self.on_pod, what="step pod", wanted=wanted,
-                       label_selector=f"{LABEL_RUN},{LABEL_STEP_POD}"),
+                follow(self.api, WORKFLOW_RUNS, scope, self._listed(f"runs {number}", self.on_run),
+                       what="WorkflowRun", wanted=wanted),
+                follow(self.api, APPROVALS, scope, self._listed(f"approvals {number}", self.on_approval),
+                       what="Approval", wanted=wanted),
+                follow(self.api, PODS, scope, self._listed(f"pods {number}", self.on_pod), what="step pod",
+                       wanted=wanted, label_selector=f"{LABEL_RUN},{LABEL_STEP_POD}"),
             ]
         await asyncio.gather(*streams, self.write_forever())
+
+    def _listed(self, stream: str, sink: Callable[[str, JSON], None]) -> Callable[[str, JSON], None]:
+        """`sink`, noting when this stream's first list has ended."""
+        self.state.unsynced.add(stream)
+
+        def take(event: str, body: JSON) -> None:
+            if event == SYNCED and stream in self.state.unsynced:
+                self.state.unsynced.discard(stream)
+                self.state.wake.set()
+            sink(event, body)
+
+        return take
 
     async def write_forever(self) -> None:
         delay = RETRY_SECONDS[0]
         while True:
             await self.state.wake.wait()
             self.state.wake.clear()
+            if self.state.unsynced:
+                continue
             while self.state.pending:
                 item = next(iter(self.state.pending))
                 del self.state.pending[item]  # an event meanwhile adds it again: it is looked at once more
