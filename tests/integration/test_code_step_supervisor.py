@@ -73,4 +73,7 @@ def test_code_python_cannot_trace_its_runner_or_read_or_write_through_it(
     assert {found["mem"], found["environ"], found["stdout"]} <= REFUSED, found
     linger = step_status(done, "linger")
     assert linger["phase"] == "Failed" and linger["errorClass"] == "timeout", linger
-    assert "ran past the step's time limit" in linger["message"], linger
+    # The runner stops it either at the step's timeout or, when the pod started late on a busy node, at the end of
+    # the budget the Job's creation set: each is the time limit holding against a runner the code tried to stop.
+    assert ("ran past the step's time limit" in linger["message"]
+            or "hit the step deadline" in linger["message"]), linger
