@@ -178,8 +178,13 @@ class SqlArchiveStore:
         for row in batches(self.database, sql, [namespace], after=since_seq - 1):
             yield entry_from_row(row)
 
-    def verify(self, namespace: str, public_key: Ed25519PublicKey) -> VerifyResult:
+    def verify(self, namespace: str, public_key: Ed25519PublicKey, since: Checkpoint | None = None) -> VerifyResult:
         first = self.first_seq(namespace)
+        if since is not None and since.seq + 1 >= first:
+            # The checkpoint must still be the one the earlier pass verified: verify() anchors on it by seq.
+            return verify(namespace, self.entries(namespace, since.seq + 1),
+                          self.checkpoints(namespace, since.seq), public_key, first_seq=since.seq + 1,
+                          anchor=since)
         return verify(namespace, self.entries(namespace, first), self.checkpoints(namespace), public_key,
                       first_seq=first)
 

@@ -72,8 +72,9 @@ class ArchiveStore(Protocol):
         """Records with seq >= since_seq in seq order, streamed in batches."""
         ...
 
-    def verify(self, namespace: str, public_key: Ed25519PublicKey) -> VerifyResult:
-        """The live chain and its checkpoints, verified as an auditor would verify an export."""
+    def verify(self, namespace: str, public_key: Ed25519PublicKey, since: Checkpoint | None = None) -> VerifyResult:
+        """The live chain and its checkpoints, verified as an auditor would verify an export; with `since` (a
+        checkpoint an earlier pass verified), only the records after it, anchored on it."""
         ...
 
     def history(self, query: HistoryQuery) -> HistoryPage:

@@ -104,10 +104,16 @@ def verify(
     public_key: Ed25519PublicKey,
     *,
     first_seq: int | None = None,
+    anchor: Checkpoint | None = None,
 ) -> VerifyResult:
     """Verify `namespace`'s chain. `first_seq` is where it should start (1, or one past a signed anchor);
-    by default the first entry's seq."""
+    by default the first entry's seq. `anchor`: the checkpoint at first_seq - 1 as an earlier pass verified it
+    (the archive's hourly pass goes on from there); the store must still hold exactly that checkpoint."""
     signed, forged = _signed(namespace, checkpoints, public_key)
+    if forged is None and anchor is not None and signed.get(anchor.seq) != anchor:
+        forged = Problem("bad-checkpoint", namespace, anchor.seq, "checkpoint", None,
+                         f"the checkpoint of seq {anchor.seq} signed at {anchor.signed_at}, verified before, "
+                         "was changed or removed since")
     stream = iter(entries)
     first = next(stream, None)
     start = first_seq if first_seq is not None else (first.seq if first is not None else 1)

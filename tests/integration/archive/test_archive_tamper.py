@@ -12,6 +12,7 @@ import pytest
 from archive_support import KEY, NAMESPACE, T0, archive_approval, archive_log, archive_run, run_sql
 
 from towline.archive import ArchiveStore, load_public_key, open_store, public_key_pem, verify_export
+from towline.archive.chain import Checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +94,43 @@ def test_an_edited_export_fails_offline_verification_naming_the_record(
     assert lines[1].startswith('{"checkpoint"'), "header, one checkpoint, then the entries"
     problem = verify_export(edit(lines), KEY.public_key()).problem  # type: ignore[operator]
     assert problem is not None and (problem.what, problem.seq) == (what, seq)
+
+
+def _checkpoint_at_head(store: ArchiveStore) -> Checkpoint:
+    checkpoint = store.latest_checkpoint(NAMESPACE)
+    assert checkpoint is not None and checkpoint.seq == 6
+    return checkpoint
+
+
+def test_the_hourly_pass_reads_on_from_a_verified_checkpoint_and_finds_a_later_change(
+    signed_store: ArchiveStore, archive_url: str,
+) -> None:
+    """The archive's hourly pass goes on from the newest checkpoint the last pass verified: records written
+    since are checked (a change there is named), records before it are left to the daily full pass."""
+    anchor = _checkpoint_at_head(signed_store)
+    for number in (5, 6):
+        archive_run(signed_store, number)
+    since = signed_store.verify(NAMESPACE, KEY.public_key(), since=anchor)
+    assert since.ok and (since.records, since.first_seq, since.head_seq) == (2, 7, 8)
+    run_sql(archive_url, "UPDATE entries SET body = replace(body, 'uid-6', 'uid-66') WHERE seq = 8")
+    problem = signed_store.verify(NAMESPACE, KEY.public_key(), since=anchor).problem
+    assert problem is not None and (problem.what, problem.seq, problem.key) == ("changed", 8, "uid-6")
+
+
+def test_a_change_before_the_anchor_is_left_to_the_full_pass_which_names_it(
+    signed_store: ArchiveStore, archive_url: str,
+) -> None:
+    anchor = _checkpoint_at_head(signed_store)
+    run_sql(archive_url, "UPDATE entries SET body = replace(body, '\"bob\"', '\"mallory\"') WHERE seq = 4")
+    assert signed_store.verify(NAMESPACE, KEY.public_key(), since=anchor).ok
+    problem = signed_store.verify(NAMESPACE, KEY.public_key()).problem
+    assert problem is not None and (problem.what, problem.seq) == ("changed", 4)
+
+
+def test_the_anchor_checkpoint_changed_or_removed_since_fails_the_hourly_pass(
+    signed_store: ArchiveStore, archive_url: str,
+) -> None:
+    anchor = _checkpoint_at_head(signed_store)
+    run_sql(archive_url, "DELETE FROM checkpoints WHERE seq = 6")
+    problem = signed_store.verify(NAMESPACE, KEY.public_key(), since=anchor).problem
+    assert problem is not None and (problem.what, problem.seq) == ("bad-checkpoint", 6)
