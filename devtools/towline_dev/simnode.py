@@ -12,12 +12,19 @@ kubelet's) keep the Node Ready; the pod stages here replace its defaults:
   so the operator reads a step result exactly as from a real pod;
 - a deleted pod is gone at once.
 
+With `log_text`, kwok also serves every container's log through the API server (`pods/log`), as a kubelet does:
+a `ClusterLogs` rule names one file in the CRI log format, and kwok's kubelet endpoint (its `--server-address`, the
+Node's InternalIP and `daemonEndpoints` port) serves it over TLS with a certificate the control plane's CA signed,
+which the API server verifies (`--kubelet-certificate-authority`). Without it a pod's log GET fails (kwok's
+Node has no kubelet endpoint the API server could reach).
+
 Nothing runs and nothing is routed: the addresses kwok writes into status
 exist only there. Never used by the tests (they run on the real node).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 from collections.abc import Mapping
@@ -27,6 +34,7 @@ from typing import Any
 import yaml
 
 from towline_dev.binaries import find_kwok
+from towline_dev.certs import issue_leaf, load_ca, write_key_pair
 from towline_dev.controlplane import ControlPlane
 from towline_dev.processes import free_loopback_port, spawn, stop_process, wait_for
 from towline_step.protocol import RESULT_LIMIT_BYTES
@@ -134,9 +142,26 @@ def complete_owned_by(api_version: str, kind: str, message: str = "") -> JSON:
     ], {"statusTemplate": complete})
 
 
-def kwok_config_text(message: str, extra_stages: tuple[JSON, ...] = ()) -> str:
-    """The file kwok's `--config` reads: the pod Stages (node Stages stay kwok's defaults)."""
-    return yaml.safe_dump_all([*pod_stages(message), *extra_stages], sort_keys=False)
+def cri_log(text: str, at: datetime.datetime) -> str:
+    """`text` as a container runtime writes a log file (CRI format: time, stream, full-line tag, line), which is
+    what kwok reads back for `pods/log`."""
+    stamp = at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return "".join(f"{stamp} stdout F {line}\n" for line in text.splitlines())
+
+
+def cluster_logs(logs_file: Path) -> JSON:
+    """A kwok ClusterLogs rule: every container of every pod on its nodes logs `logs_file`."""
+    return {"apiVersion": STAGE_API, "kind": "ClusterLogs", "metadata": {"name": "every-container"},
+            "spec": {"logs": [{"logsFile": str(logs_file), "follow": False}]}}
+
+
+def kwok_config_text(message: str, extra_stages: tuple[JSON, ...] = (), *, logs_file: Path | None = None) -> str:
+    """The file kwok's `--config` reads: the pod Stages (node Stages stay kwok's defaults), and with `logs_file` the
+    rule that serves it as every container's log."""
+    documents = [*pod_stages(message), *extra_stages]
+    if logs_file is not None:
+        documents.append(cluster_logs(logs_file))
+    return yaml.safe_dump_all(documents, sort_keys=False)
 
 
 def fake_node(name: str = NODE_NAME) -> JSON:
@@ -154,18 +179,26 @@ class SimulatedNode:
     """kube-scheduler plus kwok with one fake Node; `start()` returns once the Node is Ready."""
 
     def __init__(self, plane: ControlPlane, work: Path, *, message: str | None = None,
-                 extra_stages: tuple[JSON, ...] = ()) -> None:
+                 extra_stages: tuple[JSON, ...] = (), log_text: str | None = None) -> None:
+        """`log_text`: what every container's log reads (`pods/log`); None: no log is served."""
         self.plane = plane
         self.work = work
         self.extra_stages = extra_stages
+        self.log_text = log_text
         self.message = message if message is not None else result_message(SUCCEEDED_RESULT)
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> SimulatedNode:
         self.work.mkdir(parents=True, exist_ok=True)
         config = self.work / "kwok.yaml"
-        config.write_text(kwok_config_text(self.message, self.extra_stages))
+        logs_file = self.work / "container.log" if self.log_text is not None else None
+        config.write_text(kwok_config_text(self.message, self.extra_stages, logs_file=logs_file))
         kubeconfig = str(self.plane.kubeconfig)  # admin: kwok writes pod and node status, the scheduler binds
+        port = free_loopback_port()
+        serving: list[str] = []
+        if logs_file is not None:
+            logs_file.write_text(cri_log(self.log_text or "", datetime.datetime.now(datetime.UTC)))
+            serving = self._kubelet_endpoint(port)
         try:
             self._processes["kube-scheduler"] = spawn([
                 self.plane.binaries.path("kube-scheduler"), f"--kubeconfig={kubeconfig}",
@@ -180,7 +213,7 @@ class SimulatedNode:
                 # 50 s grace. The node controller then marked the Node NotReady and rewrote the status of every
                 # pod on it, about once a minute, inside whichever engine's batch ran (docs/benchmarks.md).
                 f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
-                f"--server-address=127.0.0.1:{free_loopback_port()}",
+                f"--server-address={self.plane.address if serving else '127.0.0.1'}:{port}", *serving,
             ], log_path=self.work / "kwok.log")
             self.plane.kubectl("apply", "-f", "-", stdin=json.dumps(fake_node()))
             wait_for(self._ready, timeout=60, interval=0.2, what=f"the simulated node {NODE_NAME} to be Ready")
@@ -188,6 +221,17 @@ class SimulatedNode:
             self.stop()
             raise
         return self
+
+    def _kubelet_endpoint(self, port: int) -> list[str]:
+        """kwok's flags to serve as the Node's kubelet endpoint on the API server's address, with a serving
+        certificate of the control plane's CA (the API server verifies the kubelets it calls)."""
+        ca_key, ca_cert = load_ca(self.plane.pki_dir)
+        key, cert = issue_leaf(datetime.datetime.now(datetime.UTC), ca_key, ca_cert, common_name=NODE_NAME,
+                               server_ips=(self.plane.address,))
+        cert_file, key_file = self.work / "kubelet-serving.crt", self.work / "kubelet-serving.key"
+        write_key_pair(cert_file, key_file, key, cert)
+        return [f"--node-ip={self.plane.address}", f"--node-port={port}", f"--tls-cert-file={cert_file}",
+                f"--tls-private-key-file={key_file}"]
 
     def _ready(self) -> bool:
         for name, process in self._processes.items():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,6 +16,7 @@ from towline_dev.simnode import (
     MANAGED_ANNOTATION,
     SUCCEEDED_RESULT,
     complete_owned_by,
+    cri_log,
     fake_node,
     kwok_config_text,
     pod_stages,
@@ -88,3 +91,18 @@ def test_another_engines_pods_are_completed_only_when_its_kind_owns_them() -> No
     documents = list(yaml.safe_load_all(kwok_config_text(result_message(SUCCEEDED_RESULT), (stage,))))
     assert sorted(d["metadata"]["name"] for d in documents) == [
         "pod-complete", "pod-complete-workflow", "pod-delete", "pod-ready"]
+
+
+def test_with_a_logs_file_kwok_serves_it_as_every_containers_log_without_following(tmp_path: Path) -> None:
+    logs_file = tmp_path / "container.log"
+    documents = list(yaml.safe_load_all(kwok_config_text(result_message(SUCCEEDED_RESULT), logs_file=logs_file)))
+    (rule,) = [d for d in documents if d["kind"] == "ClusterLogs"]
+    assert "selector" not in rule["spec"]  # every pod of kwok's nodes
+    assert rule["spec"]["logs"] == [{"logsFile": str(logs_file), "follow": False}]
+    assert not [d for d in yaml.safe_load_all(kwok_config_text("")) if d["kind"] == "ClusterLogs"]
+
+
+def test_the_served_log_is_in_the_container_runtimes_format_one_full_stdout_line_each() -> None:
+    at = datetime.datetime(2026, 12, 6, 16, 1, 2, 345678, tzinfo=datetime.UTC)
+    assert cri_log("first line\nsecond: {x}\n", at) == (
+        "2026-12-06T16:01:02.345678Z stdout F first line\n2026-12-06T16:01:02.345678Z stdout F second: {x}\n")
