@@ -116,11 +116,13 @@ def operator_rss_kib(operator: OperatorProcess) -> tuple[int, int]:
 
 
 @contextmanager
-def sim_cluster(*, extra_stages: tuple[dict[str, Any], ...] = ()) -> Iterator[SimCluster]:
-    """`extra_stages`: more kwok pod Stages, e.g. completing another engine's pods."""
+def sim_cluster(*, extra_stages: tuple[dict[str, Any], ...] = (), log_text: str | None = None
+                ) -> Iterator[SimCluster]:
+    """`extra_stages`: more kwok pod Stages, e.g. completing another engine's pods; `log_text`: what every
+    container's log reads through the API server (None: kwok serves no logs)."""
     work = Path(tempfile.mkdtemp(prefix="towline-bench-"))
     plane = ControlPlane(find_binaries(), controller_manager_qps=CONTROLLER_MANAGER_QPS).start()
-    node = SimulatedNode(plane, work / "node", extra_stages=extra_stages)
+    node = SimulatedNode(plane, work / "node", extra_stages=extra_stages, log_text=log_text)
     cluster = SimCluster(plane=plane, work=work, operator_kubeconfig=work / "operator.kubeconfig")
     try:
         node.start()
