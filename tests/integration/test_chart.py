@@ -109,7 +109,8 @@ def test_digests_pin_every_image_the_release_runs_and_the_policy_admits(k8s_bina
     runner_image = f"{repository}-runner:0.1.0@{RUNNER_DIGEST}"
     containers = [c for d in documents if d["kind"] in ("Deployment", "Pod")
                   for c in (d["spec"]["template"]["spec"] if d["kind"] == "Deployment" else d["spec"])["containers"]]
-    assert len(containers) == 3 and {c["image"] for c in containers} == {operator_image}, containers
+    # The operator, the ingress, the archive and the Helm test pod.
+    assert len(containers) == 4 and {c["image"] for c in containers} == {operator_image}, containers
     operator = find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "TOWLINE_RUNNER_IMAGE", "value": runner_image} in operator["env"]
     # Each process reports the image it runs (towline_build_info's image label).
@@ -302,9 +303,15 @@ def test_service_monitor_is_off_by_default_and_explains_a_missing_crd(k8s_binari
 
 
 def test_no_default_credentials(k8s_binaries: BinarySet) -> None:
-    documents = render(k8s_binaries, {"ingress.enabled": "true"}, "--api-versions",
-                       "monitoring.coreos.com/v1/ServiceMonitor", "--set", "serviceMonitor.enabled=true")
-    assert not [d for d in documents if d["kind"] == "Secret"]
+    values = {"ingress.enabled": "true"}
+    extra = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--set", "serviceMonitor.enabled=true")
+    documents, again = render(k8s_binaries, values, *extra), render(k8s_binaries, values, *extra)
+    # The only Secrets are the archive's keys, made at install (each render makes new ones): nothing shipped.
+    secrets = {d["metadata"]["name"]: d["data"] for d in documents if d["kind"] == "Secret"}
+    assert set(secrets) == {"towline-archive-signing-key", "towline-archive-api-tls"}, set(secrets)
+    made_again = {d["metadata"]["name"]: d["data"] for d in again if d["kind"] == "Secret"}
+    for name, data in secrets.items():
+        assert all(data[key] != made_again[name][key] for key in data), name
     for container in find(documents, "Deployment", "towline-operator")["spec"]["template"]["spec"]["containers"]:
         for variable in container["env"]:
             if variable["name"] == "TOWLINE_STEP_IMAGE_PULL_SECRETS":
@@ -554,7 +561,10 @@ def test_services_monitors_and_deployments_carry_the_usual_labels(k8s_binaries: 
                 "app.kubernetes.io/version": chart["appVersion"], "app.kubernetes.io/managed-by": "Helm",
                 "helm.sh/chart": f"towline-{chart['version']}"}
     checked = [d for d in documents if d["kind"] in {"Service", "ServiceMonitor", "Deployment"}]
-    assert len(checked) == 7, [(d["kind"], d["metadata"]["name"]) for d in checked]
+    # Operator, ingress and archive: their Services (the archive's API and metrics), monitors and Deployments.
+    assert len(checked) == 11, [(d["kind"], d["metadata"]["name"]) for d in checked]
+    monitored = {d["metadata"]["name"] for d in checked if d["kind"] == "ServiceMonitor"}
+    assert monitored == {"towline-operator", "towline-ingress", "towline-archive"}, monitored
     for document in checked:
         labels = document["metadata"]["labels"]
         assert expected.items() <= labels.items(), (document["kind"], document["metadata"]["name"], labels)

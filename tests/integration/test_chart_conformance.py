@@ -43,7 +43,7 @@ SERVICE_MONITORS = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
 NOTHING_OPTIONAL = {
     "admissionPolicies.enabled": "false", "networkPolicy.enabled": "false", "ingress.enabled": "false",
     "tests.enabled": "false", "operator.podDisruptionBudget.enabled": "false",
-    "rbac.aggregateToDefaultRoles": "false",
+    "rbac.aggregateToDefaultRoles": "false", "archive.enabled": "false",
 }
 EXAMPLES = sorted((REPO / "examples").rglob("*.yaml"))
 
@@ -103,7 +103,7 @@ def test_the_rendered_chart_is_valid(
     path = rendered(k8s_binaries, tmp_path, values)
     documents = documents_in(path)
     assert_every_document_checked(kubeconform.check(path), documents)
-    assert kinds(documents)[("apps/v1", "Deployment")] == (2 if not values else 1)
+    assert kinds(documents)[("apps/v1", "Deployment")] == (3 if not values else 1)
     assert kinds(documents)[("apiextensions.k8s.io/v1", "CustomResourceDefinition")] == 5
 
 

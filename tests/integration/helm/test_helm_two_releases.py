@@ -49,9 +49,11 @@ def two_releases(node_cluster: Cluster) -> Iterator[Cluster]:
                 cluster.kubectl("create", "namespace", namespace, check=False)
             cluster.kubectl("label", "namespace", team.namespace, "--overwrite",
                             "pod-security.kubernetes.io/enforce=restricted")
+            # The archive's read API is one per cluster: the first release serves it (docs/archive.md).
             install(cluster, team.release, team.namespace, {
                 **egress, "watchNamespaces": json.dumps([team.work]), "operator.replicas": "1",
-                "ingress.replicas": "1", "operator.logFormat": "json"})
+                "ingress.replicas": "1", "operator.logFormat": "json",
+                "archive.api.enabled": "true" if team == TEAMS[0] else "false"})
         for team in TEAMS:
             wait_rolled_out(cluster, team.namespace, release=team.release)
         yield cluster
@@ -145,7 +147,9 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
     # A third release that would run the same namespaces' workflows is refused before it creates anything.
     for values, expected in (({}, "a second release needs watchNamespaces of its own"),
                              ({"watchNamespaces": json.dumps([team_b.work, "team-c-work"])},
-                              f"already runs workflows in {team_b.work}: two operators must not")):
+                              f"already runs workflows in {team_b.work}: two operators must not"),
+                             ({"watchNamespaces": json.dumps(["team-c-work"])},
+                              f'already served by release "{team_a.release}" in namespace "{team_a.namespace}"')):
         attempt = on(cluster, "install", THIRD[0], str(CHART), "--namespace", THIRD[1], "--create-namespace",
                      *set_args(values))
         assert attempt.returncode != 0 and expected in attempt.stderr, attempt.stdout + attempt.stderr
@@ -154,5 +158,10 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
     # Both uninstall to nothing of theirs (the shared CRDs carry no release's label).
     for team in TEAMS:
         uninstall(cluster, team.release, team.namespace)
-    wait_for("nothing of either release to be left", lambda: not any(
-        labelled_objects(cluster, f"app.kubernetes.io/instance={team.release}") for team in TEAMS), timeout=120)
+    # but each archive's record (its volume and signing key: helm.sh/resource-policy keep).
+    def left(team: Team) -> list[tuple[str, str]]:
+        record = {("PersistentVolumeClaim", f"{team.namespace}/{team.prefix}-archive"),
+                  ("Secret", f"{team.namespace}/{team.prefix}-archive-signing-key")}
+        return [o for o in labelled_objects(cluster, f"app.kubernetes.io/instance={team.release}") if o not in record]
+
+    wait_for("nothing of either release to be left", lambda: not any(left(team) for team in TEAMS), timeout=120)

@@ -1,4 +1,5 @@
-"""`helm uninstall` leaves nothing but the CRDs (by design). Fixtures: conftest.py in this directory.
+"""`helm uninstall` leaves nothing but the CRDs and the archive's record (by design: its volume and its signing
+key carry `helm.sh/resource-policy: keep`, docs/archive.md#uninstalling). Fixtures: conftest.py in this directory.
 """
 
 from __future__ import annotations
@@ -13,19 +14,22 @@ from tests.integration.helm.release import (
 )
 from tests.integration.support import wait_for
 
-from towline_dev.release import NAMESPACE, RELEASE
+from towline_dev.release import NAMESPACE, RELEASE, name_prefix
 
 pytestmark = pytest.mark.integration
 
 
-def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
+def test_helm_uninstall_leaves_nothing_but_the_crds_and_the_archives_record(installed: Cluster) -> None:
+    prefix = name_prefix(RELEASE)
+    record = [("PersistentVolumeClaim", f"{NAMESPACE}/{prefix}-archive"),
+              ("Secret", f"{NAMESPACE}/{prefix}-archive-signing-key")]
     uninstall(installed, RELEASE, NAMESPACE)
 
     remaining: list[tuple[str, str]] = []
 
     def leftovers() -> list[tuple[str, str]] | None:
         found = [o for label in CHART_LABELS for o in labelled_objects(installed, label)]
-        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition"]
+        remaining[:] = [o for o in found if o[0] != "CustomResourceDefinition" and o not in record]
         # ReplicaSets and pods go with their Deployment through the garbage collector, a moment later.
         return None if remaining else found
 
@@ -36,4 +40,5 @@ def test_helm_uninstall_leaves_nothing_but_the_crds(installed: Cluster) -> None:
     assert sorted(name for kind, name in found if kind == "CustomResourceDefinition") == [
         "/approvals.towline.dev", "/clustersteptypes.towline.dev", "/steptypes.towline.dev",
         "/workflowruns.towline.dev", "/workflows.towline.dev"]
+    assert sorted(o for o in found if o in record) == sorted(record), "the archive's record is kept"
     assert on(installed, "status", RELEASE, "-n", NAMESPACE).returncode != 0

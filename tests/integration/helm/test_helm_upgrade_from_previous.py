@@ -11,6 +11,7 @@ Fixtures: conftest.py in this directory.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -36,13 +37,15 @@ from tests.integration.support import (
     wait_for_phase,
 )
 
+from towline.archive import load_private_key, public_key_pem
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
+from towline_dev.kubeconfig import context_name
 from towline_dev.node.layout import POD_CIDR, SERVICE_CIDR
 from towline_dev.node.realnode import NodeCluster
 from towline_dev.packaging import package_chart
 from towline_dev.previous import PreviousRelease, ensure_previous_release
-from towline_dev.release import CHART, NAMESPACE, RELEASE, api_server_egress, set_args, wait_rolled_out
+from towline_dev.release import CHART, NAMESPACE, RELEASE, api_server_egress, name_prefix, set_args, wait_rolled_out
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
@@ -242,6 +245,14 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             timings.record("runs finishing under the new operator", started)
             jobs = {name: _step_jobs(cluster, RUNS_NAMESPACE, name) for name in done}
             images = {name: _step_images(cluster, RUNS_NAMESPACE, name) for name in done}
+
+            # The archive came with the upgrade (on by default): the runs the previous operator started are
+            # held, written when they end, and their namespace's chain verifies with the release's public key.
+            started = time.monotonic()
+            archived = wait_for("both runs in the archive", lambda: (
+                names if set(done) <= (names := _archived_runs(cluster)) else None), timeout=180)
+            verified = _verify_archive(cluster, tmp_path)
+            timings.record("runs in flight archived and verified", started)
     finally:
         hold.set()
         uninstall(cluster, RELEASE, NAMESPACE)
@@ -282,7 +293,31 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             elif step["phase"] == "Running":
                 kept = ("attempt", "jobName", "startedAt", "idempotencyKey", "approvalName", "expiresAt")
                 assert {k: now.get(k) for k in kept} == {k: step.get(k) for k in kept}, (name, step["id"])
+    assert archived == set(done), archived
+    assert verified.returncode == 0 and f"{RUNS_NAMESPACE}: verified " in verified.stdout, \
+        verified.stdout + verified.stderr
     _progress(f"upgrade test timings: {json.dumps(timings.seconds)}")
+
+
+def _archived_runs(cluster: Cluster) -> set[str]:
+    """The runs of RUNS_NAMESPACE the archive serves (its aggregated API, as an admin reads it)."""
+    listed = cluster.kubectl("get", "archivedruns.archive.towline.dev", "-n", RUNS_NAMESPACE, "-o", "json",
+                             check=False)
+    if listed.returncode != 0:
+        return set()
+    return {item["metadata"]["name"] for item in json.loads(listed.stdout)["items"]}
+
+
+def _verify_archive(cluster: Cluster, work: Path) -> subprocess.CompletedProcess[str]:
+    """`kubectl towline verify --archive` with the public key of the release's signing key (docs/archive.md)."""
+    secret = get(cluster, "secret", f"{name_prefix(RELEASE)}-archive-signing-key", NAMESPACE)
+    assert secret is not None, "the archive's signing key Secret is missing"
+    private = load_private_key(base64.b64decode(secret["data"]["signing-key.pem"]))
+    (work / "archive-public.pem").write_bytes(public_key_pem(private))
+    argv = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(cluster.kubeconfig),
+            "--context", context_name("admin"), "-n", RUNS_NAMESPACE, "verify", "--archive", RUNS_NAMESPACE,
+            "--key", str(work / "archive-public.pem")]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
 
 
 def _spec_step(run: dict[str, Any], step_id: str) -> dict[str, Any]:
