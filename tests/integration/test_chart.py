@@ -221,6 +221,7 @@ BAD_VALUES = [
     ({"archive.enabled": "yes"}, "enabled"),
     ({"archive.retentionDays": "-1"}, "retentionDays"),
     ({"archive.logCapBytes": "10"}, "logCapBytes"),
+    ({"archive.maxRunsAwaiting": "-1"}, "maxRunsAwaiting"),
     ({"archive.database.urlSecret.nmae": "db"}, "nmae"),
     # A misspelt key inside each top-level object, a wrong type for each top-level list or number.
     ({"image.repo": "r.example/towline"}, "repo"),
@@ -414,6 +415,32 @@ def test_watch_namespaces_replaces_the_cluster_role_by_roles_in_each(k8s_binarie
                                         "namespace": "towline-system"}]
     env = {v["name"]: v.get("value") for v in _operator_pod(documents)["spec"]["containers"][0]["env"]}
     assert env["TOWLINE_WATCH_NAMESPACES"] == "team-a,team-b"
+
+
+def test_the_archive_may_patch_jobs_only_where_the_release_watches_and_gets_the_runners_job_ttl(
+    k8s_binaries: BinarySet,
+) -> None:
+    values = {"archive.enabled": "true", "runner.jobTTLSecondsAfterFinished": "600", "archive.maxRunsAwaiting": "7"}
+    watched = render(k8s_binaries, {**values, "watchNamespaces": '["team-a","team-b"]'})
+    job_rules = [r for r in find(watched, "Role", "towline-archive", "team-a")["rules"] if r["resources"] == ["jobs"]]
+    assert job_rules == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]}]
+    assert not [d for d in watched if d["kind"] == "ClusterRole" and any(
+        "jobs" in r.get("resources", ()) for r in d.get("rules") or ()) and "archive" in d["metadata"]["name"]]
+    documents = render(k8s_binaries, values)
+    archive = find(documents, "Deployment", "towline-archive")["spec"]["template"]["spec"]["containers"][0]
+    assert {v["name"]: v.get("value") for v in archive["env"]}["TOWLINE_JOB_TTL_SECONDS"] == "600"
+    operator = {v["name"]: v.get("value") for v in _operator_pod(documents)["spec"]["containers"][0]["env"]}
+    assert (operator["TOWLINE_ARCHIVE"], operator["TOWLINE_ARCHIVE_MAX_RUNS_AWAITING"]) == ("true", "7")
+    policy = find(documents, "ValidatingAdmissionPolicy", "towline-archive-jobs")
+    assert policy["spec"]["matchConditions"][0]["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:towline-system:towline-archive"')
+    assert find(documents, "ValidatingAdmissionPolicyBinding", "towline-archive-jobs")["spec"]["validationActions"] == [
+        "Deny"]
+    step_objects = find(documents, "ValidatingAdmissionPolicy", "towline-step-objects")
+    assert "not-the-archives-jobs" in [c["name"] for c in step_objects["spec"]["matchConditions"]]
+    without = find(render(k8s_binaries, {"archive.enabled": "false"}), "ValidatingAdmissionPolicy",
+                   "towline-step-objects")
+    assert "not-the-archives-jobs" not in [c["name"] for c in without["spec"]["matchConditions"]]
 
 
 def test_config_checksum_changes_with_operator_values_only(k8s_binaries: BinarySet) -> None:

@@ -339,4 +339,9 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.archive.serviceAccount
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
+# patch: a step Job's ttlSecondsAfterFinished, once its pod's logs are in the record (towline-archive-jobs holds
+# it to setting that one field where it was unset)
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [patch]
 {{- end }}

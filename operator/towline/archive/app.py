@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 from towline.archive.apiserver import serve_archive_api
 from towline.archive.chain import Checkpoint, load_private_key
 from towline.archive.records import ArchiveError, parse_time
-from towline.archive.service import LOG_CAP_BYTES, ArchiveService
+from towline.archive.service import JOB_TTL_SECONDS, LOG_CAP_BYTES, ArchiveService
 from towline.archive.store import ArchiveStore, open_store
 from towline.k8s.client import KubeApi
 
@@ -61,6 +61,7 @@ class ArchiveSettings:
     namespaces: tuple[str, ...] = ()
     retention_days: int = 0
     log_cap_bytes: int = LOG_CAP_BYTES
+    job_ttl_seconds: int = JOB_TTL_SECONDS
     checkpoint_seconds: float = 60.0
     metrics_port: int = 9091
     health_port: int = 8081
@@ -82,6 +83,8 @@ class ArchiveSettings:
             namespaces=tuple(n.strip() for n in env.get("TOWLINE_WATCH_NAMESPACES", "").split(",") if n.strip()),
             retention_days=_whole(env, "TOWLINE_ARCHIVE_RETENTION_DAYS", 0, "archive.retentionDays"),
             log_cap_bytes=_whole(env, "TOWLINE_ARCHIVE_LOG_CAP_BYTES", LOG_CAP_BYTES, "archive.logCapBytes"),
+            job_ttl_seconds=_whole(env, "TOWLINE_JOB_TTL_SECONDS", JOB_TTL_SECONDS,
+                                   "runner.jobTTLSecondsAfterFinished"),
             checkpoint_seconds=_whole(env, "TOWLINE_ARCHIVE_CHECKPOINT_SECONDS", 60, "archive.checkpointSeconds"),
             metrics_port=_whole(env, "TOWLINE_METRICS_PORT", 9091, "archive.metricsPort"),
             health_port=_whole(env, "TOWLINE_HEALTH_PORT", 8081, "archive.healthPort"),
@@ -114,7 +117,7 @@ class ArchiveProcess:
         self.key = key
         self.lock = asyncio.Lock()
         self.service = ArchiveService(api, store, namespaces=settings.namespaces, log_cap_bytes=settings.log_cap_bytes,
-                                      database=self.database)
+                                      job_ttl_seconds=settings.job_ttl_seconds, database=self.database)
         self.ready = False
 
     async def database(self, call: Callable[[], T]) -> T:

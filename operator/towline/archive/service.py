@@ -12,7 +12,8 @@
 One writer: every append goes through one queue, in order, so a namespace's chain grows one record at a time. What
 the archive has written it finds again in the store after a restart (appends are idempotent by object UID), so a
 restart or a second look writes nothing twice. Reads of the API server are the streams' (list, then watch); the
-process adds a log read per container that ended and a patch per run.
+process adds a log read per container that ended, a patch per step Job (its TTL, once its pod's logs are written:
+towline.archive.jobttl) and a patch per run.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from towline.archive.capture import (
     run_finished,
     run_finished_at,
 )
+from towline.archive.jobttl import job_ttl_patch, step_job_of
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
-from towline.k8s.client import APPROVALS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
+from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
 from towline.k8s.live import SYNCED
 from towline.runtime.streams import FAILED, follow, scopes
@@ -53,6 +55,8 @@ Key = tuple[str, str]
 
 LOG_CAP_BYTES = 256 * 1024
 """Of each step container's log kept by default (the chart's archive.logCapBytes)."""
+JOB_TTL_SECONDS = 86400
+"""Set on a step Job once its pod's logs are written, by default (the chart's runner.jobTTLSecondsAfterFinished)."""
 RETRY_SECONDS = (1.0, 60.0)
 """First and longest wait before a record that could not be written is tried again (database or API down)."""
 POD_WAIT_SECONDS = 120.0
@@ -81,6 +85,8 @@ class ArchiveState:
     pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
     """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    timed_pods: set[str] = field(default_factory=set)
+    """UIDs of step pods whose Job this process has given its TTL: one PATCH per Job (forgotten with the pod)."""
     unsynced: set[str] = field(default_factory=set)
     """Streams whose first list has not ended yet: until none is left, no run is written (its pods and approvals
     may not have been listed yet, and a run released without them would lose their logs)."""
@@ -94,12 +100,14 @@ class ArchiveService:
     """The archive's follower and writer (see the module docstring)."""
 
     def __init__(self, api: KubeApi, store: ArchiveStore, *, namespaces: tuple[str, ...] = (),
-                 log_cap_bytes: int = LOG_CAP_BYTES, clock: Callable[[], datetime] | None = None,
+                 log_cap_bytes: int = LOG_CAP_BYTES, job_ttl_seconds: int = JOB_TTL_SECONDS,
+                 clock: Callable[[], datetime] | None = None,
                  database: Callable[[Call], Awaitable[Any]] | None = None) -> None:
         self.api = api
         self.store = store
         self.namespaces = namespaces
         self.log_cap_bytes = log_cap_bytes
+        self.job_ttl_seconds = job_ttl_seconds
         self.clock = clock or (lambda: datetime.now(UTC))
         self.state = ArchiveState()
         self._database = database
@@ -152,6 +160,7 @@ class ArchiveService:
         if event == "DELETED":
             self.state.pods[run_key].pop(own[1], None)
             self.state.runs_of_pods.pop(own, None)
+            self.state.timed_pods.discard(str(meta.get("uid") or ""))
             return
         self.state.pods[run_key][own[1]] = body
         self.state.runs_of_pods[own] = run_key
@@ -268,7 +277,28 @@ class ArchiveService:
             references.append({"key": entry.key, "digest": entry.digest, "step": body.get("step"),
                                "attempt": body.get("attempt"), "container": container,
                                "truncated": body.get("truncated")})
+        await self.set_job_ttl(pod)
         return references
+
+    async def set_job_ttl(self, pod: JSON) -> None:
+        """The pod's logs are in the record: its Job may go after its TTL now (one PATCH per Job)."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        job = step_job_of(pod)
+        if job is None or uid in self.state.timed_pods:
+            return
+        try:
+            await self.api.merge_patch(JOBS.path(job.namespace, job.name), job_ttl_patch(job, self.job_ttl_seconds))
+        except Conflict:
+            pass  # another Job of that name now: not this pod's
+        except ApiError as error:
+            if error.status in (403, 422):
+                # A Job an earlier operator made with its TTL keeps that TTL (towline-archive-jobs refuses
+                # another value): nothing to do. Anything else refused is said, not retried forever.
+                log.info("the TTL of Job %s/%s was not set (%s); it keeps what it has", job.namespace, job.name,
+                         error)
+            elif error.status != 404:  # a Job gone is a Job that needs no TTL
+                raise
+        self.state.timed_pods.add(uid)
 
     async def read_log(self, namespace: str, pod: str, container: str) -> str:
         """The container's log, at most one byte past the cap (so a cut is known); empty if it never started."""

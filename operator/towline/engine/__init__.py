@@ -40,13 +40,24 @@ from towline.engine.phases import (
     transition_run,
     transition_step,
 )
-from towline.engine.queue import QUEUED_CONDITION, Admission, RunInLine, admission, cancel_queued_run, hold_run
+from towline.engine.queue import (
+    ARCHIVE_BEHIND_REASON,
+    QUEUED_CONDITION,
+    Admission,
+    RunInLine,
+    admission,
+    archive_behind,
+    cancel_queued_run,
+    hold_run,
+    hold_run_for_archive,
+)
 from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
 from towline.engine.view import ActionCatalog, RunView
 
 __all__ = [
+    "ARCHIVE_BEHIND_REASON",
     "HISTORY_LIMIT",
     "MAX_RUN_OUTPUT_BYTES",
     "MAX_STEP_OUTPUT_BYTES",
@@ -75,11 +86,13 @@ __all__ = [
     "StepResult",
     "admission",
     "approval_name",
+    "archive_behind",
     "cancel_queued_run",
     "decide",
     "earlier_requesters",
     "gate_id",
     "hold_run",
+    "hold_run_for_archive",
     "idempotency_key",
     "job_name",
     "reject_run",

@@ -1,4 +1,5 @@
-"""`policy.maxConcurrentRuns`: whether a run that has not started may start now, and how it waits. Pure.
+"""`policy.maxConcurrentRuns` and the archive's backlog limit: whether a run that has not started may start now,
+and how it waits. Pure.
 
 The rule, safe under concurrent passes and stale caches: a run that has not
 started may start only while fewer than N runs of its workflow are *ahead of
@@ -24,6 +25,10 @@ from towline.engine.summary import has_condition, set_condition
 from towline.text import clip
 
 QUEUED_CONDITION = "Queued"
+MAX_CONCURRENT_RUNS_REASON = "MaxConcurrentRuns"
+ARCHIVE_BEHIND_REASON = "ArchiveBehind"
+"""The Queued condition's reason while the namespace's ended runs awaiting the archive reach the chart's
+archive.maxRunsAwaiting: no new run starts there until the archive catches up (docs/archive.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +82,34 @@ def hold_run(status: WorkflowRunStatus, workflow: str, limit: int, seen: Admissi
     The RunQueued Event goes out once, when the run first waits; later passes that
     still hold it change at most the counts in the message.
     """
+    return _held(status, MAX_CONCURRENT_RUNS_REASON, queued_message(workflow, limit, seen), now)
+
+
+def archive_behind(awaiting: int, limit: int) -> bool:
+    """Whether a run that has not started must wait: `awaiting` ended runs of its namespace are not archived yet and
+    `limit` (the chart's archive.maxRunsAwaiting; 0: no limit) is reached."""
+    return limit > 0 and awaiting >= limit
+
+
+def archive_behind_message(namespace: str, awaiting: int, limit: int) -> str:
+    return (f"queued: {awaiting} ended run(s) of namespace {namespace} await the archive, archive.maxRunsAwaiting is "
+            f"{limit}; starts when the archive catches up (is the archive running? kubectl get deploy -l "
+            "app.kubernetes.io/component=archive in the chart's namespace; its log says why a record failed)")
+
+
+def hold_run_for_archive(status: WorkflowRunStatus, namespace: str, awaiting: int, limit: int,
+                         now: datetime) -> Decision:
+    """Keep the run Pending, as `hold_run` does, while the archive is that far behind (reason ArchiveBehind)."""
+    return _held(status, ARCHIVE_BEHIND_REASON, archive_behind_message(namespace, awaiting, limit), now)
+
+
+def _held(status: WorkflowRunStatus, reason: str, message: str, now: datetime) -> Decision:
     updated = status.model_copy()
     updated.conditions = list(status.conditions)
-    message = queued_message(workflow, limit, seen)
     updated.message = clip(message, 2048)
     updated.wake_at = None
     first_time = not has_condition(status, QUEUED_CONDITION, "True")
-    set_condition(updated, QUEUED_CONDITION, "True", reason="MaxConcurrentRuns",
-                  message=message.removeprefix("queued: "), now=now)
+    set_condition(updated, QUEUED_CONDITION, "True", reason=reason, message=message.removeprefix("queued: "), now=now)
     actions = (EmitEvent("Normal", "RunQueued", clip(message, 1024) or ""),) if first_time else ()
     return Decision(status=updated, actions=actions, wake_at=None)
 
@@ -105,6 +130,8 @@ def cancel_queued_run(status: WorkflowRunStatus, now: datetime) -> Decision:
 
 def leave_queue(status: WorkflowRunStatus, now: datetime) -> None:
     """The run starts: a standing Queued condition turns False (its time says when the wait ended)."""
-    if has_condition(status, QUEUED_CONDITION, "True"):
-        set_condition(status, QUEUED_CONDITION, "False", reason="Started",
-                      message="a slot under policy.maxConcurrentRuns was free", now=now)
+    standing = next((c for c in status.conditions if c.type == QUEUED_CONDITION and c.status == "True"), None)
+    if standing is not None:
+        message = ("the archive caught up (archive.maxRunsAwaiting)" if standing.reason == ARCHIVE_BEHIND_REASON
+                   else "a slot under policy.maxConcurrentRuns was free")
+        set_condition(status, QUEUED_CONDITION, "False", reason="Started", message=message, now=now)

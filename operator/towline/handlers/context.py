@@ -43,6 +43,15 @@ class ReconcileContext(Protocol):
     def archive_finalizer(self) -> str | None:
         """The finalizer every run carries until the archive has written it; None: no archive runs."""
 
+    @property
+    def archive_max_runs_awaiting(self) -> int:
+        """While the archive is on, the number of a namespace's ended runs awaiting it at which no new run starts
+        there (the chart's archive.maxRunsAwaiting); 0: no limit, or no archive."""
+
+    def runs_awaiting_archive(self, namespace: str) -> int:
+        """The namespace's runs over (or being deleted) that the archive has not written yet, as the watch has shown
+        them."""
+
     def step_types_for(self, namespace: str) -> Mapping[str, ResolvedStepType | str]:
         """action (`steptype/<name>`, `clustersteptype/<name>`) -> the type now, or why it cannot be used."""
 

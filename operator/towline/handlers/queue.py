@@ -1,4 +1,9 @@
-"""Hold a run that has not started while its Workflow's policy.maxConcurrentRuns is reached. Glue only.
+"""Hold a run that has not started while its Workflow's policy.maxConcurrentRuns is reached, or while the archive is
+too far behind in its namespace (the chart's archive.maxRunsAwaiting). Glue only.
+
+The archive's limit counts the namespace's ended runs that still hold the archive's finalizer, as the watch has shown
+them (the `towline_runs_awaiting_archive` gauge): a view that is behind may let a run or two more start, or hold
+one a moment longer; the runtime wakes the namespace's queued runs when the archive releases a run.
 
 The limit is the Workflow's as it is when the run would start (a queued run
 has no snapshot yet). The decision is `towline.engine.admission`: first on the
@@ -15,7 +20,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
-from towline.engine import TERMINAL_RUN_PHASES, Decision, RunInLine, admission, cancel_queued_run, hold_run
+from towline.engine import (
+    TERMINAL_RUN_PHASES,
+    Decision,
+    RunInLine,
+    admission,
+    archive_behind,
+    cancel_queued_run,
+    hold_run,
+    hold_run_for_archive,
+)
 from towline.handlers.context import ReconcileContext
 from towline.k8s.runs import list_runs
 from towline_connectors.wire import parse_rfc3339
@@ -34,6 +48,13 @@ async def hold_if_queued(
     `workflow_body` is the run's Workflow as just read: the limit is the one it has now.
     """
     namespace, workflow = meta["namespace"], run.spec.workflow_ref.name
+    archive_limit = operator.archive_max_runs_awaiting
+    if archive_limit:
+        awaiting = operator.runs_awaiting_archive(namespace)
+        if archive_behind(awaiting, archive_limit):
+            if run.spec.cancel:
+                return cancel_queued_run(status, now)
+            return hold_run_for_archive(status, namespace, awaiting, archive_limit, now)
     limit = concurrency_limit(workflow_body)
     if limit is None:
         return None

@@ -77,7 +77,9 @@ class StepPodSettings:
     image: str = "ghcr.io/towline/runner:0.1.0"
     command: tuple[str, ...] = ("python3", "-m", "towline_connectors.runner")
     run_as_user: int = 65532
-    ttl_seconds_after_finished: int = 86400
+    ttl_seconds_after_finished: int | None = 86400
+    """A step Job's `ttlSecondsAfterFinished`; None while the archive is on: the archive sets it once the Job's pod's
+    logs are in the record (towline.archive.jobttl), so no TTL can take a log the record does not hold."""
     default_timeout_seconds: int = 600
     extra_env: Mapping[str, str] = field(default_factory=dict)
     cluster_cidrs: tuple[str, ...] = ()
@@ -281,6 +283,14 @@ def step_job_manifest(
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
         pod_spec["tolerations"] = [dict(toleration) for toleration in settings.tolerations]
+    job_spec: JSON = {
+        "managedBy": STEP_JOB_MANAGER,
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": deadline,
+        "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+    }
+    if settings.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -292,13 +302,7 @@ def step_job_manifest(
             "annotations": {ANNOTATION_STEP_ID: step_id},
             "ownerReferences": [run.owner_reference()],
         },
-        "spec": {
-            "managedBy": STEP_JOB_MANAGER,
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": deadline,
-            "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
-        },
+        "spec": job_spec,
     }
 
 

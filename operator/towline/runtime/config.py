@@ -146,6 +146,18 @@ def archive_enabled(env: Mapping[str, str]) -> bool:
     return enabled == "true"
 
 
+DEFAULT_MAX_RUNS_AWAITING_ARCHIVE = 1000
+
+
+def archive_max_runs_awaiting(env: Mapping[str, str]) -> int:
+    """TOWLINE_ARCHIVE_MAX_RUNS_AWAITING (a whole number; 0: no limit), from the chart's archive.maxRunsAwaiting."""
+    text = env.get("TOWLINE_ARCHIVE_MAX_RUNS_AWAITING", str(DEFAULT_MAX_RUNS_AWAITING_ARCHIVE)).strip()
+    if not text.isdigit():
+        raise ValueError(f"TOWLINE_ARCHIVE_MAX_RUNS_AWAITING={text!r} must be a whole number (0: no limit); set "
+                         "archive.maxRunsAwaiting in the chart values, e.g. 1000")
+    return int(text)
+
+
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _TOLERATION_FIELDS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -277,6 +289,9 @@ class OperatorConfig:
     """Empty: every namespace; else only these (the command's --namespace, $TOWLINE_WATCH_NAMESPACES)."""
     archive: bool = False
     """TOWLINE_ARCHIVE (the chart's archive.enabled): every run carries the archive's finalizer until it is archived."""
+    archive_max_runs_awaiting: int = DEFAULT_MAX_RUNS_AWAITING_ARCHIVE
+    """While the archive is on: at this many ended runs of a namespace not yet archived, no new run starts there
+    (0: no limit; the chart's archive.maxRunsAwaiting)."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -287,7 +302,9 @@ class OperatorConfig:
             command=tuple(env["TOWLINE_RUNNER_COMMAND"].split()) if env.get("TOWLINE_RUNNER_COMMAND")
             else defaults.command,
             run_as_user=int(env.get("TOWLINE_RUNNER_UID", defaults.run_as_user)),
-            ttl_seconds_after_finished=int(env.get("TOWLINE_JOB_TTL_SECONDS", defaults.ttl_seconds_after_finished)),
+            # While the archive is on, it sets a step Job's TTL once the Job's logs are in the record.
+            ttl_seconds_after_finished=None if archive_enabled(env) else int(
+                env.get("TOWLINE_JOB_TTL_SECONDS", str(defaults.ttl_seconds_after_finished))),
             cluster_cidrs=cluster_cidrs(env.get("TOWLINE_CLUSTER_CIDRS", "")),
             isolation_probe=isolation_probe(env),
             image_pull_secrets=step_image_pull_secrets(env),
@@ -312,4 +329,5 @@ class OperatorConfig:
             step_image_policy=step_image_policy(env),
             code_steps=code_step_policy(env),
             archive=archive_enabled(env),
+            archive_max_runs_awaiting=archive_max_runs_awaiting(env),
         )

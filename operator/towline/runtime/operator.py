@@ -119,6 +119,13 @@ class Operator:
     def archive_finalizer(self) -> str | None:
         return RUN_ARCHIVE_FINALIZER if self.config.archive else None
 
+    @property
+    def archive_max_runs_awaiting(self) -> int:
+        return self.config.archive_max_runs_awaiting if self.config.archive else 0
+
+    def runs_awaiting_archive(self, namespace: str) -> int:
+        return self.known.awaiting_archive(namespace)
+
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return self.step_types.available(namespace)
 
@@ -236,11 +243,21 @@ class Operator:
         whole decide, observation and dump of its status, once per write (docs/benchmarks.md).
         """
         echo = self.known.own_echo(key, body)
+        before = self.known.summaries.get(key)
         summary = self.known.saw(key, body)
         if summary is not None:
             # Finished by a pass of another replica (or seen before this one's own report): a slot is free.
             self.wake_queued_runs(key[0], summary.workflow)
+        after = self.known.summaries.get(key)
+        if before is not None and before.awaiting_archive and not (after is not None and after.awaiting_archive):
+            self._archive_released(key[0])
         return not echo
+
+    def _archive_released(self, namespace: str) -> None:
+        """A run of the namespace left the archive's backlog: runs held by archive.maxRunsAwaiting may start."""
+        if self.archive_max_runs_awaiting:
+            for key in self.known.pending_in(namespace):
+                self.runs.add(key)
 
     def wants_children(self, key: Key) -> bool:
         return self.known.wants_children(key)
@@ -265,6 +282,8 @@ class Operator:
         summary = self.known.forgot(key)
         if summary is not None and not summary.finished:
             self.wake_queued_runs(key[0], summary.workflow)  # deleted before it finished: its slot is free
+        if summary is not None and summary.awaiting_archive:
+            self._archive_released(key[0])
         self.runs.forget(key)
 
     # Lifecycle

@@ -70,6 +70,8 @@ def _summaries() -> Store[Key, RunSummary]:
         workflow=lambda key, summary: (key[0], summary.workflow),
         queued=lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None,
         in_flight=lambda key, summary: None if summary.finished else True,
+        awaiting_archive=lambda key, summary: key[0] if summary.awaiting_archive else None,
+        pending=lambda key, summary: key[0] if summary.phase == "Pending" else None,
     )
 
 
@@ -171,6 +173,14 @@ class RunStore:
 
     def queued(self, namespace: str, workflow: str) -> list[Key]:
         return [key for key, _ in self.summaries.by("queued", (namespace, workflow))]
+
+    def awaiting_archive(self, namespace: str) -> int:
+        """The namespace's runs over (or being deleted) that still hold the archive's finalizer."""
+        return len(self.summaries.by("awaiting_archive", namespace))
+
+    def pending_in(self, namespace: str) -> list[Key]:
+        """The namespace's runs that have not started (held by a limit, or not looked at yet)."""
+        return [key for key, _ in self.summaries.by("pending", namespace)]
 
     def in_flight(self) -> list[Key]:
         return [key for key, _ in self.summaries.by("in_flight", True)]

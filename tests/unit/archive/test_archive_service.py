@@ -1,6 +1,7 @@
 """The archive's follower and writer over a real SQLite store and an API that answers log reads and finalizer
 patches: each record once, a run after its logs and approvals, its finalizer released last (and again after a
-conflict), a run that still has a running pod waited for."""
+conflict), a run that still has a running pod waited for; a step Job's TTL set by one patch once its pod's logs are
+written."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from towline.archive.jobttl import JobRef, job_ttl_patch, step_job_of
 from towline.archive.service import POD_WAIT_SECONDS, ArchiveService
 from towline.archive.store import ArchiveStore, open_store
-from towline.k8s.client import Conflict
+from towline.k8s.client import ApiError, Conflict
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
@@ -145,3 +147,83 @@ def test_a_release_that_conflicts_is_made_again_on_the_run_as_it_is_now(store: A
     drain(archive)
     assert api.patches == [("/apis/towline.dev/v1alpha1/namespaces/ops/workflowruns/deploy-1",
                             {"metadata": {"resourceVersion": "9", "finalizers": []}})]
+
+
+JOB_PATH = "/apis/batch/v1/namespaces/ops/jobs/towline-step-deploy-1-apply-1"
+
+
+def job_pod(phase: str = "Succeeded", uid: str = "u-pod") -> dict[str, Any]:
+    """A step pod as the operator makes it: controlled by its Job."""
+    made = pod(phase)
+    made["metadata"]["uid"] = uid
+    made["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "controller": True,
+                                            "name": "towline-step-deploy-1-apply-1", "uid": "u-job"}]
+    return made
+
+
+class RefusingApi(Api):
+    """Answers a Job patch with `status` (a Job gone, or one whose TTL the policy keeps)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__()
+        self.status = status
+        self.job_patches = 0
+
+    async def merge_patch(self, path: str, patch: Any) -> Any:
+        if "/jobs/" in path:
+            self.job_patches += 1
+            raise ApiError(self.status, "refused")
+        return await super().merge_patch(path, patch)
+
+
+def test_a_step_jobs_ttl_is_set_by_one_patch_right_after_its_pods_logs_are_written(store: ArchiveStore) -> None:
+    api = Api()
+    archive = ArchiveService(api, store, job_ttl_seconds=3600, clock=lambda: NOW)  # type: ignore[arg-type]
+    archive.on_run("ADDED", run("Running"))
+    archive.on_pod("ADDED", job_pod("Running"))
+    drain(archive)
+    assert api.patches == [], "no TTL while the pod runs (its log is not in the record)"
+    archive.on_pod("MODIFIED", job_pod())
+    drain(archive)
+    assert len(store.logs(NS, "u-run")) == 1
+    assert api.patches == [(JOB_PATH, {"metadata": {"uid": "u-job"}, "spec": {"ttlSecondsAfterFinished": 3600}})]
+    archive.on_pod("MODIFIED", job_pod())  # seen again, and the run's record reads the pod's logs once more
+    archive.on_run("MODIFIED", run())
+    drain(archive)
+    assert [path for path, _ in api.patches].count(JOB_PATH) == 1, "one PATCH per step Job"
+
+
+def test_a_pod_without_a_job_gets_no_patch_and_a_refused_or_missing_job_is_not_tried_again(
+    store: ArchiveStore,
+) -> None:
+    api = Api()
+    archive = service(store, api)
+    archive.on_run("ADDED", run("Running"))
+    archive.on_pod("ADDED", pod())  # no controller reference: nothing to set
+    drain(archive)
+    assert api.patches == []
+    for status in (404, 422, 403):  # gone; a Job an earlier operator made keeps its TTL (the policy refuses)
+        refusing = RefusingApi(status)
+        archive = service(store, refusing)
+        archive.on_run("ADDED", run("Running"))
+        archive.on_pod("ADDED", job_pod(uid=f"u-pod-{status}"))
+        drain(archive)
+        archive.on_pod("MODIFIED", job_pod(uid=f"u-pod-{status}"))
+        drain(archive)
+        assert refusing.job_patches == 1
+
+
+def test_a_job_patch_that_fails_otherwise_is_tried_again() -> None:
+    refusing = RefusingApi(500)
+    archive = ArchiveService(refusing, None, job_ttl_seconds=60)  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        asyncio.run(archive.set_job_ttl(job_pod()))
+    assert "u-pod" not in archive.state.timed_pods, "the writer tries the pod again"
+
+
+def test_the_ttl_patch_names_the_jobs_uid_and_sets_only_its_ttl() -> None:
+    job = step_job_of(job_pod())
+    assert job == JobRef(NS, "towline-step-deploy-1-apply-1", "u-job")
+    assert job_ttl_patch(job, 1) == {"metadata": {"uid": "u-job"}, "spec": {"ttlSecondsAfterFinished": 1}}
+    assert step_job_of({"metadata": {"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u"}]}}) is None, (
+        "a Job that does not control the pod")

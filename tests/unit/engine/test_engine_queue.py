@@ -1,4 +1,5 @@
-"""policy.maxConcurrentRuns: which run that has not started may start, oldest first, and how it waits."""
+"""policy.maxConcurrentRuns: which run that has not started may start, oldest first, and how it waits; and the
+archive's backlog limit (archive.maxRunsAwaiting)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from towline.api.run import WorkflowRunStatus
-from towline.engine import QUEUED_CONDITION, EmitEvent, RunInLine, admission, cancel_queued_run, hold_run
+from towline.engine import (
+    ARCHIVE_BEHIND_REASON,
+    QUEUED_CONDITION,
+    EmitEvent,
+    RunInLine,
+    admission,
+    archive_behind,
+    cancel_queued_run,
+    hold_run,
+    hold_run_for_archive,
+)
 from towline.engine.queue import leave_queue
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -119,3 +130,27 @@ def test_leaving_the_queue_turns_the_condition_false() -> None:
     queued = next(c for c in status.conditions if c.type == QUEUED_CONDITION)
     ended = T0 + timedelta(minutes=3)
     assert (queued.status, queued.reason, queued.last_transition_time) == ("False", "Started", ended)
+
+
+def test_the_archives_limit_holds_runs_once_that_many_ended_runs_await_it() -> None:
+    assert not archive_behind(999, 1000)
+    assert archive_behind(1000, 1000)
+    assert not archive_behind(5000, 0), "0: no limit"
+
+
+def test_a_run_held_for_the_archive_says_the_count_the_limit_and_what_to_do() -> None:
+    held = hold_run_for_archive(WorkflowRunStatus(), "sales-ops", 2, 2, T0)
+    assert held.status.phase == "Pending"
+    queued = [c for c in held.status.conditions if c.type == QUEUED_CONDITION]
+    assert [(c.status, c.reason) for c in queued] == [("True", ARCHIVE_BEHIND_REASON)]
+    message = held.status.message or ""
+    assert "2 ended run(s) of namespace sales-ops await the archive" in message
+    assert "archive.maxRunsAwaiting is 2" in message and "is the archive running?" in message
+    assert [a.reason for a in held.actions if isinstance(a, EmitEvent)] == ["RunQueued"]
+    again = hold_run_for_archive(held.status, "sales-ops", 3, 2, T0 + timedelta(seconds=5))
+    assert again.actions == (), "the event once"
+    started = again.status.model_copy(deep=True)
+    leave_queue(started, T0 + timedelta(seconds=9))
+    condition = next(c for c in started.conditions if c.type == QUEUED_CONDITION)
+    assert (condition.status, condition.reason, condition.message) == (
+        "False", "Started", "the archive caught up (archive.maxRunsAwaiting)")

@@ -269,6 +269,9 @@ class MemoryContext:
     catalog: ConnectorCatalog = field(default_factory=connector_catalog)
     code_steps: CodeStepPolicy = field(default_factory=CodeStepPolicy)
     archive_finalizer: str | None = None
+    archive_max_runs_awaiting: int = 0
+    awaiting_archive: dict[str, int] = field(default_factory=dict)
+    """Per namespace, what the watch-fed view counts of ended runs the archive has not written yet."""
     identity_user: str = "system:serviceaccount:towline-system:towline-operator"
     clock: datetime = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     watched: dict[Key, JSON] = field(default_factory=dict)
@@ -335,6 +338,9 @@ class MemoryContext:
 
     def wake_queued_runs(self, namespace: str, workflow: str) -> None:
         self.woken.append((namespace, workflow))
+
+    def runs_awaiting_archive(self, namespace: str) -> int:
+        return self.awaiting_archive.get(namespace, 0)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
         return None

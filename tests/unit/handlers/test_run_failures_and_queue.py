@@ -111,3 +111,27 @@ def test_a_run_the_watch_shows_behind_a_running_one_is_held_without_a_list(conte
     reconcile(context, "r-b")
     assert condition(status_of(context, "r-b"), "Queued")["status"] == "True"
     assert not [path for method, path in context.api.requests if method == "GET" and path.endswith("/workflowruns")]
+
+
+def test_a_new_run_waits_while_the_archive_is_that_far_behind_in_its_namespace(context: MemoryContext) -> None:
+    context.archive_max_runs_awaiting = 2
+    context.awaiting_archive = {NAMESPACE: 2, "elsewhere": 0}
+    setup(context, workflow("rel", TWO_STEPS), run("r1", "rel"))
+    reconcile(context, "r1")
+    held = status_of(context, "r1")
+    assert held["phase"] == "Pending" and "workflowSpec" not in held
+    queued = condition(held, "Queued")
+    assert (queued["status"], queued["reason"]) == ("True", "ArchiveBehind")
+    assert "2 ended run(s)" in queued["message"] and "archive.maxRunsAwaiting is 2" in queued["message"]
+    assert jobs(context) == []
+    context.awaiting_archive = {NAMESPACE: 1}  # the archive wrote one
+    reconcile(context, "r1")
+    assert status_of(context, "r1")["phase"] == "Running"
+    assert jobs(context) == ["towline-step-r1-plan-1"]
+
+
+def test_without_a_limit_the_archives_backlog_holds_nothing(context: MemoryContext) -> None:
+    context.awaiting_archive = {NAMESPACE: 5000}
+    setup(context, workflow("rel", TWO_STEPS), run("r1", "rel"))
+    reconcile(context, "r1")
+    assert status_of(context, "r1")["phase"] == "Running"
