@@ -1,6 +1,6 @@
 """The web view's History pages in headless Chromium, reading the archive's API through the real API server.
 
-The archive API is registered as in test_archive_api_access.py (the chart's RBAC, an APIService to a test process
+The archive API is registered as registration.py does it (the chart's RBAC, an APIService to a test process
 serving an archive held in memory); three people run their own `kubectl towline ui`: alice may read the
 namespace's runs and pods' logs, carol its runs only, bob neither. What each page shows is what the API server and
 the archive let that person read.
@@ -10,12 +10,7 @@ Exclusive: an APIService is cluster-wide."""
 from __future__ import annotations
 
 import datetime
-import http.client
-import secrets
-import ssl
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,30 +18,15 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from tests.archivereader import T0, MemoryArchive, archived_run, log_entry
-from tests.integration.archive.test_archive_api_access import (
-    APISERVICE,
-    ARCHIVE_SA,
-    LOG_READER,
-    RUNS_READER,
-    chart_rbac,
-    service_objects,
-)
-from tests.integration.support import apply, bind_role, wait_for
+from tests.integration.archive.registration import registered_archive_api
 
 from towline.archive.records import ArchivedRun
-from towline_dev import REPO_ROOT
 from towline_dev.browser import headless_chromium, web_view
-from towline_dev.certs import generate_certs, issue_leaf, load_ca, write_key_pair
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import operator_kubeconfig
 from towline_dev.kubeconfig import context_name
 from towline_dev.node.realnode import NodeCluster
-from towline_dev.processes import free_loopback_port, spawn, stop_process
 
 pytestmark = [pytest.mark.exclusive, pytest.mark.integration]
-
-SERVICE = "towline-archive-api"
-
 
 def gated_run(namespace: str) -> ArchivedRun:
     """deploy-prod-1 as the archive keeps a run that passed a gate: its workflow copy, step states, the Approval."""
@@ -80,64 +60,12 @@ def the_archive(namespace: str) -> MemoryArchive:
     return archive
 
 
-def _health(address: str, port: int, ca: Path) -> bool:
-    try:
-        connection = http.client.HTTPSConnection(address, port, timeout=2,
-                                                 context=ssl.create_default_context(cafile=str(ca)))
-        connection.request("GET", "/healthz")
-        return connection.getresponse().status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def registered(real_node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, str]]:
     plane = real_node.plane
     assert plane is not None
-    work = tmp_path_factory.mktemp("archive-web")
-    suffix = secrets.token_hex(3)
-    system, namespace = f"t-archive-web-{suffix}", f"t-archive-web-runs-{suffix}"
-    for name in (system, namespace):
-        plane.kubectl("create", "namespace", name)
-    plane.kubectl("create", "serviceaccount", ARCHIVE_SA, "-n", system)
-    rbac = chart_rbac(plane, system)
-    plane.kubectl("apply", "-f", "-", stdin=rbac)
-    for role, rules in ((RUNS_READER, [{"apiGroups": ["towline.dev"], "resources": ["workflowruns"],
-                                        "verbs": ["get", "list"]}]),
-                        (LOG_READER, [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}])):
-        apply(plane, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                      "metadata": {"name": role}, "rules": rules})
-    bind_role(plane, namespace, RUNS_READER, users=("alice", "carol"))
-    bind_role(plane, namespace, LOG_READER, users=("alice",))
-    pki = work / "pki"
-    generate_certs(pki)
-    ca_key, ca_cert = load_ca(pki)
-    key, cert = issue_leaf(datetime.datetime.now(datetime.UTC), ca_key, ca_cert, common_name="towline-archive",
-                           server_names=(f"{SERVICE}.{system}.svc",), server_ips=(plane.address,))
-    write_key_pair(work / "tls.crt", work / "tls.key", key, cert)
-    (work / "archive.json").write_text(the_archive(namespace).to_json())
-    port = free_loopback_port()
-    process = spawn([sys.executable, "-m", "tests.integration.archive.api_server_process",
-                     "--kubeconfig", str(operator_kubeconfig(plane, work / "kubeconfig", system, ARCHIVE_SA)),
-                     "--archive", str(work / "archive.json"), "--cert", str(work / "tls.crt"),
-                     "--key", str(work / "tls.key"), "--address", plane.address, "--port", str(port)],
-                    log_path=work / "archive-api.log", cwd=REPO_ROOT)
-    try:
-        wait_for("the archive API to serve /healthz", lambda: _health(plane.address, port, pki / "ca.crt")
-                 or process.poll() is not None)
-        assert process.poll() is None, (work / "archive-api.log").read_text()
-        for document in service_objects(system, plane.address, port, (pki / "ca.crt").read_bytes()):
-            apply(plane, document)
-        plane.kubectl("wait", "--for=condition=Available", f"apiservice/{APISERVICE}", "--timeout=90s")
-        wait_for("archivedruns in the API server's discovery", lambda: "archivedruns" in plane.kubectl(
-            "api-resources", "--api-group=archive.towline.dev", check=False).stdout)
-        yield plane, namespace
-    finally:
-        plane.kubectl("delete", "apiservice", APISERVICE, "--ignore-not-found", "--wait=true", check=False)
-        stop_process(process)
-        plane.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=rbac, check=False)
-        plane.kubectl("delete", "clusterrole", RUNS_READER, LOG_READER, "--ignore-not-found", check=False)
-        plane.kubectl("delete", "namespace", system, namespace, "--wait=false", check=False)
+    with registered_archive_api(plane, tmp_path_factory.mktemp("archive-web"), "t-archive-web", the_archive) as api:
+        yield plane, api.namespace
 
 
 def waiting(driver: Any, timeout: float = 60) -> WebDriverWait[Any]:
