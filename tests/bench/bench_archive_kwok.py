@@ -27,7 +27,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -75,10 +75,11 @@ class Releases:
     released: dict[str, float] = field(default_factory=dict)
     expected: int = 0
     drained: asyncio.Event = field(default_factory=asyncio.Event)
+    clock: Callable[[], float] = time.monotonic
 
     def saw_run(self, run: dict[str, Any]) -> None:
         meta = run["metadata"]
-        now = time.monotonic()
+        now = self.clock()
         if (run.get("status") or {}).get("phase") in TERMINAL:
             self.ended.setdefault(meta["name"], now)
             if RUN_ARCHIVE_FINALIZER not in (meta.get("finalizers") or ()):
