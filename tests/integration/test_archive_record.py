@@ -76,6 +76,10 @@ def archiving(towline_operator: OperatorProcess, towline_installed: ControlPlane
 
 @pytest.fixture
 def archived_namespace(archiving: Archiving, admin_client: KubeClients) -> Iterator[str]:
+    yield from namespace_archived_by(archiving, admin_client)
+
+
+def namespace_archived_by(archiving: Archiving, admin_client: KubeClients) -> Iterator[str]:
     """A namespace of the worker's operator; deleted after the test while the archive still runs (its runs hold the
     archive's finalizer), and waited for."""
     name = f"{namespace_prefix()}archive-{secrets.token_hex(3)}"
