@@ -1,4 +1,5 @@
-"""Runs queued under policy.maxConcurrentRuns are looked at again as soon as a slot of their workflow frees."""
+"""Runs queued under policy.maxConcurrentRuns are looked at again as soon as a slot of their workflow frees, and runs
+held by archive.maxRunsAwaiting as soon as the archive releases a run of their namespace."""
 
 from __future__ import annotations
 
@@ -70,6 +71,48 @@ def test_runs_in_line_reflect_the_watch() -> None:
                         run("other", "Running", workflow="weekly"))
     lines = {line.name: (line.started, line.finished) for line in process.runs_in_line(NAMESPACE, "nightly")}
     assert lines == {"a": (True, False), "b": (False, False), "c": (True, True)}
+
+
+def archived_operator(limit: int) -> Operator:
+    config = OperatorConfig(namespace="towline-system", identity="a", service_account="towline-operator",
+                            pod_settings=StepPodSettings(), archive=True, archive_max_runs_awaiting=limit)
+    return Operator(config=config, connection=KubeApi(object()))
+
+
+def held(body: dict[str, Any], *, deleting: bool = False) -> dict[str, Any]:
+    """`body` still holding the archive's finalizer."""
+    meta = {**body["metadata"], "finalizers": ["towline.dev/archive"]}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T09:00:00Z"
+    return {**body, "metadata": meta}
+
+
+def test_the_archive_releasing_a_run_wakes_the_namespaces_runs_that_have_not_started() -> None:
+    process = archived_operator(2)
+    for body in (held(run("a", "Succeeded")), held(run("b", "Failed")), run("c", None),
+                 run("d", None, workflow="weekly"), held(run("e", "Running"))):
+        process.saw_run((NAMESPACE, body["metadata"]["name"]), body)
+    assert process.runs_awaiting_archive(NAMESPACE) == 2, "ended runs holding the finalizer; not e, still running"
+    assert process.runs_awaiting_archive("elsewhere") == 0
+    process.runs._queued.clear()
+    process.saw_run((NAMESPACE, "a"), run("a", "Succeeded"))  # the archive removed its finalizer
+    assert process.runs_awaiting_archive(NAMESPACE) == 1
+    assert queued(process) == {"c", "d"}, "every workflow's: the limit is the namespace's"
+    process.runs._queued.clear()
+    process.saw_run((NAMESPACE, "b"), held(run("b", "Failed"), deleting=True))
+    assert queued(process) == set(), "still held: deleted, not yet archived"
+    process.forgot_run((NAMESPACE, "b"))
+    assert process.runs_awaiting_archive(NAMESPACE) == 0 and queued(process) == {"c", "d"}
+
+
+def test_without_a_limit_a_release_wakes_nobody() -> None:
+    process = archived_operator(0)
+    process.saw_run((NAMESPACE, "a"), held(run("a", "Succeeded")))
+    process.saw_run((NAMESPACE, "c"), run("c", None))
+    process.runs._queued.clear()
+    process.saw_run((NAMESPACE, "a"), run("a", "Succeeded"))
+    assert queued(process) == set()
+    assert process.archive_max_runs_awaiting == 0
 
 
 class SteppedClock:
