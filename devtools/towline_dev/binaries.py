@@ -36,6 +36,7 @@ from towline_dev.versions import (
     KUBE_ROUTER_VERSION,
     KUBERNETES_VERSION,
     KWOK_VERSION,
+    LOCAL_PATH_PROVISIONER_VERSION,
 )
 
 KUBERNETES_COMMANDS = (
@@ -382,6 +383,22 @@ def find_kwok(*, build: bool = True, progress: Progress = _stderr_progress) -> P
     """
     return go_install_once(
         f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", cached_kwok(), build=build, progress=progress
+    )
+
+
+def cached_local_path_provisioner() -> Path:
+    """Where local-path-provisioner of the pinned version lives once built."""
+    return cache_root() / f"local-path-provisioner-{LOCAL_PATH_PROVISIONER_VERSION}" / "bin" / "local-path-provisioner"
+
+
+def find_local_path_provisioner(*, build: bool = True, progress: Progress = _stderr_progress) -> Path:
+    """The real node's volume provisioner (its image is written by towline_dev.node.nodeimages): from the
+    cache, else built once from the Go module proxy. A directory of its own, keyed by its version, so adding
+    or moving it never rebuilds CoreDNS and kube-router; `make binaries` builds it with the node's set."""
+    module = "github.com/rancher/local-path-provisioner"
+    return go_install_once(
+        f"{module}@{LOCAL_PATH_PROVISIONER_VERSION}", cached_local_path_provisioner(),
+        ldflags=f"-s -w -X main.VERSION={LOCAL_PATH_PROVISIONER_VERSION}", build=build, progress=progress,
     )
 
 

@@ -1,8 +1,8 @@
 """`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly:
-the Kubernetes and node binaries, the private-registry tools, kubeconform and its schemas (which check
-the rendered chart), promtool (which tests the chart's alerts), the kstatus command (which reads runs
-as Flux and kpt do), kwok (the simulated node of the shard tests) and, as root (the real node's tests
-need root too), the two images.
+the Kubernetes and node binaries (the node's volume provisioner among them), the private-registry tools,
+kubeconform and its schemas (which check the rendered chart), promtool (which tests the chart's alerts),
+the kstatus command (which reads runs as Flux and kpt do), kwok (the simulated node of the shard tests)
+and, as root (the real node's tests need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from towline_dev.binaries import BinariesUnavailable, find_binaries, find_kwok
+from towline_dev.binaries import BinariesUnavailable, find_binaries, find_kwok, find_local_path_provisioner
 from towline_dev.debpackages import PackagesUnavailable
 from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import ensure_images
@@ -33,11 +33,14 @@ def main() -> int:
     started = time.monotonic()
     try:
         binaries = find_binaries(progress=_say)
+        how = "built" if "just built" in binaries.origin else "cached"
+        _say(f"Kubernetes binaries {how}: {binaries.origin} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        provisioner = find_local_path_provisioner(progress=_say)
+        _say(f"local-path-provisioner: {provisioner} ({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    how = "built" if "just built" in binaries.origin else "cached"
-    _say(f"Kubernetes binaries {how}: {binaries.origin} ({time.monotonic() - started:.1f} s)")
     started = time.monotonic()
     try:
         tools = find_registry_tools(progress=_say)

@@ -23,6 +23,10 @@ COREDNS_VERSION = "v1.14.7"
 KUBE_ROUTER_VERSION = "v2.1.0"
 """github.com/cloudnativelabs/kube-router/v2: only its NetworkPolicy controller runs."""
 
+LOCAL_PATH_PROVISIONER_VERSION = "v0.0.30"
+"""github.com/rancher/local-path-provisioner: the local node's default StorageClass `local-path` (what kind
+and k3s ship), provisioning each PersistentVolume as a directory under the node's state directory."""
+
 DISTRIBUTION_VERSION = "v3.1.2"
 """github.com/distribution/distribution/v3: the password-protected registry of the private-registry
 install test (its `cmd/registry`; towline_dev.registry)."""

@@ -1,16 +1,25 @@
-"""What the node installs through the API: kube-router's role, and CoreDNS as a pod.
+"""What the node installs through the API: kube-router's role, CoreDNS, and the default StorageClass.
 
 CoreDNS runs like any workload (a Deployment in kube-system labelled
 ``k8s-app: kube-dns`` behind the ``kube-dns`` Service on the cluster DNS IP), so a
 step's NetworkPolicy reaches it the way it would on a real cluster.
+
+Volumes come from Rancher's local-path-provisioner (what kind and k3s ship): the StorageClass
+``local-path``, the cluster's default, makes each PersistentVolume a directory of the node's own
+state directory, so a node's volumes never meet another node's (worlds) and go with its state.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from towline_dev.node.credentials import KUBE_ROUTER
-from towline_dev.node.layout import CLUSTER_DNS_IP, COREDNS_IMAGE, corefile
+from towline_dev.node.layout import CLUSTER_DNS_IP, COREDNS_IMAGE, LOCAL_PATH_IMAGE, corefile
+from towline_dev.node.nodeimages import TEST_IMAGE
 
 JSON = dict[str, Any]
 
@@ -104,5 +113,147 @@ def coredns_manifests() -> list[JSON]:
                 "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                           {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}],
             },
+        },
+    ]
+
+
+LOCAL_PATH_NAMESPACE = "local-path-storage"
+LOCAL_PATH_CLASS = "local-path"
+LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
+LOCAL_PATH_ACCOUNT = "local-path-provisioner"
+_CONFIG_DIR = "/etc/config/"
+
+# The provisioner's setup and teardown scripts, as upstream ships them (deploy/local-path-storage.yaml). It runs
+# them as `/bin/sh /script/setup` in a helper pod, with the volume's directory in VOL_DIR.
+_SETUP = '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n'
+_TEARDOWN = '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n'
+
+
+def local_path_helper_pod() -> JSON:
+    """The template of the pods that make and remove a volume's directory (the provisioner adds the command,
+    the node, the ConfigMap's scripts and the volumes directory as a hostPath).
+
+    Root, because they work in the node's root-owned volumes directory, with no capability but DAC_OVERRIDE: a
+    teardown must remove whatever a pod of any user left in the volume. The provisioner gives them its own
+    ServiceAccount, so they mount no token."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "helper-pod"},
+        "spec": {
+            "priorityClassName": "system-node-critical",
+            "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"}],
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "helper-pod",  # the provisioner reads the helper's log by this name
+                "image": TEST_IMAGE,
+                "imagePullPolicy": "Never",
+                "securityContext": {
+                    "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False,
+                    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]},
+                },
+            }],
+        },
+    }
+
+
+def local_path_config(volumes_dir: Path) -> JSON:
+    """config.json: every node (there is one) keeps its volumes in `volumes_dir`."""
+    return {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [str(volumes_dir)]}]}
+
+
+def _local_path_rbac() -> list[JSON]:
+    """Less than upstream's: the provisioner reads its configuration from the mounted ConfigMap (so no
+    ConfigMap read), and touches pods only in its own namespace (its helper pods, and their logs)."""
+    name = "towline-dev:local-path-provisioner"
+    account = {"kind": "ServiceAccount", "name": LOCAL_PATH_ACCOUNT, "namespace": LOCAL_PATH_NAMESPACE}
+    meta = {"name": name, "namespace": LOCAL_PATH_NAMESPACE}
+    return [
+        _cluster_role(name, [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _READ},
+            {"apiGroups": [""], "resources": ["persistentvolumes"],
+             "verbs": [*_READ, "create", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": _READ},
+        ]),
+        _binding(name, account),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create", "delete"]},
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [account]},
+    ]
+
+
+def local_path_manifests(volumes_dir: Path) -> list[JSON]:
+    """The provisioner (namespace, account, RBAC, ConfigMap, Deployment) and the default StorageClass."""
+    labels = {"app": "local-path-provisioner"}
+    meta = {"namespace": LOCAL_PATH_NAMESPACE}
+    return [
+        # Privileged: the helper pods mount the volumes directory (hostPath) and run as root.
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": LOCAL_PATH_NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": LOCAL_PATH_ACCOUNT, **meta}},
+        *_local_path_rbac(),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "local-path-config", **meta}, "data": {
+            "config.json": json.dumps(local_path_config(volumes_dir), indent=2),
+            "setup": _SETUP,
+            "teardown": _TEARDOWN,
+            "helperPod.yaml": yaml.safe_dump(local_path_helper_pod(), sort_keys=False),
+        }},
+        {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "local-path-provisioner", "labels": labels, **meta},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": LOCAL_PATH_ACCOUNT,
+                        "enableServiceLinks": False,
+                        # It only talks to the API server: the helper pods do the work on the node.
+                        "securityContext": {
+                            "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [{
+                            "name": "local-path-provisioner",
+                            "image": LOCAL_PATH_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "args": [
+                                "--debug", "start", "--config", f"{_CONFIG_DIR}config.json",
+                                "--helper-pod-file", f"{_CONFIG_DIR}helperPod.yaml",
+                                "--service-account-name", LOCAL_PATH_ACCOUNT,
+                            ],
+                            "env": [
+                                {"name": "POD_NAMESPACE",
+                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                                # Where it reloads helperPod.yaml from (every 30 s).
+                                {"name": "CONFIG_MOUNT_PATH", "value": _CONFIG_DIR},
+                            ],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "volumeMounts": [{"name": "config", "mountPath": _CONFIG_DIR, "readOnly": True}],
+                        }],
+                        "volumes": [{"name": "config", "configMap": {"name": "local-path-config"}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": LOCAL_PATH_CLASS,
+                         "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": LOCAL_PATH_PROVISIONER,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer",
         },
     ]

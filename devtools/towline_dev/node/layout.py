@@ -37,6 +37,7 @@ CNI_NETWORK = "towline"
 KUBELET_PORT = 10250
 SANDBOX_IMAGE = "localhost/towline-pause:dev"
 COREDNS_IMAGE = "localhost/towline-coredns:dev"
+LOCAL_PATH_IMAGE = "localhost/towline-local-path-provisioner:dev"
 CNI_BIN_DIR = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
 
@@ -77,6 +78,12 @@ class NodePaths:
     @property
     def pki_dir(self) -> Path:
         return self.root / "pki"
+
+    @property
+    def volumes_dir(self) -> Path:
+        """Where the `local-path` StorageClass makes each PersistentVolume's directory (`towline_dev.node.addons`):
+        the node's own, so a stop that removes the state directory removes every volume with it."""
+        return self.root / "volumes"
 
     @property
     def logs_dir(self) -> Path:

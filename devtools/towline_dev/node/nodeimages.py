@@ -2,7 +2,9 @@
 
 - the pod sandbox ("pause"): a static C program from the system compiler;
 - CoreDNS: the static binary built from the Go module proxy (`towline_dev.binaries`);
-- a test image: Debian's static busybox, for probing from inside containers.
+- local-path-provisioner (the default StorageClass), built the same way;
+- a test image: Debian's static busybox, for probing from inside containers, and the shell of the
+  provisioner's helper pods.
 
 Each archive's path carries a digest of its inputs, so a changed input makes a new archive.
 """
@@ -16,8 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from towline_dev.binaries import BinarySet, cache_root
-from towline_dev.node.layout import COREDNS_IMAGE, SANDBOX_IMAGE
+from towline_dev.binaries import BinarySet, cache_root, find_local_path_provisioner
+from towline_dev.node.layout import COREDNS_IMAGE, LOCAL_PATH_IMAGE, SANDBOX_IMAGE
 from towline_dev.node.ociarchive import ImageFile, ImageSpec, write_oci_archive
 from towline_dev.node.packages import NodeUnavailable
 
@@ -105,21 +107,42 @@ def coredns_image(binaries: BinarySet) -> Path:
     return _cached("coredns", _digest(binary.read_bytes()), build)
 
 
+def local_path_provisioner_image(binary: Path) -> Path:
+    binary_digest = _digest(binary.read_bytes())
+
+    def build(destination: Path) -> None:
+        spec = ImageSpec(LOCAL_PATH_IMAGE, [ImageFile(binary, "/local-path-provisioner")],
+                         entrypoint=["/local-path-provisioner"])
+        write_oci_archive(spec, destination)
+
+    return _cached("local-path-provisioner", binary_digest, build)
+
+
+TEST_IMAGE_LINKS = {"/bin/sh": "busybox"}
+"""The one applet link: local-path-provisioner runs its helper pods' scripts as `/bin/sh /script/setup`
+(the command is the provisioner's, not the pod template's). Debian's static busybox prefers its own applets
+inside `sh`, so the scripts' `mkdir` and `rm` need no links of their own."""
+
+
 def test_image() -> Path:
-    """Static busybox as /bin/busybox (applets are called as `busybox <applet>`)."""
+    """Static busybox as /bin/busybox (applets are called as `busybox <applet>`), and /bin/sh."""
     if not BUSYBOX.is_file():
         raise NodeUnavailable(f"{BUSYBOX} is missing: apt-get install busybox-static")
 
     def build(destination: Path) -> None:
         spec = ImageSpec(
             TEST_IMAGE, [ImageFile(BUSYBOX, "/bin/busybox")],
-            entrypoint=["/bin/busybox"], cmd=["sleep", "3600"],
+            entrypoint=["/bin/busybox"], cmd=["sleep", "3600"], symlinks=TEST_IMAGE_LINKS,
         )
         write_oci_archive(spec, destination)
 
-    return _cached("busybox", _digest(BUSYBOX.read_bytes()), build)
+    links = "".join(f"{path}->{target};" for path, target in sorted(TEST_IMAGE_LINKS.items()))
+    return _cached("busybox", _digest(BUSYBOX.read_bytes(), links.encode()), build)
 
 
 def node_images(binaries: BinarySet) -> dict[str, Path]:
     """Every image the node and its tests need: reference -> OCI archive."""
-    return {SANDBOX_IMAGE: pause_image(), COREDNS_IMAGE: coredns_image(binaries), TEST_IMAGE: test_image()}
+    return {
+        SANDBOX_IMAGE: pause_image(), COREDNS_IMAGE: coredns_image(binaries),
+        LOCAL_PATH_IMAGE: local_path_provisioner_image(find_local_path_provisioner()), TEST_IMAGE: test_image(),
+    }

@@ -44,6 +44,8 @@ class ImageSpec:
     user: str = "65532:65532"
     directories: Sequence[str] = ("tmp",)
     env: Mapping[str, str] = field(default_factory=lambda: {"PATH": "/bin"})
+    symlinks: Mapping[str, str] = field(default_factory=dict)
+    """Path in the image -> what it points to (e.g. a busybox applet: "/bin/sh" -> "busybox")."""
 
 
 def _sha256(data: bytes) -> str:
@@ -53,7 +55,8 @@ def _sha256(data: bytes) -> str:
 def _layer_tar(spec: ImageSpec) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        parents = {str(Path(f.target.lstrip("/")).parent) for f in spec.files} | set(spec.directories)
+        targets = [f.target for f in spec.files] + list(spec.symlinks)
+        parents = {str(Path(t.lstrip("/")).parent) for t in targets} | set(spec.directories)
         for directory in sorted(d for d in parents if d not in ("", ".")):
             info = tarfile.TarInfo(directory)
             info.type = tarfile.DIRTYPE
@@ -65,6 +68,12 @@ def _layer_tar(spec: ImageSpec) -> bytes:
             info.size = len(data)
             info.mode = item.mode
             tar.addfile(info, io.BytesIO(data))
+        for path, points_to in sorted(spec.symlinks.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.type = tarfile.SYMTYPE
+            info.linkname = points_to
+            info.mode = 0o777
+            tar.addfile(info)
     return buffer.getvalue()
 
 

@@ -1,5 +1,6 @@
 """A real node for the local control plane: containerd + runc + CNI bridge, kubelet,
-kube-proxy, kube-scheduler, kube-router (NetworkPolicy only) and CoreDNS.
+kube-proxy, kube-scheduler, kube-router (NetworkPolicy only), CoreDNS and a default
+StorageClass (local-path-provisioner, volumes under the state directory).
 
 `RealNode` joins a running `ControlPlane` that serves on the node address (see
 `NodeCluster`). Its processes are children of this process (see
@@ -27,7 +28,7 @@ from typing import IO, Any
 from towline_dev.binaries import BinarySet, find_binaries
 from towline_dev.controlplane import SERVICE_CLUSTER_IP_RANGE, ControlPlane
 from towline_dev.node import cleanup, network
-from towline_dev.node.addons import coredns_manifests, kube_router_rbac
+from towline_dev.node.addons import LOCAL_PATH_NAMESPACE, coredns_manifests, kube_router_rbac, local_path_manifests
 from towline_dev.node.credentials import (
     KUBE_PROXY,
     KUBE_ROUTER,
@@ -134,7 +135,12 @@ class RealNode:
             ])
             self._apply(coredns_manifests())
             self._wait("the node to be Ready", self.is_ready, self._ready_timeout)
-            self._wait("CoreDNS to be ready", self._dns_ready, self._ready_timeout)
+            self._wait("CoreDNS to be ready", self._deployment_ready("kube-system", "coredns"), self._ready_timeout)
+            # Only now, with CoreDNS through to the API server by the `kubernetes` Service: a pod that dials it before
+            # kube-proxy's rules are in waits 30 s for its first answer (seen: the provisioner's first list).
+            self._apply(local_path_manifests(self.paths.volumes_dir))
+            self._wait("the volume provisioner to run",
+                       self._deployment_ready(LOCAL_PATH_NAMESPACE, "local-path-provisioner"), self._ready_timeout)
         except BaseException:
             self.stop()
             raise
@@ -234,9 +240,11 @@ class RealNode:
     def _prepare(self) -> None:
         paths = self.paths
         for directory in (paths.root, paths.logs_dir, paths.cni_conf_dir, paths.kubelet_dir, paths.pod_logs_dir,
-                          paths.containerd_config.parent):
+                          paths.containerd_config.parent, paths.volumes_dir):
             directory.mkdir(parents=True, exist_ok=True)
         paths.root.chmod(0o711)
+        # Only root (the provisioner's helper pods, the kubelet) goes in; a pod sees its own volume's directory.
+        paths.volumes_dir.chmod(0o700)
         (paths.root / cleanup.STATE_MARKER).write_text("a towline_dev.node state directory\n")
         paths.containerd_config.write_text(containerd_config(paths))
         (paths.cni_conf_dir / "10-towline.conflist").write_text(json.dumps(cni_config(paths), indent=2))
@@ -265,9 +273,12 @@ class RealNode:
         manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
         self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=manifest)
 
-    def _dns_ready(self) -> bool:
-        status, body = self.plane.api_get("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
-        return status == 200 and bool(json.loads(body).get("status", {}).get("readyReplicas"))
+    def _deployment_ready(self, namespace: str, name: str) -> Callable[[], bool]:
+        def ready() -> bool:
+            status, body = self.plane.api_get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+            return status == 200 and bool(json.loads(body).get("status", {}).get("readyReplicas"))
+
+        return ready
 
     def _wait(self, what: str, probe: Callable[[], bool], timeout: float) -> None:
         def ready() -> bool:
