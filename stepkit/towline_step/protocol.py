@@ -93,9 +93,11 @@ class ErrorClass(enum.StrEnum):
     TIMEOUT = "timeout"
 
 
-# A deadline hit before anything left the pod is as safe to retry as a transient
-# failure; everything else needs a person or a reconciliation first.
-RETRYABLE_CLASSES = frozenset({ErrorClass.RATE_LIMIT, ErrorClass.TRANSIENT, ErrorClass.TIMEOUT})
+RETRYABLE_CLASSES: tuple[ErrorClass, ...] = (ErrorClass.TRANSIENT, ErrorClass.RATE_LIMIT, ErrorClass.TIMEOUT)
+"""The classes worth another attempt, and a retry policy's default `retryOn` (in this order).
+
+A deadline hit before anything left the pod is as safe to retry as a transient
+failure; everything else needs a person or a reconciliation first."""
 
 
 def exit_code_for(error_class: ErrorClass | None) -> int:

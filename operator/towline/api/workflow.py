@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from towline.api.common import (
@@ -28,14 +28,12 @@ from towline.api.common import (
     list_map,
     secret_reference_rules,
 )
+from towline_step.protocol import RETRYABLE_CLASSES
+from towline_step.protocol import ErrorClass as ErrorClassEnum
 
-ErrorClass = Literal[
-    "validation", "auth", "rate_limit", "transient", "permanent", "unknown_side_effect",
-    "output_too_large", "timeout",
-]
-"""How a failed step attempt is classified; retries, pauses and replays key off it."""
-
-RETRYABLE_BY_DEFAULT: tuple[ErrorClass, ...] = ("transient", "rate_limit", "timeout")
+_ERROR_CLASS_SCHEMA: JsonDict = {"type": "string", "enum": [name.value for name in ErrorClassEnum]}
+ErrorClass = Annotated[ErrorClassEnum, WithJsonSchema(_ERROR_CLASS_SCHEMA)]
+"""The step protocol's error class as a field: its names inline in the schemas (no shared definition)."""
 
 ParamType = Literal["string", "integer", "number", "boolean", "object", "array"]
 
@@ -111,11 +109,12 @@ class RetryPolicy(TowlineModel):
     max_delay_seconds: float = Field(
         default=300.0, ge=0, le=86400, description="The cap on an exponential delay; at least baseDelaySeconds.",
     )
-    retry_on: list[Annotated[ErrorClass, Field(description="An error class.")]] = Field(
-        default_factory=lambda: list(RETRYABLE_BY_DEFAULT), max_length=8,
-        description="The error classes worth another attempt: validation, auth, rate_limit, transient, "
-        "permanent, unknown_side_effect, output_too_large, timeout. "
-        f"Defaults to [{', '.join(RETRYABLE_BY_DEFAULT)}].",
+    retry_on: list[
+        Annotated[ErrorClassEnum, WithJsonSchema({**_ERROR_CLASS_SCHEMA, "description": "An error class."})]
+    ] = Field(
+        default_factory=lambda: list(RETRYABLE_CLASSES), max_length=8,
+        description=f"The error classes worth another attempt: {', '.join(ErrorClassEnum)}. "
+        f"Defaults to [{', '.join(RETRYABLE_CLASSES)}].",
     )
 
 

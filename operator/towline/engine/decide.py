@@ -40,6 +40,7 @@ from towline.text import clip
 from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steptypes import input_errors
 from towline_connectors.wire import rfc3339
+from towline_step.protocol import ErrorClass
 
 
 def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog) -> Decision:
@@ -335,7 +336,8 @@ class _Pass:
 
     def _flag_unknown_side_effects(self) -> None:
         unknown = [
-            e.id for e in self.state.status.steps if e.phase == "Failed" and e.error_class == "unknown_side_effect"
+            e.id for e in self.state.status.steps
+            if e.phase == "Failed" and e.error_class == ErrorClass.UNKNOWN_SIDE_EFFECT
         ]
         if unknown:
             set_condition(

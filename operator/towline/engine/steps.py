@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from towline.api.run import AttemptRecord, StepStatus
 from towline.api.steptype import ResolvedStepType
-from towline.api.workflow import ErrorClass, RetryPolicy
+from towline.api.workflow import RetryPolicy
 from towline.engine.actions import (
     Action,
     CloseApproval,
@@ -34,6 +34,7 @@ from towline.expressions import ExpressionError
 from towline.text import clip
 from towline.validation.steptypes import output_errors
 from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, rfc3339
+from towline_step.protocol import ErrorClass
 
 EGRESS_ISOLATION_MISSING = "EgressIsolationMissing"
 """Event reason for an attempt whose pod never became isolated; towline.k8s posts it rate-limited per namespace."""
@@ -44,15 +45,12 @@ MAX_RUN_OUTPUT_BYTES = 256 * 1024
 HISTORY_LIMIT = 10
 """Finished attempts kept per step; older ones are dropped (the count survives in `attempt`)."""
 
-_ERROR_CLASSES: tuple[ErrorClass, ...] = get_args(ErrorClass)
-
-
 def error_class_of(value: str | None) -> ErrorClass:
     """A step's reported class; anything unknown is permanent (never retried on a guess)."""
-    for known in _ERROR_CLASSES:
-        if value == known:
-            return known
-    return "permanent"
+    try:
+        return ErrorClass(value or ErrorClass.PERMANENT)
+    except ValueError:
+        return ErrorClass.PERMANENT
 
 
 def output_size(output: Any) -> int:
@@ -122,8 +120,8 @@ class StepDriver:
         assert entry is not None
         step_type = self.step_type(self.state.graph.steps[step_id].action)
         if not entry.mutating or (step_type is not None and step_type.spec.idempotency_key):
-            return "transient"
-        return "unknown_side_effect"
+            return ErrorClass.TRANSIENT
+        return ErrorClass.UNKNOWN_SIDE_EFFECT
 
     def observe_job(self, step_id: str) -> None:
         entry = self.state.get(step_id)
@@ -149,14 +147,15 @@ class StepDriver:
             elif observation.reason == REASON_POD_REFUSED:
                 why += f": the API server refused its pod (the Job's Failed condition says why: kubectl describe job " \
                        f"{observation.job_name}); nothing ran"
+            refused = observation.reason == REASON_POD_REFUSED
             self.fail_attempt(
-                step_id, "transient" if observation.reason == REASON_POD_REFUSED else self.lost_attempt_class(step_id),
+                step_id, ErrorClass.TRANSIENT if refused else self.lost_attempt_class(step_id),
                 f"the step's Job {observation.job_name} {happened} without a result {why}",
                 retryable=None, finished_at=finished_at,
             )
         elif result.ok and (problems := self.output_problems(step_id, result.output)):
             self.fail_attempt(
-                step_id, "permanent", "the step's output does not match its type's outputs schema: "
+                step_id, ErrorClass.PERMANENT, "the step's output does not match its type's outputs schema: "
                 + "; ".join(problems), retryable=False, finished_at=finished_at,
             )
         elif result.ok:
@@ -182,7 +181,7 @@ class StepDriver:
         status = self.state.status
         if size > MAX_STEP_OUTPUT_BYTES:
             self.fail_attempt(
-                step_id, "output_too_large",
+                step_id, ErrorClass.OUTPUT_TOO_LARGE,
                 f"the step's output is {size} bytes of JSON; the limit is {MAX_STEP_OUTPUT_BYTES} bytes per step. "
                 "Return only the fields later steps need, or store large data elsewhere and return a reference",
                 retryable=False, finished_at=finished_at,
@@ -190,7 +189,7 @@ class StepDriver:
             return
         if status.output_bytes + size > MAX_RUN_OUTPUT_BYTES:
             self.fail_attempt(
-                step_id, "output_too_large",
+                step_id, ErrorClass.OUTPUT_TOO_LARGE,
                 f"the run's outputs would reach {status.output_bytes + size} bytes; the limit is "
                 f"{MAX_RUN_OUTPUT_BYTES} bytes per run. Return less from each step",
                 retryable=False, finished_at=finished_at,
@@ -218,7 +217,7 @@ class StepDriver:
         if message == EGRESS_NOT_ISOLATED_MESSAGE:
             self.event("Warning", EGRESS_ISOLATION_MISSING, attempt)
         cancelling = self.run.spec.cancel
-        if error_class == "auth" and not cancelling:
+        if error_class == ErrorClass.AUTH and not cancelling:
             transition_step(entry, "Failed", at=ended, reason="CredentialsNeedRepair")
             entry.paused_for_credentials = True
             # A token already on the run predates this failure: only a new one resumes it.
@@ -226,7 +225,7 @@ class StepDriver:
             secrets = ", ".join(entry.credentials_used) or "(none named)"
             self.event("Warning", "CredentialsNeedRepair", f"{attempt}; repair Secret(s) {secrets} and resume the run")
             return
-        if error_class == "unknown_side_effect":
+        if error_class == ErrorClass.UNKNOWN_SIDE_EFFECT:
             transition_step(entry, "Failed", at=ended, reason="SideEffectUnknown")
             self.event("Warning", "StepFailed", f"{attempt}; not retried: a person must check whether it took effect")
             self.after_failure(step_id)
@@ -289,7 +288,7 @@ class StepDriver:
     def fail_before_start(self, step_id: str, error: ExpressionError) -> None:
         """A `when` or binding that cannot be evaluated: the author's error, never retried."""
         entry = self.state.edit(step_id)
-        entry.error_class = "validation"
+        entry.error_class = ErrorClass.VALIDATION
         transition_step(entry, "Failed", at=self.now, reason="InvalidExpression", message=str(error))
         self.event("Warning", "StepFailed", f"step {step_id} could not start (validation): {error}")
         self.after_failure(step_id)
@@ -304,11 +303,11 @@ class StepDriver:
             return
         if edited.phase == "Running" and edited.job_name is not None:
             self.actions.append(DeleteJob(edited.job_name))
-            self._record_attempt(edited, "timeout" if to == "Failed" else None, message, finished_at=self.now)
+            self._record_attempt(edited, ErrorClass.TIMEOUT if to == "Failed" else None, message, finished_at=self.now)
         if edited.phase == "Running" and edited.approval_name is not None:
             self.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
         if to == "Failed":
-            edited.error_class = "timeout"
+            edited.error_class = ErrorClass.TIMEOUT
         transition_step(edited, to, at=self.now, reason=reason, message=message)
 
     # --- bookkeeping -----------------------------------------------------------------
