@@ -1,7 +1,7 @@
 """The real node's figures: start time, pod and step-Job start latency, NetworkPolicy lag.
 
 Starts a control plane with a real node (needs root), then reports:
-- start: nothing -> control plane up -> node Ready with CoreDNS serving;
+- start: nothing -> control plane up -> node Ready with CoreDNS serving and the volume provisioner running;
 - pod start latency: Pod created -> its container running (`PODS` pods, one at a time);
 - step start latency: a Job as the operator builds it created -> its container running;
 - NetworkPolicy lag: a step pod's container running -> its egress policy in effect
@@ -75,8 +75,8 @@ def main() -> None:
     try:
         plane, node = cluster.plane, cluster.node
         assert plane is not None and node is not None
-        print("Real node (kubelet, containerd, CNI bridge, kube-proxy, kube-router, CoreDNS)")
-        print(f"  start: control plane {plane.startup_seconds:.1f} s, node Ready with DNS "
+        print("Real node (kubelet, containerd, CNI bridge, kube-proxy, kube-router, CoreDNS, local-path-provisioner)")
+        print(f"  start: control plane {plane.startup_seconds:.1f} s, node Ready with DNS and volumes "
               f"{node.startup_seconds:.1f} s, together {cluster.startup_seconds:.1f} s")
         plane.kubectl("create", "namespace", NAMESPACE)
         pod_latency = []
