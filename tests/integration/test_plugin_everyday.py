@@ -141,7 +141,7 @@ def test_describe_a_run_with_a_failed_attempt_and_an_approval(
         "    Attempt 1: ", "error class transient",
         f"    Inputs:\n      select: response.body\n      url: {api.url}/status",
         "    Output:\n      version: 2.0.0",
-        f"    Approval: {approval}, decided by bob",
+        f"    Approval: {approval}, approved by bob",
         f"  {approval}  step review  Approved\n    Approvers: bob, carol (four eyes: not the requester)",
         f"    Approved by bob at {decided_at}\n    Why: canary looks good",
     ):

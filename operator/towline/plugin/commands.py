@@ -19,6 +19,7 @@ from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.steptypes import list_step_types
 from towline.plugin import approvalrule, follow, graph, manifests
+from towline.plugin.runtree import run_tree, step_nodes
 
 JSON = dict[str, Any]
 TERMINAL = TERMINAL_RUN_PHASES
@@ -135,17 +136,14 @@ async def draw(api: KubeApi, namespace: str, io: Io, *, name: str, kind: str, fo
     """`graph WORKFLOW|RUN`: a run if one has that name, else the workflow."""
     run = None if kind == "workflow" else await session.get_run(api, namespace, name)
     if run is not None:
-        status = run.get("status") or {}
-        steps = {entry["id"]: entry for entry in status.get("steps") or []}
-        spec = status.get("workflowSpec")
-        if spec is None:
+        if (run.get("status") or {}).get("workflowSpec") is None:
             raise NotFound(f"run {name} has not started yet (no status.workflowSpec); try again in a moment")
-        drawn = graph.graph_of(spec, steps)
+        drawn = graph.graph_of(run_tree(run).nodes)
     else:
         workflow = None if kind == "run" else await session.get_workflow(api, namespace, name)
         if workflow is None:
             raise NotFound(f"no WorkflowRun or Workflow {name!r} in namespace {namespace}")
-        drawn = graph.graph_of(workflow.get("spec") or {})
+        drawn = graph.graph_of(step_nodes(workflow.get("spec") or {}))
     io.out(graph.mermaid(drawn) if form == "mermaid" else graph.dot(drawn, name))
     return 0
 

@@ -1,7 +1,7 @@
 """`kubectl towline describe RUN`: everything recorded about one run, for a person. Pure.
 
-Reads only what the API server returned: the run (spec and the operator's
-status), its Approvals and its Events. Step inputs are the step's `with` as the
+Reads only what the API server returned: the run (its display model, runtree),
+its Approvals and its Events. Step inputs are the step's `with` as the
 run's snapshot holds them (bindings unresolved, credentials by Secret name);
 outputs are the step results the operator recorded, which the runner redacted
 before they left the pod. No Secret is read.
@@ -14,104 +14,86 @@ from typing import Any
 
 import yaml
 
-from towline.plugin.render import age, duration, ordered_step_ids, trigger_text
+from towline.plugin.render import age, decision_text, duration, trigger_text
+from towline.plugin.runtree import Attempt, RunTree
 
 JSON = dict[str, Any]
 MAX_VALUE_LINES = 30
 """A long input or output is cut here; `-o yaml` prints the whole run."""
 
 
-def describe(run: JSON, approvals: list[JSON], events: list[JSON], now: datetime) -> str:
-    meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
-    snapshot = status.get("workflowSpec") or {}
-    trigger = spec.get("trigger") or {}
+def describe(tree: RunTree, approvals: list[JSON], events: list[JSON], now: datetime) -> str:
+    facts = tree.facts
+    trigger = facts.trigger
     lines = [
-        f"Name:          {meta['name']}",
-        f"Namespace:     {meta.get('namespace', '')}",
-        f"Workflow:      {(spec.get('workflowRef') or {}).get('name', '')}"
-        + (f" (generation {snapshot['generation']})" if "generation" in snapshot else ""),
-        f"Phase:         {status.get('phase', 'Pending')}",
+        f"Name:          {facts.name}",
+        f"Namespace:     {facts.namespace}",
+        f"Workflow:      {facts.workflow}"
+        + (f" (generation {facts.generation})" if facts.generation is not None else ""),
+        f"Phase:         {facts.phase}",
     ]
-    if status.get("message"):
-        lines.append(f"Message:       {_flat(status['message'])}")
-    lines.append(f"Requested by:  {spec.get('requestedBy') or '(nobody: started by its trigger)'}")
-    lines.append(f"Trigger:       {trigger_text({k: v for k, v in trigger.items() if k != 'deliveryId'})}")
-    if trigger.get("deliveryId"):
-        lines.append(f"Delivery id:   {trigger['deliveryId']}")
-    if trigger.get("scheduledTime"):
-        lines.append(f"Scheduled for: {trigger['scheduledTime']}")
-    if spec.get("retryOf"):
-        reused = ", ".join(spec["retryOf"].get("reuse") or []) or "nothing"
-        lines.append(f"Retry of:      {spec['retryOf']['run']} (reusing {reused})")
-    lines.append(f"Created:       {meta.get('creationTimestamp', '')} ({age(meta.get('creationTimestamp'), now)} ago)")
-    if status.get("startedAt"):
-        took = duration(status.get("startedAt"), status.get("finishedAt"), now)
-        lines.append(f"Started:       {status['startedAt']}")
-        lines.append(f"Finished:      {status['finishedAt']} (took {took})" if status.get("finishedAt")
+    if facts.message:
+        lines.append(f"Message:       {_flat(facts.message)}")
+    lines.append(f"Requested by:  {facts.requested_by or '(nobody: started by its trigger)'}")
+    lines.append(f"Trigger:       {trigger_text(trigger, delivery=False)}")
+    if trigger.delivery_id:
+        lines.append(f"Delivery id:   {trigger.delivery_id}")
+    if trigger.scheduled_time:
+        lines.append(f"Scheduled for: {trigger.scheduled_time}")
+    if facts.retry_of:
+        lines.append(f"Retry of:      {facts.retry_of.run} (reusing {', '.join(facts.retry_of.reuse) or 'nothing'})")
+    lines.append(f"Created:       {facts.created or ''} ({age(facts.created, now)} ago)")
+    if facts.started_at:
+        took = duration(facts.started_at, facts.finished_at, now)
+        lines.append(f"Started:       {facts.started_at}")
+        lines.append(f"Finished:      {facts.finished_at} (took {took})" if facts.finished_at
                      else f"Running for:   {took}")
-    if spec.get("cancel") or spec.get("suspend"):
-        lines.append("Switches:      " + ", ".join(k for k in ("cancel", "suspend") if spec.get(k)))
-    lines += _block("Params:", status.get("params") or spec.get("params") or {}, "", empty="<none>")
-    lines += _steps(run, now)
+    if facts.cancel or facts.suspend:
+        lines.append("Switches:      " + ", ".join(k for k, on in (("cancel", facts.cancel),
+                                                                    ("suspend", facts.suspend)) if on))
+    lines += _block("Params:", dict(facts.params), "", empty="<none>")
+    lines += _steps(tree, now)
     lines += _approvals(approvals)
     lines += _events(events, now)
     return "\n".join(lines)
 
 
-def _steps(run: JSON, now: datetime) -> list[str]:
-    status = run.get("status") or {}
-    declared = {step["id"]: step for key in ("steps", "finally", "compensations")
-                for step in (status.get("workflowSpec") or {}).get(key) or []}
-    entries = {entry["id"]: entry for entry in status.get("steps") or []}
-    order = ordered_step_ids(run) or [("steps", step_id) for step_id in entries]
-    if not order:
+def _steps(tree: RunTree, now: datetime) -> list[str]:
+    if not tree.nodes:
         return ["Steps:         (none yet: the run has not started)"]
     lines = ["Steps:"]
-    for section, step_id in order:
-        step, entry = declared.get(step_id, {}), entries.get(step_id, {})
-        kind = step.get("action") or ("approval" if step.get("approval") else "wait" if step.get("wait") else "")
-        where = "" if section == "steps" else f" [{section}]"
-        gate = f" (gate for {entry['gateFor']})" if entry.get("gateFor") else ""
-        lines.append(f"  {step_id}{where}{gate}  {kind}  {entry.get('phase', 'Pending')}".rstrip())
-        facts = []
-        if entry.get("attempt"):
-            facts.append(f"attempt {entry['attempt']}")
-        took = duration(entry.get("startedAt"), entry.get("finishedAt"), now)
-        if took:
-            facts.append(took)
-        if entry.get("errorClass"):
-            facts.append(f"error class {entry['errorClass']}")
-        if entry.get("reason"):
-            facts.append(f"reason {entry['reason']}")
-        if facts:
-            lines.append("    " + ", ".join(facts))
-        if entry.get("message"):
-            lines.append(f"    Message: {_flat(entry['message'])}")
-        if entry.get("approvalName"):
-            decided = f", decided by {entry['decidedBy']}" if entry.get("decidedBy") else ""
-            lines.append(f"    Approval: {entry['approvalName']}{decided}")
-        if entry.get("credentialsUsed"):
-            lines.append(f"    Credentials (Secret names): {', '.join(entry['credentialsUsed'])}")
-        lines += _block("Inputs:", step.get("with") or {}, "    ")
-        if "output" in entry and entry["output"] is not None:
-            lines += _block("Output:", entry["output"], "    ")
-        for record in entry.get("history") or []:
-            lines.append("    " + _attempt(record, now))
+    for node in tree.nodes:
+        where = "" if node.section == "steps" else f" [{node.section}]"
+        gate = f" (gate for {node.gate_for})" if node.gate_for else ""
+        lines.append(f"  {node.id}{where}{gate}  {node.label}  {node.phase or 'Pending'}".rstrip())
+        facts = [f"attempt {node.attempt}" if node.attempt else "", duration(node.started_at, node.finished_at, now),
+                 f"error class {node.error_class}" if node.error_class else "",
+                 f"reason {node.reason}" if node.reason else ""]
+        if any(facts):
+            lines.append("    " + ", ".join(fact for fact in facts if fact))
+        if node.compensates:
+            lines.append(f"    Compensates: {', '.join(node.compensates)} (their onFailure)")
+        if node.message:
+            lines.append(f"    Message: {_flat(node.message)}")
+        if node.approval_name:
+            decided = f", {decision_text(node)}" if node.decision else ""
+            lines.append(f"    Approval: {node.approval_name}{decided}")
+        if node.credentials_used:
+            lines.append(f"    Credentials (Secret names): {', '.join(node.credentials_used)}")
+        lines += _block("Inputs:", dict(node.inputs), "    ")
+        if node.output is not None:
+            lines += _block("Output:", node.output, "    ")
+        lines += ["    " + _attempt(record, now) for record in node.history]
     return lines
 
 
-def _attempt(record: JSON, now: datetime) -> str:
-    parts = [f"Attempt {record.get('attempt', '?')}:"]
-    took = duration(record.get("startedAt"), record.get("finishedAt"), now)
-    if took:
-        parts.append(took)
-    if record.get("errorClass"):
-        parts.append(f"error class {record['errorClass']}")
-    if record.get("jobName"):
-        parts.append(f"job {record['jobName']}")
-    if record.get("message"):
-        parts.append(f"- {_flat(record['message'])}")
-    return " ".join(parts)
+def _attempt(record: Attempt, now: datetime) -> str:
+    parts = [f"Attempt {record.number if record.number is not None else '?'}:",
+             duration(record.started_at, record.finished_at, now),
+             f"error class {record.error_class}" if record.error_class else "",
+             f"job {record.job_name}" if record.job_name else "",
+             f"- {_flat(record.message)}" if record.message else ""]
+    return " ".join(part for part in parts if part)
 
 
 def _approvals(approvals: list[JSON]) -> list[str]:

@@ -1,10 +1,11 @@
-"""Text a person reads: the runs table and a run's step tree. Pure: JSON in, text out."""
+"""Text a person reads: the runs table and a run's step tree, rendered from the display model (runtree). Pure."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from towline.plugin.runtree import SECTIONS, RunTree, StepNode, Trigger, run_facts
 from towline.text import elapsed
 from towline_connectors.wire import parse_rfc3339
 
@@ -31,22 +32,16 @@ def runs_table(runs: list[JSON], now: datetime, *, wide: bool = False, all_names
     if not runs:
         return "No runs."
     rows = []
-    for run in sorted(runs, key=lambda r: r["metadata"].get("creationTimestamp") or ""):
-        spec, status = run.get("spec") or {}, run.get("status") or {}
-        retry = (spec.get("retryOf") or {}).get("run")
+    for facts in sorted((run_facts(run) for run in runs), key=lambda f: f.created or ""):
         row = [
-            run["metadata"]["name"],
-            spec.get("workflowRef", {}).get("name", ""),
-            status.get("phase", "Pending"),
-            status.get("currentStep") or "",
-            duration(status.get("startedAt"), status.get("finishedAt"), now),
-            spec.get("requestedBy") or (spec.get("trigger") or {}).get("type", ""),
-            f"retry of {retry}" if retry else "",
+            facts.name, facts.workflow, facts.phase, facts.current_step or "",
+            duration(facts.started_at, facts.finished_at, now),
+            facts.requested_by or facts.trigger.type,
+            f"retry of {facts.retry_of.run}" if facts.retry_of else "",
         ]
         if wide:
-            row += [age(run["metadata"].get("creationTimestamp"), now), trigger_text(spec.get("trigger") or {}),
-                    " ".join(str(status.get("message") or "").split())]
-        rows.append([run["metadata"].get("namespace", ""), *row] if all_namespaces else row)
+            row += [age(facts.created, now), trigger_text(facts.trigger), " ".join((facts.message or "").split())]
+        rows.append([facts.namespace, *row] if all_namespaces else row)
     header = ["NAME", "WORKFLOW", "PHASE", "STEP", "DURATION", "REQUESTED BY", "NOTE"]
     if wide:
         header += ["AGE", "TRIGGER", "MESSAGE"]
@@ -69,84 +64,64 @@ def span(seconds: float) -> str:
     return f"{max(whole, 0)}s"
 
 
-def trigger_text(trigger: JSON) -> str:
+def trigger_text(trigger: Trigger, *, delivery: bool = True) -> str:
     """`manual`, `schedule/nightly`, `webhook/push (delivery 72d3...)`."""
-    text = str(trigger.get("type") or "manual")
-    if trigger.get("name"):
-        text += f"/{trigger['name']}"
-    if trigger.get("deliveryId"):
-        text += f" (delivery {trigger['deliveryId']})"
+    text = trigger.type
+    if trigger.name:
+        text += f"/{trigger.name}"
+    if delivery and trigger.delivery_id:
+        text += f" (delivery {trigger.delivery_id})"
     return text
 
 
-def ordered_step_ids(run: JSON) -> list[tuple[str, str]]:
-    """(section, step id) in the order a person reads them: main DAG with its gates, compensations, finally."""
-    status = run.get("status") or {}
-    snapshot = status.get("workflowSpec") or {}
-    listed = [entry["id"] for entry in status.get("steps") or []]
-    gates = {entry["gateFor"]: entry["id"] for entry in status.get("steps") or [] if entry.get("gateFor")}
-    order: list[tuple[str, str]] = []
-    for step in snapshot.get("steps") or []:
-        if step["id"] in gates:
-            order.append(("steps", gates[step["id"]]))
-        order.append(("steps", step["id"]))
-    compensations = {step["id"] for step in snapshot.get("compensations") or []}
-    order.extend(("compensations", step_id) for step_id in listed if step_id in compensations)
-    order.extend(("finally", step["id"]) for step in snapshot.get("finally") or [])
-    return order
+def decision_text(node: StepNode) -> str:
+    """`approved by bob`, `rejected by bob`; empty while undecided."""
+    return f"{node.decision.lower()} by {node.decided_by}" if node.decision else ""
 
 
-def step_line(entry: JSON, now: datetime, *, wide: bool = False) -> str:
-    parts = [entry.get("phase", "Pending")]
-    if wide and entry.get("jobName"):
-        parts.append(f"job {entry['jobName']}")
-    attempts = int(entry.get("attempt") or 0)
-    if attempts:
-        parts.append(f"attempts {attempts}")
-    took = duration(entry.get("startedAt"), entry.get("finishedAt"), now)
+def step_line(node: StepNode, now: datetime, *, wide: bool = False) -> str:
+    parts = [node.phase or "Pending"]
+    if wide and node.job_name:
+        parts.append(f"job {node.job_name}")
+    if node.attempt:
+        parts.append(f"attempts {node.attempt}")
+    took = duration(node.started_at, node.finished_at, now)
     if took:
         parts.append(took)
-    if entry.get("errorClass"):
-        parts.append(f"error {entry['errorClass']}")
-    if entry.get("decidedBy"):
-        verb = "rejected" if entry.get("reason") == "Rejected" else "approved"
-        parts.append(f"{verb} by {entry['decidedBy']}")
-    elif entry.get("approvalName") and entry.get("phase") == "Running":
-        parts.append(f"waiting for approval {entry['approvalName']}")
-    if entry.get("reason") and not entry.get("decidedBy") and entry.get("reason") != entry.get("phase"):
-        parts.append(f"({entry['reason']})")
-    if entry.get("message") and entry.get("phase") not in ("Succeeded",):
-        parts.append(f"- {entry['message']}")
-    elif entry.get("reason") == "Reused":
-        parts.append(f"- {entry.get('message', '')}")
+    if node.error_class:
+        parts.append(f"error {node.error_class}")
+    if node.decision:
+        parts.append(decision_text(node))
+    elif node.waiting_for_decision:
+        parts.append(f"waiting for approval {node.approval_name}")
+    if node.reason and not node.decided_by and node.reason != node.phase:
+        parts.append(f"({node.reason})")
+    if node.message and node.phase != "Succeeded":
+        parts.append(f"- {node.message}")
+    elif node.reason == "Reused":
+        parts.append(f"- {node.message or ''}")
     return "  ".join(parts)
 
 
-def status_tree(run: JSON, now: datetime, *, wide: bool = False) -> str:
-    """The run's steps as a tree; `wide` adds each step's current Job."""
-    meta, spec, status = run["metadata"], run.get("spec") or {}, run.get("status") or {}
-    workflow = spec.get("workflowRef", {}).get("name", "")
-    lines = [f"Run {meta['name']}  workflow {workflow}  {status.get('phase', 'Pending')}"]
-    if spec.get("requestedBy"):
-        lines.append(f"Requested by {spec['requestedBy']}")
-    if spec.get("retryOf"):
-        reused = ", ".join(spec["retryOf"].get("reuse") or []) or "nothing"
-        lines.append(f"Retry of {spec['retryOf']['run']} (reusing {reused})")
-    took = duration(status.get("startedAt"), status.get("finishedAt"), now)
+def status_tree(tree: RunTree, now: datetime, *, wide: bool = False) -> str:
+    """The run's steps as a tree, by section; `wide` adds each step's current Job."""
+    facts = tree.facts
+    lines = [f"Run {facts.name}  workflow {facts.workflow}  {facts.phase}"]
+    if facts.requested_by:
+        lines.append(f"Requested by {facts.requested_by}")
+    if facts.retry_of:
+        lines.append(f"Retry of {facts.retry_of.run} (reusing {', '.join(facts.retry_of.reuse) or 'nothing'})")
+    took = duration(facts.started_at, facts.finished_at, now)
     if took:
         lines.append(f"Duration {took}")
-    if status.get("message"):
-        lines.append(f"Message {status['message']}")
-    entries = {entry["id"]: entry for entry in status.get("steps") or []}
-    order = ordered_step_ids(run)
-    width = max((len(step_id) for _, step_id in order), default=0)
-    section = ""
-    for index, (where, step_id) in enumerate(order):
-        if where != section:
-            section = where
-            lines.append(f"{where}:")
-        last = index + 1 == len(order) or order[index + 1][0] != where
-        branch = "└─" if last else "├─"
-        entry = entries.get(step_id, {"id": step_id})
-        lines.append(f"  {branch} {step_id.ljust(width)}  {step_line(entry, now, wide=wide)}")
+    if facts.message:
+        lines.append(f"Message {facts.message}")
+    width = max((len(node.id) for node in tree.nodes), default=0)
+    for section in SECTIONS:
+        nodes = tree.section(section)
+        if nodes:
+            lines.append(f"{section}:")
+        for index, node in enumerate(nodes):
+            branch = "└─" if index + 1 == len(nodes) else "├─"
+            lines.append(f"  {branch} {node.id.ljust(width)}  {step_line(node, now, wide=wide)}")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """The read-only commands: `runs`, `status`, `describe` and `version`, in every `-o` format.
 
 API calls go through towline.k8s.session as the current user; text comes from
-render/describe/output. Each returns its exit code and writes through the Io.
+render/describe/output, which draw the run's display model (runtree). Each returns
+its exit code and writes through the Io.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from towline.plugin import describe as describing
 from towline.plugin import output, render
 from towline.plugin.commands import Io, run_or_fail
 from towline.plugin.filters import RunFilter
+from towline.plugin.runtree import run_tree
 
 JSON = dict[str, Any]
 RUN_KIND = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun"}
@@ -47,7 +49,7 @@ async def status(api: KubeApi, namespace: str, io: Io, name: str, form: str | No
     if form in output.MACHINE_FORMATS:
         io.out(output.objects([run], form, single=True))
         return 0
-    io.out(render.status_tree(run, datetime.now(UTC), wide=form == "wide"))
+    io.out(render.status_tree(run_tree(run), datetime.now(UTC), wide=form == "wide"))
     return 0
 
 
@@ -66,7 +68,7 @@ async def describe(api: KubeApi, namespace: str, io: Io, name: str, form: str | 
     if form in output.MACHINE_FORMATS:
         io.out(output.objects([run, *approvals, *events], form))
     else:
-        io.out(describing.describe(run, approvals, events, datetime.now(UTC)))
+        io.out(describing.describe(run_tree(run), approvals, events, datetime.now(UTC)))
     for note in notes:
         io.err(note)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ import yaml
 from towline.plugin import graph, manifests, render
 from towline.plugin.cli import main
 from towline.plugin.offline import validate_files
+from towline.plugin.runtree import run_tree, step_nodes
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 
@@ -63,7 +65,7 @@ def test_params_are_json_values_or_strings() -> None:
         manifests.parse_params(["novalue"])
 
 
-def finished_run() -> dict[str, object]:
+def finished_run() -> dict[str, Any]:
     return {
         "metadata": {"name": "sync-abc"},
         "spec": {"workflowRef": {"name": "sync"}, "requestedBy": "carol"},
@@ -116,7 +118,7 @@ def test_export_drops_status_server_and_gitops_metadata() -> None:
 
 
 def test_status_tree_shows_states_attempts_durations_errors_and_approvers() -> None:
-    tree = render.status_tree(finished_run(), NOW)  # type: ignore[arg-type]
+    tree = render.status_tree(run_tree(finished_run()), NOW)
     lines = tree.splitlines()
     assert lines[0] == "Run sync-abc  workflow sync  Failed"
     assert any("fetch" in line and "Succeeded  attempts 1  1.5s" in line for line in lines)
@@ -127,10 +129,7 @@ def test_status_tree_shows_states_attempts_durations_errors_and_approvers() -> N
 
 
 def test_run_graph_colours_steps_by_state() -> None:
-    run = finished_run()
-    status = run["status"]
-    assert isinstance(status, dict)
-    drawn = graph.graph_of(status["workflowSpec"], {e["id"]: e for e in status["steps"]})
+    drawn = graph.graph_of(run_tree(finished_run()).nodes)
     text = graph.dot(drawn, "sync-abc")
     assert f'push [label="push\\nhttp.request\\nFailed", fillcolor="{graph.PHASE_COLOURS["Failed"]}"' in text
     assert "review [label=" in text and "shape=hexagon" in text
@@ -141,6 +140,6 @@ def test_run_graph_colours_steps_by_state() -> None:
 
 def test_policy_gates_are_drawn_between_the_step_and_its_needs() -> None:
     spec = {"steps": [{"id": "a", "action": "http.request"}, {"id": "b", "needs": ["a"], "action": "crm.update"}]}
-    states = {"a": {"id": "a", "phase": "Succeeded"}, "b__gate": {"id": "b__gate", "gateFor": "b", "phase": "Running"}}
-    edges = graph.graph_of(spec, states).edges
+    states = [{"id": "a", "phase": "Succeeded"}, {"id": "b__gate", "gateFor": "b", "phase": "Running"}]
+    edges = graph.graph_of(step_nodes(spec, states)).edges
     assert edges == [("a", "b__gate"), ("b__gate", "b")]

@@ -13,6 +13,7 @@ import yaml
 
 from towline.plugin import filters, output, render
 from towline.plugin.describe import describe
+from towline.plugin.runtree import run_tree
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -124,7 +125,7 @@ def test_describe_shows_what_is_recorded() -> None:
     event = {"metadata": {"creationTimestamp": "2026-12-01T11:02:01Z"}, "type": "Warning", "reason": "RunFailed",
              "lastTimestamp": "2026-12-01T11:02:01Z", "count": 1, "source": {"component": "towline-operator"},
              "message": "step deploy failed"}
-    text = describe(failed_approved_run(), [approval], [event], NOW)
+    text = describe(run_tree(failed_approved_run()), [approval], [event], NOW)
     for expected in (
         "Name:          release-x", "Workflow:      release (generation 3)", "Phase:         Failed",
         "Requested by:  carol", "Trigger:       webhook/push", "Delivery id:   72d3-aa",
@@ -136,7 +137,7 @@ def test_describe_shows_what_is_recorded() -> None:
         "    Output:\n      body:\n        error: bad env\n      status: 400",
         "    Attempt 1: 2.0s error class transient job towline-step-a1 - HTTP 503",
         "    Attempt 2: error class permanent job towline-step-a2 - HTTP 400",
-        "    Approval: release-x-review, decided by bob",
+        "    Approval: release-x-review, approved by bob",
         "  release-x-review  step review  Approved\n    Approvers: bob, group sre (four eyes: not the requester)",
         "    Approved by bob at 2026-12-01T11:00:30Z\n    Why: diff looks right",
         "Events:\n  TYPE     REASON     AGE  FROM              MESSAGE\n"
@@ -149,7 +150,7 @@ def test_describe_of_a_run_not_started() -> None:
     fresh = {"metadata": {"name": "n", "creationTimestamp": "2026-12-01T11:59:58Z"},
              "spec": {"workflowRef": {"name": "w"}, "trigger": {"type": "schedule", "name": "nightly",
                                                                 "scheduledTime": "2026-12-01T12:00:00Z"}}}
-    text = describe(fresh, [], [], NOW)
+    text = describe(run_tree(fresh), [], [], NOW)
     assert "Requested by:  (nobody: started by its trigger)" in text
     assert "Scheduled for: 2026-12-01T12:00:00Z" in text and "Params:        <none>" in text
     assert "Steps:         (none yet: the run has not started)" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from towline.plugin.runtree import run_tree
 from towline.plugin.ui import views
 
 
@@ -32,11 +33,11 @@ def run(**status: Any) -> dict[str, Any]:
 
 
 def test_run_detail_has_every_step_with_its_state_and_edges() -> None:
-    detail = views.run_detail(run())
+    detail = views.run_detail(run_tree(run()))
     steps = {step["id"]: step for step in detail["steps"]}
     assert list(steps) == ["fetch", "review", "tell"]
     assert steps["review"]["needs"] == ["fetch"] and steps["review"]["kind"] == "approval"
-    assert steps["tell"]["finally"] is True and steps["tell"]["phase"] == "Pending"
+    assert steps["tell"]["section"] == "finally" and steps["tell"]["phase"] == "Pending"
     assert steps["fetch"]["output"] == {"n": 3} and steps["fetch"]["credentials"] == ["crm-api"]
     assert steps["fetch"]["history"][0]["errorClass"] == "transient"
     assert "extra" not in steps["fetch"]["history"][0]
@@ -50,7 +51,8 @@ def test_run_summary_copies_named_fields_only() -> None:
 
 def test_a_run_before_the_operator_saw_it_is_pending_with_no_steps() -> None:
     bare = {"metadata": {"name": "r0"}, "spec": {"workflowRef": {"name": "wf"}}}
-    assert views.run_detail(bare)["phase"] == "Pending" and views.run_detail(bare)["steps"] == []
+    detail = views.run_detail(run_tree(bare))
+    assert detail["phase"] == "Pending" and detail["steps"] == []
 
 
 def test_workflow_summary_lists_manual_and_declared_triggers_and_readiness() -> None:

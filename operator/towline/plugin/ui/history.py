@@ -4,7 +4,7 @@ The archive is an aggregated API: the API server authenticates the person and th
 Kubernetes RBAC lets them read (list/get WorkflowRuns for runs, and get pods/log for their logs). This module
 holds no right of its own: every read goes through the person's KubeApi, and a refusal is shown naming the
 right that is missing. An archived run's record keeps the WorkflowRun object as it was (`record.run`), so the
-run page's own view (views.run_detail) draws it as it draws a live run.
+run page's own view (views.run_detail of runtree.archived_run_tree) draws it as it draws a live run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from aiohttp import web
 from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.history import archived_log, runs_path
+from towline.plugin.runtree import archived_run_tree, run_facts
 from towline.plugin.ui import views
 
 JSON = dict[str, Any]
@@ -77,7 +78,7 @@ def archived_summary(item: JSON) -> JSON:
         "phase": _text(item.get("phase")) or "Pending",
         "requestedBy": _text(item.get("requester")),
         "approvers": [str(name) for name in _items(item.get("approvers"))],
-        "trigger": views.run_summary(_kept_run(item))["trigger"],
+        "trigger": run_facts(_kept_run(item)).trigger.type,
         "startedAt": _text(item.get("startedAt")),
         "finishedAt": _text(item.get("finishedAt")),
         "deletedBeforeItEnded": _record(item).get("deletedBeforeItEnded") is True,
@@ -96,9 +97,8 @@ def archived_detail(item: JSON) -> JSON:
     approvals = [a for a in _items(record.get("approvals")) if isinstance(a, dict)]
     logs = [log for log in _items(record.get("logs")) if isinstance(log, dict)]
     return {
-        **views.run_detail(_kept_run(item)),
+        **views.run_detail(archived_run_tree(item)),
         **{key: value for key, value in archived_summary(item).items() if value is not None},
-        "archived": True,
         "approvals": [archived_approval(a) for a in approvals],
         "logs": [{key: log.get(key) for key in ("step", "attempt", "container", "truncated")} for log in logs],
     }

@@ -20,6 +20,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi
 from towline.plugin.approvalrule import decision_patch
+from towline.plugin.runtree import run_tree
 from towline.plugin.ui import guard, history, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
@@ -130,8 +131,8 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     await follow_collection(
         request.app[API], WORKFLOW_RUNS.path(_namespace(request)), send,
         field_selector=f"metadata.name={name}",
-        snapshot=lambda items: views.run_detail(items[0]) if items else None,
-        change=lambda kind, run: None if kind == "DELETED" else views.run_detail(run),
+        snapshot=lambda items: views.run_detail(run_tree(items[0])) if items else None,
+        change=lambda kind, run: None if kind == "DELETED" else views.run_detail(run_tree(run)),
     )
     return response
 

@@ -1,8 +1,9 @@
 """What the web view shows of each object: plain JSON documents built from API objects.
 
 Pure functions. Each view copies named fields only, so a field added to an
-object later does not reach the page unless it is added here. Nothing here
-reads a Secret; a step's credentials appear as the Secret names it mounts.
+object later does not reach the page unless it is added here. A run's page is
+its display model (towline.plugin.runtree), the one the CLI draws too. Nothing
+here reads a Secret; a step's credentials appear as the Secret names it mounts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import yaml
 
 from towline.plugin.manifests import clean_workflow
+from towline.plugin.runtree import RunFacts, RunTree, StepNode, run_facts
 
 JSON = dict[str, Any]
 
@@ -22,72 +24,72 @@ def _meta(obj: JSON) -> JSON:
 
 def run_summary(run: JSON) -> JSON:
     """One row of the runs list."""
-    spec, status = run.get("spec") or {}, run.get("status") or {}
+    return _summary(run_facts(run))
+
+
+def _summary(facts: RunFacts) -> JSON:
     return {
-        "name": _meta(run).get("name"),
-        "workflow": (spec.get("workflowRef") or {}).get("name"),
-        "phase": status.get("phase", "Pending"),
-        "currentStep": status.get("currentStep"),
-        "requestedBy": spec.get("requestedBy"),
-        "trigger": (spec.get("trigger") or {}).get("type", "manual"),
-        "created": _meta(run).get("creationTimestamp"),
-        "startedAt": status.get("startedAt"),
-        "finishedAt": status.get("finishedAt"),
+        "name": facts.name,
+        "workflow": facts.workflow,
+        "phase": facts.phase,
+        "currentStep": facts.current_step,
+        "requestedBy": facts.requested_by,
+        "trigger": facts.trigger.type,
+        "created": facts.created,
+        "startedAt": facts.started_at,
+        "finishedAt": facts.finished_at,
     }
 
 
-def _step_definitions(spec: JSON) -> list[JSON]:
-    return [*(spec.get("steps") or []), *({**s, "finally": True} for s in spec.get("finally") or [])]
-
-
-def _kind_of(step: JSON) -> str:
-    for key in ("action", "uses", "approval", "wait", "code"):
-        if key in step:
-            return str(step[key]) if key in {"action", "uses"} else key
-    return "step"
-
-
-def run_detail(run: JSON) -> JSON:
-    """The run page: the DAG (nodes with their state, edges from `needs`) and each step's record."""
-    status = run.get("status") or {}
-    states = {entry["id"]: entry for entry in status.get("steps") or [] if "id" in entry}
-    definitions = _step_definitions(status.get("workflowSpec") or {})
-    steps = []
-    for step in definitions:
-        state = states.get(step["id"], {})
-        steps.append({
-            "id": step["id"],
-            "kind": _kind_of(step),
-            "needs": list(step.get("needs") or []),
-            "finally": bool(step.get("finally")),
-            "when": step.get("when"),
-            "inputs": step.get("with"),
-            "credentials": sorted((step.get("credentials") or {}).values()),
-            "phase": state.get("phase", "Pending"),
-            "reason": state.get("reason"),
-            "attempt": state.get("attempt", 0),
-            "jobName": state.get("jobName"),
-            "startedAt": state.get("startedAt"),
-            "finishedAt": state.get("finishedAt"),
-            "retryAt": state.get("retryAt"),
-            "errorClass": state.get("errorClass"),
-            "message": state.get("message"),
-            "output": state.get("output"),
-            "approvalName": state.get("approvalName"),
-            "decidedBy": state.get("decidedBy"),
-            "history": [
-                {key: record.get(key) for key in ("attempt", "jobName", "startedAt", "finishedAt", "errorClass",
-                                                  "message", "image")}
-                for record in state.get("history") or []
-            ],
-        })
+def step_view(node: StepNode) -> JSON:
+    """One node of the run page's graph, with its record for the step panel."""
     return {
-        **run_summary(run),
-        "params": status.get("params") or (run.get("spec") or {}).get("params") or {},
-        "message": status.get("message"),
-        "cancel": bool((run.get("spec") or {}).get("cancel")),
-        "suspend": bool((run.get("spec") or {}).get("suspend")),
-        "steps": steps,
+        "id": node.id,
+        "section": node.section,
+        "kind": node.kind,
+        "label": node.label,
+        "action": node.action,
+        "gate": node.gate,
+        "gateFor": node.gate_for,
+        "needs": list(node.needs),
+        "compensates": list(node.compensates),
+        "when": node.when,
+        "inputs": dict(node.inputs),
+        "credentials": list(node.credentials),
+        "phase": node.phase or "Pending",
+        "reason": node.reason,
+        "attempt": node.attempt,
+        "jobName": node.job_name,
+        "startedAt": node.started_at,
+        "finishedAt": node.finished_at,
+        "retryAt": node.retry_at,
+        "errorClass": node.error_class,
+        "message": node.message,
+        "output": node.output,
+        "approvalName": node.approval_name,
+        "decision": node.decision,
+        "decidedBy": node.decided_by,
+        "waitingForDecision": node.waiting_for_decision,
+        "history": [
+            {"attempt": record.number, "jobName": record.job_name, "startedAt": record.started_at,
+             "finishedAt": record.finished_at, "errorClass": record.error_class, "message": record.message,
+             "image": record.image}
+            for record in node.history
+        ],
+    }
+
+
+def run_detail(tree: RunTree) -> JSON:
+    """The run page: the display model's nodes (state, edges from `needs`, each step's record)."""
+    facts = tree.facts
+    return {
+        **_summary(facts),
+        "params": dict(facts.params),
+        "message": facts.message,
+        "cancel": facts.cancel,
+        "suspend": facts.suspend,
+        "archived": tree.archived,
+        "steps": [step_view(node) for node in tree.nodes],
     }
 
 

@@ -163,19 +163,23 @@ function layoutIn(rankdir, steps) {
   for (const step of steps) graph.setNode(step.id, { ...NODE });
   const ids = new Set(steps.map((step) => step.id));
   for (const step of steps) for (const need of step.needs) if (ids.has(need)) graph.setEdge(need, step.id);
+  // A compensation hangs below the step whose failure ran it, on a dashed edge.
+  for (const step of steps) {
+    for (const failed of step.compensates) if (ids.has(failed)) graph.setEdge(failed, step.id, { failure: true });
+  }
   dagre.layout(graph);
   return graph;
 }
 
 function drawGraph(container, steps, selected, onSelect) {
-  const key = JSON.stringify(steps.map((step) => [step.id, step.needs]));
+  const key = JSON.stringify(steps.map((step) => [step.id, step.needs, step.compensates]));
   if (container.dataset.layout !== key) {
     const graph = layoutGraph(steps, container.clientWidth || 800);
     const { width, height } = graph.graph();
     const root = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
     for (const edge of graph.edges()) {
-      const points = graph.edge(edge).points;
-      root.append(s("path", { class: "edge", "marker-end": "url(#arrow)",
+      const { points, failure } = graph.edge(edge);
+      root.append(s("path", { class: failure ? "edge failure" : "edge", "marker-end": "url(#arrow)",
         d: points.map((p, i) => `${i ? "L" : "M"}${p.x},${p.y}`).join(" ") }));
     }
     root.prepend(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
@@ -199,10 +203,13 @@ function drawGraph(container, steps, selected, onSelect) {
   }
   for (const step of steps) {
     const node = container.querySelector(`g.node[data-step="${CSS.escape(step.id)}"]`);
-    const label = `${step.kind} · ${step.phase}${step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}`;
+    const label = `${step.label} · ${step.phase}${step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}`;
     node.setAttribute("data-phase", step.phase);
     node.classList.toggle("selected", step.id === selected);
-    node.classList.toggle("finally", step.finally);
+    node.setAttribute("data-kind", step.kind);
+    node.setAttribute("data-section", step.section);
+    node.classList.toggle("finally", step.section === "finally");
+    node.classList.toggle("compensation", step.section === "compensations");
     node.querySelector("rect").setAttribute("fill", PHASE_FILL[step.phase] || "#ffffff");
     node.querySelector("text.sub").textContent = label.length > 30 ? `${label.slice(0, 29)}…` : label;
   }
@@ -246,7 +253,7 @@ function decisionControls(approvalName, onDone) {
 }
 
 function waitingForDecision(step) {
-  return step.kind === "approval" && step.approvalName && step.phase === "Running";
+  return step.waitingForDecision;
 }
 
 function stepPanel(panel, run, step, logs) {
@@ -256,18 +263,20 @@ function stepPanel(panel, run, step, logs) {
       record.finishedAt)), h("td", {}, record.errorClass || ""), h("td", {}, record.message || "")));
   fill(panel,
     h("h2", {}, `Step ${step.id} `, badge(step.phase)),
-    facts([["Kind", step.kind], ["Needs", step.needs.join(", ")], ["When", step.when], ["Reason", step.reason],
+    facts([["Kind", step.kind], ["Action", step.action], ["Section", step.section === "steps" ? "" : step.section],
+      ["Gate for", step.gateFor], ["Compensates", step.compensates.join(", ")],
+      ["Needs", step.needs.join(", ")], ["When", step.when], ["Reason", step.reason],
       ["Attempt", step.attempt || ""], ["Job", step.jobName], ["Started", step.startedAt],
       ["Finished", step.finishedAt], ["Duration", duration(step.startedAt, step.finishedAt)],
       ["Retry at", step.retryAt], ["Error class", step.errorClass], ["Message", step.message],
       ["Credentials", step.credentials.join(", ")], ["Approval", step.approvalName],
-      ["Decided by", step.decidedBy]]),
+      ["Decision", step.decision ? `${step.decision} by ${step.decidedBy}` : ""]]),
     waitingForDecision(step) ? decisionControls(step.approvalName) : null,
     h("h2", {}, "Inputs (as the run recorded the step)"), asJson(step.inputs ?? {}),
     h("h2", {}, "Output"), asJson(step.output ?? null),
     attempts.length ? [h("h2", {}, "Earlier attempts"), h("table", {}, h("thead", {}, h("tr", {},
       ["#", "Job", "Took", "Error class", "Message"].map((t) => h("th", {}, t)))), h("tbody", {}, attempts))] : null,
-    step.kind === "approval" ? null : [h("h2", {}, "Logs"), logs]);
+    step.gate ? null : [h("h2", {}, "Logs"), logs]);
 }
 
 function followLogs(run, stepId, pre) {
@@ -316,7 +325,7 @@ function runPage() {
     const step = run.steps.find((candidate) => candidate.id === selected);
     const panelBusy = panel.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
     if (stepChanged || !panelBusy) stepPanel(panel, run, step, logs);
-    if (step && step.kind !== "approval" && !logSource && step.phase !== "Pending" && step.phase !== "Skipped") {
+    if (step && !step.gate && !logSource && step.phase !== "Pending" && step.phase !== "Skipped") {
       logSource = followLogs(name, step.id, logs);
     }
   }

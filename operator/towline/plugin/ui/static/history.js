@@ -157,7 +157,7 @@ async function archivedRunPage() {
     stepPanel(panel, run, step, logs);
     // A record is not a live gate: a run deleted while it waited must not offer a decision here.
     for (const box of panel.querySelectorAll(".decide-box")) box.remove();
-    if (step && step.kind !== "approval") archivedLogs(name, step.id, logs, run.logs);
+    if (step && !step.gate) archivedLogs(name, step.id, logs, run.logs);
   }
   render();
 }

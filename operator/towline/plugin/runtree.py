@@ -1,0 +1,322 @@
+"""A run's display model: its facts and its node tree, built once from a WorkflowRun document.
+
+`kubectl towline status` (text tree), `graph` (Mermaid, DOT), `describe` and the web view (live runs and the
+archive's kept runs alike) render this model and derive nothing themselves, as Argo's CLI and UI both render the
+controller's `status.nodes`. A Workflow's graph is the same nodes without a run's state.
+
+Pure: a run as the API server or the archive returned it in, frozen dataclasses out; no I/O, no clock. Tolerant:
+a person looks at whatever a run holds (one the operator has not started, one archived by an older release), so a
+missing or malformed field is absent here, never an error.
+
+Node order is the order a person reads: the main DAG in the workflow's order, then the compensations a failure
+triggered, then finally; a policy gate (`status.steps[].gateFor`) stands just before the step it guards and takes
+that step's needs, and the step then needs the gate. Values are copied from named fields only, so a field added
+to a run later reaches no page or terminal unless it is added here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from towline.api.steptype import step_type_reference
+
+JSON = dict[str, Any]
+
+StepKind = Literal["action", "code", "step-type", "approval", "policy-gate", "wait"]
+"""What a node is, as the Workflow schema says it: a built-in `action`, a `code` action (code.python, code.wasm),
+a user `step-type` (`action: steptype/<name>` or `clustersteptype/<name>`), an `approval` step, the `policy-gate`
+the approval policy inserted before a mutating step, or a `wait`."""
+Section = Literal["steps", "compensations", "finally"]
+SECTIONS: tuple[Section, ...] = ("steps", "compensations", "finally")
+"""The Workflow's lists of steps, in the order they run and are shown."""
+CODE_ACTION_FAMILY = "code."
+"""The connectors that run the workflow author's own code are named `code.<language>` (code.python, code.wasm)."""
+GATE_LABEL = "approval (policy)"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What started the run (`spec.trigger`)."""
+
+    type: str = "manual"
+    name: str | None = None
+    delivery_id: str | None = None
+    scheduled_time: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryOf:
+    run: str
+    reuse: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """One run's header: a row of the runs list, the top of `status`, `describe` and the run page."""
+
+    name: str
+    namespace: str = ""
+    workflow: str = ""
+    generation: int | None = None
+    phase: str = "Pending"
+    message: str | None = None
+    current_step: str | None = None
+    requested_by: str | None = None
+    trigger: Trigger = field(default_factory=Trigger)
+    retry_of: RetryOf | None = None
+    created: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    cancel: bool = False
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A finished attempt of a step (`status.steps[].history[]`)."""
+
+    number: int | None = None
+    job_name: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    error_class: str | None = None
+    message: str | None = None
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class StepNode:
+    """One node: what the workflow declares for the step and, in a run, where it stands (`phase` None: no run)."""
+
+    id: str
+    section: Section
+    kind: StepKind
+    action: str | None = None
+    needs: tuple[str, ...] = ()
+    """What it waits for in the drawing: its declared needs, or the policy gate before it."""
+    gate_for: str | None = None
+    compensates: tuple[str, ...] = ()
+    """The steps whose `onFailure` names this compensation."""
+    when: str | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    credentials: tuple[str, ...] = ()
+    """The Secret names the step declares (never values)."""
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    attempt: int = 0
+    job_name: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    retry_at: str | None = None
+    wake_at: str | None = None
+    expires_at: str | None = None
+    error_class: str | None = None
+    output: Any = None
+    credentials_used: tuple[str, ...] = ()
+    approval_name: str | None = None
+    decided_by: str | None = None
+    history: tuple[Attempt, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """What the step does, in a word or two: its action, or approval, approval (policy), wait."""
+        if self.kind == "policy-gate":
+            return GATE_LABEL
+        if self.kind in ("approval", "wait"):
+            return self.kind
+        return self.action or ""
+
+    @property
+    def gate(self) -> bool:
+        """A person decides it: an approval step or a policy gate."""
+        return self.kind in ("approval", "policy-gate")
+
+    @property
+    def decision(self) -> Literal["Approved", "Rejected"] | None:
+        if not self.decided_by:
+            return None
+        return "Rejected" if self.reason == "Rejected" else "Approved"
+
+    @property
+    def waiting_for_decision(self) -> bool:
+        return self.gate and bool(self.approval_name) and self.phase == "Running"
+
+
+@dataclass(frozen=True)
+class RunTree:
+    """A run as every view draws it: its facts and its nodes in reading order."""
+
+    facts: RunFacts
+    nodes: tuple[StepNode, ...] = ()
+    archived: bool = False
+
+    def section(self, name: Section) -> tuple[StepNode, ...]:
+        return tuple(node for node in self.nodes if node.section == name)
+
+
+def edges(nodes: Iterable[StepNode]) -> list[tuple[str, str]]:
+    """(need, step) for every drawn need between drawn nodes."""
+    listed = list(nodes)
+    ids = {node.id for node in listed}
+    return [(need, node.id) for node in listed for need in node.needs if need in ids]
+
+
+def failure_edges(nodes: Iterable[StepNode]) -> list[tuple[str, str]]:
+    """(failed step, compensation) for every drawn compensation whose step is drawn."""
+    listed = list(nodes)
+    ids = {node.id for node in listed}
+    return [(source, node.id) for node in listed for source in node.compensates if source in ids]
+
+
+def _mapping(value: Any) -> JSON:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[JSON]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+def run_facts(run: JSON) -> RunFacts:
+    meta, spec, status = _mapping(run.get("metadata")), _mapping(run.get("spec")), _mapping(run.get("status"))
+    trigger = _mapping(spec.get("trigger"))
+    retry = _mapping(spec.get("retryOf"))
+    generation = _mapping(status.get("workflowSpec")).get("generation")
+    return RunFacts(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        workflow=str(_mapping(spec.get("workflowRef")).get("name") or ""),
+        generation=generation if isinstance(generation, int) else None,
+        phase=str(status.get("phase") or "Pending"),
+        message=_text(status.get("message")),
+        current_step=_text(status.get("currentStep")),
+        requested_by=_text(spec.get("requestedBy")),
+        trigger=Trigger(type=str(trigger.get("type") or "manual"), name=_text(trigger.get("name")),
+                        delivery_id=_text(trigger.get("deliveryId")),
+                        scheduled_time=_text(trigger.get("scheduledTime"))),
+        retry_of=RetryOf(str(retry["run"]), _names(retry.get("reuse"))) if retry.get("run") else None,
+        created=_text(meta.get("creationTimestamp")),
+        started_at=_text(status.get("startedAt")),
+        finished_at=_text(status.get("finishedAt")),
+        params=_mapping(status.get("params")) or _mapping(spec.get("params")),
+        cancel=spec.get("cancel") is True,
+        suspend=spec.get("suspend") is True,
+    )
+
+
+def kind_of(step: JSON) -> StepKind:
+    """A declared step's kind: exactly one of `approval`, `wait` or `action` (the schema's rule)."""
+    if step.get("approval") is not None:
+        return "approval"
+    if step.get("wait") is not None:
+        return "wait"
+    action = str(step.get("action") or "")
+    if step_type_reference(action) is not None:
+        return "step-type"
+    return "code" if action.startswith(CODE_ACTION_FAMILY) else "action"
+
+
+def _declared(step: JSON, section: Section, *, needs: tuple[str, ...], compensates: tuple[str, ...]) -> StepNode:
+    return StepNode(
+        id=str(step["id"]), section=section, kind=kind_of(step), action=_text(step.get("action")), needs=needs,
+        compensates=compensates, when=_text(step.get("when")), inputs=_mapping(step.get("with")),
+        credentials=tuple(sorted(str(name) for name in _mapping(step.get("credentials")).values())),
+    )
+
+
+def _attempt(record: JSON) -> Attempt:
+    number = record.get("attempt")
+    return Attempt(
+        number=number if isinstance(number, int) else None, job_name=_text(record.get("jobName")),
+        started_at=_text(record.get("startedAt")), finished_at=_text(record.get("finishedAt")),
+        error_class=_text(record.get("errorClass")), message=_text(record.get("message")),
+        image=_text(record.get("image")),
+    )
+
+
+def _with_state(node: StepNode, entry: JSON) -> StepNode:
+    """The node as the run's `status.steps[]` entry says it stands (Pending when the run has no entry yet)."""
+    return replace(
+        node, phase=str(entry.get("phase") or "Pending"), reason=_text(entry.get("reason")),
+        message=_text(entry.get("message")), attempt=_count(entry.get("attempt")),
+        job_name=_text(entry.get("jobName")), started_at=_text(entry.get("startedAt")),
+        finished_at=_text(entry.get("finishedAt")), retry_at=_text(entry.get("retryAt")),
+        wake_at=_text(entry.get("wakeAt")), expires_at=_text(entry.get("expiresAt")),
+        error_class=_text(entry.get("errorClass")), output=entry.get("output"),
+        credentials_used=_names(entry.get("credentialsUsed")), approval_name=_text(entry.get("approvalName")),
+        decided_by=_text(entry.get("decidedBy")),
+        history=tuple(_attempt(record) for record in _items(entry.get("history"))),
+    )
+
+
+def _entry_kind(entry: JSON) -> StepKind:
+    if entry.get("gateFor"):
+        return "policy-gate"
+    return "approval" if entry.get("approvalName") else "action"
+
+
+def step_nodes(spec: JSON, entries: list[JSON] | None = None) -> tuple[StepNode, ...]:
+    """The nodes of a Workflow's spec (`entries` None: no run, no state) or of a run's snapshot and its entries.
+
+    A run draws only the compensations a failure triggered; a Workflow draws all of them.
+    """
+    in_run = entries is not None
+    states = {str(entry["id"]): entry for entry in entries or [] if isinstance(entry.get("id"), str)}
+    gates = {str(entry["gateFor"]): entry for entry in states.values() if isinstance(entry.get("gateFor"), str)}
+    compensated: dict[str, list[str]] = {}
+    for step in _items(spec.get("steps")):
+        target = step.get("onFailure")
+        if isinstance(target, str) and target not in ("fail", "continue"):
+            compensated.setdefault(target, []).append(str(step.get("id")))
+    nodes: list[StepNode] = []
+    for section in SECTIONS:
+        for step in _items(spec.get(section)):
+            step_id = step.get("id")
+            if not isinstance(step_id, str):
+                continue
+            if section == "compensations" and in_run and step_id not in states and step_id not in gates:
+                continue
+            needs = _names(step.get("needs"))
+            gate = gates.get(step_id)
+            if gate is not None:
+                gate_node = StepNode(id=str(gate["id"]), section=section, kind="policy-gate", needs=needs,
+                                     gate_for=step_id)
+                nodes.append(_with_state(gate_node, gate))
+                needs = (gate_node.id,)
+            node = _declared(step, section, needs=needs, compensates=tuple(compensated.get(step_id, ())))
+            nodes.append(_with_state(node, states.get(step_id, {})) if in_run else node)
+    placed = {node.id for node in nodes}
+    # Entries the snapshot does not explain (a run without its copy of the workflow) are still shown.
+    nodes.extend(
+        _with_state(StepNode(id=step_id, section="steps", kind=_entry_kind(entry),
+                             gate_for=_text(entry.get("gateFor"))), entry)
+        for step_id, entry in states.items() if step_id not in placed
+    )
+    return tuple(nodes)
+
+
+def run_tree(run: JSON, *, archived: bool = False) -> RunTree:
+    """A WorkflowRun (live, or as the archive kept it) as every view draws it."""
+    status = _mapping(run.get("status"))
+    return RunTree(run_facts(run), step_nodes(_mapping(status.get("workflowSpec")), _items(status.get("steps"))),
+                   archived=archived)
+
+
+def archived_run_tree(item: JSON) -> RunTree:
+    """An archived run (`archive.towline.dev` ArchivedRun): the WorkflowRun its record kept, drawn as a live one."""
+    return run_tree(_mapping(_mapping(item.get("record")).get("run")), archived=True)
