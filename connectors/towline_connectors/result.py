@@ -21,14 +21,13 @@ from towline_step.protocol import (
     EXIT_PERMANENT,
     EXIT_RETRYABLE,
     EXIT_USAGE,
+    MAX_MESSAGE_CHARS,
     MISSING_SECRETS_FIELD,
     RESULT_LIMIT_BYTES,
     exit_code_for,
 )
 
 __all__ = ["EXIT_OK", "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "StepResult", "render_result"]
-
-_MAX_MESSAGE_CHARS = 1500
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,8 @@ def render_result(result: StepResult, redactor: Redactor, shrink_hint: str) -> t
     """Redact the result and make it fit RESULT_LIMIT_BYTES; returns what was actually rendered."""
     if result.message is not None:
         # Redact before cutting: a secret straddling the cut would otherwise leave its prefix behind.
-        result = dataclasses.replace(result, message=redactor.clip(result.message, _MAX_MESSAGE_CHARS))
+        # The protocol's cap, as the step kit's writer cuts it: the marker included, so the reader cuts nothing.
+        result = dataclasses.replace(result, message=redactor.clip(result.message, MAX_MESSAGE_CHARS - 1))
     text = _dumps(redactor.redact_value(result.document()))
     size = len(text.encode())
     if size > RESULT_LIMIT_BYTES and result.ok:

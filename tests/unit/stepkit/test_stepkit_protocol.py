@@ -14,6 +14,7 @@ from towline_step.protocol import (
     EXIT_PERMANENT,
     EXIT_RETRYABLE,
     EXIT_USAGE,
+    MAX_MESSAGE_CHARS,
     MAX_RETRY_AFTER_SECONDS,
     RESULT_LIMIT_BYTES,
     ErrorClass,
@@ -22,6 +23,8 @@ from towline_step.protocol import (
     missing_result,
     read_result_message,
 )
+from towline_step.redact import Redactor as SdkRedactor
+from towline_step.result import Outcome, render
 
 
 def read(text: str) -> ResultDocument:
@@ -92,6 +95,15 @@ def test_what_the_runner_renders_reads_back_as_it_was_written() -> None:
         False, ErrorClass.RATE_LIMIT, True, 30.0)
     _, text = render_result(StepResult(ok=True, output={"n": 1}, usage={"tokens": 3}), Redactor(), "return less")
     assert read(text) == ResultDocument(ok=True, output={"n": 1}, retryable=False, usage={"tokens": 3})
+
+
+def test_the_runner_and_the_sdk_cut_a_long_message_alike_at_the_protocols_cap() -> None:
+    long = "the provider said no. " * 200  # ASCII: the document fits the byte limit with the whole cap
+    _, runner_text = render_result(StepResult.failure(ActionError(ErrorClass.PERMANENT, long)), Redactor(), "-")
+    _, sdk_text = render(Outcome.failure(ErrorClass.PERMANENT, long), SdkRedactor())
+    runner_message, sdk_message = read(runner_text).message, read(sdk_text).message
+    assert runner_message == sdk_message == long[: MAX_MESSAGE_CHARS - 1] + "…"
+    assert json.loads(runner_text)["message"] == runner_message  # the reader had nothing left to cut
 
 
 def test_the_size_limit_is_the_runners() -> None:
