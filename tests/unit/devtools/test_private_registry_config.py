@@ -53,7 +53,8 @@ def test_kubelet_verifies_pull_credentials_for_every_image_but_the_nodes_own_imp
     config = layout.kubelet_config(layout.NodePaths(tmp_path), ca_file=tmp_path / "ca.crt", healthz_port=1)
     assert config["imagePullCredentialsVerificationPolicy"] == "NeverVerifyAllowlistedImages"
     assert config["preloadedImagesVerificationAllowlist"] == ["localhost/*"]
-    imported = (layout.SANDBOX_IMAGE, layout.COREDNS_IMAGE, TOWLINE_IMAGE, RUNNER_IMAGE, STEP_TYPE_IMAGE_PREFIX)
+    imported = (layout.SANDBOX_IMAGE, layout.COREDNS_IMAGE, layout.LOCAL_PATH_IMAGE, TOWLINE_IMAGE, RUNNER_IMAGE,
+                STEP_TYPE_IMAGE_PREFIX)
     assert all(image.startswith("localhost/") for image in imported), imported
 
 
