@@ -64,7 +64,8 @@ def failed_run() -> JSON:
     }
 
 
-READING_ORDER = ["fetch", "shape", "probe", "review", "pause", "push__approval", "push", "undo_push", "tell__approval", "tell"]
+READING_ORDER = ["fetch", "shape", "probe", "review", "pause", "push__approval", "push", "undo_push",
+                 "tell__approval", "tell"]
 
 
 # ---- the model --------------------------------------------------------------------------------------------------
@@ -203,7 +204,8 @@ def test_the_web_view_shows_compensations_and_policy_gates_and_offers_the_waitin
     assert steps["undo_push"]["section"] == "compensations" and steps["undo_push"]["compensates"] == ["push"]
     assert steps["push__approval"]["kind"] == "policy-gate" and steps["push__approval"]["gateFor"] == "push"
     assert steps["push"]["needs"] == ["push__approval"] and steps["push__approval"]["needs"] == ["pause"]
-    assert steps["tell__approval"]["waitingForDecision"] and steps["tell__approval"]["approvalName"] == "sync-1-tell-gate"
+    waiting = steps["tell__approval"]
+    assert waiting["waitingForDecision"] and waiting["approvalName"] == "sync-1-tell-gate"
     assert steps["shape"]["kind"] == "code" and steps["probe"]["kind"] == "step-type"
     assert steps["push__approval"]["decision"] == "Approved" and steps["push__approval"]["decidedBy"] == "alice"
     assert {step["kind"] for step in steps.values()} <= {
