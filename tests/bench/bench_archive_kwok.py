@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.bench_archive import database_bytes
-from tests.bench.figures import counts_by, delta, latency_row, rss_kib, split_reads_writes, table
+from tests.bench.bench_argo import plane_cpu_seconds, plane_cpu_since
+from tests.bench.figures import counts_by, delta, latency_row, rss_kib, samples, split_reads_writes, table
 from tests.bench.scaleload import (
     TERMINAL,
     Observations,
@@ -91,6 +92,9 @@ class Releases:
         return sum(1 for name, ended in self.ended.items()
                    if ended <= moment and self.released.get(name, float("inf")) > moment)
 
+    def released_after(self, moment: float) -> int:
+        return sum(1 for released in self.released.values() if released > moment)
+
     def lags(self) -> list[float]:
         return [self.released[name] - ended for name, ended in self.ended.items() if name in self.released]
 
@@ -102,6 +106,8 @@ class Batch:
     runs: int
     seconds: float
     operator_own: Counter[tuple[str, ...]]
+    plane_cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of kube-apiserver, etcd and kube-controller-manager over the load, by process."""
     archive: ArchiveFigures | None = None
 
 
@@ -111,11 +117,15 @@ class ArchiveFigures:
     """From the first create to the last run released."""
     awaiting_at_end: int
     drain_seconds: float
+    released_in_drain: int
+    """Runs released after the load's end: over `drain_seconds`, the archive's rate while it had a backlog."""
     lags: list[float]
     cpu_seconds: float
     peak_rss_kib: int
     own: Counter[tuple[str, ...]]
     """The archive's requests by (verb, resource, code)."""
+    request_ms: dict[tuple[str, str], float]
+    """The archive's mean wait for an answer, by (verb, resource), from its `towline_api_request_seconds`."""
     database_bytes: int
     records: Counter[str]
     logs_with_the_served_text: int
@@ -171,6 +181,7 @@ def empty_bytes(url: str) -> int:
 async def batch(cluster: SimCluster, shape: Shape, runs: int, backend: str | None) -> Batch:
     label = f"archive ({backend})" if backend else "operator alone"
     namespace = f"{shape.name}-{backend or 'alone'}"
+    print(f"{runs} x {shape.name}, {label}: load average {os.getloadavg()[0]:.1f} at its start", flush=True)
     cluster.namespace(namespace)
     cluster.apply(workflow(shape, namespace, keep=runs))  # every run kept, as bench_argo keeps them
     with ExitStack() as stack:
@@ -214,23 +225,26 @@ async def _measure(cluster: SimCluster, shape: Shape, runs: int, namespace: str,
             own_before = operator_metrics(operator)
             archive_before = archive_metrics(archive) if archive is not None else ""
             archive_cpu = cpu_seconds(archive.process.pid) if archive is not None and archive.process else 0.0
-            started = time.monotonic()
+            plane_before, started = plane_cpu_seconds(cluster), time.monotonic()
             await create_runs(carol, [run_manifest(shape, namespace, f"{shape.name}-{i}", RUNNER)
                                       for i in range(runs)], seen)
             await _wait(seen.done, f"{label}: every run to end", seen.run_phase)
             load_end = max(seen.run_finished.values())
-            figures = Batch(label, shape.steps * runs, runs, load_end - started, Counter())
+            figures = Batch(label, shape.steps * runs, runs, load_end - started, Counter(),
+                            plane_cpu_since(cluster, plane_before))
             if archive is not None and archive.process is not None:
                 await _wait(releases.drained, f"{label}: every run to be archived", seen.run_phase)
                 last = max(releases.released.values())
                 after = archive_metrics(archive)
                 figures.archive = ArchiveFigures(
                     archived_seconds=last - started, awaiting_at_end=releases.awaiting_at(load_end),
-                    drain_seconds=max(0.0, last - load_end), lags=releases.lags(),
+                    drain_seconds=max(0.0, last - load_end), released_in_drain=releases.released_after(load_end),
+                    lags=releases.lags(),
                     cpu_seconds=cpu_seconds(archive.process.pid) - archive_cpu,
                     peak_rss_kib=_peak_rss_kib(archive.process.pid),
                     own=delta(counts_by(after, "towline_api_requests_total", "verb", "resource", "code"),
                               counts_by(archive_before, "towline_api_requests_total", "verb", "resource", "code")),
+                    request_ms=mean_request_ms(archive_before, after),
                     database_bytes=0, records=Counter(), logs_with_the_served_text=0)
             else:
                 await asyncio.sleep(1)  # the history pass after the last run lands, as bench_argo
@@ -243,6 +257,25 @@ async def _measure(cluster: SimCluster, shape: Shape, runs: int, namespace: str,
         await asyncio.gather(releases_watch, return_exceptions=True)
         for api in (admin, carol):
             await api.close()
+
+
+def mean_request_ms(before: str, after: str) -> dict[tuple[str, str], float]:
+    """Mean seconds per request between two scrapes of `towline_api_request_seconds`, in ms, by (verb, resource)."""
+    def totals(text: str, suffix: str) -> dict[tuple[str, str], float]:
+        found: dict[tuple[str, str], float] = {}
+        for labels, value in samples(text, f"towline_api_request_seconds_{suffix}"):
+            key = (labels.get("verb", ""), labels.get("resource", ""))
+            found[key] = found.get(key, 0.0) + value
+        return found
+
+    sums, counts = totals(after, "sum"), totals(after, "count")
+    sums_before, counts_before = totals(before, "sum"), totals(before, "count")
+    means = {}
+    for key, count in counts.items():
+        grown = count - counts_before.get(key, 0.0)
+        if grown > 0:
+            means[key] = (sums[key] - sums_before.get(key, 0.0)) / grown * 1000
+    return means
 
 
 def _peak_rss_kib(pid: int) -> int:
@@ -262,30 +295,42 @@ def report(shape: Shape, runs: int, batches: list[Batch]) -> None:
     rows = []
     for b in batches:
         reads, writes = split_reads_writes(Counter({k[0]: v for k, v in b.operator_own.items()}))
-        row = [b.label, f"{b.steps / b.seconds:.1f}", f"{(reads + writes) / b.steps:.2f} / {writes / b.steps:.2f}"]
+        row = [b.label, f"{b.steps / b.seconds:.1f}", f"{(reads + writes) / b.steps:.2f} / {writes / b.steps:.2f}",
+               f"{sum(b.plane_cpu.values()) * 1000 / b.steps:.1f}"]
         a = b.archive
         if a is None:
             row += ["-"] * 8
         else:
             lags = latency_row("", a.lags)
+            drain = f"{a.drain_seconds:.1f} s, {_rate(a.released_in_drain, a.drain_seconds)} runs/s"
             row += [f"{b.runs / a.archived_seconds:.2f}", f"{lags[2]} / {lags[3]} / {lags[5]}",
-                    f"{a.awaiting_at_end} ({a.drain_seconds:.1f} s)", f"{a.cpu_seconds * 1000 / b.steps:.1f}",
+                    f"{a.awaiting_at_end} ({drain})", f"{a.cpu_seconds * 1000 / b.steps:.1f}",
                     f"{a.peak_rss_kib / 1024:.0f} MiB", f"{sum(a.own.values()) / b.steps:.2f}",
                     f"{a.database_bytes / b.runs:,.0f} / {a.database_bytes / b.steps:,.0f}",
                     f"{a.logs_with_the_served_text} of {a.records.get('log', 0)}"]
         rows.append(row)
-    print(table(["batch", "steps/s", "operator requests / writes per step", "runs archived/s",
-                 "lag run end -> record p50 / p95 / max", "runs awaiting at the load's end (drained in)",
+    print(table(["batch", "steps/s", "operator requests / writes per step", "control plane CPU ms/step",
+                 "runs archived/s",
+                 "lag run end -> record p50 / p95 / max", "runs awaiting at the load's end (drained in, at)",
                  "archive CPU ms/step", "archive peak RSS", "archive requests/step", "DB bytes per run / step",
                  "log records with the served log"], rows))
     for b in batches:
+        print(f"\n{b.label}: control plane CPU ms/step by process: "
+              + ", ".join(f"{name} {seconds * 1000 / b.steps:.1f}" for name, seconds in sorted(b.plane_cpu.items())))
         if b.archive is None:
             continue
-        print(f"\n{b.label}: its requests per step by verb, resource and answer: " + ", ".join(
+        print(f"{b.label}: its requests per step by verb, resource and answer: " + ", ".join(
             f"{verb} {resource} {code} {count / b.steps:.3f}"
             for (verb, resource, code), count in sorted(b.archive.own.items(), key=lambda item: -item[1])))
+        print(f"{b.label}: its mean wait per request: " + ", ".join(
+            f"{verb} {resource} {ms:.1f} ms" for (verb, resource), ms in sorted(b.archive.request_ms.items())
+            if verb != "WATCH"))
         records = sorted(b.archive.records.items())
         print(f"{b.label}: records " + ", ".join(f"{kind} {count}" for kind, count in records))
+
+
+def _rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:.1f}" if seconds > 0 else "-"
 
 
 async def scenarios(cluster: SimCluster) -> None:
