@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from towline_connectors.errors import ActionError, ErrorClass
-from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, parse_address_port
+from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, ISOLATION_PROBE_ENV, parse_address_port
 
-ISOLATION_PROBE_ENV = "TOWLINE_ISOLATION_PROBE"
 NOT_ISOLATED_MESSAGE = EGRESS_NOT_ISOLATED_MESSAGE
 MAX_BUDGET_SECONDS = 30.0
 """The longest the runner waits for isolation; the step's own budget may cut it shorter."""

@@ -27,7 +27,6 @@ from pathlib import Path
 from towline_connectors.credcheck import check_credentials, credential_keys, credential_secrets
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.isolation import (
-    ISOLATION_PROBE_ENV,
     NOT_ISOLATED_MESSAGE,
     IsolationReport,
     ProbeTarget,
@@ -36,7 +35,7 @@ from towline_connectors.isolation import (
 )
 from towline_connectors.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_connectors.result import StepResult, render_result
-from towline_connectors.wire import NAMESPACE_ENV, PREPARE_FLAG
+from towline_connectors.wire import INPUT_ENV, ISOLATION_PROBE_ENV, NAMESPACE_ENV, PREPARE_FLAG
 from towline_step.protocol import (
     CREDENTIALS_DIR_ENV,
     DEADLINE_SECONDS_ENV,
@@ -56,7 +55,7 @@ Isolation = Callable[[ProbeTarget, float], IsolationReport]
 def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isolation = await_isolation) -> StepResult:
     """Check Secrets, wait for isolation, write the inputs; the failure if any step of that fails."""
     try:
-        inputs = json.loads(environ.get("TOWLINE_INPUT") or "{}")
+        inputs = json.loads(environ.get(INPUT_ENV) or "{}")
         if not isinstance(inputs, dict):
             raise ValueError("not a JSON object")
         deadline = float(environ.get(DEADLINE_SECONDS_ENV) or _DEFAULT_DEADLINE_SECONDS)

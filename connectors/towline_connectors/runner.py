@@ -52,7 +52,6 @@ from towline_connectors.context import ActionContext, default_ssl_context, load_
 from towline_connectors.credcheck import check_credentials, credential_keys, credential_secrets
 from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.isolation import (
-    ISOLATION_PROBE_ENV,
     NOT_ISOLATED_MESSAGE,
     IsolationReport,
     ProbeTarget,
@@ -75,8 +74,22 @@ from towline_connectors.result import (
 from towline_connectors.runtime import Deadline
 from towline_connectors.spec import ActionResult, ActionSpec
 from towline_connectors.transport import Connector
-from towline_connectors.wire import DEADLINE_AT_ENV, NAMESPACE_ENV, parse_rfc3339
-from towline_step.protocol import RESULT_LIMIT_BYTES
+from towline_connectors.wire import (
+    ACTION_ENV,
+    DEADLINE_AT_ENV,
+    INPUT_ENV,
+    ISOLATION_PROBE_ENV,
+    NAMESPACE_ENV,
+    NETWORK_ENV,
+    parse_rfc3339,
+)
+from towline_step.protocol import (
+    CREDENTIALS_DIR_ENV,
+    DEADLINE_SECONDS_ENV,
+    IDEMPOTENCY_KEY_ENV,
+    RESULT_LIMIT_BYTES,
+    RESULT_PATH_ENV,
+)
 
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
 DEFAULT_RESULT_PATH = "/dev/termination-log"
@@ -137,35 +150,35 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec], n
     """The step's settings from the environment; a bad one is a validation error naming it."""
     # Exactly as written: the chart's policy towline-operator-jobs reads this value to admit a code action only
     # where code steps are on, so the runner may not read a name the policy did not see (" code.python").
-    name = environ.get("TOWLINE_ACTION", "")
+    name = environ.get(ACTION_ENV, "")
     if not name:
-        raise _usage_error("TOWLINE_ACTION is not set; it names the action to run, e.g. http.request")
+        raise _usage_error(f"{ACTION_ENV} is not set; it names the action to run, e.g. http.request")
     if name != name.strip():
-        raise _usage_error(f"TOWLINE_ACTION {name!r} has spaces around the action's name; write the name alone, "
+        raise _usage_error(f"{ACTION_ENV} {name!r} has spaces around the action's name; write the name alone, "
                            "e.g. http.request")
     spec = actions.get(name)
     if spec is None:
         raise _usage_error(f"action {name!r} does not exist; use one of: {', '.join(sorted(actions))}")
     try:
-        inputs = json.loads(environ.get("TOWLINE_INPUT") or "{}")
+        inputs = json.loads(environ.get(INPUT_ENV) or "{}")
     except ValueError as exc:
-        raise _usage_error(f"TOWLINE_INPUT is not valid JSON ({exc})") from None
+        raise _usage_error(f"{INPUT_ENV} is not valid JSON ({exc})") from None
     if not isinstance(inputs, dict):
-        raise _usage_error("TOWLINE_INPUT must be a JSON object (the step's `with:`)")
-    raw_deadline = environ.get("TOWLINE_DEADLINE_SECONDS") or str(DEFAULT_DEADLINE_SECONDS)
+        raise _usage_error(f"{INPUT_ENV} must be a JSON object (the step's `with:`)")
+    raw_deadline = environ.get(DEADLINE_SECONDS_ENV) or str(DEFAULT_DEADLINE_SECONDS)
     try:
         deadline = float(raw_deadline)
     except ValueError:
         deadline = -1.0
     if not deadline > 0:
-        raise _usage_error(f"TOWLINE_DEADLINE_SECONDS must be a positive number of seconds, not {raw_deadline!r}")
+        raise _usage_error(f"{DEADLINE_SECONDS_ENV} must be a positive number of seconds, not {raw_deadline!r}")
     deadline = _within_deadline_at(environ.get(DEADLINE_AT_ENV, "").strip(), deadline, time.time() if now is None
                                    else now)
     try:
-        network = NetworkRules.from_json(environ.get("TOWLINE_NETWORK"))
+        network = NetworkRules.from_json(environ.get(NETWORK_ENV))
     except ValueError as exc:
-        raise _usage_error(f"TOWLINE_NETWORK: {exc}") from None
-    key = environ.get("TOWLINE_IDEMPOTENCY_KEY") or None
+        raise _usage_error(f"{NETWORK_ENV}: {exc}") from None
+    key = environ.get(IDEMPOTENCY_KEY_ENV) or None
     probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
     probe = ProbeTarget.parse(probe_text) if probe_text else None
     secrets = credential_secrets(environ)
@@ -317,10 +330,10 @@ def run_step(
 ) -> StepResult:
     """Run one step as the environment describes and write its result document."""
     seams = seams or RunnerSeams()
-    credentials_dir = Path(environ.get("TOWLINE_CREDENTIALS_DIR") or DEFAULT_CREDENTIALS_DIR)
+    credentials_dir = Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR)
     for value in read_secret_files(credentials_dir):
         redactor.add(value)
-    result_path = Path(environ.get("TOWLINE_RESULT_PATH") or DEFAULT_RESULT_PATH)
+    result_path = Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
     stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
     shrink_hint = "return less data from this step"
     with logging_to(stream, _LOGGER_NAME) as logger:
@@ -357,7 +370,7 @@ def _prepare_and_execute(
     if key is None:
         key = f"towline-{uuid.uuid4().hex}"
     if config.idempotency_key is None and config.spec.is_mutating(config.inputs):
-        logger.warning("TOWLINE_IDEMPOTENCY_KEY is not set; using a one-off key, so a retry is not deduplicated")
+        logger.warning("%s is not set; using a one-off key, so a retry is not deduplicated", IDEMPOTENCY_KEY_ENV)
     try:
         ctx = ActionContext(
             credentials=load_credentials(credentials_dir, config.secrets),

@@ -23,6 +23,15 @@ EGRESS_NOT_ISOLATED_MESSAGE = (
 )
 """The runner's transient failure when its pod's egress isolation never appeared; the operator recognises it."""
 
+# The built-in runner's own environment, beside the step protocol's names (towline_step.protocol's *_ENV).
+ACTION_ENV = "TOWLINE_ACTION"
+"""Step pod env: the action the runner runs, e.g. `http.request`."""
+INPUT_ENV = "TOWLINE_INPUT"
+"""Step pod env: the step's `with` as one JSON object, bindings resolved."""
+NETWORK_ENV = "TOWLINE_NETWORK"
+"""Step pod env: JSON of the in-pod network guard's rules (`allowHosts`, `allowPrivateCidrs`)."""
+ISOLATION_PROBE_ENV = "TOWLINE_ISOLATION_PROBE"
+"""Step pod env: `address:port` the runner must fail to reach before it runs the step (egress isolation)."""
 CREDENTIAL_SECRETS_ENV = "TOWLINE_CREDENTIAL_SECRETS"
 """Step pod env: JSON alias -> Secret name, the step's `credentials` (names only, never values)."""
 CREDENTIAL_KEYS_ENV = "TOWLINE_CREDENTIAL_KEYS"

@@ -34,7 +34,14 @@ from towline.k8s.objects import (
     step_job_manifest,
     step_labels,
 )
-from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV, NAMESPACE_ENV, PREPARE_FLAG
+from towline_connectors.wire import (
+    CREDENTIAL_KEYS_ENV,
+    CREDENTIAL_SECRETS_ENV,
+    INPUT_ENV,
+    ISOLATION_PROBE_ENV,
+    NAMESPACE_ENV,
+    PREPARE_FLAG,
+)
 from towline_step.protocol import (
     ALLOW_HOSTS_ENV,
     CREDENTIALS_DIR_ENV,
@@ -88,7 +95,7 @@ def build_user_step_job(
     ]
     tmp_mount = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 - the pod's own scratch
     prepare_env = {
-        "TOWLINE_INPUT": _compact(dict(inputs)),
+        INPUT_ENV: _compact(dict(inputs)),
         INPUTS_PATH_ENV: INPUTS_PATH,
         DEADLINE_SECONDS_ENV: str(max(1, deadline - 5)),
         CREDENTIALS_DIR_ENV: CREDENTIALS_DIR,
@@ -99,7 +106,7 @@ def build_user_step_job(
         **settings.extra_env,
     }
     if settings.isolation_probe:
-        prepare_env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
+        prepare_env[ISOLATION_PROBE_ENV] = settings.isolation_probe
     prepare = {
         "name": "prepare",
         "image": settings.image,
