@@ -50,7 +50,7 @@ from towline_connectors.spec import (
     RetryDefaults,
     url_destination,
 )
-from towline_step.protocol import RESULT_LIMIT_BYTES
+from towline_step.protocol import CREDENTIAL_KEY_PATTERN, RESULT_LIMIT_BYTES
 
 CONFIG_MAP_MODULE_LIMIT_BYTES = 1_048_576
 """A ConfigMap holds at most 1 MiB (Kubernetes' limit, metadata included): larger modules need a URL."""
@@ -61,7 +61,8 @@ MIN_MEMORY, MAX_MEMORY = 1 << 20, 2 << 30
 RUNNER_SHARE_BYTES = 384 << 20
 """The pod's memory limit is the module's `memory` plus this: the runner, and wasmtime compiling the module."""
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+KEY_PATTERN = rf"^{CREDENTIAL_KEY_PATTERN}$"
+"""A ConfigMap key: Kubernetes gives it the rule of a Secret's data key, the step protocol's credential key."""
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 

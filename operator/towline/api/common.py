@@ -14,6 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
+from towline_step.protocol import CREDENTIAL_KEY_PATTERN
+
 GROUP = "towline.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -25,7 +27,8 @@ snake_case, so CEL reads `steps.load_accounts.output`."""
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """What Kubernetes accepts as an object name (Secrets, Workflows)."""
 
-SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"  # noqa: S105 - a key name pattern, not a secret
+SECRET_KEY_PATTERN = rf"^{CREDENTIAL_KEY_PATTERN}$"
+"""A Secret's data key, whole: the step protocol's credential key (a file in its slot's directory)."""
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$"
 """Go-style durations as people write them in YAML: `90s`, `15m`, `24h`, `1h30m`, `7d`."""

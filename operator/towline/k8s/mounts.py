@@ -13,11 +13,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from towline.api.common import SECRET_KEY_PATTERN
 from towline.validation.catalog import connector_catalog
 
 CREDENTIALS_DIR = "/var/run/towline/credentials"
 
-_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 """What a Secret's data key may be (Kubernetes' rule); nothing else can be in a Secret, so nothing else is mounted."""
 
 JSON = dict[str, Any]
