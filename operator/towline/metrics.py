@@ -28,6 +28,7 @@ import towline.buildinfo  # noqa: F401 - registers towline_build_info on the ope
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.api.workflow import Step
+from towline_connectors.wire import parse_rfc3339
 
 # Steps take from a second to an hour; approvals from minutes to days; schedules fire within seconds.
 STEP_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
@@ -142,7 +143,7 @@ def open_approval_gates(run: Mapping[str, object]) -> int:
 
 def next_gate_expiry(run: Mapping[str, object]) -> float | None:
     """When the first open approval gate of `run` expires (Unix seconds), or None without one."""
-    moments = [datetime.fromisoformat(str(step["expiresAt"]).replace("Z", "+00:00")).timestamp()
+    moments = [parse_rfc3339(str(step["expiresAt"])).timestamp()
                for step in _open_gates(run) if step.get("expiresAt")]
     return min(moments, default=None)
 

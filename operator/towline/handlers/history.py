@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from towline.api.workflow import HistoryLimits
 from towline.k8s.client import KubeApi
 from towline.k8s.runs import delete_run
+from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,7 @@ def kept_until(created: str, webhook: bool) -> str:
     server writes it, e.g. 2026-12-01T11:00:00Z)."""
     if not webhook or not created:
         return ""
-    return rfc3339(datetime.fromisoformat(created.replace("Z", "+00:00")) + WEBHOOK_REPLAY_WINDOW)
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(parse_rfc3339(created) + WEBHOOK_REPLAY_WINDOW, timespec="seconds")
 
 
 def runs_beyond_limits(runs: Iterable[FinishedRun], limits: HistoryLimits, now: str = "") -> list[FinishedRun]:
