@@ -54,7 +54,8 @@ from towline.engine.queue import (
 from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
 from towline.engine.steps import HISTORY_LIMIT, MAX_RUN_OUTPUT_BYTES, MAX_STEP_OUTPUT_BYTES
-from towline.engine.view import ActionCatalog, RunView
+from towline.engine.view import RunView
+from towline.validation.actions import ActionCatalog
 
 __all__ = [
     "ARCHIVE_BEHIND_REASON",

@@ -34,9 +34,10 @@ from towline.engine.queue import leave_queue
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
-from towline.engine.view import ActionCatalog, RunView
+from towline.engine.view import RunView
 from towline.expressions import ExpressionError
 from towline.text import clip
+from towline.validation.actions import ActionCatalog
 from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steptypes import input_errors
 from towline_connectors.wire import rfc3339

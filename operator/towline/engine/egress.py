@@ -15,8 +15,8 @@ already in flight (a snapshot taken before the rule, a retry).
 from __future__ import annotations
 
 from towline.api.workflow import Step
-from towline.engine.view import ActionCatalog
 from towline.expressions import ExpressionError
+from towline.validation.actions import ActionCatalog
 from towline.validation.steps import code_hosts_message, templated_host_message
 
 

@@ -30,8 +30,8 @@ from towline.api.workflow import ApprovalEvent, ApprovalNotification
 from towline.engine.actions import CreateNotificationJob
 from towline.engine.idempotency import KEY_PREFIX
 from towline.engine.naming import notification_job_name
-from towline.engine.view import ActionCatalog
 from towline.safetext import printable, slack_mrkdwn
+from towline.validation.actions import ActionCatalog
 from towline.validation.notifications import with_message
 from towline_connectors.wire import rfc3339
 

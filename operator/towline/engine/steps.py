@@ -29,9 +29,10 @@ from towline.engine.observed import REASON_POD_REFUSED, Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
-from towline.engine.view import ActionCatalog, RunView
+from towline.engine.view import RunView
 from towline.expressions import ExpressionError
 from towline.text import clip
+from towline.validation.actions import ActionCatalog
 from towline.validation.steptypes import output_errors
 from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE, rfc3339
 from towline_step.protocol import ErrorClass

@@ -1,4 +1,4 @@
-"""The questions validation asks about actions, as a protocol.
+"""The questions validation and the engine ask about actions, as one protocol.
 
 Kept apart from the adapter onto the connectors' registry (`catalog.py`) so the
 rules that only need the questions (and the engine, which reuses their
@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from towline.api.workflow import RetryPolicy
+
 
 class ActionCatalog(Protocol):
-    """The actions a workflow may use, as far as validation is concerned."""
+    """The actions a workflow may use: what validation checks and the engine decides by (injected by the operator)."""
 
     def known_actions(self) -> list[str]:
         """Every action name, e.g. `http.request`, sorted."""
@@ -47,4 +49,8 @@ class ActionCatalog(Protocol):
 
     def destination_hosts(self, action: str, inputs: Mapping[str, Any]) -> list[str | None]:
         """Hosts the action connects to as `inputs` are written; None for a host known only at run time."""
+        ...
+
+    def default_retry(self, action: str) -> RetryPolicy | None:
+        """The retry policy of an action whose step sets none; None means no retries."""
         ...
