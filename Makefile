@@ -37,17 +37,17 @@ imports:
 
 # The chart ships the same generated CRDs (Helm installs charts/towline/crds/ first).
 crds: schemas
-	$(PYTHON) -m towline.api.crdgen --out crds
-	$(PYTHON) -m towline.api.crdgen --out charts/towline/crds
+	$(PYTHON) -m towline_dev.generated crds --out crds
+	$(PYTHON) -m towline_dev.generated crds --out charts/towline/crds
 
 # The editor schema (yaml-language-server) comes from the same models and the built-in actions' inputs.
 schemas:
-	$(PYTHON) -m towline.validation.editorschema --out schemas/workflow.schema.json
+	$(PYTHON) -m towline_dev.generated schema --out schemas/workflow.schema.json
 
 crds-check:
-	$(PYTHON) -m towline.api.crdgen --check crds
-	$(PYTHON) -m towline.api.crdgen --check charts/towline/crds
-	$(PYTHON) -m towline.validation.editorschema --check schemas/workflow.schema.json
+	$(PYTHON) -m towline_dev.generated crds --check crds
+	$(PYTHON) -m towline_dev.generated crds --check charts/towline/crds
+	$(PYTHON) -m towline_dev.generated schema --check schemas/workflow.schema.json
 
 # The web view's one third-party browser file (the graph layout), from the pinned npm lock. The built
 # file is committed so the wheel needs no npm; the check fails when it no longer matches the lock.

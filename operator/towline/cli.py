@@ -1,4 +1,5 @@
-"""The `towline` command: the operator, the webhook ingress and the connectors catalogue."""
+"""The `towline` command: the operator, the webhook ingress, the archive, the connectors catalogue and the
+editor schema."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -76,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     archive.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
     archive.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("TOWLINE_LOG_FORMAT", "text"))
 
+    schema = commands.add_parser(
+        "editor-schema", help="write the JSON Schema editors check Workflow files with (yaml-language-server)")
+    schema.add_argument("--out", type=Path, required=True, metavar="FILE", help="write the schema to FILE")
+    schema.add_argument("--step-type", type=Path, action="append", default=[], metavar="MANIFEST",
+                        help="also check the `with` of these StepTypes/ClusterStepTypes against their inputs")
+
     # Listed for `towline --help`; their arguments never reach this parser (see run_passthrough).
     commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
     commands.add_parser("connectors", help="list the built-in actions and the step types of -f FILEs (--json: schemas)")
@@ -90,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_operator(parsed.kubeconfig, parsed.log_level, namespaces, parsed.log_format)
     if parsed.command == "archive":
         return run_archive_command(parsed)
+    if parsed.command == "editor-schema":
+        return write_editor_schema(parsed.out, parsed.step_type)
     return run_ingress(parsed)
 
 
@@ -105,6 +115,26 @@ def run_passthrough(command: str, rest: list[str]) -> int:
     from towline.plugin.connectors import offline_main  # noqa: PLC0415 - subcommand-only import
 
     return offline_main(rest)
+
+
+def write_editor_schema(out: Path, step_type_manifests: list[Path]) -> int:
+    """`towline editor-schema --out FILE [--step-type MANIFEST]...`: the editor schema, with these types' inputs."""
+    import yaml  # noqa: PLC0415 - subcommand-only imports
+
+    from towline.validation.editorschema import render, step_type_inputs, workflow_schema  # noqa: PLC0415
+
+    documents = []
+    for path in step_type_manifests:
+        try:
+            documents += list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (OSError, yaml.YAMLError) as error:
+            print(f"towline editor-schema: --step-type {path}: {error}; give a StepType or ClusterStepType "
+                  "manifest file", file=sys.stderr)
+            return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(workflow_schema(step_types=step_type_inputs(documents))), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
 
 
 def run_archive_command(parsed: argparse.Namespace) -> int:

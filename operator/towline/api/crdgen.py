@@ -1,19 +1,15 @@
-"""Generate `crds/*.yaml` from the pydantic models: `make crds` writes, `make crds-check` compares.
+"""Generate the CRDs (`crds/*.yaml`) from the pydantic models, as text; nothing here reads or writes a file.
 
 The models are the single source of truth; this module adds what only a CRD
 has (names, short names, the `towline` category, printer columns, the status
 subresource) and renders deterministic YAML, so a stale file is a one-line
-diff and `make test` can fail on it. It never edits anything outside the
-directory it is given.
+diff and `make test` can fail on it. `make crds` writes the files and
+`make crds-check` compares them (towline_dev.generated, a contributor tool).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -22,7 +18,7 @@ from towline.api.approval import Approval
 from towline.api.common import GROUP, VERSION, TowlineModel
 from towline.api.run import WorkflowRun
 from towline.api.steptype import ClusterStepType, StepType
-from towline.api.structural import SchemaError, structural_schema
+from towline.api.structural import structural_schema
 from towline.api.workflow import Workflow
 
 CATEGORY = "towline"
@@ -173,59 +169,3 @@ def render(crd: dict[str, Any]) -> str:
 def generated_files() -> dict[str, str]:
     """File name -> content of every CRD, e.g. `workflows.towline.dev.yaml`."""
     return {f"{resource.crd_name}.yaml": render(custom_resource_definition(resource)) for resource in RESOURCES}
-
-
-def write_crds(directory: Path) -> list[Path]:
-    """Write the CRDs into `directory`; files of ours that are no longer generated are removed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    expected = generated_files()
-    for path in directory.glob(f"*.{GROUP}.yaml"):
-        if path.name not in expected:
-            path.unlink()
-    written = []
-    for name, content in expected.items():
-        path = directory / name
-        if not path.exists() or path.read_text(encoding="utf-8") != content:
-            path.write_text(content, encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def stale_files(directory: Path) -> list[str]:
-    """Names of CRD files in `directory` that differ from what the models generate, are missing or extra."""
-    expected = generated_files()
-    stale = [
-        name for name, content in expected.items()
-        if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != content
-    ]
-    stale += sorted(path.name for path in directory.glob(f"*.{GROUP}.yaml") if path.name not in expected)
-    return stale
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m towline.api.crdgen", description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--out", type=Path, metavar="DIR", help="write the CRDs into DIR")
-    mode.add_argument("--check", type=Path, metavar="DIR", help="exit 1 if the CRDs in DIR are stale")
-    args = parser.parse_args(argv)
-    try:
-        generated_files()
-    except SchemaError as error:  # a model a CRD cannot carry, or an undescribed field: nothing is written
-        print(f"cannot generate the CRDs: {error}", file=sys.stderr)
-        return 1
-    if args.out is not None:
-        for path in write_crds(args.out):
-            print(f"wrote {path}")
-        return 0
-    stale = stale_files(args.check)
-    if stale:
-        print(
-            f"stale CRDs in {args.check}: {', '.join(stale)}; run `make crds` and commit the result",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,12 +1,13 @@
-"""The JSON Schema editors validate Workflow YAML with: `make schemas` writes schemas/workflow.schema.json.
+"""The JSON Schema editors validate Workflow YAML with (schemas/workflow.schema.json), as text; no files here.
 
 Built from the same pydantic models as the CRDs, plus what a CRD cannot say:
 each step's `with` is checked against its action's input model (the connectors'
 own), so a misspelt input of a built-in action is flagged as it is typed, and
 an action that is neither a built-in nor `steptype/<name>` /
 `clustersteptype/<name>` is refused. A user step type's `with` is checked
-against its `spec.inputs` when its manifest is given (`--step-type FILE`, for a
-team's own copy); otherwise it stays free-form, as the checked-in schema has it.
+against its `spec.inputs` when its manifest is given (`towline editor-schema
+--step-type FILE`, for a team's own copy); otherwise it stays free-form, as the
+checked-in schema has it (`make schemas` writes it, towline_dev.generated).
 
 Draft-07, the newest the YAML language server (VS Code's YAML extension)
 implements. Any value inside `with` may be a `${{ }}` binding, as the operator's
@@ -18,14 +19,9 @@ completion.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from towline.api.common import API_VERSION, DNS_SUBDOMAIN_PATTERN
 from towline.api.steptype import CLUSTER_STEP_TYPE_PREFIX, EMPTY_OBJECT_SCHEMA, STEP_TYPE_PREFIX
@@ -211,30 +207,3 @@ def _cleaned(node: Any) -> Any:
 def render(schema: Schema) -> str:
     """Deterministic JSON: keys in generation order, two-space indent, a trailing newline."""
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m towline.validation.editorschema",
-                                     description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--out", type=Path, metavar="FILE", help="write the schema to FILE")
-    mode.add_argument("--check", type=Path, metavar="FILE", help="exit 1 if FILE is not what the models generate")
-    parser.add_argument("--step-type", type=Path, action="append", default=[], metavar="MANIFEST",
-                        help="also check the with of these StepTypes/ClusterStepTypes against their inputs")
-    args = parser.parse_args(argv)
-    documents = [doc for path in args.step_type for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))]
-    text = render(workflow_schema(step_types=step_type_inputs(documents)))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        if not args.out.is_file() or args.out.read_text(encoding="utf-8") != text:
-            args.out.write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}")
-        return 0
-    if not args.check.is_file() or args.check.read_text(encoding="utf-8") != text:
-        print(f"stale editor schema {args.check}; run `make schemas` and commit the result", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

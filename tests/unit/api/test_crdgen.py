@@ -13,6 +13,7 @@ from pydantic import Field
 from towline.api import crdgen
 from towline.api.common import TowlineModel
 from towline.api.structural import SchemaError, structural_schema
+from towline_dev import generated
 
 REPO = Path(__file__).resolve().parents[3]
 # Short names and plurals of Argo Workflows and Tekton (Pipelines, Triggers): ours must not collide.
@@ -88,7 +89,7 @@ def test_a_description_states_the_default() -> None:
 
 
 def test_the_committed_crds_are_up_to_date() -> None:
-    assert crdgen.stale_files(REPO / "crds") == [], "run `make crds`"
+    assert generated.stale_crds(REPO / "crds") == [], "run `make crds`"
 
 
 def test_generation_is_deterministic() -> None:
@@ -97,18 +98,18 @@ def test_generation_is_deterministic() -> None:
 
 
 def test_check_fails_on_stale_missing_and_extra_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert crdgen.main(["--out", str(tmp_path)]) == 0
-    assert crdgen.main(["--check", str(tmp_path)]) == 0
+    assert generated.main(["crds", "--out", str(tmp_path)]) == 0
+    assert generated.main(["crds", "--check", str(tmp_path)]) == 0
     (tmp_path / "workflows.towline.dev.yaml").write_text("stale\n")
     (tmp_path / "approvals.towline.dev.yaml").unlink()
     (tmp_path / "pipelines.towline.dev.yaml").write_text("old\n")
-    assert crdgen.main(["--check", str(tmp_path)]) == 1
+    assert generated.main(["crds", "--check", str(tmp_path)]) == 1
     error = capsys.readouterr().err
     assert "workflows.towline.dev.yaml, approvals.towline.dev.yaml, pipelines.towline.dev.yaml" in error
     assert "run `make crds`" in error
-    crdgen.main(["--out", str(tmp_path)])
+    generated.main(["crds", "--out", str(tmp_path)])
     assert not (tmp_path / "pipelines.towline.dev.yaml").exists()
-    assert crdgen.main(["--check", str(tmp_path)]) == 0
+    assert generated.main(["crds", "--check", str(tmp_path)]) == 0
 
 
 @pytest.mark.parametrize(("plural", "kind", "short"), [
@@ -264,6 +265,6 @@ def test_make_crds_refuses_an_undescribed_field_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(crdgen, "RESOURCES", (crdgen.Resource(_Undescribed, "undescribeds", (), ()),))
-    assert crdgen.main(["--out", str(tmp_path / "out")]) == 1
+    assert generated.main(["crds", "--out", str(tmp_path / "out")]) == 1
     assert "cannot generate the CRDs: _Undescribed: 4 field(s)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -15,9 +15,11 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
+from towline import cli
 from towline.validation import editorschema
 from towline.validation.catalog import connector_catalog
 from towline_connectors.registry import ACTIONS
+from towline_dev import generated
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = REPO / "schemas" / "workflow.schema.json"
@@ -66,11 +68,11 @@ def test_the_committed_schema_is_what_the_models_generate() -> None:
 
 def test_the_check_fails_on_a_stale_or_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "workflow.schema.json"
-    assert editorschema.main(["--check", str(target)]) == 1
-    assert editorschema.main(["--out", str(target)]) == 0
-    assert editorschema.main(["--check", str(target)]) == 0
+    assert generated.main(["schema", "--check", str(target)]) == 1
+    assert generated.main(["schema", "--out", str(target)]) == 0
+    assert generated.main(["schema", "--check", str(target)]) == 0
     target.write_text(target.read_text().replace("http.request", "http.fetch"))
-    assert editorschema.main(["--check", str(target)]) == 1
+    assert generated.main(["schema", "--check", str(target)]) == 1
     assert "run `make schemas`" in capsys.readouterr().err
 
 
@@ -186,7 +188,7 @@ TCP_PROBE = REPO / "examples" / "step-types" / "tcp-probe-go" / "steptype.yaml"
 
 def test_a_step_types_inputs_are_checked_when_its_manifest_is_given(tmp_path: Path) -> None:
     target = tmp_path / "workflow.schema.json"
-    assert editorschema.main(["--out", str(target), "--step-type", str(TCP_PROBE)]) == 0
+    assert cli.main(["editor-schema", "--out", str(target), "--step-type", str(TCP_PROBE)]) == 0
     validator = Draft7Validator(json.loads(target.read_text()))
     step = {"id": "probe", "action": "steptype/tcp-probe", "with": {"connect": "${{ params.target }}"}}
     assert list(validator.iter_errors(edited(["spec", "steps", 0], step))) == []
@@ -196,3 +198,11 @@ def test_a_step_types_inputs_are_checked_when_its_manifest_is_given(tmp_path: Pa
     ]
     other = {"id": "other", "action": "clustersteptype/tcp-probe", "with": {"conect": 1}}
     assert list(validator.iter_errors(edited(["spec", "steps", 0], other))) == []  # another type: free-form
+
+
+def test_a_missing_step_type_manifest_is_named_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "workflow.schema.json"
+    assert cli.main(["editor-schema", "--out", str(target), "--step-type", str(tmp_path / "absent.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert "--step-type" in error and "absent.yaml" in error and "StepType or ClusterStepType manifest" in error
+    assert not target.exists()
