@@ -277,3 +277,46 @@ def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
 
         live_wait(browser, 60, 1).until(last_run_shown, message="the workflow's last run")
         assert_no_canary(browser)
+
+
+def gated_push_with_compensation(namespace: str, api: str) -> dict[str, Any]:
+    """The approval policy puts bob's gate before the mutating push; push fails and its compensation runs."""
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "guarded-push", "namespace": namespace},
+        "spec": {
+            "policy": {"approval": {"requireForMutatingActions": True, "approvers": {"users": ["bob"]},
+                                    "expiresAfter": "30m"}},
+            "steps": [{"id": "push", "action": "http.request", "retry": {"limit": 0}, "onFailure": "undo",
+                       "with": {"url": f"{api}/push", "method": "POST", "json": {"n": 1}}}],
+            "compensations": [{"id": "undo", "action": "data.transform",
+                               "with": {"data": {}, "fields": {"undone": "true"}}}],
+        },
+    }
+
+
+def test_the_run_page_draws_the_policys_gate_with_its_decision_and_the_compensation_a_failure_ran(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, chromium: Any,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    browser = chromium
+    with ScriptedServer() as api, web_view(cluster.kubeconfig, context_name("bob"), ns) as bob:
+        push = api.script("/push", (409, {"error": "conflict"}, {}))
+        apply(cluster, gated_push_with_compensation(ns, api.url))
+        run = start_run(cluster, ns, "guarded-push", "guarded-1")
+        bob.sign_in(browser)
+        browser.get(bob.url(f"/runs/{run}"))
+        gate = '#graph g.node[data-step="push__approval"]'
+        wait_for_element(browser, f'{gate}[data-kind="policy-gate"][data-phase="Running"]', "the policy's gate")
+        browser.find_element(By.CSS_SELECTOR, gate).click()
+        box = wait_for_element(browser, "#step .decide-box", "the gate's approve and reject buttons")
+        box.find_element(By.CSS_SELECTOR, "button.approve").click()
+        # The gate's panel is drawn again as the run moves on: read it afresh until it says who decided.
+        live_wait(browser, 60).until(lambda d: node_phase(d, "push__approval") == "Succeeded" and "Approved by bob"
+                                     in d.find_element(By.CSS_SELECTOR, "#step").text,
+                                     message="bob's decision on the gate's panel")
+        undo = '#graph g.node[data-step="undo"][data-section="compensations"]'
+        wait_for_element(browser, f'{undo}[data-phase="Succeeded"]', "the compensation push's failure ran", 180)
+        assert node_phase(browser, "push") == "Failed" and node_phase(browser, "push__approval") == "Succeeded"
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#graph path.edge.failure")) == 1, "push -> undo, dashed"
+        assert [json.loads(r["body"]) for r in push.requests] == [{"n": 1}], "once, after the gate"
