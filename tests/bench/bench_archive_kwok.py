@@ -129,6 +129,8 @@ class ArchiveFigures:
     database_bytes: int
     records: Counter[str]
     logs_with_the_served_text: int
+    log_span_seconds: float = 0.0
+    """From the first step log written to the last (the records' own times)."""
 
 
 def archive_metrics(archive: ArchiveProcess) -> str:
@@ -151,8 +153,9 @@ def database(backend: str, cluster: SimCluster, name: str) -> Iterator[str]:
         yield server.create_database(name.replace("-", "_"))
 
 
-def store_figures(url: str) -> tuple[int, Counter[str], int]:
-    """(database bytes, records by kind, log records that hold the text the node served)."""
+def store_figures(url: str) -> tuple[int, Counter[str], int, float]:
+    """(database bytes, records by kind, log records that hold the text the node served, seconds from the first
+    log record to the last by their `recorded_at`: the span over which the archive wrote the steps' logs)."""
     store = open_store(url, now=datetime.now(UTC))
     assert isinstance(store, SqlArchiveStore)
     try:
@@ -163,7 +166,10 @@ def store_figures(url: str) -> tuple[int, Counter[str], int]:
         for (body,) in store.database.execute("SELECT body FROM entries WHERE kind = 'log'"):
             document: dict[str, Any] = json.loads(body) if isinstance(body, str) else dict(body)  # type: ignore[call-overload]
             served += document.get("text") == LOG_TEXT
-        return used, kinds, served
+        ((first, last),) = store.database.execute("SELECT min(recorded_us), max(recorded_us) FROM entries "
+                                                  "WHERE kind = 'log'")
+        span = (int(str(last)) - int(str(first))) / 1e6 if first is not None and last is not None else 0.0
+        return used, kinds, served, span
     finally:
         store.close()
 
@@ -203,8 +209,8 @@ async def batch(cluster: SimCluster, shape: Shape, runs: int, backend: str | Non
         stack.callback(operator.stop)
         result = await _measure(cluster, shape, runs, namespace, label, operator, archive)
         if archive is not None and result.archive is not None:
-            result.archive.database_bytes, result.archive.records, result.archive.logs_with_the_served_text = (
-                store_figures(url))
+            (result.archive.database_bytes, result.archive.records, result.archive.logs_with_the_served_text,
+             result.archive.log_span_seconds) = store_figures(url)
             result.archive.database_bytes -= empty
         cluster.drop_namespace(namespace)  # while both still run: the runs' finalizers are theirs to remove
     return result
@@ -303,14 +309,16 @@ def report(shape: Shape, runs: int, batches: list[Batch]) -> None:
         else:
             lags = latency_row("", a.lags)
             drain = f"{a.drain_seconds:.1f} s, {_rate(a.released_in_drain, a.drain_seconds)} runs/s"
-            row += [f"{b.runs / a.archived_seconds:.2f}", f"{lags[2]} / {lags[3]} / {lags[5]}",
+            logs = a.records.get("log", 0)
+            row += [f"{b.runs / a.archived_seconds:.2f} ({_rate(logs, a.log_span_seconds)})",
+                    f"{lags[2]} / {lags[3]} / {lags[5]}",
                     f"{a.awaiting_at_end} ({drain})", f"{a.cpu_seconds * 1000 / b.steps:.1f}",
                     f"{a.peak_rss_kib / 1024:.0f} MiB", f"{sum(a.own.values()) / b.steps:.2f}",
                     f"{a.database_bytes / b.runs:,.0f} / {a.database_bytes / b.steps:,.0f}",
                     f"{a.logs_with_the_served_text} of {a.records.get('log', 0)}"]
         rows.append(row)
     print(table(["batch", "steps/s", "operator requests / writes per step", "control plane CPU ms/step",
-                 "runs archived/s",
+                 "runs archived/s, first create -> last release (steps' logs written/s)",
                  "lag run end -> record p50 / p95 / max", "runs awaiting at the load's end (drained in, at)",
                  "archive CPU ms/step", "archive peak RSS", "archive requests/step", "DB bytes per run / step",
                  "log records with the served log"], rows))
