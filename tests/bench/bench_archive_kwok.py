@@ -13,9 +13,13 @@ BENCH_ARCHIVE_BACKENDS (default sqlite; postgresql starts Debian's server by tow
 A watch of the runs in this process times each run's end (its phase seen terminal) and its release (the archive's
 finalizer seen gone, which the archive removes right after the run's record is written): the lag. "The end of the
 load" is when the last run ended; the runs not yet released then are the backlog, and the drain is how long the last
-of them took. The archive's CPU is its process's (/proc), from the first create to the drain's end; its requests its
-own client's counter (`towline_api_requests_total` on its metrics endpoint, as the operator's are counted), by verb,
-resource and answer; the database's bytes those of its tables and indexes after the drain. Prints figures only.
+of them took (and the runs/s it released meanwhile: its rate with a backlog). The rate it wrote the steps' logs at
+comes from the log records' own times (first to last), against the operator's steps/s. The archive's CPU is its
+process's (/proc), from the first create to the drain's end; its requests its own client's counter
+(`towline_api_requests_total` on its metrics endpoint, as the operator's are counted), by verb, resource and answer,
+with its mean wait per request (`towline_api_request_seconds`; a log GET is not timed there); the control plane's CPU
+that of kube-apiserver, etcd and kube-controller-manager over the load; the database's bytes those of its tables and
+indexes after the drain. Prints figures only.
 """
 
 from __future__ import annotations
