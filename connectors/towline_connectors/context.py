@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from towline_connectors.errors import ActionError, ErrorClass
+from towline_connectors.httpxlib import httpx
 from towline_connectors.models import CredentialRef
 from towline_connectors.netguard import NetGuard
 from towline_connectors.redact import Redactor

@@ -16,10 +16,9 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import httpx
-
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
+from towline_connectors.httpxlib import httpx
 from towline_connectors.models import CredentialRef
 from towline_connectors.netguard import DestinationRefusedError, NetGuard, ResolutionError
 from towline_connectors.redact import Redactor

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 from pydantic import Field
 
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
 from towline_connectors.httpcall import HttpCall, HttpReply, parse_url, send
+from towline_connectors.httpxlib import httpx
 from towline_connectors.models import CredentialRef, InputModel, OutputModel
 from towline_connectors.spec import (
     IDEMPOTENCY_NONE,

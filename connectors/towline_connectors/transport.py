@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import httpcore
-import httpx
 
+from towline_connectors.httpxlib import httpx
 from towline_connectors.netguard import NetGuard
 from towline_connectors.runtime import SideEffectTracker, run_blocking
 

@@ -13,9 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
-
 from towline.triggers.ingress import sign
+from towline_connectors.httpxlib import httpx
 
 
 def send_main(argv: list[str]) -> int:
