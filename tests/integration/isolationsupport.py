@@ -19,10 +19,10 @@ from towline.k8s.objects import (
     StepPodSettings,
     build_default_deny_policy,
     build_step_egress_policy,
-    build_step_job,
     isolation_probe_network,
 )
-from towline.k8s.userjobs import build_user_step_job
+from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE, ensure_images
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP
@@ -60,7 +60,8 @@ def start_step(plane: ControlPlane, run: RunRef, attempt: int, *, isolation_prob
     """Create the step Job for `attempt`; return its pod's name once it exists."""
     job_name = f"run-1-call-{attempt}"
     job = build_step_job(
-        run, job_name=job_name, step_id=STEP, attempt=attempt, action="http.request",
+        run, BuiltinAction(connector_catalog()),
+        job_name=job_name, step_id=STEP, attempt=attempt, action="http.request",
         inputs={"url": f"http://{DESTINATION}/", "method": "GET"}, credentials={}, idempotency_key=f"k-{attempt}",
         timeout_seconds=timeout_seconds, allow_private_networks=[TEST_HOSTS],
         settings=StepPodSettings(image=RUNNER_IMAGE, isolation_probe=isolation_probe),
@@ -79,9 +80,10 @@ def start_user_step(plane: ControlPlane, run: RunRef, attempt: int, *, timeout_s
     DESTINATION); its pod's name once it exists."""
     job_name = f"run-1-call-{attempt}"
     step_type = ResolvedStepType(kind="StepType", name="tcp-probe", spec=StepTypeSpec(image=PROBE_TYPE_IMAGE))
-    job = build_user_step_job(
-        run, job_name=job_name, step_id=STEP, attempt=attempt, action="steptype/tcp-probe", step_type=step_type,
-        inputs={"message": "m", "connect": DESTINATION}, credentials={}, idempotency_key=f"k-{attempt}",
+    job = build_step_job(
+        run, StepTypeImage(step_type), job_name=job_name, step_id=STEP, attempt=attempt,
+        action="steptype/tcp-probe", inputs={"message": "m", "connect": DESTINATION}, credentials={},
+        idempotency_key=f"k-{attempt}",
         timeout_seconds=timeout_seconds, settings=StepPodSettings(image=RUNNER_IMAGE, isolation_probe=PROBE),
     )
     del job["metadata"]["ownerReferences"]

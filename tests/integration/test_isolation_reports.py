@@ -17,6 +17,7 @@ from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.actions import ActionContext, apply_actions
 from towline.k8s.client import KubeApi
 from towline.k8s.objects import RunRef, StepPodSettings
+from towline.validation.catalog import connector_catalog
 from towline_connectors.wire import EGRESS_NOT_ISOLATED_MESSAGE
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import operator_kubeconfig
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 async def _apply_storm(kubeconfig: Path, runs: list[RunRef], attempts: int) -> None:
     api = await KubeApi.connect(str(kubeconfig))
-    context = ActionContext(api=api, pod_settings=StepPodSettings(), connector_ports=lambda action, inputs: [])
+    context = ActionContext(api=api, pod_settings=StepPodSettings(), catalog=connector_catalog())
     try:
         for attempt in range(1, attempts + 1):
             for run in runs:

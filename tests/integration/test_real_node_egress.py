@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, tcp_probe, wait_running
 
-from towline.k8s.egresspolicies import shared_egress_policy
+from towline.k8s.egresspolicies import build_shared_egress_policy
 from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP_POD
-from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
+from towline.k8s.objects import RunRef, build_default_deny_policy, step_labels
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
 from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
 from towline_dev.node.realnode import NodeCluster
@@ -65,12 +65,10 @@ def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.Tem
     step_ns, control_ns = "egress-step", "egress-control"
     try:
         run = RunRef(name="run-1", namespace=step_ns, uid="00000000-0000-0000-0000-000000000001", workflow="wf")
-        egress_policy = shared_egress_policy(run, build_step_egress_policy(
-            run, name="run-1-fetch", step_id="fetch",
-            egress=[{"cidr": ALLOWED.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
-        ))
-        sibling_policy = shared_egress_policy(run, build_step_egress_policy(
-            run, name="run-1-report", step_id="report", egress=[], connector_ports=[]))
+        egress_policy = build_shared_egress_policy(
+            run, egress=[{"cidr": ALLOWED.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
+        )
+        sibling_policy = build_shared_egress_policy(run, egress=[], connector_ports=[])
         # No WorkflowRun exists here: without this the garbage collector would delete the policies.
         for policy in (egress_policy, sibling_policy):
             del policy["metadata"]["ownerReferences"]

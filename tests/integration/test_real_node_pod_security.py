@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 from tests.integration.nodesupport import create, create_step_job, exec_in, sleeper_pod, wait_running
 
-from towline.k8s.objects import CREDENTIALS_DIR, RunRef, StepPodSettings, build_step_job
+from towline.k8s.mounts import CREDENTIALS_DIR
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.nodeimages import TEST_IMAGE
 from towline_dev.node.realnode import NodeCluster
@@ -82,7 +85,8 @@ def test_alice_may_create_a_compliant_pod(plane: ControlPlane) -> None:
 def step_pod(plane: ControlPlane) -> str:
     run = RunRef(name="run-1", namespace=NAMESPACE, uid="00000000-0000-0000-0000-000000000002", workflow="wf")
     job = build_step_job(
-        run, job_name="run-1-fetch-1", step_id="fetch", attempt=1, action="http.request",
+        run, BuiltinAction(connector_catalog()),
+        job_name="run-1-fetch-1", step_id="fetch", attempt=1, action="http.request",
         inputs={"url": "https://api.example.com/", "auth": {"bearer": {"credential": "api", "key": "token"}}},
         credentials={"api": "api-token"}, idempotency_key="k", timeout_seconds=600,
         settings=StepPodSettings(image=TEST_IMAGE, command=("/bin/busybox", "sleep", "600")),

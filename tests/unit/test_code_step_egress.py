@@ -72,7 +72,7 @@ def egress_rules(action: str, allow_hosts: tuple[str, ...]) -> list[dict[str, An
     api = RecordingApi()
     catalog = connector_catalog()
     context = ActionContext(api=api, pod_settings=StepPodSettings(),  # type: ignore[arg-type]
-                            connector_ports=catalog.connector_ports, is_code=catalog.is_code, default_deny=known)
+                            catalog=catalog, default_deny=known)
     job = CreateStepJob(step_id="code", attempt=1, job_name="r-code-1", action=action, inputs=PYTHON,
                         credentials={}, egress=(), allow_private_networks=(), allow_hosts=allow_hosts,
                         timeout_seconds=None, idempotency_key="k", mutating=True)

@@ -11,30 +11,29 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from towline.api.approval import approvers_line
 from towline.engine import actions as engine_actions
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
-from towline.k8s.egresspolicies import EgressPolicies, select_for_egress, shared_egress_policy
+from towline.k8s.egresspolicies import EgressPolicies, build_shared_egress_policy
 from towline.k8s.isolationreports import IsolationFailureReports
+from towline.k8s.labels import LABEL_EGRESS
 from towline.k8s.objects import (
     DEFAULT_DENY_POLICY,
     RunRef,
     StepPodSettings,
     build_approval,
     build_default_deny_policy,
-    build_notification_job,
     build_step_egress_policy,
-    build_step_job,
     isolation_probe_network,
     notification_selector,
 )
 from towline.k8s.observe import controller_uid, managed_by_operator
+from towline.k8s.stepjobs import BuiltinAction, Notification, PodCatalog, StepTypeImage, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
 from towline.k8s.together import side_by_side
-from towline.k8s.userjobs import build_user_step_job
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
 from towline_connectors.wire import rfc3339
@@ -94,16 +93,24 @@ class DefaultDenyPolicies:
                 self._events[namespace] = self._events.get(namespace, 0) + 1  # as a DELETED event would
 
 
+class StepCatalog(PodCatalog, Protocol):
+    """What creating a step's Job and egress policy asks of the catalog (towline.validation.catalog)."""
+
+    def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]: ...
+
+    def is_code(self, action: str) -> bool: ...
+
+
 @dataclass
 class ActionContext:
     """What carrying out actions needs besides the action itself."""
 
     api: KubeApi
     pod_settings: StepPodSettings
-    connector_ports: Callable[[str, Mapping[str, Any]], list[int]]
-    """TCP ports an action's declared destinations use; the step's egress policy opens them."""
-    is_code: Callable[[str], bool] = lambda _action: False
-    """Whether an action runs the author's own code: its ports never open without allowHosts."""
+    catalog: StepCatalog
+    """The built-in actions' metadata: the TCP ports an action's declared destinations use (its step's egress
+    policy opens them), whether it runs the author's own code (its ports never open without allowHosts), the
+    Secret keys it reads and what its pod needs."""
     reporter: str = "towline-operator"
     remember: Callable[[JSON], None] | None = None
     """Told every Job and Approval a create returned (made or adopted), before its watch event arrives."""
@@ -201,32 +208,25 @@ async def ensure_default_deny(context: ActionContext, namespace: str) -> None:
 async def create_step_job(context: ActionContext, run: RunRef, action: engine_actions.CreateStepJob) -> None:
     await ensure_default_deny(context, run.namespace)
     ports = (sorted(set(action.step_type.spec.egress.ports)) if action.step_type is not None
-             else context.connector_ports(action.action, action.inputs))
-    if ports and not action.allow_hosts and action.step_type is None and context.is_code(action.action):
+             else context.catalog.connector_ports(action.action, action.inputs))
+    if ports and not action.allow_hosts and action.step_type is None and context.catalog.is_code(action.action):
         # The engine refuses such a step before it starts; an empty allowlist means "any public host", which a
         # code step's own sockets would reach past the SSRF guard, so its ports stay closed whatever asked.
         log.warning("%s step %s lists no allowHosts: its ports %s stay closed", action.action, action.step_id, ports)
         ports = []
-    policy = build_step_egress_policy(
+    policy = build_shared_egress_policy(
         run,
-        name=action.job_name,
-        step_id=action.step_id,
         egress=list(action.egress),
         connector_ports=ports,
         allow_hosts=action.allow_hosts,
         allow_private_networks=action.allow_private_networks,
         cluster_cidrs=context.pod_settings.cluster_cidrs,
-        never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
+        never_open=never_open(context),
     )
-    shared = shared_egress_policy(run, policy)
-    await context.egress_policies.ensure(context.api, shared)
-    job = build_user_step_job(
-        run, job_name=action.job_name, step_id=action.step_id, attempt=action.attempt, action=action.action,
-        step_type=action.step_type, inputs=action.inputs, credentials=action.credentials,
-        idempotency_key=action.idempotency_key, timeout_seconds=action.timeout_seconds,
-        allow_hosts=action.allow_hosts, settings=context.pod_settings,
-    ) if action.step_type is not None else build_step_job(
+    await context.egress_policies.ensure(context.api, policy)
+    job = build_step_job(
         run,
+        BuiltinAction(context.catalog) if action.step_type is None else StepTypeImage(action.step_type),
         job_name=action.job_name,
         step_id=action.step_id,
         attempt=action.attempt,
@@ -239,12 +239,18 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         allow_private_networks=action.allow_private_networks,
         settings=context.pod_settings,
         created_at=datetime.now(UTC),
+        egress_group=policy["metadata"]["labels"][LABEL_EGRESS],
     )
-    created = await create_or_adopt_job(context, run, select_for_egress(job, shared))
+    created = await create_or_adopt_job(context, run, job)
     if created:
         log.info("created Job %s for %s", action.job_name, action.action)
     else:
         log.info("adopted existing Job %s/%s", run.namespace, action.job_name)
+
+
+def never_open(context: ActionContext) -> tuple[str, ...]:
+    """What no step policy opens whatever the step asks: the isolation probe's address and the API server's."""
+    return (*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks())
 
 
 async def create_or_adopt_job(context: ActionContext, run: RunRef, job: JSON) -> bool:
@@ -270,18 +276,16 @@ async def create_notification_job(
     await ensure_default_deny(context, run.namespace)
     policy = build_step_egress_policy(
         run, name=action.job_name, step_id=action.step_id, egress=[],
-        connector_ports=context.connector_ports(action.action, action.inputs), allow_hosts=action.allow_hosts,
-        cluster_cidrs=context.pod_settings.cluster_cidrs,
-        never_open=(*isolation_probe_network(context.pod_settings.isolation_probe), *context.api_server_networks()),
+        connector_ports=context.catalog.connector_ports(action.action, action.inputs), allow_hosts=action.allow_hosts,
+        cluster_cidrs=context.pod_settings.cluster_cidrs, never_open=never_open(context),
+        pod_selector=notification_selector(run, action.step_id, action.event, action.index),
     )
-    policy["spec"]["podSelector"] = {"matchLabels": notification_selector(run, action.step_id, action.event,
-                                                                          action.index)}
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)
-    job = build_notification_job(
-        run, job_name=action.job_name, step_id=action.step_id, event=action.event, index=action.index,
-        action=action.action, inputs=action.inputs, credentials=action.credentials,
-        idempotency_key=action.idempotency_key, allow_hosts=action.allow_hosts, settings=context.pod_settings,
-        created_at=datetime.now(UTC),
+    job = build_step_job(
+        run, Notification(context.catalog, action.event, action.index), job_name=action.job_name,
+        step_id=action.step_id, attempt=0, action=action.action, inputs=action.inputs,
+        credentials=action.credentials, idempotency_key=action.idempotency_key, timeout_seconds=None,
+        allow_hosts=action.allow_hosts, settings=context.pod_settings, created_at=datetime.now(UTC),
     )
     created = await create_or_adopt_job(context, run, job)
     log.info("%s notification Job %s (%s, %s)", "created" if created else "adopted existing", action.job_name,

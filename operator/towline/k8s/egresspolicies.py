@@ -1,7 +1,7 @@
 """One egress NetworkPolicy for the steps of a run that may reach the same places.
 
-A step's egress policy (`towline.k8s.objects.build_step_egress_policy`) follows from the step's declaration and
-the operator's settings alone. Steps whose policies come out the same share one object: it is named and selects
+A step's egress rules (`towline.k8s.objects.egress_rules`) follow from the step's declaration and the operator's
+settings alone. Steps whose policies come out the same share one object: it is named and selects
 pods by a digest of what it opens (`towline.dev/egress` on the policy and on the step's pod template), so equal
 rules are one policy and unequal ones never select each other's pods. Each pod is still selected by exactly the
 rules its own step declares; a 50-step fan-out makes one policy instead of 50, each a create the API server
@@ -15,15 +15,13 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from towline.k8s.client import NETWORK_POLICIES, KubeApi
-from towline.k8s.labels import LABEL_EGRESS, LABEL_RUN, LABEL_STEP
-from towline.k8s.objects import RunRef
-
-JSON = dict[str, Any]
+from towline.k8s.labels import LABEL_EGRESS, LABEL_MANAGED_BY, LABEL_RUN, LABEL_WORKFLOW, MANAGER
+from towline.k8s.objects import JSON, RunRef, allow_hosts_annotation, egress_policy, egress_rules
 
 KEEP_SECONDS = 300.0
 """How long a policy this operator made or found is taken to still exist without asking. One somebody deleted is
@@ -32,35 +30,35 @@ default-deny policy alone: they fail closed, never open."""
 MAX_KEPT = 10_000
 
 
-def egress_group(policy: JSON) -> str:
+def build_shared_egress_policy(
+    run: RunRef,
+    *,
+    egress: Sequence[Mapping[str, Any]],
+    connector_ports: Sequence[int],
+    allow_hosts: Sequence[str] = (),
+    allow_private_networks: Sequence[str] = (),
+    cluster_cidrs: Sequence[str] = (),
+    never_open: Sequence[str] = (),
+) -> JSON:
+    """The policy the run's steps of this egress share (towline.k8s.objects.egress_rules): no step's name or label
+    on it, its name and pod selector the run and `egress_group` of its rules; a step's pod template carries the
+    group (towline.k8s.stepjobs.build_step_job's `egress_group`)."""
+    rules = egress_rules(egress=egress, connector_ports=connector_ports, allow_hosts=allow_hosts,
+                         allow_private_networks=allow_private_networks, cluster_cidrs=cluster_cidrs,
+                         never_open=never_open)
+    group = egress_group(run, rules, allow_hosts)
+    labels = {LABEL_WORKFLOW: run.workflow, LABEL_RUN: run.name, LABEL_MANAGED_BY: MANAGER, LABEL_EGRESS: group}
+    return egress_policy(run, name=f"towline-egress-{run.name}-{group}", labels=labels,
+                         pod_selector={LABEL_RUN: run.name, LABEL_EGRESS: group}, rules=rules, allow_hosts=allow_hosts)
+
+
+def egress_group(run: RunRef, rules: list[JSON], allow_hosts: Sequence[str]) -> str:
     """The digest of what a step policy opens (its rules and the hosts the in-pod guard allows) and of the run that
     owns it: a run deleted and created again under its name never adopts the old one's policy, which the garbage
     collector is about to delete."""
-    opened = {"spec": policy["spec"].get("egress") or [], "types": policy["spec"].get("policyTypes") or [],
-              "annotations": policy["metadata"].get("annotations") or {},
-              "owners": [owner.get("uid") for owner in policy["metadata"].get("ownerReferences") or []]}
+    opened = {"spec": rules, "types": ["Egress"], "annotations": allow_hosts_annotation(allow_hosts),
+              "owners": [run.uid]}
     return hashlib.sha256(json.dumps(opened, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
-
-
-def shared_egress_policy(run: RunRef, policy: JSON) -> JSON:
-    """`policy` as the one the run's steps of the same egress share: no step's name or label on it, its name and
-    pod selector the run and the digest of its rules."""
-    group = egress_group(policy)
-    labels = {key: value for key, value in policy["metadata"]["labels"].items() if key != LABEL_STEP}
-    metadata = {**policy["metadata"], "name": f"towline-egress-{run.name}-{group}",
-                "labels": {**labels, LABEL_EGRESS: group}}
-    spec = {**policy["spec"], "podSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_EGRESS: group}}}
-    return {**policy, "metadata": metadata, "spec": spec}
-
-
-def select_for_egress(job: JSON, policy: JSON) -> JSON:
-    """`job` with its pod template labelled for the shared `policy` (the operator's admission policy holds the pod
-    to the template, and nobody else may change a step pod's towline.dev/ labels)."""
-    group = policy["metadata"]["labels"][LABEL_EGRESS]
-    template = job["spec"]["template"]
-    labels = {**(template.get("metadata") or {}).get("labels", {}), LABEL_EGRESS: group}
-    template = {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}}
-    return {**job, "spec": {**job["spec"], "template": template}}
 
 
 @dataclass

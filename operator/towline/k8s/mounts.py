@@ -10,11 +10,11 @@ this module never reads a Secret.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from towline.api.common import SECRET_KEY_PATTERN
-from towline.validation.catalog import connector_catalog
+from towline.api.steptype import ResolvedStepType
 
 CREDENTIALS_DIR = "/var/run/towline/credentials"
 
@@ -24,13 +24,19 @@ _SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 JSON = dict[str, Any]
 
 
-def credential_keys(action: str, inputs: Mapping[str, Any], credentials: Mapping[str, str]) -> dict[str, list[str]]:
-    """alias -> the keys of its Secret the step reads, for the aliases the step names; sorted, no duplicates."""
+def credential_keys(refs: Iterable[tuple[str, str]], credentials: Mapping[str, str]) -> dict[str, list[str]]:
+    """alias -> the keys of its Secret the step reads (`refs`, the catalog's `credential_refs` of its action and
+    inputs), for the aliases the step names; sorted, no duplicates."""
     keys: dict[str, set[str]] = {}
-    for alias, key in connector_catalog().credential_refs(action, inputs):
+    for alias, key in refs:
         if alias in credentials and _SECRET_KEY.match(key) and key not in (".", ".."):
             keys.setdefault(alias, set()).add(key)
     return {alias: sorted(found) for alias, found in sorted(keys.items())}
+
+
+def slot_keys(step_type: ResolvedStepType, credentials: Mapping[str, str]) -> dict[str, list[str]]:
+    """slot -> the keys a user step type declares, for the slots the step binds: the only keys its pod mounts."""
+    return {slot.name: sorted(set(slot.keys)) for slot in step_type.spec.credentials if slot.name in credentials}
 
 
 def credential_volumes(credentials: Mapping[str, str], keys: Mapping[str, list[str]]) -> tuple[list[JSON], list[JSON]]:

@@ -1,21 +1,17 @@
-"""Builders of the Kubernetes objects a run owns: step Jobs, egress policies, Approvals.
+"""Builders of the Kubernetes objects a run owns: the Job around a step's pod, egress policies, Approvals.
 
 Pure functions from engine actions to manifests (no API calls here). The pod
 is hardened to Pod Security "restricted": non-root, no privilege escalation,
 all capabilities dropped, read-only root filesystem, RuntimeDefault seccomp,
-no service account token. Credentials are mounted as read-only Secret volumes
-holding exactly the keys the step reads (towline.k8s.mounts); their values
-never enter a manifest.
+no service account token. What runs in it, for each kind of step, is
+towline.k8s.stepjobs's to build.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.common import API_VERSION
@@ -32,17 +28,8 @@ from towline.k8s.labels import (
     MANAGER,
     STEP_JOB_MANAGER,
 )
-from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
-from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds, connector_catalog
-from towline_connectors.wire import (
-    CREDENTIAL_KEYS_ENV,
-    CREDENTIAL_SECRETS_ENV,
-    DEADLINE_AT_ENV,
-    NAMESPACE_ENV,
-    parse_address_port,
-    rfc3339,
-)
+from towline_connectors.wire import parse_address_port
 
 RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
@@ -106,145 +93,9 @@ def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[s
     return labels
 
 
-def build_step_job(
-    run: RunRef,
-    *,
-    job_name: str,
-    step_id: str,
-    attempt: int,
-    action: str,
-    inputs: Mapping[str, Any],
-    credentials: Mapping[str, str],
-    idempotency_key: str,
-    timeout_seconds: int | None,
-    allow_hosts: Sequence[str] = (),
-    allow_private_networks: Sequence[str] = (),
-    settings: StepPodSettings,
-    created_at: datetime | None = None,
-) -> JSON:
-    """One Job per step attempt; `backoffLimit: 0` because the engine owns retries.
-
-    `created_at` (when the operator creates the Job) also gives the runner an absolute deadline: the
-    kubelet counts `activeDeadlineSeconds` from the Job's start, while the runner's own clock starts
-    only once its interpreter is up, which on a busy node can be many seconds later.
-    """
-    deadline = timeout_seconds or settings.default_timeout_seconds
-    labels = step_labels(run, step_id, attempt)
-    keys = credential_keys(action, inputs, credentials)
-    env = {
-        "TOWLINE_ACTION": action,
-        "TOWLINE_INPUT": json.dumps(inputs, separators=(",", ":"), sort_keys=True),
-        "TOWLINE_IDEMPOTENCY_KEY": idempotency_key,
-        # The runner stops a little before the pod deadline so it can still write its result.
-        "TOWLINE_DEADLINE_SECONDS": str(max(1, deadline - 5)),
-        "TOWLINE_CREDENTIALS_DIR": CREDENTIALS_DIR,
-        "TOWLINE_RESULT_PATH": RESULT_PATH,
-        "TOWLINE_NETWORK": json.dumps(
-            {"allowHosts": list(allow_hosts), "allowPrivateCidrs": list(allow_private_networks)},
-            separators=(",", ":"),
-        ),
-        # Names only (never values): the runner says which Secret or key is missing and how to add it.
-        CREDENTIAL_SECRETS_ENV: json.dumps({alias: credentials[alias] for alias in keys}, separators=(",", ":")),
-        CREDENTIAL_KEYS_ENV: json.dumps(keys, separators=(",", ":")),
-        NAMESPACE_ENV: run.namespace,
-        **settings.extra_env,
-    }
-    if created_at is not None:
-        env[DEADLINE_AT_ENV] = rfc3339(created_at + timedelta(seconds=max(1, deadline - 5)))
-    if settings.isolation_probe:
-        env["TOWLINE_ISOLATION_PROBE"] = settings.isolation_probe
-    secret_volumes, secret_mounts = credential_volumes(credentials, keys)
-    volumes: list[JSON] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}, *secret_volumes]
-    mounts: list[JSON] = [{"name": "tmp", "mountPath": "/tmp"}, *secret_mounts]  # noqa: S108 - the pod's own scratch
-    needs = connector_catalog().pod_needs(action, inputs)
-    if needs.config_map_file is not None:
-        volume, mount = config_map_file_volume(*needs.config_map_file)
-        volumes.append(volume)
-        mounts.append(mount)
-    container = {
-        "name": "step",
-        "image": settings.image,
-        "command": list(settings.command),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
-        "volumeMounts": mounts,
-        "terminationMessagePath": RESULT_PATH,
-        "terminationMessagePolicy": "File",
-        "resources": pod_resources(needs),
-        "securityContext": container_security_context(),
-    }
-    user = code_user_id(job_name) if needs.own_user else settings.run_as_user
-    return step_job_manifest(run, job_name=job_name, step_id=step_id, labels=labels, deadline=deadline,
-                             settings=settings, containers=[container], volumes=volumes, run_as_user=user)
-
-
-def build_notification_job(
-    run: RunRef, *, job_name: str, step_id: str, event: str, index: int, action: str, inputs: Mapping[str, Any],
-    credentials: Mapping[str, str], idempotency_key: str, allow_hosts: Sequence[str], settings: StepPodSettings,
-    created_at: datetime | None = None,
-) -> JSON:
-    """A step-shaped Job (attempt 0 of the gate's step) that delivers one approval announcement.
-
-    Built like any step Job, so the same admission policies admit it and guard it: runner image, hardened
-    pod, no token, only its own Secrets, `backoffLimit: 0` (a notification is sent once, never retried by
-    the Job controller). The `towline.dev/notification` label keeps it apart from the gate's attempts and
-    gives its egress policy a pod of its own to select.
-    """
-    job = build_step_job(
-        run, job_name=job_name, step_id=step_id, attempt=0, action=action, inputs=inputs, credentials=credentials,
-        idempotency_key=idempotency_key, timeout_seconds=None, allow_hosts=allow_hosts, settings=settings,
-        created_at=created_at,
-    )
-    value = f"{event}-{index}"
-    job["metadata"]["labels"][LABEL_NOTIFICATION] = value
-    job["spec"]["template"]["metadata"]["labels"][LABEL_NOTIFICATION] = value
-    return job
-
-
 def notification_selector(run: RunRef, step_id: str, event: str, index: int) -> JSON:
     """The labels that select exactly one notification Job's pod."""
     return {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-"), LABEL_NOTIFICATION: f"{event}-{index}"}
-
-
-DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
-DEFAULT_LIMITS = {"memory": "256Mi"}
-CODE_USER_IDS = (1_000_000, 2_000_000_000)
-"""The range code steps' per-pod user ids come from: above every distribution's and the images' own users."""
-
-
-def pod_resources(needs: PodNeeds) -> JSON:
-    """The built-in defaults, with the memory and CPU limits a code step declares."""
-    limits: JSON = dict(DEFAULT_LIMITS)
-    if needs.memory_limit_bytes is not None:
-        limits["memory"] = str(needs.memory_limit_bytes)
-    if needs.cpu_limit is not None:
-        limits["cpu"] = needs.cpu_limit
-    return {"requests": dict(DEFAULT_REQUESTS), "limits": limits}
-
-
-def code_user_id(job_name: str) -> int:
-    """A user id of this pod's own, from its Job's name: the code's process limit (RLIMIT_NPROC counts a user's
-    processes on the whole node) then counts this pod alone, and a fork loop cannot starve other steps."""
-    low, high = CODE_USER_IDS
-    return low + int.from_bytes(hashlib.sha256(job_name.encode()).digest()[:8], "big") % (high - low)
-
-
-def config_map_file_volume(name: str, key: str) -> tuple[JSON, JSON]:
-    """One key of a ConfigMap as the file CONFIG_MAP_FILE_PATH, optional so a missing one fails the step by name."""
-    directory, _, file_name = CONFIG_MAP_FILE_PATH.rpartition("/")
-    volume = {"name": "code-module", "configMap": {"name": name, "optional": True,
-                                                   "items": [{"key": key, "path": file_name}]}}
-    return volume, {"name": "code-module", "mountPath": directory, "readOnly": True}
-
-
-def container_security_context() -> JSON:
-    """Pod Security "restricted" for one container, with a read-only root filesystem."""
-    return {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
 
 
 def step_job_manifest(
@@ -323,18 +174,15 @@ def build_default_deny_policy(namespace: str) -> JSON:
     }
 
 
-def build_step_egress_policy(
-    run: RunRef,
+def egress_rules(
     *,
-    name: str,
-    step_id: str,
     egress: Sequence[Mapping[str, Any]],
     connector_ports: Sequence[int],
     allow_hosts: Sequence[str] = (),
     allow_private_networks: Sequence[str] = (),
     cluster_cidrs: Sequence[str] = (),
     never_open: Sequence[str] = (),
-) -> JSON:
+) -> list[JSON]:
     """DNS (when the step may resolve names), the step's declared CIDRs, and the connector's ports: never
     what the in-pod guard refuses.
 
@@ -369,24 +217,55 @@ def build_step_egress_policy(
         peers = connector_peers(allow_hosts, forbidden)
         if peers:
             rules.append({"to": peers, "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(connector_ports))]})
+    return rules
+
+
+def build_step_egress_policy(
+    run: RunRef,
+    *,
+    name: str,
+    step_id: str,
+    egress: Sequence[Mapping[str, Any]],
+    connector_ports: Sequence[int],
+    allow_hosts: Sequence[str] = (),
+    allow_private_networks: Sequence[str] = (),
+    cluster_cidrs: Sequence[str] = (),
+    never_open: Sequence[str] = (),
+    pod_selector: Mapping[str, str] | None = None,
+) -> JSON:
+    """The egress policy of one step's pods, or of the one pod `pod_selector` selects (an approval notification's,
+    `notification_selector`). The steps of a run share theirs instead (towline.k8s.egresspolicies)."""
+    rules = egress_rules(egress=egress, connector_ports=connector_ports, allow_hosts=allow_hosts,
+                         allow_private_networks=allow_private_networks, cluster_cidrs=cluster_cidrs,
+                         never_open=never_open)
+    selector = {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")} if pod_selector is None else pod_selector
+    return egress_policy(run, name=name, labels=step_labels(run, step_id), pod_selector=selector, rules=rules,
+                         allow_hosts=allow_hosts)
+
+
+def egress_policy(
+    run: RunRef, *, name: str, labels: Mapping[str, str], pod_selector: Mapping[str, str], rules: list[JSON],
+    allow_hosts: Sequence[str],
+) -> JSON:
+    """An egress NetworkPolicy owned by the run; the hosts the in-pod guard allows ride along as an annotation."""
     metadata: JSON = {
         "name": name,
         "namespace": run.namespace,
-        "labels": step_labels(run, step_id),
+        "labels": dict(labels),
         "ownerReferences": [run.owner_reference()],
     }
     if allow_hosts:
-        metadata["annotations"] = {ANNOTATION_ALLOW_HOSTS: ",".join(allow_hosts)}
+        metadata["annotations"] = allow_hosts_annotation(allow_hosts)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": metadata,
-        "spec": {
-            "podSelector": {"matchLabels": {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")}},
-            "policyTypes": ["Egress"],
-            "egress": rules,
-        },
+        "spec": {"podSelector": {"matchLabels": dict(pod_selector)}, "policyTypes": ["Egress"], "egress": rules},
     }
+
+
+def allow_hosts_annotation(allow_hosts: Sequence[str]) -> dict[str, str]:
+    return {ANNOTATION_ALLOW_HOSTS: ",".join(allow_hosts)} if allow_hosts else {}
 
 
 def isolation_probe_network(probe: str | None) -> tuple[str, ...]:

@@ -96,8 +96,7 @@ class Operator:
         self.api_server = ApiServerAddresses(lambda: read_api_server_addresses(self.connection),
                                              changed=self._except_in_running_steps)
         self._action_context = ActionContext(
-            api=self._api, pod_settings=self.config.pod_settings, connector_ports=self._catalog.connector_ports,
-            is_code=self._catalog.is_code,
+            api=self._api, pod_settings=self.config.pod_settings, catalog=self._catalog,
             remember=self._remember_created, api_server_networks=self.api_server.networks,
             default_deny=DefaultDenyPolicies(),
         )

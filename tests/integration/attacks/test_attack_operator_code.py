@@ -19,9 +19,10 @@ from tests.integration.support import get, wait_for
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
 from towline.k8s.steppods import build_step_pod
-from towline.k8s.userjobs import build_user_step_job
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
 from towline_dev.install import operator_kubeconfig
@@ -69,9 +70,9 @@ def victim_run(towline_installed: ControlPlane, namespace: str, as_operator: AsO
 def user_step_job(run: RunRef) -> dict[str, Any]:
     """A user step type's Job exactly as the operator builds one (runner `prepare`, then the type's container)."""
     step_type = ResolvedStepType(kind="StepType", name="probe", spec=StepTypeSpec(image=STEP_TYPE_IMAGE))
-    return build_user_step_job(
-        run, job_name=job_name(run.name, "probe", 1), step_id="probe", attempt=1, action="steptype/probe",
-        step_type=step_type, inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
+    return build_step_job(
+        run, StepTypeImage(step_type), job_name=job_name(run.name, "probe", 1), step_id="probe", attempt=1,
+        action="steptype/probe", inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
         settings=StepPodSettings(image=RUNNER_IMAGE),
     )
 
@@ -79,7 +80,8 @@ def user_step_job(run: RunRef) -> dict[str, Any]:
 def code_step_job(run: RunRef) -> dict[str, Any]:
     """A code.python step's Job exactly as the operator builds one, the Secret `crown-jewels` bound as `api`."""
     return build_step_job(
-        run, job_name=job_name(run.name, "steal", 1), step_id="steal", attempt=1, action="code.python",
+        run, BuiltinAction(connector_catalog()),
+        job_name=job_name(run.name, "steal", 1), step_id="steal", attempt=1, action="code.python",
         inputs={"source": CODE_STEAL, "inputs": {"token": {"credential": "api", "key": "token"}}},
         credentials={"api": "crown-jewels"}, idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(image=RUNNER_IMAGE),

@@ -1,7 +1,7 @@
 """A compromised operator, acting with the operator ServiceAccount's own token: it may create Jobs in every
 namespace it watches and read pods (their termination messages), but not Secrets. Through a Job of its own
 design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-operator-jobs
-admits only step-shaped Jobs (towline.k8s.objects.build_step_job) of the runner image, and none in kube-system
+admits only step-shaped Jobs (towline.k8s.stepjobs.build_step_job) of the runner image, and none in kube-system
 or the operator's own namespace; a user step type's Job runs the runner's `prepare` and then one container of an
 image under stepTypes.allowedImagePrefixes, nothing else. It also creates each step Job's one pod
 (towline.k8s.steppods: the Job is `managedBy` the operator, so the Job controller makes none): a pod of its own
@@ -23,9 +23,10 @@ from tests.integration.support import wait_for, wait_for_phase
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
 from towline.k8s.steppods import build_step_pod
-from towline.k8s.userjobs import build_user_step_job
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
 from towline_dev.install import OPERATOR_NAMESPACE, operator_kubeconfig
@@ -63,7 +64,8 @@ def step_job(namespace: str) -> dict[str, Any]:
     """A Job exactly as the operator builds one, mounting the namespace's Secret `crown-jewels`."""
     run = RunRef(name="victim-run", namespace=namespace, uid="00000000-0000-0000-0000-000000000019", workflow="wf")
     return build_step_job(
-        run, job_name=job_name(run.name, "call", 1), step_id="call", attempt=1, action="http.request",
+        run, BuiltinAction(connector_catalog()),
+        job_name=job_name(run.name, "call", 1), step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com/"}, credentials={"api": "crown-jewels"}, idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(image=RUNNER_IMAGE),
     )
@@ -164,9 +166,9 @@ def user_step_job(namespace: str) -> dict[str, Any]:
     """A user step type's Job exactly as the operator builds one (runner `prepare`, then the type's container)."""
     run = RunRef(name="victim-run", namespace=namespace, uid="00000000-0000-0000-0000-000000000019", workflow="wf")
     step_type = ResolvedStepType(kind="StepType", name="probe", spec=StepTypeSpec(image=STEP_TYPE_IMAGE))
-    return build_user_step_job(
-        run, job_name=job_name(run.name, "probe", 1), step_id="probe", attempt=1, action="steptype/probe",
-        step_type=step_type, inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
+    return build_step_job(
+        run, StepTypeImage(step_type), job_name=job_name(run.name, "probe", 1), step_id="probe", attempt=1,
+        action="steptype/probe", inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
         settings=StepPodSettings(image=RUNNER_IMAGE),
     )
 

@@ -291,7 +291,7 @@ class MemoryContext:
 
     def __post_init__(self) -> None:
         self.action_context = ActionContext(api=self.api, pod_settings=StepPodSettings(),
-                                            connector_ports=self.catalog.connector_ports)
+                                            catalog=self.catalog)
 
     def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from towline.k8s.actions import PARALLEL_CREATES, ActionContext, DefaultDenyPoli
 from towline.k8s.client import ApiError
 from towline.k8s.egresspolicies import KEEP_SECONDS
 from towline.k8s.objects import RunRef, StepPodSettings, build_default_deny_policy
+from towline.validation.catalog import ConnectorCatalog
 
 RUN = RunRef(name="fan", namespace="team", uid="uid-1", workflow="fan")
 
@@ -66,13 +68,20 @@ def apply(api: SlowApi, actions: list[Action], context: ActionContext | None = N
     asyncio.run(apply_actions(context or make_context(api), RUN, actions))
 
 
+class Port443Catalog(ConnectorCatalog):
+    """Every action reaches its destinations on 443, so each step has an egress policy to make."""
+
+    def connector_ports(self, action: str, inputs: Mapping[str, Any]) -> list[int]:
+        return [443]
+
+
 def make_context(api: SlowApi) -> ActionContext:
     known = DefaultDenyPolicies()
     intact = build_default_deny_policy(RUN.namespace)
     intact["metadata"]["resourceVersion"] = "1"
     known.saw(intact)
     return ActionContext(api=api, pod_settings=StepPodSettings(),  # type: ignore[arg-type]
-                         connector_ports=lambda *_: [443], default_deny=known)
+                         catalog=Port443Catalog(), default_deny=known)
 
 
 def policies(api: SlowApi) -> list[str]:

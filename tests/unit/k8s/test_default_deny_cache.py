@@ -7,6 +7,7 @@ from typing import Any
 
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies, ensure_default_deny
 from towline.k8s.objects import StepPodSettings, build_default_deny_policy
+from towline.validation.catalog import connector_catalog
 
 NS = "team"
 
@@ -43,7 +44,7 @@ class RecordingApi:
 
 def ensure(api: RecordingApi, known: DefaultDenyPolicies | None) -> list[str]:
     context = ActionContext(api=api, pod_settings=StepPodSettings(),  # type: ignore[arg-type]
-                            connector_ports=lambda *_: [], default_deny=known)
+                            catalog=connector_catalog(), default_deny=known)
     asyncio.run(ensure_default_deny(context, NS))
     return api.calls
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from towline.k8s.objects import CODE_USER_IDS, RunRef, StepPodSettings, build_step_job
-from towline.validation.catalog import CONFIG_MAP_FILE_PATH
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import CODE_USER_IDS, BuiltinAction, build_step_job
+from towline.validation.catalog import CONFIG_MAP_FILE_PATH, connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 
 
 def pod(action: str, inputs: dict[str, Any], job_name: str = "towline-step-r-1-code-1") -> dict[str, Any]:
-    job = build_step_job(RUN, job_name=job_name, step_id="code", attempt=1, action=action, inputs=inputs,
+    job = build_step_job(
+        RUN, BuiltinAction(connector_catalog()),
+        job_name=job_name, step_id="code", attempt=1, action=action, inputs=inputs,
                          credentials={}, idempotency_key="k", timeout_seconds=60, settings=StepPodSettings())
     spec: dict[str, Any] = job["spec"]["template"]["spec"]
     return spec

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.mounts import credential_keys
-from towline.k8s.objects import CREDENTIALS_DIR, RunRef, StepPodSettings, build_step_job
+from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 URL = "https://example.com"
@@ -22,7 +24,7 @@ def bearer(alias: str, key: str = "token") -> dict[str, Any]:
 def pod_spec(credentials: dict[str, str], inputs: dict[str, Any] | None = None,
              action: str = "http.request") -> dict[str, Any]:
     job = build_step_job(
-        RUN, job_name="r-1-call-1", step_id="call", attempt=1, action=action,
+        RUN, BuiltinAction(connector_catalog()), job_name="r-1-call-1", step_id="call", attempt=1, action=action,
         inputs=inputs if inputs is not None else {"url": URL}, credentials=credentials, idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(),
     )
@@ -74,7 +76,7 @@ def test_an_alias_the_step_never_reads_mounts_nothing() -> None:
 def test_connector_defaults_and_every_credential_slot_are_mounted(
     action: str, inputs: dict[str, Any], credentials: dict[str, str], expected: dict[str, list[str]]
 ) -> None:
-    assert credential_keys(action, inputs, credentials) == expected
+    assert credential_keys(connector_catalog().credential_refs(action, inputs), credentials) == expected
     spec = pod_spec(credentials, inputs, action)
     [volume] = secret_volumes(spec).values()
     assert [item["key"] for item in volume["items"]] == next(iter(expected.values()))
@@ -82,8 +84,10 @@ def test_connector_defaults_and_every_credential_slot_are_mounted(
 
 def test_a_key_no_secret_could_hold_is_never_an_item() -> None:
     """A resolved input may name any string as a key; only names a Secret can have become paths in the pod."""
-    assert credential_keys("http.request", bearer("api", "../../etc/passwd"), {"api": "api-token"}) == {}
-    assert credential_keys("http.request", bearer("api", ".."), {"api": "api-token"}) == {}
+    assert credential_keys(connector_catalog().credential_refs("http.request", bearer("api", "../../etc/passwd")),
+                           {"api": "api-token"}) == {}
+    assert credential_keys(connector_catalog().credential_refs("http.request", bearer("api", "..")),
+                           {"api": "api-token"}) == {}
 
 
 def test_a_step_without_credentials_mounts_no_secret() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.egresspolicies import shared_egress_policy
+from towline.k8s.egresspolicies import build_shared_egress_policy
 from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP
 from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy
 from towline.runtime.config import cluster_cidrs
@@ -144,19 +144,23 @@ def test_cluster_cidrs_come_from_the_operator_environment_and_a_bad_one_stops_st
         cluster_cidrs("pods")
 
 
+def shared(run: RunRef = RUN, **extra: Any) -> dict[str, Any]:
+    return build_shared_egress_policy(run, **{"egress": [], "connector_ports": [443], **extra})
+
+
 def test_steps_share_a_policy_only_when_everything_it_opens_is_the_same() -> None:
-    """Other steps' names and attempts do not split the shared policy; any difference in what it opens does."""
-    base = shared_egress_policy(RUN, policy())
-    assert shared_egress_policy(RUN, policy(name="r-1-other-2", step_id="other")) == base
+    """A shared policy names no step and opens exactly a step's own rules; any difference in what it opens, or in
+    the run that owns it, makes another."""
+    base = shared()
+    assert base["spec"]["egress"] == policy()["spec"]["egress"]
     assert LABEL_STEP not in base["metadata"]["labels"]
     assert base["spec"]["podSelector"] == {"matchLabels": {
         "towline.dev/run": "r-1", LABEL_EGRESS: base["metadata"]["labels"][LABEL_EGRESS]}}
-    variants = [policy(connector_ports=[8443]), policy(allow_hosts=["api.example.com"]),
-                policy(egress=[{"cidr": "203.0.113.0/24"}]), policy(allow_private_networks=["10.1.0.0/16"]),
-                policy(never_open=["198.51.100.7/32"])]
-    names = {shared_egress_policy(RUN, variant)["metadata"]["name"] for variant in variants}
+    variants = [shared(connector_ports=[8443]), shared(allow_hosts=["api.example.com"]),
+                shared(egress=[{"cidr": "203.0.113.0/24"}]), shared(allow_private_networks=["10.1.0.0/16"]),
+                shared(never_open=["198.51.100.7/32"])]
+    names = {variant["metadata"]["name"] for variant in variants}
     assert base["metadata"]["name"] not in names and len(names) == len(variants)
     again = RunRef(name=RUN.name, namespace=RUN.namespace, uid="uid-2", workflow=RUN.workflow)
-    assert shared_egress_policy(again, build_step_egress_policy(again, name="r-1-call-1", step_id="call", egress=[],
-                                                                connector_ports=[443]))["metadata"]["name"] != \
-        base["metadata"]["name"], "a run created again under the name never adopts the old run's policy"
+    assert shared(again)["metadata"]["name"] != base["metadata"]["name"], \
+        "a run created again under the name never adopts the old run's policy"

@@ -7,14 +7,10 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.objects import (
-    RunRef,
-    StepPodSettings,
-    build_step_egress_policy,
-    build_step_job,
-    isolation_probe_network,
-)
+from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, isolation_probe_network
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.runtime.config import isolation_probe
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 IN_CLUSTER = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
@@ -22,7 +18,8 @@ IN_CLUSTER = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT":
 
 def job_env(settings: StepPodSettings, **extra: Any) -> dict[str, str]:
     job = build_step_job(
-        RUN, job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()),
+        job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
         inputs=extra.get("inputs", {"url": "https://example.com"}), credentials={}, idempotency_key="k",
         timeout_seconds=60, settings=settings,
     )

@@ -6,22 +6,19 @@ from typing import Any
 
 from towline.engine.naming import notification_job_name
 from towline.k8s.labels import LABEL_NOTIFICATION
-from towline.k8s.objects import (
-    RunRef,
-    StepPodSettings,
-    build_notification_job,
-    build_step_egress_policy,
-    notification_selector,
-)
+from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, notification_selector
 from towline.k8s.observe import build_observed
+from towline.k8s.stepjobs import Notification, build_step_job
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 NAME = notification_job_name("r-1", "review", "opened", 0)
 
 
 def notification_job() -> dict[str, Any]:
-    return build_notification_job(
-        RUN, job_name=NAME, step_id="review", event="opened", index=0, action="webhook.send",
+    return build_step_job(
+        RUN, Notification(connector_catalog(), "opened", 0), job_name=NAME, step_id="review", attempt=0,
+        action="webhook.send", timeout_seconds=None,
         inputs={"url": "https://hooks.example.com/a", "payload": {"text": "hi"}},
         credentials={"webhook": "approvals-hook"}, idempotency_key="tl-k", allow_hosts=("hooks.example.com",),
         settings=StepPodSettings(),

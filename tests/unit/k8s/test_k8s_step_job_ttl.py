@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.runtime.config import OperatorConfig, archive_max_runs_awaiting
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 ENV = {"TOWLINE_ISOLATION_PROBE": "10.96.0.1:443"}
@@ -16,7 +18,8 @@ ENV = {"TOWLINE_ISOLATION_PROBE": "10.96.0.1:443"}
 
 def job(settings: StepPodSettings) -> dict[str, Any]:
     return build_step_job(
-        RUN, job_name="towline-step-r-1-call-1", step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()),
+        job_name="towline-step-r-1-call-1", step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com"}, credentials={}, idempotency_key="k", timeout_seconds=60,
         settings=settings,
     )

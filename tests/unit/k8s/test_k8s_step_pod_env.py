@@ -5,14 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 
 
 def step_pod_spec(**settings: Any) -> dict[str, Any]:
     job = build_step_job(
-        RUN, job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()),
+        job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com"}, credentials={"api": "api-token"}, idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(**settings),
     )
@@ -41,7 +44,8 @@ def test_the_step_container_env_is_only_the_runners_settings() -> None:
 
 def test_the_runner_gets_an_absolute_deadline_from_the_jobs_creation() -> None:
     job = build_step_job(
-        RUN, job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()),
+        job_name="r-1-call-1", step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com"}, credentials={}, idempotency_key="k", timeout_seconds=60,
         settings=StepPodSettings(), created_at=datetime(2026, 12, 2, 10, 0, tzinfo=UTC),
     )

@@ -105,10 +105,9 @@ def created_for(action: Action, monkeypatch: pytest.MonkeyPatch) -> dict[str, di
     api = RecordingApi()
     known = DefaultDenyPolicies()
     known.saw(build_default_deny_policy(RUN.namespace))
-    catalog = connector_catalog()
     context = ActionContext(
-        api=api, pod_settings=SETTINGS, connector_ports=catalog.connector_ports,  # type: ignore[arg-type]
-        is_code=catalog.is_code, api_server_networks=lambda: ("192.0.2.10/32",), default_deny=known,
+        api=api, pod_settings=SETTINGS, catalog=connector_catalog(),  # type: ignore[arg-type]
+        api_server_networks=lambda: ("192.0.2.10/32",), default_deny=known,
     )
     asyncio.run(apply_actions(context, RUN, [action]))
     return {key: body for key, body in api.created.items() if not key.startswith("Pod ")}

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
-from towline.k8s.userjobs import build_user_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
+from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "steps", "effect": "NoSchedule"}
@@ -15,7 +16,8 @@ PLACED = StepPodSettings(image_pull_secrets=("regcred",), node_selector={"pool":
 
 def step_pod(settings: StepPodSettings) -> dict[str, Any]:
     job = build_step_job(
-        RUN, job_name="towline-step-r-1-call-1", step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()),
+        job_name="towline-step-r-1-call-1", step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com"}, credentials={}, idempotency_key="k", timeout_seconds=60,
         settings=settings,
     )
@@ -27,9 +29,10 @@ def user_step_pod(settings: StepPodSettings, type_pull_secrets: list[str]) -> di
     step_type = ResolvedStepType(kind="StepType", name="deploy", spec=StepTypeSpec.model_validate({
         "image": "registry.example.com/team/deploy:1.4.0", "imagePullSecrets": type_pull_secrets,
     }))
-    job = build_user_step_job(
-        RUN, job_name="towline-step-r-1-roll-1", step_id="roll", attempt=1, action="steptype/deploy",
-        step_type=step_type, inputs={}, credentials={}, idempotency_key="k", timeout_seconds=None,
+    job = build_step_job(
+        RUN, StepTypeImage(step_type),
+        job_name="towline-step-r-1-roll-1", step_id="roll", attempt=1, action="steptype/deploy",
+        inputs={}, credentials={}, idempotency_key="k", timeout_seconds=None,
         settings=settings,
     )
     pod: dict[str, Any] = job["spec"]["template"]["spec"]

@@ -8,7 +8,7 @@ from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.observe import parse_result, ran_image
 from towline.k8s.stepimage import foreign_run
-from towline.k8s.userjobs import INPUTS_PATH, build_user_step_job
+from towline.k8s.stepjobs import INPUTS_PATH, StepTypeImage, build_step_job
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 SETTINGS = StepPodSettings(image="localhost/towline-runner:dev", isolation_probe="10.96.0.1:443")
@@ -28,7 +28,7 @@ def job(**changes: Any) -> dict[str, Any]:
         "idempotency_key": "idem-1", "timeout_seconds": None, "allow_hosts": ["deploy.example.com"],
         "settings": SETTINGS, **changes,
     }
-    return build_user_step_job(RUN, **arguments)
+    return build_step_job(RUN, StepTypeImage(arguments.pop("step_type")), **arguments)
 
 
 def env(container: dict[str, Any]) -> dict[str, str]:

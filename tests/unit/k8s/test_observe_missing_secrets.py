@@ -14,9 +14,11 @@ import pytest
 
 from towline.engine import job_name
 from towline.engine.observed import REASON_UNMOUNTABLE
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.observe import build_observed
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.runtime.cache import trim
+from towline.validation.catalog import connector_catalog
 from towline_connectors.redact import Redactor
 from towline_connectors.runner import run_step
 
@@ -28,7 +30,7 @@ def rendered_job(credentials: dict[str, str]) -> dict[str, Any]:
     """The step reads key `token` of each credential (a pod mounts only what its step reads)."""
     reads = {alias: {"credential": alias, "key": "token"} for alias in credentials}
     job = build_step_job(
-        RUN, job_name=JOB, step_id="call", attempt=1, action="http.request",
+        RUN, BuiltinAction(connector_catalog()), job_name=JOB, step_id="call", attempt=1, action="http.request",
         inputs={"url": "https://example.com", "method": "POST", "json": reads}, credentials=credentials,
         idempotency_key="k",
         timeout_seconds=60, settings=StepPodSettings(),

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from towline.engine import job_name
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.observe import build_observed
 from towline.k8s.stepimage import same_image
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.runtime.cache import trim
+from towline.validation.catalog import connector_catalog
 
 RUN = RunRef(name="deploy-1", namespace="team", uid="uid-of-deploy-1", workflow="wf")
 JOB = job_name(RUN.name, "deploy", 1)
@@ -23,7 +25,8 @@ FORGED = {"ok": True, "output": {"forged": "by-carol"}}
 
 def finished_job() -> dict[str, Any]:
     job = build_step_job(
-        RUN, job_name=JOB, step_id="deploy", attempt=1, action="data.transform", inputs={}, credentials={},
+        RUN, BuiltinAction(connector_catalog()),
+        job_name=JOB, step_id="deploy", attempt=1, action="data.transform", inputs={}, credentials={},
         idempotency_key="k", timeout_seconds=60, settings=StepPodSettings(image=ASKED),
     )
     job["metadata"]["uid"] = "job-uid"
