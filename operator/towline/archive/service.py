@@ -44,8 +44,7 @@ from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
-from towline.k8s.live import SYNCED
-from towline.runtime.streams import FAILED, follow, scopes
+from towline.runtime.streams import FAILED, SYNCED, follow, scopes
 
 log = logging.getLogger("towline.archive")
 

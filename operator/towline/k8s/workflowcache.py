@@ -1,10 +1,11 @@
 """A watch-fed, read-only cache of every Workflow, for the webhook ingress.
 
-One list, then a watch from its resourceVersion (with bookmarks), relisting
-when the API server answers 410 Gone or the connection drops. Lookups never
-touch the API server. `synced` is set after the first complete list: until
-then the ingress is not ready. Consumers get the stored dict and must not
-modify it.
+The one list+watch of every process (towline.k8s.reflector): a list in pages, then a watch from its
+resourceVersion (with bookmarks), listing again when the API server answers 410 Gone, with the same backoff
+after any failure. Lookups never touch the API server. A (re-)list replaces the whole cache when it ends, so a
+Workflow deleted while the watch was down is forgotten; until then lookups see the previous list. `synced` is
+set after the first complete list: until then the ingress is not ready. Consumers get the stored dict and must
+not modify it.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ import contextlib
 import logging
 from typing import Any
 
-from kubernetes_asyncio import client, watch
-from kubernetes_asyncio.client.exceptions import ApiException
-
-from towline.k8s.client import WORKFLOWS, ApiError, KubeApi
+from towline.k8s.client import WORKFLOWS, KubeApi
+from towline.k8s.reflector import FAILED, LISTED, SYNCED, reflect
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-WATCH_SECONDS = 240
+Key = tuple[str, str]
 
 
 class WorkflowCache:
@@ -30,7 +29,8 @@ class WorkflowCache:
 
     def __init__(self, api: KubeApi) -> None:
         self._api = api
-        self._objects: dict[tuple[str, str], JSON] = {}
+        self._objects: dict[Key, JSON] = {}
+        self._listing: dict[Key, JSON] = {}
         self.synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -50,54 +50,26 @@ class WorkflowCache:
                 await self._task
 
     async def _run(self) -> None:
-        delay = 0.5
-        while True:
-            try:
-                version = await self._relist()
-                delay = 0.5
-                while True:
-                    version = await self._watch(version)
-            except asyncio.CancelledError:
-                raise
-            except (ApiException, ApiError) as error:
-                if error.status != 410:
-                    log.warning("workflow watch failed (%s); relisting in %.1f s", error.status, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 30.0)
-            except Exception as error:  # the watch must survive any transport failure
-                log.warning("workflow watch failed (%s); relisting in %.1f s", type(error).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+        stream = reflect(self._api, WORKFLOWS.path(), what="Workflow")
+        async with contextlib.aclosing(stream):
+            async for event, body in stream:
+                self.take(event, body)
 
-    async def _relist(self) -> str:
-        listing = await self._api.request("GET", WORKFLOWS.path())
-        self._objects = {
-            (item["metadata"]["namespace"], item["metadata"]["name"]): item for item in listing.get("items", [])
-        }
-        self.synced.set()
-        version: str = listing["metadata"]["resourceVersion"]
-        log.info("workflow cache: %d workflow(s) at resourceVersion %s", len(self._objects), version)
-        return version
-
-    async def _watch(self, version: str) -> str:
-        """Apply events until the server closes the watch; return the last resourceVersion seen."""
-        custom = client.CustomObjectsApi(self._api.api_client)
-        stream = watch.Watch()
-        try:
-            async for event in stream.stream(
-                custom.list_cluster_custom_object, WORKFLOWS.group, WORKFLOWS.version, WORKFLOWS.plural,
-                resource_version=version, allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-            ):
-                obj = event["raw_object"]
-                meta = obj.get("metadata", {})
-                version = meta.get("resourceVersion", version)
-                if event["type"] == "BOOKMARK":
-                    continue
-                key = (meta["namespace"], meta["name"])
-                if event["type"] == "DELETED":
-                    self._objects.pop(key, None)
-                else:
-                    self._objects[key] = obj
-        finally:
-            stream.stop()
-        return version
+    def take(self, event: str, body: JSON) -> None:
+        """One event of the stream: a (re-)list is collected apart and replaces the cache when it ends."""
+        if event == FAILED:
+            self._listing = {}
+            return
+        if event == SYNCED:
+            self._objects, self._listing = self._listing, {}
+            self.synced.set()
+            log.info("workflow cache: %d workflow(s)", len(self._objects))
+            return
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event == LISTED:
+            self._listing[key] = body
+        elif event == "DELETED":
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = body

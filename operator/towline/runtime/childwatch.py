@@ -6,7 +6,9 @@ kopf, every one of those events took a per-object worker, read-only Body views
 and a handler invocation: most of the operator's CPU per step
 (docs/benchmarks.md). Their events only feed the child cache, wake runs and
 keep the default-deny record, so a plain list+watch stream
-(`towline.runtime.streams`) does it, as for runs (towline.runtime.runwatch).
+(`towline.runtime.streams`, over towline.k8s.reflector) does it, as for runs
+(towline.runtime.runwatch); Workflows and step types stay on kopf
+(docs/runtime.md, "Where events come from", lists every kind and its watch).
 An Approval's decision is what a waiting run waits for: through kopf, whose
 per-namespace watches of a namespace pattern and per-object workers stand
 between the event and the run, one decision was seen by no pass in a suite run
@@ -29,12 +31,11 @@ from typing import Any
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
-from towline.k8s.live import LISTED
 from towline.k8s.objects import DEFAULT_DENY_POLICY
 from towline.k8s.observe import pod_ended
 from towline.k8s.steppods import deleting, holds_finalizer
 from towline.runtime.cache import ChildCache
-from towline.runtime.streams import Listing, follow, scopes
+from towline.runtime.streams import LISTED, Listing, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]

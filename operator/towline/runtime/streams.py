@@ -1,16 +1,17 @@
-"""The operator's own list+watch streams (step Jobs, pods, default-deny policies, WorkflowRuns): where each runs
-and how it outlives a failure.
+"""The processes' list+watch streams (the operator's step Jobs, pods, Approvals, default-deny policies and
+WorkflowRuns; the archive's runs, Approvals and step pods): where each runs and how it outlives a failure.
 
-A stream is `towline.k8s.live.watch_objects` (list in pages, watch from the list's resourceVersion, list again
-on 410 Gone or a broken connection) for one namespace, or for the whole cluster. `--namespace` takes kopf's globs
-(e.g. `team-*`, as the test workers' operators use): a pattern cannot be a request path, so the patterns share
-one cluster-wide stream whose events outside them are dropped here (the chart names namespaces exactly). Any
-other failure is logged and the stream lists again after a backoff; it ends only when cancelled.
+A stream is `towline.k8s.reflector.reflect` (list in pages, watch from the list's resourceVersion, list again on
+410 Gone, one backoff for every restart) for one namespace, or for the whole cluster. `--namespace` takes kopf's
+globs (e.g. `team-*`, as the test workers' operators use): a pattern cannot be a request path, so the patterns
+share one cluster-wide stream whose events outside them are dropped here (the chart names namespaces exactly). A
+consumer that raises is logged and its stream lists again after the same backoff; it ends only when cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import logging
 from collections.abc import Callable, Hashable
@@ -18,19 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from towline.k8s.client import KubeApi, Resource
-from towline.k8s.live import LISTED, SYNCED, watch_objects
+from towline.k8s.reflector import FAILED, LISTED, PAGE_SIZE, SYNCED, Backoff, reflect
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 T = TypeVar("T", bound=Hashable)
 
-PAGE_SIZE = 500
-"""Objects per page of a (re-)list, as kopf listed: a start over thousands of finished steps is never one answer."""
-RETRY_SECONDS = (0.5, 16.0)
-"""First and longest wait before a failed stream is listed again."""
-FAILED = "FAILED"
-"""What a sink is told when its stream failed (before it lists again): a list it was counting is void."""
+__all__ = ["FAILED", "LISTED", "PAGE_SIZE", "SYNCED", "Listing", "Sink", "Wanted", "follow", "scopes"]
 
 Sink = Callable[[str, JSON], None]
 """Takes each event of a stream: LISTED, SYNCED (the (re-)list ended), ADDED, MODIFIED, DELETED, or FAILED."""
@@ -77,24 +73,25 @@ def scopes(namespaces: tuple[str, ...]) -> list[tuple[str | None, Wanted | None]
 
 async def follow(api: KubeApi, resource: Resource, scope: str | None, sink: Sink, *, what: str,
                  wanted: Wanted | None = None, label_selector: str | None = None,
-                 field_selector: str | None = None) -> None:
+                 field_selector: str | None = None, backoff: Backoff | None = None) -> None:
     """One stream of `resource` in `scope` (None: the cluster), listed again after any failure; never ends but by
     cancellation. `wanted`: which namespaces of a cluster-wide stream count (None: all)."""
-    delay = RETRY_SECONDS[0]
+    backoff = backoff or Backoff()
     while True:
         try:
-            async for event, body in watch_objects(api, resource.path(scope), label_selector=label_selector,
-                                                   field_selector=field_selector, page_size=PAGE_SIZE):
-                if event == SYNCED:
-                    delay = RETRY_SECONDS[0]
-                elif wanted is not None and not wanted((body.get("metadata") or {}).get("namespace", "")):
-                    continue
-                sink(event, body)
+            stream = reflect(api, resource.path(scope), label_selector=label_selector,
+                             field_selector=field_selector, backoff=backoff, what=what)
+            async with contextlib.aclosing(stream):  # its open watch is closed before the next list
+                async for event, body in stream:
+                    if (event not in (SYNCED, FAILED) and wanted is not None
+                            and not wanted((body.get("metadata") or {}).get("namespace", ""))):
+                        continue
+                    sink(event, body)
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # the stream must outlive any failure; it lists again
-            log.warning("%s watch%s failed (%s: %s); listing again in %.1f s", what,
-                        f" in {scope}" if scope else "", type(error).__name__, error, delay)
+        except Exception as error:  # a consumer's failure: the stream outlives it and lists again
+            delay = backoff.next()
+            log.warning("%s stream%s failed (%s: %s); listing again in %.1f s", what, f" in {scope}" if scope else "",
+                        type(error).__name__, error, delay)
             sink(FAILED, {})
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, RETRY_SECONDS[1])
+            await asyncio.sleep(delay)

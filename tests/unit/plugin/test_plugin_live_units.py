@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from towline.engine import job_name
-from towline.k8s import live
+from towline.k8s import reflector
 from towline.plugin import approvalrule, approvals, filters, follow
 from towline.plugin.approvalrule import User
 from towline.plugin.manifests import UsageError
@@ -201,7 +201,7 @@ def test_stream_lines_are_split_at_newlines_across_chunks_without_a_length_limit
     body = _Chunks(b'{"a":', b'1}\n' + big[:100], big[100:] + b"\n\nlast")
 
     async def collect() -> list[bytes]:
-        return [line async for line in live._lines(body)]
+        return [line async for line in reflector.lines(body)]
 
     assert asyncio.run(collect()) == [b'{"a":1}', big, b"", b"last"]
     assert body.released
