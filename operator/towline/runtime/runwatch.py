@@ -4,9 +4,10 @@ A run changes a few times per step (each status write comes back as an event, wi
 the Workflow and every step's record). Handed through kopf, each event took a per-object worker, read-only Body
 views and a handler invocation, at several times the cost of decoding it (docs/benchmarks.md). The events only
 update what the process knows of runs (towline.runtime.runstore) and queue passes, so a plain list+watch stream
-(towline.runtime.streams) does it. Workflows, Approvals and step types stay on kopf: they change when a person
-commits or decides, a few events an hour, and kopf also runs the process (login, startup and cleanup, the
-liveness endpoint).
+(towline.runtime.streams, over towline.k8s.reflector) does it. Approvals take the same kind of stream
+(towline.runtime.childwatch). Workflows and step types stay on kopf: they change when a person commits, a few
+events an hour, and kopf also runs the process (login, startup and cleanup, the liveness endpoint). docs/runtime.md
+("Where events come from") lists every kind and its watch.
 
 Every replica watches, as before (a new shard holder knows every run); only the holder of a run's shard acts on
 the passes queued here (towline.runtime.operator). Unlike kopf, a (re-)list also ends what it no longer shows: a
