@@ -26,7 +26,7 @@ from tests.integration.nodesupport import create, create_step_pod, exec_in, slee
 
 from towline.k8s.egresspolicies import build_shared_egress_policy
 from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP_POD
-from towline.k8s.objects import RunRef, build_default_deny_policy, step_labels
+from towline.k8s.objects import RunRef, build_default_deny_policy, egress_rules, step_labels
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
 from towline_dev.node.probehosts import METADATA_ADDRESS, ProbeHosts
 from towline_dev.node.realnode import NodeCluster
@@ -65,10 +65,10 @@ def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.Tem
     step_ns, control_ns = "egress-step", "egress-control"
     try:
         run = RunRef(name="run-1", namespace=step_ns, uid="00000000-0000-0000-0000-000000000001", workflow="wf")
-        egress_policy = build_shared_egress_policy(
-            run, egress=[{"cidr": ALLOWED.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
-        )
-        sibling_policy = build_shared_egress_policy(run, egress=[], connector_ports=[])
+        egress_policy = build_shared_egress_policy(run, egress_rules(
+            egress=[{"cidr": ALLOWED.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
+        ), allow_hosts=())
+        sibling_policy = build_shared_egress_policy(run, egress_rules(egress=[], connector_ports=[]), allow_hosts=())
         # No WorkflowRun exists here: without this the garbage collector would delete the policies.
         for policy in (egress_policy, sibling_policy):
             del policy["metadata"]["ownerReferences"]

@@ -27,6 +27,7 @@ from towline.k8s.objects import (
     build_approval,
     build_default_deny_policy,
     build_step_egress_policy,
+    egress_rules,
     isolation_probe_network,
     notification_selector,
 )
@@ -214,8 +215,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         # code step's own sockets would reach past the SSRF guard, so its ports stay closed whatever asked.
         log.warning("%s step %s lists no allowHosts: its ports %s stay closed", action.action, action.step_id, ports)
         ports = []
-    policy = build_shared_egress_policy(
-        run,
+    rules = egress_rules(
         egress=list(action.egress),
         connector_ports=ports,
         allow_hosts=action.allow_hosts,
@@ -223,6 +223,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         cluster_cidrs=context.pod_settings.cluster_cidrs,
         never_open=never_open(context),
     )
+    policy = build_shared_egress_policy(run, rules, action.allow_hosts)
     await context.egress_policies.ensure(context.api, policy)
     job = build_step_job(
         run,

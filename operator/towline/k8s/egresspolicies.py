@@ -15,13 +15,12 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from towline.k8s.client import NETWORK_POLICIES, KubeApi
 from towline.k8s.labels import LABEL_EGRESS, LABEL_MANAGED_BY, LABEL_RUN, LABEL_WORKFLOW, MANAGER
-from towline.k8s.objects import JSON, RunRef, allow_hosts_annotation, egress_policy, egress_rules
+from towline.k8s.objects import JSON, RunRef, allow_hosts_annotation, egress_policy
 
 KEEP_SECONDS = 300.0
 """How long a policy this operator made or found is taken to still exist without asking. One somebody deleted is
@@ -30,22 +29,10 @@ default-deny policy alone: they fail closed, never open."""
 MAX_KEPT = 10_000
 
 
-def build_shared_egress_policy(
-    run: RunRef,
-    *,
-    egress: Sequence[Mapping[str, Any]],
-    connector_ports: Sequence[int],
-    allow_hosts: Sequence[str] = (),
-    allow_private_networks: Sequence[str] = (),
-    cluster_cidrs: Sequence[str] = (),
-    never_open: Sequence[str] = (),
-) -> JSON:
-    """The policy the run's steps of this egress share (towline.k8s.objects.egress_rules): no step's name or label
-    on it, its name and pod selector the run and `egress_group` of its rules; a step's pod template carries the
+def build_shared_egress_policy(run: RunRef, rules: list[JSON], allow_hosts: Sequence[str]) -> JSON:
+    """The policy the run's steps of these `rules` (towline.k8s.objects.egress_rules) share: no step's name or label
+    on it, its name and pod selector the run and `egress_group` of what it opens; a step's pod template carries the
     group (towline.k8s.stepjobs.build_step_job's `egress_group`)."""
-    rules = egress_rules(egress=egress, connector_ports=connector_ports, allow_hosts=allow_hosts,
-                         allow_private_networks=allow_private_networks, cluster_cidrs=cluster_cidrs,
-                         never_open=never_open)
     group = egress_group(run, rules, allow_hosts)
     labels = {LABEL_WORKFLOW: run.workflow, LABEL_RUN: run.name, LABEL_MANAGED_BY: MANAGER, LABEL_EGRESS: group}
     return egress_policy(run, name=f"towline-egress-{run.name}-{group}", labels=labels,

@@ -9,7 +9,7 @@ import pytest
 
 from towline.k8s.egresspolicies import build_shared_egress_policy
 from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP
-from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy
+from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, egress_rules
 from towline.runtime.config import cluster_cidrs
 from towline_connectors.netguard import blocked_cidrs, refusal_reason
 
@@ -145,7 +145,8 @@ def test_cluster_cidrs_come_from_the_operator_environment_and_a_bad_one_stops_st
 
 
 def shared(run: RunRef = RUN, **extra: Any) -> dict[str, Any]:
-    return build_shared_egress_policy(run, **{"egress": [], "connector_ports": [443], **extra})
+    arguments: dict[str, Any] = {"egress": [], "connector_ports": [443], **extra}
+    return build_shared_egress_policy(run, egress_rules(**arguments), arguments.get("allow_hosts", ()))
 
 
 def test_steps_share_a_policy_only_when_everything_it_opens_is_the_same() -> None:
