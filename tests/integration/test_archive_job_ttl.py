@@ -10,17 +10,15 @@ kube-controller-manager's TTL controller deletes a Job the moment the archive gi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from tests.integration.archiving import Archiving, archiving_beside, logs_of, namespace_archived_by, quick_workflow
 from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
-from tests.integration.test_archive_record import Archiving, logs_of, namespace_archived_by, quick_workflow
 
-from towline_dev.archiveprocess import ARCHIVE_SERVICE_ACCOUNT, ArchiveProcess, write_signing_key
 from towline_dev.clients import KubeClients
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OperatorProcess, operator_kubeconfig
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 
@@ -32,26 +30,10 @@ LIMIT = 2
 def archiving(towline_operator: OperatorProcess, towline_installed: ControlPlane,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archiving]:
     """The operator with the archive on and a limit of 2; the archive (1 s Job TTL) stopped until a test starts it."""
-    work = tmp_path_factory.mktemp("archive-ttl")
-    towline_operator.stop()
-    operator = replace(towline_operator, log_path=work / "operator.log", process=None,
-                       settings={**towline_operator.settings, "TOWLINE_ARCHIVE": "true",
-                                 "TOWLINE_ARCHIVE_MAX_RUNS_AWAITING": str(LIMIT)}).start()
-    kubeconfig = operator_kubeconfig(towline_installed, work / "kubeconfig", service_account=ARCHIVE_SERVICE_ACCOUNT)
-    database_url = f"sqlite:///{work / 'archive.db'}"
-    key_file = write_signing_key(work / "signing-key.pem")
-    archive = ArchiveProcess(kubeconfig=kubeconfig, log_path=work / "archive.log", database_url=database_url,
-                             signing_key_file=key_file, watch_namespaces=towline_operator.watch_namespaces,
-                             settings={"TOWLINE_JOB_TTL_SECONDS": "1"})
-    try:
-        yield Archiving(towline_installed, operator, archive, database_url, key_file)
-    except BaseException as error:
-        error.add_note(f"archive log: {archive.log_text()[-3000:]}")
-        raise
-    finally:
-        archive.stop()
-        operator.stop()
-        towline_operator.start()
+    with archiving_beside(towline_operator, towline_installed, tmp_path_factory.mktemp("archive-ttl"),
+                          operator_settings={"TOWLINE_ARCHIVE_MAX_RUNS_AWAITING": str(LIMIT)},
+                          archive_settings={"TOWLINE_JOB_TTL_SECONDS": "1"}, started=False) as archiving:
+        yield archiving
 
 
 @pytest.fixture

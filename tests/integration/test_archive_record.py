@@ -9,27 +9,28 @@ tests read the record through the store as the archive's readers do.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
-from tests.integration.support import apply, bind_role, get, list_objects, start_run, wait_for, wait_for_phase
+from tests.integration.archiving import (
+    Archiving,
+    archived_in,
+    archived_uids,
+    archiving_beside,
+    logs_of,
+    namespace_archived_by,
+    quick_workflow,
+)
+from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
 from tests.integration.test_operator_runs import awaiting_approval, decide
-from tests.workers import namespace_prefix
 
 from towline.archive.chain import load_private_key
 from towline.archive.records import HistoryQuery
-from towline.archive.store import ArchiveStore, open_store
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
-from towline_dev.archiveprocess import ARCHIVE_SERVICE_ACCOUNT, ArchiveProcess, write_signing_key
 from towline_dev.clients import KubeClients
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OperatorProcess, operator_kubeconfig
+from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
 
@@ -38,65 +39,16 @@ STOPPED_FOR_RUNS = 50
 """Runs that start and end while the archive is stopped."""
 
 
-@dataclass
-class Archiving:
-    cluster: ControlPlane
-    operator: OperatorProcess
-    archive: ArchiveProcess
-    database_url: str
-    key_file: Path
-
-    def store(self) -> ArchiveStore:
-        return open_store(self.database_url, now=datetime.now(UTC))
-
-
 @pytest.fixture(scope="module")
 def archiving(towline_operator: OperatorProcess, towline_installed: ControlPlane,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archiving]:
-    work = tmp_path_factory.mktemp("archive")
-    towline_operator.stop()
-    operator = replace(towline_operator, log_path=work / "operator.log", process=None,
-                       settings={**towline_operator.settings, "TOWLINE_ARCHIVE": "true"}).start()
-    kubeconfig = operator_kubeconfig(towline_installed, work / "kubeconfig",
-                                     service_account=ARCHIVE_SERVICE_ACCOUNT)
-    database_url = f"sqlite:///{work / 'archive.db'}"
-    key_file = write_signing_key(work / "signing-key.pem")
-    archive = ArchiveProcess(kubeconfig=kubeconfig, log_path=work / "archive.log", database_url=database_url,
-                             signing_key_file=key_file, watch_namespaces=towline_operator.watch_namespaces).start()
-    try:
-        yield Archiving(towline_installed, operator, archive, database_url, key_file)
-    except BaseException as error:
-        error.add_note(f"archive log: {archive.log_text()[-3000:]}")
-        raise
-    finally:
-        archive.stop()
-        operator.stop()
-        towline_operator.start()
+    with archiving_beside(towline_operator, towline_installed, tmp_path_factory.mktemp("archive")) as archiving:
+        yield archiving
 
 
 @pytest.fixture
 def archived_namespace(archiving: Archiving, admin_client: KubeClients) -> Iterator[str]:
     yield from namespace_archived_by(archiving, admin_client)
-
-
-def namespace_archived_by(archiving: Archiving, admin_client: KubeClients) -> Iterator[str]:
-    """A namespace of the worker's operator; deleted after the test while the archive still runs (its runs hold the
-    archive's finalizer), and waited for."""
-    name = f"{namespace_prefix()}archive-{secrets.token_hex(3)}"
-    admin_client.core.create_namespace({"metadata": {"name": name, "labels": {"towline.dev/test": "true"}}})
-    bind_role(archiving.cluster, name, "towline-runner", users=("carol",))
-    bind_role(archiving.cluster, name, "towline-approver", users=("bob",))
-    yield name
-    admin_client.core.delete_namespace(name)
-
-    def gone() -> bool:
-        try:
-            admin_client.core.read_namespace(name)
-        except ApiException as error:
-            return error.status == 404
-        return False
-
-    wait_for(f"namespace {name} to go (the archive releases its runs)", gone, timeout=180)
 
 
 def gated_workflow(namespace: str) -> dict[str, Any]:
@@ -115,14 +67,6 @@ def gated_workflow(namespace: str) -> dict[str, Any]:
     }
 
 
-def quick_workflow(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "nightly", "namespace": namespace},
-        "spec": {"policy": {"history": {"succeeded": 1, "failed": 1}},
-                 "steps": [{"id": "tally", "action": "data.transform",
-                            "with": {"data": {"n": 1}, "fields": {"counted": "true"}}}]},
-    }
 
 
 def approved_run(cluster: ControlPlane, namespace: str, name: str) -> str:
@@ -132,24 +76,10 @@ def approved_run(cluster: ControlPlane, namespace: str, name: str) -> str:
     return str(wait_for_phase(cluster, namespace, name, {"Succeeded"})["metadata"]["uid"])
 
 
-def logs_of(archiving: Archiving, namespace: str, run: str) -> int:
-    store = archiving.store()
-    try:
-        return len(store.logs(namespace, run))
-    finally:
-        store.close()
 
 
-def archived_in(archiving: Archiving, namespace: str, workflow: str) -> list[str]:
-    store = archiving.store()
-    try:
-        return archived_uids(store, namespace, workflow)
-    finally:
-        store.close()
 
 
-def archived_uids(store: ArchiveStore, namespace: str, workflow: str) -> list[str]:
-    return [run.uid for run in store.history(HistoryQuery(namespace=namespace, workflow=workflow, limit=500)).runs]
 
 
 def test_a_pruned_run_stays_in_the_record_with_its_decider_and_logs_through_ttl_and_restarts(
