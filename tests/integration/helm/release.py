@@ -37,6 +37,14 @@ def install(cluster: Cluster, release: str, namespace: str, values: dict[str, st
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def kept_record(release: str = RELEASE, namespace: str = NAMESPACE) -> set[tuple[str, str]]:
+    """(kind, namespace/name) of what `helm uninstall` keeps of a release besides the CRDs: the archive's record,
+    its volume and its signing key (helm.sh/resource-policy: keep; docs/archive.md#uninstalling)."""
+    prefix = name_prefix(release)
+    return {("PersistentVolumeClaim", f"{namespace}/{prefix}-archive"),
+            ("Secret", f"{namespace}/{prefix}-archive-signing-key")}
+
+
 def uninstall(cluster: Cluster, release: str, namespace: str) -> None:
     result = on(cluster, "uninstall", release, "--namespace", namespace, "--ignore-not-found")
     assert result.returncode == 0, result.stdout + result.stderr

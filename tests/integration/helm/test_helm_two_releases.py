@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from tests.integration.helm.release import Cluster, install, labelled_objects, on, uninstall
+from tests.integration.helm.release import Cluster, install, kept_record, labelled_objects, on, uninstall
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline_dev.release import CHART, api_server_egress, name_prefix, set_args, wait_rolled_out
@@ -160,8 +160,7 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
         uninstall(cluster, team.release, team.namespace)
     # but each archive's record (its volume and signing key: helm.sh/resource-policy keep).
     def left(team: Team) -> list[tuple[str, str]]:
-        record = {("PersistentVolumeClaim", f"{team.namespace}/{team.prefix}-archive"),
-                  ("Secret", f"{team.namespace}/{team.prefix}-archive-signing-key")}
-        return [o for o in labelled_objects(cluster, f"app.kubernetes.io/instance={team.release}") if o not in record]
+        return [o for o in labelled_objects(cluster, f"app.kubernetes.io/instance={team.release}")
+                if o not in kept_record(team.release, team.namespace)]
 
     wait_for("nothing of either release to be left", lambda: not any(left(team) for team in TEAMS), timeout=120)

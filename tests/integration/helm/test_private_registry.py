@@ -234,7 +234,7 @@ def test_operator_and_ingress_run_the_pushed_image_pulled_with_the_release_pull_
     cluster, image = private_release.cluster, private_release.operator
     pods = chart_pods(cluster)
     components = sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods)
-    assert components == ["ingress", "ingress", "operator", "operator"], components
+    assert components == ["archive", "ingress", "ingress", "operator", "operator"], components
     for pod in pods:
         name = pod["metadata"]["name"]
         assert pod["spec"]["imagePullSecrets"] == [{"name": RELEASE_SECRET}], name
