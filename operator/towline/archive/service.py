@@ -19,11 +19,12 @@ towline.archive.jobttl) and a patch per run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from towline.archive.capture import (
@@ -40,6 +41,7 @@ from towline.archive.capture import (
     run_finished_at,
 )
 from towline.archive.jobttl import job_ttl_patch, step_job_of
+from towline.archive.pending import ArchiveState, name_of, namespace_of, side_by_side, uid_of
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
@@ -49,8 +51,6 @@ from towline.runtime.streams import FAILED, SYNCED, follow, scopes
 log = logging.getLogger("towline.archive")
 
 JSON = dict[str, Any]
-Key = tuple[str, str]
-"""(namespace, name)"""
 
 LOG_CAP_BYTES = 256 * 1024
 """Of each step container's log kept by default (the chart's archive.logCapBytes)."""
@@ -58,41 +58,14 @@ JOB_TTL_SECONDS = 86400
 """Set on a step Job once its pod's logs are written, by default (the chart's runner.jobTTLSecondsAfterFinished)."""
 RETRY_SECONDS = (1.0, 60.0)
 """First and longest wait before a record that could not be written is tried again (database or API down)."""
+POD_BATCH = 32
+"""Ended pods among the next items the writer takes together (their logs read side by side)."""
 POD_WAIT_SECONDS = 120.0
 """How long a finished run waits for a step pod that has not ended yet (the operator stops it at the deadline)
 before the run is written without that pod's log, which the record then says."""
 
 
 Call = Callable[[], Any]
-
-
-@dataclass
-class ArchiveState:
-    """What the streams have shown: runs by key, their approvals and step pods, and what waits to be written."""
-
-    runs: dict[Key, JSON] = field(default_factory=dict)
-    approvals: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
-    """(namespace, run name) -> approval name -> body"""
-    pods: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
-    """(namespace, run name) -> pod name -> body"""
-    runs_of_pods: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, pod name) -> (namespace, run name)"""
-    runs_of_approvals: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, approval name) -> (namespace, run name)"""
-    run_of: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, pod or approval name) -> (namespace, run name): where `pods` and `approvals` keep it."""
-    pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
-    """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    timed_pods: set[str] = field(default_factory=set)
-    """UIDs of step pods whose Job this process has given its TTL: one PATCH per Job (forgotten with the pod)."""
-    unsynced: set[str] = field(default_factory=set)
-    """Streams whose first list has not ended yet: until none is left, no run is written (its pods and approvals
-    may not have been listed yet, and a run released without them would lose their logs)."""
-
-    def want(self, what: str, namespace: str, name: str) -> None:
-        self.pending[(what, namespace, name)] = None
-        self.wake.set()
 
 
 class ArchiveService:
@@ -160,6 +133,7 @@ class ArchiveService:
             self.state.pods[run_key].pop(own[1], None)
             self.state.runs_of_pods.pop(own, None)
             self.state.timed_pods.discard(str(meta.get("uid") or ""))
+            self.state.logged.pop(str(meta.get("uid") or ""), None)
             return
         self.state.pods[run_key][own[1]] = body
         self.state.runs_of_pods[own] = run_key
@@ -200,30 +174,44 @@ class ArchiveService:
             if self.state.unsynced:
                 continue
             while self.state.pending:
-                item = next(iter(self.state.pending))
-                del self.state.pending[item]  # an event meanwhile adds it again: it is looked at once more
+                batch = self.next_batch()
+                for item in batch:
+                    del self.state.pending[item]  # an event meanwhile adds it again: it is looked at once more
                 try:
-                    done = await self.write(*item)
+                    done = await (self.write_pods(batch) if len(batch) > 1 else self.write(*batch[0]))
                 except asyncio.CancelledError:
                     raise
-                except Exception as error:  # the writer outlives any failure: the item waits and is tried again
-                    self.state.pending[item] = None
-                    log.warning("archiving %s %s/%s failed (%s: %s); trying again in %.0f s", *item,
-                                type(error).__name__, error, delay)
+                except Exception as error:  # the writer outlives any failure: the items wait and are tried again
+                    for item in batch:
+                        self.state.pending[item] = None
+                    log.warning("archiving %s %s/%s%s failed (%s: %s); trying again in %.0f s", *batch[0],
+                                f" and {len(batch) - 1} more" if len(batch) > 1 else "", type(error).__name__,
+                                error, delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_SECONDS[1])
                     continue
                 delay = RETRY_SECONDS[0]
                 if not done:  # not yet: looked at again after the others
-                    self.state.pending[item] = None
+                    self.state.pending[batch[0]] = None
                     await asyncio.sleep(1.0)
+
+    def next_batch(self) -> list[tuple[str, str, str]]:
+        """The ended pods among the next POD_BATCH items (read side by side), or else the next item alone."""
+        window = list(itertools.islice(self.state.pending, POD_BATCH))
+        pods = [item for item in window if item[0] == "pod"]
+        return pods if len(pods) > 1 else window[:1]
+
+    async def write_pods(self, items: list[tuple[str, str, str]]) -> bool:
+        """Ended pods' logs, read side by side and appended in order."""
+        await self.archive_pods([pod for _, namespace, name in items if (pod := self._pod(namespace, name))])
+        return True
 
     async def write(self, what: str, namespace: str, name: str) -> bool:
         """Write one item; False: it must wait (a finished run's pod has not ended yet)."""
         if what == "pod":
             pod = self._pod(namespace, name)
             if pod is not None:
-                await self.archive_pod_logs(pod)
+                await self.archive_pods([pod])
             return True
         if what == "approval":
             approval = self._approval(namespace, name)
@@ -255,29 +243,60 @@ class ArchiveService:
         lags, self.lags = self.lags, []
         return lags
 
-    async def archive_pod_logs(self, pod: JSON) -> list[JSON]:
-        """Every container log of an ended step pod, each once; references for the run's record."""
-        meta = pod.get("metadata") or {}
-        namespace, run_name = meta.get("namespace", ""), (meta.get("labels") or {}).get(LABEL_RUN, "")
-        run = self.state.runs.get((namespace, run_name)) or {}
-        run_uid = str((run.get("metadata") or {}).get("uid") or "")
-        references = []
-        archived: dict[str, Entry] = {}
-        if run_uid:
-            archived = {entry.key: entry for entry in await self.db(lambda: self.store.logs(namespace, run_uid))}
-        for container in pod_containers(pod):
-            entry = archived.get(log_key(pod, container))
-            if entry is None:
-                text = await self.read_log(namespace, meta.get("name", ""), container)
-                capture = log_capture(pod, run_uid, container, text, cap=self.log_cap_bytes)
-                self.logs_cut += bool(capture.body["truncated"])
-                entry = await self.append(namespace, capture)
-            body = entry.body
-            references.append({"key": entry.key, "digest": entry.digest, "step": body.get("step"),
-                               "attempt": body.get("attempt"), "container": container,
-                               "truncated": body.get("truncated")})
-        await self.set_job_ttl(pod)
-        return references
+    async def archive_pods(self, pods: list[JSON]) -> list[JSON]:
+        """Every container log of these ended step pods, each once: read side by side (AT_ONCE), appended one at a
+        time in order, then their Jobs' TTLs set side by side. The references of their log records, in pod order,
+        for the runs' records."""
+        todo = [pod for pod in pods if uid_of(pod) not in self.state.logged]
+        archived = await self._archived_logs(todo)
+        wanted = [(pod, container) for pod in todo for container in pod_containers(pod)
+                  if (namespace_of(pod), log_key(pod, container)) not in archived]
+        texts = await side_by_side([partial(self.read_log, namespace_of(pod), name_of(pod), container)
+                                     for pod, container in wanted])
+        read = {(uid_of(pod), container): text for (pod, container), text in zip(wanted, texts, strict=True)}
+        for pod in todo:
+            references = []
+            for container in pod_containers(pod):
+                entry = archived.get((namespace_of(pod), log_key(pod, container)))
+                if entry is None:
+                    capture = log_capture(pod, self._runuid_of(pod), container, read[(uid_of(pod), container)],
+                                          cap=self.log_cap_bytes)
+                    self.logs_cut += bool(capture.body["truncated"])
+                    entry = await self.append(namespace_of(pod), capture)
+                body = entry.body
+                references.append({"key": entry.key, "digest": entry.digest, "step": body.get("step"),
+                                   "attempt": body.get("attempt"), "container": container,
+                                   "truncated": body.get("truncated")})
+            self.state.logged[uid_of(pod)] = references
+        untimed = [pod for pod in pods if uid_of(pod) not in self.state.timed_pods]
+        failures = await side_by_side([partial(self._job_ttl_or_error, pod) for pod in untimed])
+        for failure in failures:
+            if failure is not None:
+                raise failure
+        return [reference for pod in pods for reference in self.state.logged.get(uid_of(pod), [])]
+
+    async def _archived_logs(self, pods: list[JSON]) -> dict[tuple[str, str], Entry]:
+        """The log records already in the record for these pods' runs (after a restart), by (namespace, key):
+        one read of the database per run."""
+        runs = {(namespace_of(pod), run_uid) for pod in pods if (run_uid := self._runuid_of(pod))}
+        archived: dict[tuple[str, str], Entry] = {}
+        for namespace, run_uid in sorted(runs):
+            for entry in await self.db(partial(self.store.logs, namespace, run_uid)):
+                archived[(namespace, entry.key)] = entry
+        return archived
+
+    def _runuid_of(self, pod: JSON) -> str:
+        run_name = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN, "")
+        run = self.state.runs.get((namespace_of(pod), run_name)) or {}
+        return str((run.get("metadata") or {}).get("uid") or "")
+
+    async def _job_ttl_or_error(self, pod: JSON) -> Exception | None:
+        """`set_job_ttl`, its failure returned: every pod of a batch is tried before one failure is raised."""
+        try:
+            await self.set_job_ttl(pod)
+        except ApiError as error:
+            return error
+        return None
 
     async def set_job_ttl(self, pod: JSON) -> None:
         """The pod's logs are in the record: its Job may go after its TTL now (one PATCH per Job)."""
@@ -319,10 +338,7 @@ class ArchiveService:
             waiting = [p for p in pods if not pod_ended(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
             if waiting and run_finished(run) and not self._waited_long_enough(run):
                 return False
-            references = []
-            for pod in pods:
-                if pod_ended(pod):
-                    references += await self.archive_pod_logs(pod)
+            references = await self.archive_pods([pod for pod in pods if pod_ended(pod)])
             approvals = list(self.state.approvals.get((namespace, name), {}).values())
             for approval in approvals:
                 if approval_decided(approval):

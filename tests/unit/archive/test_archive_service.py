@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from towline.archive.jobttl import JobRef, job_ttl_patch, step_job_of
+from towline.archive.pending import AT_ONCE
 from towline.archive.service import POD_WAIT_SECONDS, ArchiveService
 from towline.archive.store import ArchiveStore, open_store
 from towline.k8s.client import ApiError, Conflict
@@ -227,3 +228,54 @@ def test_the_ttl_patch_names_the_jobs_uid_and_sets_only_its_ttl() -> None:
     assert job_ttl_patch(job, 1) == {"metadata": {"uid": "u-job"}, "spec": {"ttlSecondsAfterFinished": 1}}
     assert step_job_of({"metadata": {"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u"}]}}) is None, (
         "a Job that does not control the pod")
+
+
+class CountingApi(Api):
+    """Log reads that yield to the loop while in flight, counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def read_text(self, path: str, *, query: dict[str, str] | None = None) -> str:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        for _ in range(3):
+            await asyncio.sleep(0)  # a turn of the loop, as a request in flight gives: not a wait
+        self.in_flight -= 1
+        return await super().read_text(path, query=query)
+
+
+def numbered_pod(number: int) -> dict[str, Any]:
+    ended = pod()
+    ended["metadata"] = {**ended["metadata"], "name": f"towline-step-deploy-1-apply-{number}", "uid": f"u-pod-{number}"}
+    return ended
+
+
+def test_ended_pods_are_read_side_by_side_and_their_logs_appended_one_at_a_time_in_order(
+    store: ArchiveStore,
+) -> None:
+    api = CountingApi()
+    archive = service(store, api)
+    archive.on_run("ADDED", run("Running"))
+    for number in range(12):
+        archive.on_pod("ADDED", numbered_pod(number))
+    batch = archive.next_batch()
+    assert [name for _, _, name in batch] == [f"towline-step-deploy-1-apply-{number}" for number in range(12)]
+    assert asyncio.run(archive.write_pods(batch))
+    assert 1 < api.most_in_flight <= AT_ONCE, api.most_in_flight
+    logs = sorted(store.logs(NS, "u-run"), key=lambda entry: entry.seq)
+    assert [entry.key for entry in logs] == [f"u-pod-{number}/step" for number in range(12)]
+    archive.on_run("MODIFIED", run())
+    drain(archive)
+    archived = store.run(NS, "u-run")
+    assert archived is not None and len(archived.entry.body["logs"]) == 12
+    assert len(api.log_reads) == 12, "the run's record takes the references the writer kept, and reads nothing again"
+
+
+def test_the_writer_takes_the_next_item_alone_when_fewer_than_two_pods_are_near() -> None:
+    archive = ArchiveService(Api(), None)  # type: ignore[arg-type]
+    archive.state.want("run", NS, "deploy-1")
+    archive.state.want("pod", NS, "towline-step-deploy-1-apply-1")
+    assert archive.next_batch() == [("run", NS, "deploy-1")]
