@@ -1,6 +1,7 @@
 """`helm install` of the chart and what runs from it: the objects, Pod Security, the admission policy,
 `watchNamespaces`, `helm test`, the README's approval walkthrough against the Helm-installed operator,
-and the canary-Secret log scan. Fixtures: conftest.py in this directory.
+the canary-Secret log scan, and the archive's record of a pruned run as two people may read it.
+Fixtures: conftest.py in this directory.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,9 @@ from tests.integration.support import bind_role, start_run, step_status, wait_fo
 
 from towline.k8s.labels import LABEL_STEP
 from towline_dev.install import OperatorProcess, operator_kubeconfig
+from towline_dev.kubeconfig import context_name
 from towline_dev.processes import free_loopback_port
-from towline_dev.release import NAMESPACE, RELEASE, api_server_egress
+from towline_dev.release import NAMESPACE, RELEASE, api_server_egress, wait_rolled_out
 
 pytestmark = pytest.mark.integration
 
@@ -263,5 +266,69 @@ def test_canary_secret_value_is_in_no_container_log_of_the_helm_installed_run(mo
         assert CANARY not in everything
         secret = cluster.kubectl("get", "secret", "canary-api", "-n", namespace, "-o", "json").stdout
         assert "token" in json.loads(secret)["data"]
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def _kept_workflow(namespace: str) -> dict[str, Any]:
+    """bob approves, then one step; the cluster keeps one succeeded run (the archive keeps them all)."""
+    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "deploy-prod", "namespace": namespace},
+            "spec": {"policy": {"history": {"succeeded": 1, "failed": 1}},
+                     "steps": [{"id": "review", "approval": {"approvers": {"users": ["bob"]}}},
+                               {"id": "apply", "needs": ["review"], "action": "data.transform",
+                                "with": {"data": {"release": "2026.12"}, "fields": {"applied": "data.release"}}}]}}
+
+
+def _plugin(cluster: Cluster, user: str, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(cluster.kubeconfig),
+            "--context", context_name(user), "-n", namespace, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_the_helm_installed_archive_keeps_a_pruned_run_for_those_who_may_read_its_namespace(
+    module_running_release: Cluster,
+) -> None:
+    """The record as an auditor meets it, with the chart's defaults: a run pruned by its Workflow's history after
+    three newer runs, its pods gone with it, the operator and the archive restarted, is still listed with who
+    approved it and its step's log, for carol (who may read the namespace's runs and pods' logs); alice, who may
+    not read its runs, is refused it by the same API."""
+    cluster, namespace = module_running_release, "towline-record"
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    try:
+        bind_role(cluster, namespace, "towline-runner", users=("carol",))
+        bind_role(cluster, namespace, "towline-approver", users=("bob",))
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_kept_workflow(namespace)))
+        for number in range(1, 5):
+            name = start_run(cluster, namespace, "deploy-prod", f"deploy-{number}", user="carol")
+            approval = step_status(wait_for_phase(cluster, namespace, name, {"AwaitingApproval"}, timeout=300),
+                                   "review")["approvalName"]
+            decision = {"spec": {"decision": "Approved", "decidedBy": "bob", "reason": f"change 47{number}"}}
+            cluster.kubectl("patch", "approval", approval, "-n", namespace, "--type", "merge",
+                            "-p", json.dumps(decision), user="bob")
+            assert wait_for_phase(cluster, namespace, name, {"Succeeded", "Failed"},
+                                  timeout=300)["status"]["phase"] == "Succeeded"
+        wait_for("the history limit to prune deploy-1 (once the archive has written it)", lambda: cluster.kubectl(
+            "get", "workflowruns.towline.dev", "deploy-1", "-n", namespace, check=False).returncode != 0, timeout=180)
+        wait_for("deploy-1's pods to go with it", lambda: not json.loads(cluster.kubectl(
+            "get", "pods", "-n", namespace, "-l", "towline.dev/run=deploy-1", "-o", "json").stdout)["items"],
+            timeout=180)
+        cluster.kubectl("rollout", "restart", "deployment/towline-operator", "deployment/towline-archive",
+                        "-n", NAMESPACE)
+        wait_rolled_out(cluster)
+
+        listed = wait_for("deploy-1 in the archive after the restarts", lambda: next((
+            item for item in json.loads(_plugin(cluster, "carol", namespace, "history", "-o", "json").stdout
+                                        or '{"items": []}').get("items", [])
+            if item["metadata"]["name"] == "deploy-1"), None), timeout=120)
+        assert listed["approvers"] == ["bob"] and listed["phase"] == "Succeeded", listed
+        assert "change 471" in json.dumps(listed["record"]["approvals"]), "the decision's reason is kept"
+        log = _plugin(cluster, "carol", namespace, "logs", "deploy-1", "apply")
+        assert log.returncode == 0 and log.stdout.strip(), log.stdout + log.stderr
+
+        refused = cluster.kubectl("get", "archivedruns.archive.towline.dev", "-n", namespace, user="alice",
+                                  check=False)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stdout + refused.stderr
+        assert "deploy-1" not in _plugin(cluster, "alice", namespace, "history").stdout
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
