@@ -123,6 +123,23 @@ def step_status(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     raise AssertionError(f"step {step_id} not in status: {[s['id'] for s in run['status'].get('steps', [])]}")
 
 
+def decide(cluster: ControlPlane, namespace: str, approval: str, user: str, decision: str = "Approved",
+           reason: str | None = None) -> Any:
+    patch: dict[str, Any] = {"decision": decision, "decidedBy": user}
+    if reason:
+        patch["reason"] = reason
+    return cluster.kubectl("patch", "approval", approval, "-n", namespace, "--type", "merge",
+                           "-p", json.dumps({"spec": patch}), user=user, check=False)
+
+
+def awaiting_approval(cluster: ControlPlane, namespace: str, run: str) -> str:
+    found = wait_for_phase(cluster, namespace, run, {"AwaitingApproval"})
+    name = step_status(found, "review").get("approvalName")
+    assert name, "the gate records the Approval's name"
+    wait_for("the Approval object", lambda: get(cluster, "approvals.towline.dev", name, namespace))
+    return str(name)
+
+
 def workflow(namespace: str, name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
     """A Workflow manifest of just these steps."""
     return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client.exceptions import ApiException
 from tests.integration.replicas import lease_of
-from tests.integration.support import apply, bind_role, get, start_run, step_status, wait_for
-from tests.integration.test_operator_max_concurrent_runs import one_at_a_time
-from tests.integration.test_operator_runs import awaiting_approval, decide
+from tests.integration.support import apply, awaiting_approval, bind_role, decide, get, start_run, step_status, wait_for
+from tests.integration.workflows import one_at_a_time
 from tests.workers import namespace_prefix
 
 from towline_dev.clients import KubeClients

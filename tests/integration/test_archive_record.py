@@ -22,8 +22,16 @@ from tests.integration.archiving import (
     namespace_archived_by,
     quick_workflow,
 )
-from tests.integration.support import apply, get, list_objects, start_run, wait_for, wait_for_phase
-from tests.integration.test_operator_runs import awaiting_approval, decide
+from tests.integration.support import (
+    apply,
+    awaiting_approval,
+    decide,
+    get,
+    list_objects,
+    start_run,
+    wait_for,
+    wait_for_phase,
+)
 
 from towline.archive.chain import load_private_key
 from towline.archive.records import HistoryQuery

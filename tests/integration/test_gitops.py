@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from tests.gitops_health import argocd_health
+from tests.integration.metricsupport import scrape, value
 from tests.integration.support import (
     ScriptedServer,
     apply,
+    decide,
     get,
     list_objects,
     start_run,
@@ -22,8 +24,6 @@ from tests.integration.support import (
     wait_for,
     wait_for_phase,
 )
-from tests.integration.test_operator_metrics import scrape, value
-from tests.integration.test_operator_runs import decide
 
 from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.integration.support import apply, get, list_objects, start_run, step_status, wait_for, wait_for_phase
+from tests.integration.workflows import one_at_a_time
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
@@ -21,20 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 RUNS = "workflowruns.towline.dev"
 
-
-def one_at_a_time(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "deploy", "namespace": namespace},
-        "spec": {
-            "policy": {"maxConcurrentRuns": 1},
-            "steps": [
-                {"id": "review", "approval": {"approvers": {"users": ["bob"]}, "expiresAfter": "10m"}},
-                {"id": "apply", "needs": ["review"], "action": "data.transform",
-                 "with": {"data": {}, "fields": {"applied": "true"}}},
-            ],
-        },
-    }
 
 
 def approve(cluster: ControlPlane, namespace: str, run: str) -> None:

@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import json
 import platform
-import urllib.request
 from datetime import datetime
 from importlib.metadata import version
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.support import ScriptedServer, apply, get, start_run, step_status, wait_for, wait_for_phase
-from tests.integration.test_operator_runs import decide
+from tests.integration.metricsupport import Samples, scrape, value
+from tests.integration.support import (
+    ScriptedServer,
+    apply,
+    decide,
+    get,
+    start_run,
+    step_status,
+    wait_for,
+    wait_for_phase,
+)
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "error_class", "decision",
                   "verb", "resource", "code", "le",
                   "name",  # the work queue's own name: runs or workflows
@@ -32,28 +38,6 @@ ALLOWED_LABELS = {"namespace", "workflow", "trigger", "outcome", "action", "erro
                   "shard",  # a shard's index, below operator.shards (at most 64)
                   "phase", "version", "python_version", "image"}
 
-
-def _metrics_text(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return str(response.read().decode())
-    except OSError:
-        return None
-
-
-def scrape(operator: OperatorProcess) -> Samples:
-    url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
-    # The operator's endpoint comes up a moment after the process starts.
-    text: str = wait_for(f"{url} to answer", lambda: _metrics_text(url), timeout=30)
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def seconds(rfc3339: str) -> float:

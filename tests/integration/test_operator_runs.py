@@ -15,6 +15,8 @@ import pytest
 from tests.integration.support import (
     ScriptedServer,
     apply,
+    awaiting_approval,
+    decide,
     get,
     list_objects,
     start_run,
@@ -22,56 +24,12 @@ from tests.integration.support import (
     wait_for,
     wait_for_phase,
 )
+from tests.integration.workflows import release_workflow
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
-
-
-
-def release_workflow(namespace: str, api: str, **overrides: Any) -> dict[str, Any]:
-    """Three action steps, a branch that is skipped, and a four-eyes approval before the mutation."""
-    approval = {"message": "Release ${{ steps.check.output.version }}?",
-                "approvers": {"users": ["bob", "carol"]}, "fourEyes": True, "expiresAfter": "10m"}
-    approval.update(overrides.pop("approval", {}))
-    return {
-        "apiVersion": "towline.dev/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {"name": overrides.pop("name", "release"), "namespace": namespace},
-        "spec": {
-            "params": [{"name": "env", "type": "string", "default": "staging"}],
-            "steps": [
-                {"id": "check", "action": "http.request",
-                 "with": {"url": f"{api}/status", "select": "response.body"},
-                 "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1}},
-                {"id": "page_oncall", "needs": ["check"], "when": "params.env == 'production'",
-                 "action": "data.transform", "with": {"data": {}, "fields": {"paged": "true"}}},
-                {"id": "review", "needs": ["check"], "approval": approval},
-                {"id": "release", "needs": ["review"], "action": "http.request",
-                 "with": {"url": f"{api}/release", "method": "POST",
-                          "json": {"version": "${{ steps.check.output.version }}"}}},
-            ],
-            **overrides,
-        },
-    }
-
-
-def decide(cluster: ControlPlane, namespace: str, approval: str, user: str, decision: str = "Approved",
-           reason: str | None = None) -> Any:
-    patch: dict[str, Any] = {"decision": decision, "decidedBy": user}
-    if reason:
-        patch["reason"] = reason
-    return cluster.kubectl("patch", "approval", approval, "-n", namespace, "--type", "merge",
-                           "-p", json.dumps({"spec": patch}), user=user, check=False)
-
-
-def awaiting_approval(cluster: ControlPlane, namespace: str, run: str) -> str:
-    found = wait_for_phase(cluster, namespace, run, {"AwaitingApproval"})
-    name = step_status(found, "review").get("approvalName")
-    assert name, "the gate records the Approval's name"
-    wait_for("the Approval object", lambda: get(cluster, "approvals.towline.dev", name, namespace))
-    return str(name)
 
 
 def test_release_with_branch_retry_and_approval_by_bob_succeeds(

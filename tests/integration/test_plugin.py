@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tests.integration.pluginsupport import BIN, created_name, ok, towline
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -27,46 +27,12 @@ from tests.integration.support import (
     wait_for,
     wait_for_phase,
 )
-from tests.integration.test_operator_runs import release_workflow
+from tests.integration.workflows import release_workflow, three_steps
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
-from towline_dev.kubeconfig import context_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
-
-BIN = Path(sys.executable).parent
-
-
-def towline(cluster: ControlPlane, namespace: str, *args: str, user: str = "carol") -> subprocess.CompletedProcess[str]:
-    argv = [str(BIN / "kubectl-towline"), "--kubeconfig", str(cluster.kubeconfig), "--context", context_name(user),
-            "-n", namespace, *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def created_name(output: str) -> str:
-    return output.split(maxsplit=1)[0].removeprefix("workflowrun/")
-
-
-def three_steps(namespace: str, api: str) -> dict[str, Any]:
-    http = {"action": "http.request"}
-    return {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "sync", "namespace": namespace},
-        "spec": {"steps": [
-            {"id": "fetch", **http, "with": {"url": f"{api}/fetch", "select": "response.body"}},
-            {"id": "shape", "needs": ["fetch"], **http,
-             "with": {"url": f"{api}/shape", "method": "POST", "json": {"n": "${{ steps.fetch.output.n }}"},
-                      "select": "response.body"}},
-            {"id": "push", "needs": ["shape"], **http, "retry": {"limit": 0},
-             "with": {"url": f"{api}/push", "method": "POST", "json": {"total": "${{ steps.shape.output.total }}"}}},
-        ]},
-    }
 
 
 def test_run_status_approve_as_allowed_and_forbidden_user_graph_export_logs(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.integration.pluginsupport import created_name, ok
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -22,8 +23,7 @@ from tests.integration.support import (
     wait_for,
     wait_for_phase,
 )
-from tests.integration.test_operator_runs import release_workflow
-from tests.integration.test_plugin import created_name, ok, three_steps
+from tests.integration.workflows import release_workflow, three_steps
 
 from towline.engine import job_name
 from towline_dev.controlplane import ControlPlane

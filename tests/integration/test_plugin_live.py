@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 import pytest
+from tests.integration.pluginsupport import BIN, created_name, ok, towline
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -23,8 +24,7 @@ from tests.integration.support import (
     wait_for,
     wait_for_phase,
 )
-from tests.integration.test_operator_runs import release_workflow
-from tests.integration.test_plugin import BIN, created_name, ok, towline
+from tests.integration.workflows import release_workflow
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.integration.attacks.test_attack_egress_policy import allowed_by, one_step, start
+from tests.integration.attacks.egress_support import allowed_by, one_step, start
 from tests.integration.support import ScriptedServer, apply, create, get, step_policy, step_status
 
 from towline.k8s.apiserver import except_in_step_policies

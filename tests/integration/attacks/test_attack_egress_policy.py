@@ -15,10 +15,10 @@ import ipaddress
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.integration.support import ScriptedServer, apply, get, step_policy, step_status, wait_for_phase
+from tests.integration.attacks.egress_support import allowed_by, one_step, start
+from tests.integration.support import ScriptedServer, apply, get, step_policy, step_status
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import CHART, OperatorProcess
@@ -30,32 +30,6 @@ GUARDED = ["10.0.0.1", "172.16.0.1", "192.168.0.1", "127.0.0.1", "169.254.169.25
            "100.64.0.1", "100.100.100.200", "0.0.0.1", "240.0.0.1", "::1", "fc00::1", "fe80::1",
            "64:ff9b:1::cb00:7101", "64:ff9b::a00:1", "64:ff9b::a9fe:a9fe"]
 
-
-def one_step(namespace: str, name: str, step: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"steps": [{"id": "call", "retry": {"limit": 0}, **step}]}}
-
-
-def start(cluster: ControlPlane, namespace: str, workflow: str, run: str) -> dict[str, Any]:
-    cluster.kubectl("create", "-f", "-", user="carol", stdin=json.dumps({
-        "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun", "metadata": {"name": run, "namespace": namespace},
-        "spec": {"workflowRef": {"name": workflow}, "requestedBy": "carol"}}))
-    return wait_for_phase(cluster, namespace, run, {"Succeeded", "Failed"})
-
-
-def allowed_by(policy: dict[str, Any], address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    for rule in policy["spec"].get("egress", []):
-        for peer in rule.get("to", []):
-            block = peer.get("ipBlock")
-            if block is None:
-                continue
-            net = ipaddress.ip_network(block["cidr"])
-            carved = [ipaddress.ip_network(c) for c in block.get("except", [])]
-            if ip.version == net.version and ip in net and not any(ip in c for c in carved if c.version == ip.version):
-                return True
-    return False
 
 
 def test_a_step_policy_opens_nothing_the_in_pod_guard_refuses(

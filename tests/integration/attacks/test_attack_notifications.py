@@ -21,7 +21,7 @@ from tests.integration.attacks.attack_support import (
     refused,
     run_manifest,
 )
-from tests.integration.attacks.test_attack_step_objects import OPERATOR_ONLY, OWNERSHIP, SPEC, job_manifest, owner
+from tests.integration.attacks.step_objects import OPERATOR_ONLY, OWNERSHIP, SPEC, job_manifest, owner
 from tests.integration.support import bind_role, get, wait_for
 
 from towline_dev.controlplane import ControlPlane
