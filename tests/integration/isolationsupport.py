@@ -8,10 +8,10 @@ test host allowed, the isolation probe target carved out); each Job is what
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from tests.integration.nodesupport import create, create_step_job
+from tests.integration.support import wait_for
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.k8s.objects import (
@@ -92,14 +92,12 @@ def start_user_step(plane: ControlPlane, run: RunRef, attempt: int, *, timeout_s
 
 
 def _pod_of(plane: ControlPlane, namespace: str, job_name: str) -> str:
-    deadline = time.monotonic() + 120
-    while True:
-        pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
-                                        "-o", "json").stdout)["items"]
-        if pods:
-            return str(pods[0]["metadata"]["name"])
-        assert time.monotonic() < deadline, "no pod for the step Job"
-        time.sleep(0.1)
+    def pods() -> list[dict[str, Any]]:
+        return list(json.loads(plane.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={job_name}",
+                                             "-o", "json").stdout)["items"])
+
+    found = wait_for(f"a pod for the step Job {job_name}", pods, 120, interval=0.1)
+    return str(found[0]["metadata"]["name"])
 
 
 def init_container_state(plane: ControlPlane, namespace: str, pod: str) -> dict[str, Any]:
@@ -119,13 +117,16 @@ def container_state(plane: ControlPlane, namespace: str, pod: str) -> dict[str, 
 
 
 def wait_state(plane: ControlPlane, namespace: str, pod: str, state: str, timeout: float = 180) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    current: dict[str, Any] = {}
+
+    def reached() -> dict[str, Any] | None:
+        nonlocal current
         current = container_state(plane, namespace, pod)
-        if state in current or (state == "running" and "terminated" in current):
-            return current
-        assert time.monotonic() < deadline, f"pod {namespace}/{pod} not {state} after {timeout:.0f} s: {current}"
-        time.sleep(0.2)
+        return current if state in current or (state == "running" and "terminated" in current) else None
+
+    found: dict[str, Any] = wait_for(f"pod {namespace}/{pod} to be {state}", reached, timeout, interval=0.2,
+                                     explain=lambda: current)
+    return found
 
 
 def finished(plane: ControlPlane, namespace: str, pod: str, timeout: float = 180) -> tuple[dict[str, Any], str]:

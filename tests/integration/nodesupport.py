@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from typing import Any, Literal
+
+from tests.integration.support import wait_for
 
 from towline.k8s.observe import managed_by_operator
 from towline.k8s.steppods import build_step_pod
@@ -79,17 +80,21 @@ def create_step_pod(plane: ControlPlane, manifest: dict[str, Any]) -> Any:
 
 def wait_running(plane: ControlPlane, namespace: str, name: str, timeout: float = 120) -> dict[str, Any]:
     """Wait until every container of the pod runs; return the pod."""
-    deadline = time.monotonic() + timeout
-    while True:
+    last = ""
+
+    def running() -> dict[str, Any] | None:
+        nonlocal last
         result = plane.kubectl("get", "pod", name, "-n", namespace, "-o", "json", check=False)
-        if result.returncode == 0:
-            pod: dict[str, Any] = json.loads(result.stdout)
-            statuses = pod.get("status", {}).get("containerStatuses") or []
-            if statuses and all("running" in s.get("state", {}) for s in statuses):
-                return pod
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pod {namespace}/{name} not running after {timeout:.0f} s: {result.stdout[-2000:]}")
-        time.sleep(0.2)
+        last = result.stdout
+        if result.returncode != 0:
+            return None
+        pod: dict[str, Any] = json.loads(result.stdout)
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        return pod if statuses and all("running" in s.get("state", {}) for s in statuses) else None
+
+    found: dict[str, Any] = wait_for(f"pod {namespace}/{name} to run", running, timeout, interval=0.2,
+                                     explain=lambda: last[-2000:])
+    return found
 
 
 def exec_in(plane: ControlPlane, namespace: str, pod: str, *argv: str, timeout: float = 30) -> Any:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.integration.support import wait_for
 
 UID = 65532
 
@@ -94,11 +95,9 @@ class PrivateContainerd:
         )
         log = (self.work / "containerd.log").open("wb")
         self.process = subprocess.Popen(["containerd", "--config", str(config)], stdout=log, stderr=log)
-        for _ in range(100):
-            if self.ctr("version").returncode == 0:
-                return self
-            time.sleep(0.1)
-        raise RuntimeError(f"containerd did not start; see {self.work / 'containerd.log'}")
+        wait_for("containerd to answer", lambda: self.ctr("version").returncode == 0, 10, interval=0.1,
+                 explain=lambda: f"see {self.work / 'containerd.log'}")
+        return self
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],

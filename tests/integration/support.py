@@ -81,8 +81,13 @@ def step_policy(cluster: ControlPlane, job_name: str, namespace: str) -> dict[st
     return found[0] if found else None
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3) -> Any:
-    """Poll until `probe` returns something truthy; fail with `what` and the last value seen."""
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3, *,
+             explain: Callable[[], object] | None = None) -> Any:
+    """Poll until `probe` returns something truthy, and return that; the one way an integration test waits.
+
+    On timeout, fail with `what` and the last value seen, or what `explain` returns then (the state that kept
+    the fact false, when the probe's own falsy answer says nothing).
+    """
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -90,7 +95,8 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interva
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+    seen = explain() if explain is not None else last
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {seen!r}")
 
 
 def run_phase(cluster: ControlPlane, namespace: str, name: str) -> str | None:

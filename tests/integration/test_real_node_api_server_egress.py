@@ -13,12 +13,12 @@ pod's isolation is in effect (a port neither policy opens is refused).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, sleeper_pod, tcp_probe, wait_running
+from tests.integration.support import wait_for
 
 from towline.k8s.apiserver import host_networks, read_api_server_addresses
 from towline.k8s.client import KubeApi
@@ -58,10 +58,8 @@ def read_addresses(plane: ControlPlane) -> tuple[str, ...]:
 
 def wait_isolated(setup: Setup, namespace: str) -> None:
     """Until a port neither policy opens (the kubelet's) is refused from the step pod: its policies are in effect."""
-    started = time.monotonic()
-    while setup.probe(namespace, NODE_ADDRESS, KUBELET_PORT) == "connected":
-        assert time.monotonic() - started < 120, f"{namespace}: no isolation 120 s after the pod ran"
-        time.sleep(0.5)
+    wait_for(f"{namespace}: isolation after the pod ran",
+             lambda: setup.probe(namespace, NODE_ADDRESS, KUBELET_PORT) != "connected", 120, interval=0.5)
 
 
 @pytest.fixture(scope="module")

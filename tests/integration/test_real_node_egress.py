@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, tcp_probe, wait_running
+from tests.integration.support import wait_for
 
 from towline.k8s.egresspolicies import build_shared_egress_policy
 from towline.k8s.labels import LABEL_EGRESS, LABEL_STEP_POD
@@ -86,13 +87,13 @@ def egress(real_node: NodeCluster, test_hosts: str, tmp_path_factory: pytest.Tem
         wait_running(plane, step_ns, "sibling")
         started = time.monotonic()
         host, port = OTHER_HOST.split(":")
-        while True:  # in effect once a probe of the other host fails without its SYN arriving, from both pods
+
+        def in_effect() -> bool:  # once a probe of the other host fails without its SYN arriving, from both pods
             arrived = hosts.arrived(OTHER_HOST)
             outcomes = [tcp_probe(plane, step_ns, pod, host, int(port), wait=1) for pod in ("probe", "sibling")]
-            if "connected" not in outcomes and hosts.arrived(OTHER_HOST) == arrived:
-                break
-            assert time.monotonic() - started < 120, "the egress policy was not in effect 120 s after pod start"
-            time.sleep(0.2)
+            return "connected" not in outcomes and hosts.arrived(OTHER_HOST) == arrived
+
+        wait_for("the egress policy to be in effect after pod start", in_effect, 120, interval=0.2)
         lag = time.monotonic() - started
         print(f"\n[real node] egress isolation in effect {lag:.1f} s after the step container ran", file=sys.stderr)
         yield EgressSetup(real_node, hosts, step_ns, control_ns, lag)

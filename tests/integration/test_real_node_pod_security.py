@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tests.integration.nodesupport import create, create_step_job, exec_in, sleeper_pod, wait_running
+from tests.integration.support import wait_for
 
 from towline.k8s.mounts import CREDENTIALS_DIR
 from towline.k8s.objects import RunRef, StepPodSettings
@@ -94,14 +95,9 @@ def step_pod(plane: ControlPlane) -> str:
     del job["metadata"]["ownerReferences"]  # no WorkflowRun here; the garbage collector would delete the Job
     created = time.monotonic()
     create_step_job(plane, job)
-    deadline = created + 180
-    while True:
-        pods = json.loads(plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", "job-name=run-1-fetch-1",
-                                        "-o", "json").stdout)["items"]
-        if pods:
-            break
-        assert time.monotonic() < deadline, "no pod for the step Job"
-        time.sleep(0.1)
+    pods = wait_for("a pod for the step Job", lambda: json.loads(plane.kubectl(
+        "get", "pods", "-n", NAMESPACE, "-l", "job-name=run-1-fetch-1", "-o", "json").stdout)["items"],
+        180, interval=0.1)
     name = pods[0]["metadata"]["name"]
     wait_running(plane, NAMESPACE, name)
     print(f"\n[real node] step Job created -> container running in {time.monotonic() - created:.2f} s",
@@ -156,13 +152,15 @@ def test_kubectl_logs_reads_the_container_through_the_kubelet(plane: ControlPlan
     pod["spec"]["restartPolicy"] = "Never"
     pod["spec"]["containers"][0]["command"] = ["/bin/busybox", "echo", "hello from the real node"]
     create(plane, pod)
-    deadline = time.monotonic() + 120
-    while True:
+    stderr = ""
+
+    def logged() -> bool:
+        nonlocal stderr
         logs = plane.kubectl("logs", "logger", "-n", NAMESPACE, check=False)
-        if "hello from the real node" in logs.stdout:
-            break
-        assert time.monotonic() < deadline, logs.stderr
-        time.sleep(0.5)
+        stderr = logs.stderr
+        return "hello from the real node" in logs.stdout
+
+    assert wait_for("the container's log through the kubelet", logged, 120, interval=0.5, explain=lambda: stderr)
 
 
 def test_pods_are_scheduled_onto_the_real_node(plane: ControlPlane) -> None:

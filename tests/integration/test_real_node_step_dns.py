@@ -8,11 +8,11 @@ named step's lookups succeed at the same time: the refusal is its policy's, not 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 from tests.integration.nodesupport import create, create_step_pod, exec_in, sleeper_pod, wait_running
+from tests.integration.support import wait_for
 
 from towline.k8s.labels import LABEL_STEP_POD
 from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
@@ -54,9 +54,7 @@ def resolves(plane: ControlPlane, pod: str) -> bool:
 
 
 def test_a_step_whose_hosts_are_all_addresses_cannot_query_dns(plane: ControlPlane) -> None:
-    deadline = time.monotonic() + 120
-    while resolves(plane, "literal"):
-        assert time.monotonic() < deadline, "the address-only step still resolved names 120 s after it ran"
-        time.sleep(0.5)
+    wait_for("the address-only step to stop resolving names", lambda: not resolves(plane, "literal"), 120,
+             interval=0.5)
     assert resolves(plane, "named"), "the control: a step that reaches names resolves them through cluster DNS"
     assert not resolves(plane, "literal")

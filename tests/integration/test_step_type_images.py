@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from tests.integration.nodesupport import RESTRICTED_CONTAINER_SECURITY, create
+from tests.integration.support import wait_for
 from tests.workers import namespace_prefix
 
 from towline_dev.binaries import cache_root
@@ -116,19 +117,21 @@ def _pod(name: str, namespace: str, case: Case) -> dict[str, Any]:
 
 def _wait_terminated(plane: ControlPlane, namespace: str, names: set[str], timeout: float = 120) -> dict[str, Any]:
     """Each pod's terminated state, once every one of them has its container terminated."""
-    deadline = time.monotonic() + timeout
-    while True:
+    terminated: dict[str, Any] = {}
+
+    def all_terminated() -> dict[str, Any] | None:
+        nonlocal terminated
         pods = json.loads(plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
         terminated = {}
         for pod in pods:
             statuses = pod.get("status", {}).get("containerStatuses") or []
             if statuses and "terminated" in statuses[0].get("state", {}):
                 terminated[pod["metadata"]["name"]] = statuses[0]["state"]["terminated"]
-        if names <= set(terminated):
-            return terminated
-        waiting = sorted(names - set(terminated))
-        assert time.monotonic() < deadline, f"not terminated after {timeout:.0f} s: {waiting}"
-        time.sleep(0.25)
+        return terminated if names <= set(terminated) else None
+
+    found: dict[str, Any] = wait_for("every probe pod's container to terminate", all_terminated, timeout, interval=0.25,
+                                     explain=lambda: f"not terminated: {sorted(names - set(terminated))}")
+    return found
 
 
 @pytest.fixture(scope="module")
