@@ -10,7 +10,7 @@ never a Secret value (no code path here reads one).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pydantic
 
@@ -18,7 +18,7 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import standard_status
 from towline.engine.summary import has_condition, set_condition
-from towline.handlers.context import ReconcileContext
+from towline.handlers.context import RunDeps
 from towline.k8s.actions import emit_event
 from towline.k8s.client import ApiError
 from towline.k8s.objects import RunRef
@@ -48,14 +48,14 @@ def failure_message(attempts: int, error: BaseException) -> str:
 
 
 async def report_reconcile_failure(
-    context: ReconcileContext, namespace: str, name: str, attempts: int, error: BaseException
+    deps: RunDeps, namespace: str, name: str, attempts: int, error: BaseException
 ) -> None:
     """Set the condition and emit the Event, once: a second report of the same failure writes nothing."""
-    raw = await read_run(context.api, namespace, name)
+    raw = await read_run(deps.api, namespace, name)
     if raw is None:
         return
     message = failure_message(attempts, error)
-    now = datetime.now(UTC)
+    now = deps.now()
     meta = raw["metadata"]
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"],
                  workflow=str((raw.get("spec") or {}).get("workflowRef", {}).get("name", "")))
@@ -63,7 +63,7 @@ async def report_reconcile_failure(
         status = WorkflowRunStatus.model_validate(raw.get("status") or {})
     except pydantic.ValidationError:
         # The status itself is what fails; the Event is the only place left to say so.
-        await emit_event(context.action_context, ref, "Warning", RECONCILE_FAILING, message)
+        await emit_event(deps.actions, ref, "Warning", RECONCILE_FAILING, message)
         return
     if status.phase in TERMINAL_RUN_PHASES or has_condition(status, RECONCILE_FAILING, "True"):
         return
@@ -71,10 +71,10 @@ async def report_reconcile_failure(
     set_condition(status, RECONCILE_FAILING, "True", reason="RetryBudgetExhausted", message=message, now=now)
     status = standard_status(status, meta.get("generation"), now)
     try:
-        await write_run_status(context.api, raw, status.to_wire())
+        await write_run_status(deps.api, raw, status.to_wire())
     except ApiError as write_error:
         log.warning("%s/%s: could not record the reconcile failure: %s", namespace, name, write_error)
-    await emit_event(context.action_context, ref, "Warning", RECONCILE_FAILING, message)
+    await emit_event(deps.actions, ref, "Warning", RECONCILE_FAILING, message)
 
 
 def clear_reconcile_failure(status: WorkflowRunStatus, now: datetime) -> None:

@@ -30,7 +30,7 @@ from towline.engine import (
     hold_run,
     hold_run_for_archive,
 )
-from towline.handlers.context import ReconcileContext
+from towline.handlers.context import RunDeps
 from towline.k8s.runs import list_runs
 from towline_connectors.wire import parse_rfc3339
 
@@ -40,7 +40,7 @@ covers a wake-up lost with a restart of the process or a missed watch event, not
 
 
 async def hold_if_queued(
-    operator: ReconcileContext, run: WorkflowRun, meta: dict[str, Any], status: WorkflowRunStatus, now: datetime,
+    deps: RunDeps, run: WorkflowRun, meta: dict[str, Any], status: WorkflowRunStatus, now: datetime,
     *, workflow_body: dict[str, Any] | None,
 ) -> Decision | None:
     """The run's decision while it must wait for a slot (or was cancelled while waiting); None: it may start.
@@ -48,9 +48,9 @@ async def hold_if_queued(
     `workflow_body` is the run's Workflow as just read: the limit is the one it has now.
     """
     namespace, workflow = meta["namespace"], run.spec.workflow_ref.name
-    archive_limit = operator.archive_max_runs_awaiting
+    archive_limit = deps.archive.max_runs_awaiting
     if archive_limit:
-        awaiting = operator.runs_awaiting_archive(namespace)
+        awaiting = deps.runs.awaiting_archive(namespace)
         if archive_behind(awaiting, archive_limit):
             if run.spec.cancel:
                 return cancel_queued_run(status, now)
@@ -59,9 +59,9 @@ async def hold_if_queued(
     if limit is None:
         return None
     me = RunInLine(meta["name"], parse_rfc3339(meta["creationTimestamp"]), started=False, finished=False)
-    seen = admission(me, operator.runs_in_line(namespace, workflow), limit)
+    seen = admission(me, deps.runs.in_line(namespace, workflow), limit)
     if seen.may_start:
-        listed = await list_runs(operator.api, namespace)
+        listed = await list_runs(deps.api, namespace)
         seen = admission(me, [in_line(body) for body in listed if workflow_of(body) == workflow], limit)
     if seen.may_start:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus, WorkflowSnapshot
@@ -27,7 +27,7 @@ from towline.engine import (
 )
 from towline.engine.actions import Action
 from towline.engine.standard import standard_status
-from towline.handlers.context import ReconcileContext
+from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.queue import QUEUED_RECHECK, hold_if_queued
 from towline.handlers.steptypes import catalog_of, step_types_of
@@ -52,38 +52,38 @@ def run_catalog(builtins: ConnectorCatalog, status: WorkflowRunStatus) -> StepTy
     types = {action: resolved.spec for action, resolved in snapshot.step_types.items()} if snapshot else {}
     return StepTypeCatalog(builtins, types)
 
-async def reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
+async def reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime | None:
     """One pass; returns when to look again (also persisted in status.wakeAt)."""
     with log_context(namespace=namespace, run=name):
-        return await _reconcile_run(operator, namespace, name)
+        return await _reconcile_run(deps, namespace, name)
 
 
-async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
-    raw = operator.latest_run((namespace, name)) or await read_run(operator.api, namespace, name)
+async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime | None:
+    raw = deps.memory.latest((namespace, name)) or await read_run(deps.api, namespace, name)
     if raw is None:
-        await operator.keep_step_pods(namespace, name, datetime.now(UTC), run_over=True)  # deleted while running
+        await deps.children.keep_step_pods(namespace, name, deps.now(), run_over=True)  # deleted while running
         return None
     # Never mutated below (the engine copies before it changes a status): the next pass may get it again.
-    run = operator.parsed_run((namespace, name), raw)
+    run = deps.memory.parse((namespace, name), raw)
     status = previous = run.status or WorkflowRunStatus()
-    now = datetime.now(UTC)
+    now = deps.now()
     meta = raw["metadata"]
     generation = meta.get("generation")
     if status.phase in TERMINAL_RUN_PHASES:
-        await _keep_finished_run(operator, raw, run, status, now)
+        await _keep_finished_run(deps, raw, run, status, now)
         return None
     problems: list[str] = []
     held = None
-    held_raw = await _held_for_archive(operator, raw)
+    held_raw = await _held_for_archive(deps, raw)
     if held_raw is None:
         return None
     raw, meta = held_raw, held_raw["metadata"]
     if status.workflow_spec is None:
         # Read once for both: the limit a queued run waits on, and the definition the run snapshots.
-        workflow = await read_workflow(operator.api, namespace, run.spec.workflow_ref.name)
-        held = await hold_if_queued(operator, run, meta, status, now, workflow_body=workflow)
+        workflow = await read_workflow(deps.api, namespace, run.spec.workflow_ref.name)
+        held = await hold_if_queued(deps, run, meta, status, now, workflow_body=workflow)
         if held is None:
-            status, problems = await snapshot_workflow(operator, run, status, workflow)
+            status, problems = await snapshot_workflow(deps, run, status, workflow)
     view = RunView(
         name=name,
         namespace=namespace,
@@ -98,60 +98,60 @@ async def _reconcile_run(operator: ReconcileContext, namespace: str, name: str) 
     elif problems:
         decision = reject_run(view, problems, now)
     else:
-        observed = await operator.observe(namespace, name, meta["uid"], status)
-        decision = decide(view, observed, now, run_catalog(operator.catalog, status))
+        observed = await deps.children.observe(namespace, name, meta["uid"], status)
+        decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status))
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     written = standard_status(decision.status, generation, now)
-    pod_check = await act_and_keep_pods(operator, ref, decision.actions, now, upkeep=held is None and not problems,
+    pod_check = await act_and_keep_pods(deps, ref, decision.actions, now, upkeep=held is None and not problems,
                                         run_over=written.phase in TERMINAL_RUN_PHASES)
-    if await _write(operator, raw, written, run):
+    if await _write(deps, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
-            operator.decided_run((namespace, name), written.phase)
+            deps.decided((namespace, name), written.phase)
     if written.phase in TERMINAL_RUN_PHASES:
-        await operator.on_run_finished({**raw, "status": written.to_wire()})
+        await deps.finished({**raw, "status": written.to_wire()})
         return None
     if held is not None:
         return now + QUEUED_RECHECK
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
 
 
-async def _keep_finished_run(operator: ReconcileContext, raw: dict[str, Any], run: WorkflowRun,
+async def _keep_finished_run(deps: RunDeps, raw: dict[str, Any], run: WorkflowRun,
                              status: WorkflowRunStatus, now: datetime) -> None:
     """Nothing more to do for a finished run: its Workflow's pass keeps the history within the limits. Only a spec
     change after the end (a late cancel) or a run finished by an older operator gets its standard fields written
     once, so tools never wait on a finished run."""
     meta = raw["metadata"]
-    await operator.keep_step_pods(meta["namespace"], meta["name"], now, run_over=True)
+    await deps.children.keep_step_pods(meta["namespace"], meta["name"], now, run_over=True)
     finished = standard_status(status, meta.get("generation"), now)
     if finished != status:
-        await _write(operator, raw, finished, run)
+        await _write(deps, raw, finished, run)
 
 
-async def _held_for_archive(operator: ReconcileContext, raw: dict[str, Any]) -> dict[str, Any] | None:
+async def _held_for_archive(deps: RunDeps, raw: dict[str, Any]) -> dict[str, Any] | None:
     """The run, holding the archive's finalizer while the archive is on (added on its first pass, before anything
     runs, or on the first pass after the archive was turned on): from then on it is deleted (pruned) only once the
     archive holds it. None: somebody wrote first (the run is looked at again)."""
-    finalizer = operator.archive_finalizer
+    finalizer = deps.archive.finalizer
     if finalizer is None or finalizer in (raw["metadata"].get("finalizers") or ()):
         return raw
     try:
-        return await hold_for_archive(operator.api, raw, finalizer)
+        return await hold_for_archive(deps.api, raw, finalizer)
     except Conflict:
-        operator.write_conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        deps.memory.conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         return None
 
 
-async def act_and_keep_pods(operator: ReconcileContext, ref: RunRef, actions: Sequence[Action], now: datetime, *,
+async def act_and_keep_pods(deps: RunDeps, ref: RunRef, actions: Sequence[Action], now: datetime, *,
                             upkeep: bool, run_over: bool) -> datetime | None:
     """The decision's actions and the run's step pod upkeep (none for a run held in its queue or refused: it made
     no step objects); when a pod is due a look. Independent, so side by side: the pass waits for the longer of the
     two, not for both (each is a few requests in a row); both end before a failure is raised."""
     _, pod_check = await side_by_side((
-        apply_actions(operator.action_context, ref, actions),
-        operator.keep_step_pods(ref.namespace, ref.name, now, run_over=run_over) if upkeep else _nothing(),
+        apply_actions(deps.actions, ref, actions),
+        deps.children.keep_step_pods(ref.namespace, ref.name, now, run_over=run_over) if upkeep else _nothing(),
     ))
     return pod_check
 
@@ -161,7 +161,7 @@ async def _nothing() -> None:
 
 
 async def snapshot_workflow(
-    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus, raw: dict[str, Any] | None
+    deps: RunDeps, run: WorkflowRun, status: WorkflowRunStatus, raw: dict[str, Any] | None
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """Copy the Workflow's steps into the run once; a run in flight never sees later edits.
 
@@ -170,16 +170,16 @@ async def snapshot_workflow(
     namespace = run.metadata["namespace"]
     workflow_name = run.spec.workflow_ref.name
     if run.spec.retry_of is not None:
-        return await snapshot_retry(operator, run, status, raw)
+        return await snapshot_retry(deps, run, status, raw)
     if raw is None:
         return status, [f"Workflow {workflow_name!r} does not exist in namespace {namespace}"]
     raw_spec = raw.get("spec") or {}
-    step_types = await step_types_of(operator, namespace, raw_spec)
-    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, namespace, step_types))
+    step_types = await step_types_of(deps.api, deps.definitions, namespace, raw_spec)
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(deps.definitions, namespace, step_types))
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
-    modules = await module_problems(operator, namespace, raw_spec)
+    modules = await module_problems(deps.api, namespace, raw_spec)
     if modules:
         listed = "; ".join(modules[:5])
         return status, [f"a code.wasm module of Workflow {workflow_name!r} would be refused ({listed}); "
@@ -198,12 +198,12 @@ async def snapshot_workflow(
 
 
 async def snapshot_retry(
-    operator: ReconcileContext, run: WorkflowRun, status: WorkflowRunStatus, workflow: dict[str, Any] | None
+    deps: RunDeps, run: WorkflowRun, status: WorkflowRunStatus, workflow: dict[str, Any] | None
 ) -> tuple[WorkflowRunStatus, list[str]]:
     """A retry executes the finished run's snapshot; reused outputs come from that run's status only."""
     assert run.spec.retry_of is not None
     previous_name = run.spec.retry_of.run
-    raw = await read_run(operator.api, run.metadata["namespace"], previous_name)
+    raw = await read_run(deps.api, run.metadata["namespace"], previous_name)
     if raw is None:
         return status, [f"spec.retryOf.run: run {previous_name!r} does not exist in this namespace"]
     previous = WorkflowRun.model_validate(raw)
@@ -217,7 +217,7 @@ async def snapshot_retry(
     if isinstance(started, list):
         return status, started
     snapshot, params, reused, output_bytes = started
-    refused = code_steps_refused(operator, run.metadata["namespace"], snapshot)
+    refused = code_steps_refused(deps.definitions, run.metadata["namespace"], snapshot)
     if refused:
         return status, refused
     updated = status.model_copy(deep=True)
@@ -229,28 +229,28 @@ async def snapshot_retry(
     return updated, []
 
 
-def code_steps_refused(operator: ReconcileContext, namespace: str, snapshot: WorkflowSnapshot) -> list[str]:
+def code_steps_refused(definitions: Definitions, namespace: str, snapshot: WorkflowSnapshot) -> list[str]:
     """A retry runs an old snapshot again: its code steps too, only if they may run here now."""
     actions = {step.action for step in (*snapshot.steps, *snapshot.finally_, *snapshot.compensations) if step.action}
-    code = {action for action in actions if operator.catalog.is_code(action)}
-    return operator.code_steps.refusals(namespace, actions, code)
+    code = {action for action in actions if definitions.catalog.is_code(action)}
+    return definitions.code_steps.refusals(namespace, actions, code)
 
 
-async def _write(operator: ReconcileContext, raw: dict[str, Any], status: WorkflowRunStatus, run: WorkflowRun) -> bool:
+async def _write(deps: RunDeps, raw: dict[str, Any], status: WorkflowRunStatus, run: WorkflowRun) -> bool:
     """Write the status once; False when somebody wrote first (the run is requeued).
 
     `status` carries observedGeneration from `raw`; the write names raw's resourceVersion, so a spec
     change since (which raises the generation) makes it a conflict, never a stale claim.
     """
     try:
-        written = await write_run_status(operator.api, raw, status.to_wire())
+        written = await write_run_status(deps.api, raw, status.to_wire())
     except Conflict:
         # Somebody wrote first; the next pass re-reads and decides again.
-        operator.write_conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
+        deps.memory.conflicted((raw["metadata"]["namespace"], raw["metadata"]["name"]))
         log.debug("status conflict on %s; requeued", raw["metadata"]["name"])
         return False
     if written is not None:
         # The answer is the run as written: the next pass takes this model instead of parsing the answer.
         parsed = run.model_copy(update={"metadata": written.get("metadata") or {}, "status": status})
-        operator.wrote_run((raw["metadata"]["namespace"], raw["metadata"]["name"]), written, parsed)
+        deps.memory.wrote((raw["metadata"]["namespace"], raw["metadata"]["name"]), written, parsed)
     return True

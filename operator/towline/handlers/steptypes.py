@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from towline.api.common import Condition
 from towline.api.steptype import ResolvedStepType, StepTypeStatus, step_type_reference
-from towline.handlers.context import ReconcileContext
-from towline.k8s.client import Conflict
+from towline.handlers.context import Definitions, StepTypeDeps
+from towline.k8s.client import Conflict, KubeApi
 from towline.k8s.steptypes import read_step_type, write_step_type_status
 from towline.validation.conditions import READY, merge_conditions
 from towline.validation.steptypes import StepTypeCatalog, availability, catalog_from
@@ -29,15 +28,15 @@ REASON_USABLE = "Usable"
 REASON_UNUSABLE = "Unusable"
 
 
-async def reconcile_step_type(operator: ReconcileContext, namespace: str, name: str) -> None:
+async def reconcile_step_type(deps: StepTypeDeps, namespace: str, name: str) -> None:
     """`namespace` is "" for a ClusterStepType."""
-    body = await read_step_type(operator.api, namespace, name)
+    body = await read_step_type(deps.api, namespace, name)
     if body is None:
         return
-    checked = operator.check_step_type(body)
+    checked = deps.check_step_type(body)
     problems = [] if isinstance(checked, ResolvedStepType) else checked
     generation = int(body["metadata"].get("generation", 0))
-    now = datetime.now(UTC)
+    now = deps.now()
     ready = Condition(
         type=READY, status="False" if problems else "True",
         reason=REASON_UNUSABLE if problems else REASON_USABLE,
@@ -48,28 +47,28 @@ async def reconcile_step_type(operator: ReconcileContext, namespace: str, name: 
     status = StepTypeStatus(observed_generation=generation,
                             conditions=merge_conditions(previous.conditions, [ready], replaced={READY}))
     try:
-        await write_step_type_status(operator.api, body, status.to_wire())
+        await write_step_type_status(deps.api, body, status.to_wire())
     except Conflict:
-        operator.requeue_step_type((namespace, name))
+        deps.requeue((namespace, name))
 
 
 async def step_types_of(
-    operator: ReconcileContext, namespace: str, raw_spec: dict[str, Any]
+    api: KubeApi, definitions: Definitions, namespace: str, raw_spec: dict[str, Any]
 ) -> dict[str, ResolvedStepType | str]:
     """The types the steps name, from the watch cache; one the cache lacks is read live before the run is refused.
 
     Right after the operator starts, a run's first pass may come before the StepType watch's first list:
     a cache miss alone must never fail a run.
     """
-    available = dict(operator.step_types_for(namespace))
+    available = dict(definitions.step_types_for(namespace))
     for action in named_actions(raw_spec):
         reference = step_type_reference(action)
         if reference is None or action in available:
             continue
         kind, name = reference
-        body = await read_step_type(operator.api, namespace if kind == "StepType" else "", name)
+        body = await read_step_type(api, namespace if kind == "StepType" else "", name)
         if body is not None:
-            available[action] = availability(operator.check_step_type({**body, "kind": kind}))
+            available[action] = availability(definitions.check_step_type({**body, "kind": kind}))
     return available
 
 
@@ -81,8 +80,8 @@ def named_actions(raw_spec: dict[str, Any]) -> set[str]:
 
 
 def catalog_of(
-    operator: ReconcileContext, namespace: str, step_types: Mapping[str, ResolvedStepType | str]
+    definitions: Definitions, namespace: str, step_types: Mapping[str, ResolvedStepType | str]
 ) -> StepTypeCatalog:
     """The built-ins and these types (usable or not, with why) as one catalog for validating `namespace`'s
     workflows; code steps are unavailable where the chart has not turned them on."""
-    return catalog_from(operator.catalog, step_types, operator.code_steps.why_off(namespace))
+    return catalog_from(definitions.catalog, step_types, definitions.code_steps.why_off(namespace))

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from towline.handlers.context import ReconcileContext
-from towline.k8s.client import ApiError
+from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.runs import read_config_map
 from towline.validation.wasmmodules import config_map_sources, module_reports
 
 
-async def module_problems(operator: ReconcileContext, namespace: str, spec: Mapping[str, Any]) -> list[str]:
+async def module_problems(api: KubeApi, namespace: str, spec: Mapping[str, Any]) -> list[str]:
     """`field: problem` for each code.wasm step of `spec` whose ConfigMap module would be refused."""
     sources = list(config_map_sources(spec))
     if not sources:
@@ -29,7 +28,7 @@ async def module_problems(operator: ReconcileContext, namespace: str, spec: Mapp
     problems: list[str] = []
     for name in sorted({str(source["name"]) for _, source in sources}):
         try:
-            body = await read_config_map(operator.api, namespace, name)
+            body = await read_config_map(api, namespace, name)
         except ApiError as error:
             if error.status != 403:
                 raise

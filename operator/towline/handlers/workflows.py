@@ -11,7 +11,7 @@ import logging
 from datetime import datetime
 
 from towline.api.workflow import HistoryLimits, WorkflowStatus
-from towline.handlers.context import ReconcileContext
+from towline.handlers.context import WorkflowDeps
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.k8s.client import Conflict
@@ -23,41 +23,41 @@ from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_
 log = logging.getLogger(__name__)
 
 
-async def reconcile_workflow(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
+async def reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> datetime | None:
     with log_context(namespace=namespace, workflow=name):
-        return await _reconcile_workflow(operator, namespace, name)
+        return await _reconcile_workflow(deps, namespace, name)
 
 
-async def _reconcile_workflow(operator: ReconcileContext, namespace: str, name: str) -> datetime | None:
-    raw = await read_workflow(operator.api, namespace, name)
+async def _reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> datetime | None:
+    raw = await read_workflow(deps.api, namespace, name)
     if raw is None:
         return None
-    now = operator.now()
+    now = deps.now()
     generation = int(raw["metadata"].get("generation", 0))
     previous = WorkflowStatus.model_validate(raw.get("status") or {})
     raw_spec = raw.get("spec") or {}
-    step_types = await step_types_of(operator, namespace, raw_spec)
-    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(operator, namespace, step_types))
+    step_types = await step_types_of(deps.api, deps.definitions, namespace, raw_spec)
+    spec, errors = validate_workflow_manifest(raw_spec, catalog_of(deps.definitions, namespace, step_types))
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]
     status.conditions = workflow_conditions(previous.conditions, errors, generation, now)
     wake_at = None
     if spec is not None and not errors:
-        in_flight = [run.name for run in operator.runs_in_line(namespace, name) if not run.finished]
+        in_flight = [run.name for run in deps.runs.in_line(namespace, name) if not run.finished]
         wake_at = await fire_due_schedules(
-            operator.api, raw, spec, status, now=now, creator=operator.identity_user, known_in_flight=in_flight,
+            deps.api, raw, spec, status, now=now, creator=deps.creator, known_in_flight=in_flight,
         )
     # The Workflow changed (policy.maxConcurrentRuns may have grown) or a run of it finished.
-    operator.wake_queued_runs(namespace, name)
-    last = operator.last_run_of(namespace, name)
+    deps.wake_queued_runs(namespace, name)
+    last = deps.runs.last_run_of(namespace, name)
     if last is not None:
         status.last_run = last
     limits = spec.policy.history if spec is not None else HistoryLimits()
-    await enforce_history_limits(operator.api, namespace, name, limits, operator.finished_runs_of(namespace, name),
+    await enforce_history_limits(deps.api, namespace, name, limits, deps.runs.finished_runs_of(namespace, name),
                                  now=now)
     try:
-        await write_workflow_status(operator.api, raw, status.to_wire())
+        await write_workflow_status(deps.api, raw, status.to_wire())
     except Conflict:
-        operator.requeue_workflow((namespace, name))
+        deps.requeue((namespace, name))
     return wake_at

@@ -1,6 +1,7 @@
-"""One operator process: its queues, its Lease, what it remembers of runs, and its workers.
+"""One operator process, the manager: its queues, its Leases, what it remembers of runs, and its workers.
 
-Implements the handlers' `ReconcileContext`. Every replica watches and keeps
+It builds each reconciler's dependencies once (towline.handlers.context: `RunDeps`,
+`WorkflowDeps`, `StepTypeDeps`) and hands them in. Every replica watches and keeps
 its queues filled; only the holder of a namespace's shard Lease (with one
 shard, the single Lease) reconciles there and fires its schedules
 (towline.k8s.shards). A reconcile runs only while this replica holds the key's
@@ -19,14 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from towline.api.run import WorkflowRun, WorkflowRunStatus
-from towline.api.steptype import ResolvedStepType
-from towline.api.workflow import LastRun
-from towline.engine import RunInLine
-from towline.engine.observed import Observed
-from towline.handlers.context import Key
+from towline.handlers.context import ArchiveHold, Definitions, Key, RunDeps, StepTypeDeps, WorkflowDeps
 from towline.handlers.failures import report_reconcile_failure
-from towline.handlers.history import FinishedRun
 from towline.handlers.runs import reconcile_run
 from towline.handlers.steptypes import reconcile_step_type
 from towline.handlers.workflows import reconcile_workflow
@@ -34,20 +29,18 @@ from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
-from towline.k8s.observe import KeptObservations, build_observed, list_children
 from towline.k8s.shards import ShardElectors
-from towline.k8s.steppods import keep_step_pods
 from towline.runtime import metrics
 from towline.runtime.apiserver import ApiServerAddresses
 from towline.runtime.childwatch import ChildEvents, watch_children
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
-from towline.runtime.runstore import RunStore
+from towline.runtime.reconcilers import RememberedRuns, WatchedChildren
+from towline.runtime.runstore import RunStore, RunSummary
 from towline.runtime.runwatch import RunEvents, watch_runs
-from towline.runtime.steptypes import StepTypeCache, TypeKey
+from towline.runtime.steptypes import StepTypeCache
 from towline.runtime.workqueue import WorkQueue
-from towline.validation.catalog import ConnectorCatalog, connector_catalog
-from towline.validation.codesteps import CodeStepPolicy
+from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import check_step_type
 
 log = logging.getLogger(__name__)
@@ -84,55 +77,52 @@ class Operator:
         self.workflows = WorkQueue("workflows", clock=self.clock.monotonic, wall_clock=self.clock.now)
         self.runs.max_retries = self.workflows.max_retries = self.config.max_retries
         self.step_type_queue.max_retries = self.config.max_retries
-        self._catalog = connector_catalog()
+        catalog = connector_catalog()
         self.step_types = StepTypeCache(self.config.step_image_policy)
-        self._observations = KeptObservations()
         self.shards = ShardElectors(
             self.connection, namespace=self.config.namespace, base_name=self.config.lease_name,
             identity=self.config.identity, shards=self.config.shards, replicas=self.config.replicas,
             timings=self.config.leader_timings,
         )
-        self._api = self.connection.fenced(self.shards.may_write)
+        self.api = self.connection.fenced(self.shards.may_write)
+        """What reconciles write through: refuses a write to a namespace whose shard this replica does not hold."""
+        self.children = WatchedChildren(self.api, self.known.children)
         self.api_server = ApiServerAddresses(lambda: read_api_server_addresses(self.connection),
                                              changed=self._except_in_running_steps)
-        self._action_context = ActionContext(
-            api=self._api, pod_settings=self.config.pod_settings, catalog=self._catalog,
-            remember=self._remember_created, api_server_networks=self.api_server.networks,
+        self.action_context = ActionContext(
+            api=self.api, pod_settings=self.config.pod_settings, catalog=catalog,
+            remember=self.children.learned, api_server_networks=self.api_server.networks,
             default_deny=DefaultDenyPolicies(),
         )
+        # Each reconciler's dependencies, built once: its client, its lookups, a clock and the catalog.
+        policy = self.config.step_image_policy
+        definitions = Definitions(catalog=catalog, code_steps=self.config.code_steps,
+                                  step_types_for=self.step_types.available,
+                                  check_step_type=lambda body: check_step_type(body, policy))
+        archive = self.config.archive
+        self.run_deps = RunDeps(
+            api=self.api, actions=self.action_context, definitions=definitions, runs=self.known,
+            memory=RememberedRuns(self.known, self.runs.add), children=self.children,
+            archive=ArchiveHold(finalizer=RUN_ARCHIVE_FINALIZER if archive else None,
+                                max_runs_awaiting=self.config.archive_max_runs_awaiting if archive else 0),
+            now=SYSTEM_CLOCK.now, decided=self._decided_run, finished=self.on_run_finished,
+        )
+        self.workflow_deps = WorkflowDeps(
+            api=self.api, definitions=definitions, runs=self.known, now=self.clock.now, creator=self.identity_user,
+            wake_queued_runs=self.wake_queued_runs, requeue=self.workflows.add,
+        )
+        self.step_type_deps = StepTypeDeps(api=self.api, check_step_type=definitions.check_step_type,
+                                           requeue=self.step_type_queue.add, now=SYSTEM_CLOCK.now)
 
-    # ReconcileContext
-    @property
-    def api(self) -> KubeApi:
-        return self._api
-
-    @property
-    def catalog(self) -> ConnectorCatalog:
-        return self._catalog
-
-    @property
-    def code_steps(self) -> CodeStepPolicy:
-        return self.config.code_steps
-
-    @property
-    def archive_finalizer(self) -> str | None:
-        return RUN_ARCHIVE_FINALIZER if self.config.archive else None
-
-    @property
-    def archive_max_runs_awaiting(self) -> int:
-        return self.config.archive_max_runs_awaiting if self.config.archive else 0
-
-    def runs_awaiting_archive(self, namespace: str) -> int:
-        return self.known.awaiting_archive(namespace)
-
-    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
-        return self.step_types.available(namespace)
-
-    def check_step_type(self, body: dict[str, Any]) -> ResolvedStepType | list[str]:
-        return check_step_type(body, self.config.step_image_policy)
-
-    def requeue_step_type(self, key: TypeKey) -> None:
-        self.step_type_queue.add(key)
+    # What kopf's wiring and the metrics server ask of the manager
+    def saw_workflow(self, key: Key, *, deleted: bool) -> None:
+        """A Workflow changed (its pass validates it, fires its schedules, trims its history) or went."""
+        if deleted:
+            self.workflow_keys.discard(key)
+            self.workflows.forget(key)
+            return
+        self.workflow_keys.add(key)
+        self.workflows.add(key)
 
     def saw_step_type(self, body: dict[str, Any], *, deleted: bool) -> None:
         """A type changed or went: report on it, and validate again every Workflow that may name it."""
@@ -144,9 +134,14 @@ class Operator:
             if not namespace or workflow[0] == namespace:
                 self.workflows.add(workflow)
 
+    def run_summaries(self) -> list[tuple[str, RunSummary]]:
+        """(namespace, summary) of every run the watch shows. Called on the metrics server's thread while the loop
+        adds runs, so copied in one step (list() of a dict view runs without releasing the GIL)."""
+        return [(namespace, summary) for (namespace, _), summary in self.known.summaries.items()]
+
     @property
-    def action_context(self) -> ActionContext:
-        return self._action_context
+    def holds_any_shard(self) -> bool:
+        return self.shards.any_held
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -155,58 +150,15 @@ class Operator:
     def identity_user(self) -> str:
         return f"system:serviceaccount:{self.config.namespace}:{self.config.service_account}"
 
-    async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
-        key, children = (namespace, run), self.known.children
-        if children.covers(key, status):
-            metrics.CACHE_READS.labels("hit").inc()
-            return build_observed(*children.children(key), run_name=run, run_uid=run_uid, kept=self._observations)
-        metrics.CACHE_READS.labels("listed").inc()
-        jobs, pods, approvals = await list_children(self.api, namespace, run)
-        for kind, bodies in (("Job", jobs), ("Pod", pods), ("Approval", approvals)):
-            for body in bodies:
-                children.learned(kind, {**body, "metadata": {**body["metadata"], "namespace": namespace}})
-        return build_observed(jobs, pods, approvals, run_name=run, run_uid=run_uid, kept=self._observations)
-
-    async def keep_step_pods(self, namespace: str, run: str, now: datetime, *, run_over: bool = False,
-                             ) -> datetime | None:
-        jobs, pods, _ = self.known.children.children((namespace, run))
-        return await keep_step_pods(self.api, jobs, pods, now, learned=self._remember_created,
-                                    wrote=self._remember_written, run_over=run_over)
-
-    def latest_run(self, key: Key) -> dict[str, Any] | None:
-        return self.known.latest(key)
-
-    def parsed_run(self, key: Key, raw: dict[str, Any]) -> WorkflowRun:
-        return self.known.parsed.parse(key, raw)
-
-    def wrote_run(self, key: Key, written: dict[str, Any], run: WorkflowRun | None = None) -> None:
-        self.known.wrote(key, written, run)
-
-    def decided_run(self, key: Key, phase: str) -> None:
-        shard = self.shards.shard_of(key[0])
-        metrics.SHARD_RUNS_DECIDED.labels(str(shard)).inc()
-        log.info("%s/%s: decided %s (shard %d of %d, %s)", *key, phase, shard, self.shards.count,
-                 self.config.identity)
-
-    def write_conflicted(self, key: Key) -> None:
-        self.known.conflicted(key)
-        self.runs.add(key)
-
-    def requeue_workflow(self, key: Key) -> None:
-        self.workflows.add(key)
-
-    def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
-        return self.known.in_line(namespace, workflow)
-
     def wake_queued_runs(self, namespace: str, workflow: str) -> None:
         for key in self.known.queued(namespace, workflow):
             self.runs.add(key)
 
-    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
-        return self.known.last_run_of(namespace, workflow)
-
-    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
-        return self.known.finished_runs_of(namespace, workflow)
+    def _decided_run(self, key: Key, phase: str) -> None:
+        shard = self.shards.shard_of(key[0])
+        metrics.SHARD_RUNS_DECIDED.labels(str(shard)).inc()
+        log.info("%s/%s: decided %s (shard %d of %d, %s)", *key, phase, shard, self.shards.count,
+                 self.config.identity)
 
     async def on_run_finished(self, run: dict[str, Any]) -> None:
         """Queue the workflow's pass: it trims the history and refreshes lastRun with the run's final phase."""
@@ -219,12 +171,6 @@ class Operator:
             self.saw_run(key, run)
         self.wake_queued_runs(namespace, workflow)
         self.workflows.add((namespace, workflow))
-
-    def _remember_created(self, body: dict[str, Any]) -> None:
-        self.known.children.learned(str(body.get("kind")), body)
-
-    def _remember_written(self, body: dict[str, Any]) -> None:
-        self.known.children.wrote(str(body.get("kind")), body)
 
     async def _except_in_running_steps(self, networks: tuple[str, ...]) -> None:
         """The API server moved: each shard's holder carves its new addresses out of running steps' policies."""
@@ -254,7 +200,7 @@ class Operator:
 
     def _archive_released(self, namespace: str) -> None:
         """A run of the namespace left the archive's backlog: runs held by archive.maxRunsAwaiting may start."""
-        if self.archive_max_runs_awaiting:
+        if self.run_deps.archive.max_runs_awaiting:
             for key in self.known.pending_in(namespace):
                 self.runs.add(key)
 
@@ -293,7 +239,7 @@ class Operator:
         self.tasks.append(asyncio.create_task(self.api_server.run(), name="api-server-addresses"))
         self.tasks.append(asyncio.create_task(self.shards.run(), name="leader"))
         self._watches = self.connection.separate()
-        events = ChildEvents(self.known.children, self._action_context.default_deny, self.wants_children,
+        events = ChildEvents(self.known.children, self.action_context.default_deny, self.wants_children,
                              self.child_changed, self.known.is_in_flight)
         self.tasks.append(asyncio.create_task(
             watch_children(self._watches, self.config.watch_namespaces, events), name="child-watches"))
@@ -399,19 +345,19 @@ class Operator:
             self.workflows.recheck()
 
     async def _reconcile_run(self, key: Key) -> None:
-        wake_at = await reconcile_run(self, *key)
+        wake_at = await reconcile_run(self.run_deps, *key)
         if wake_at is not None:
             self.runs.add_at(key, wake_at)
         elif not self.known.is_in_flight(key):
             self.runs.drop_delayed(key)  # finished or gone: the looks its earlier passes asked for find nothing
 
     async def _reconcile_workflow(self, key: Key) -> None:
-        wake_at = await reconcile_workflow(self, *key)
+        wake_at = await reconcile_workflow(self.workflow_deps, *key)
         if wake_at is not None:
             self.workflows.add_at(key, wake_at)
 
     async def _reconcile_step_type(self, key: Key) -> None:
-        await reconcile_step_type(self, *key)
+        await reconcile_step_type(self.step_type_deps, *key)
 
     async def _give_up_step_type(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("step type %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__,
@@ -419,7 +365,7 @@ class Operator:
 
     async def _give_up_run(self, key: Key, attempts: int, error: BaseException) -> None:
         if self.shards.holds(key[0]):
-            await report_reconcile_failure(self, *key, attempts, error)
+            await report_reconcile_failure(self.run_deps, *key, attempts, error)
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)

@@ -48,11 +48,7 @@ def build_registry(
         _tune(settings, adjust, config.watch_namespaces)
         operator = Operator(config=config, connection=await KubeApi.connect(kubeconfig), clock=clock)
         memo["operator"] = operator
-        export_operator_state(  # metrics; scraped on the metrics server's thread while the loop adds runs, so
-            # the summaries are copied in one step (list() of a dict view runs without releasing the GIL)
-            lambda: [(namespace, summary) for (namespace, _), summary in operator.known.summaries.items()],
-            lambda: operator.shards.any_held,
-        )
+        export_operator_state(operator.run_summaries, lambda: operator.holds_any_shard)
         await operator.start()
 
     @kopf.on.cleanup(registry=registry)
@@ -68,13 +64,8 @@ def build_registry(
 
     @kopf.on.event("towline.dev", "v1alpha1", "workflows", registry=registry)
     async def workflow_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        operator, event, key = operator_of(memo), kwargs["event"], (kwargs["namespace"], kwargs["name"])
-        if event.get("type") == "DELETED":
-            operator.workflow_keys.discard(key)
-            operator.workflows.forget(key)
-            return
-        operator.workflow_keys.add(key)
-        operator.workflows.add(key)
+        deleted = kwargs["event"].get("type") == "DELETED"
+        operator_of(memo).saw_workflow((kwargs["namespace"], kwargs["name"]), deleted=deleted)
 
     @kopf.on.event("towline.dev", "v1alpha1", "steptypes", registry=registry)
     async def step_type_event(memo: kopf.Memo, **kwargs: Any) -> None:

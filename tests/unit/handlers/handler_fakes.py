@@ -1,4 +1,4 @@
-"""An in-memory API server behind the real `KubeApi`, and a `ReconcileContext` around it, for handler tests.
+"""An in-memory API server behind the real `KubeApi`, and the process around it, for handler tests.
 
 `MemoryApi` replaces only `KubeApi.request`, the one method that talks HTTP, so
 `get` (404 -> None), `create` (409 -> adopt), `replace`, `merge_patch`,
@@ -10,7 +10,8 @@ with 409, the status subresource writing only `status` and the main resource
 never writing it, `metadata.generation` raised by spec changes, a 404 for what
 does not exist, equality label selectors on lists. Nothing in it knows a test.
 
-`MemoryContext` records what the handlers ask of the process (requeues,
+`MemoryContext` builds each reconciler's dependencies (towline.handlers.context)
+from its fields, records what the reconcilers ask of the process (requeues,
 written versions, finished runs) and observes a run's children through the
 real `towline.k8s.observe` lists, as the runtime does on a cache miss.
 """
@@ -27,11 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
-from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.observed import Observed
 from towline.engine.queue import RunInLine
-from towline.handlers.context import Key
+from towline.handlers.context import ArchiveHold, Definitions, Key, RunDeps, StepTypeDeps, WorkflowDeps
 from towline.handlers.history import FinishedRun
 from towline.handlers.parsed import ParsedRuns
 from towline.k8s.actions import ActionContext
@@ -263,7 +263,8 @@ async def finish_job(api: MemoryApi, namespace: str, job_name: str, document: JS
 
 @dataclass
 class MemoryContext:
-    """The ReconcileContext the handlers get, over a MemoryApi; it records what they ask of the process."""
+    """The process as a reconciler sees it, over a MemoryApi: it builds each reconciler's dependencies from its
+    fields (as the runtime's `Operator` does) and records what the reconciler asks of the process."""
 
     api: MemoryApi = field(default_factory=MemoryApi)
     catalog: ConnectorCatalog = field(default_factory=connector_catalog)
@@ -274,8 +275,9 @@ class MemoryContext:
     """Per namespace, what the watch-fed view counts of ended runs the archive has not written yet."""
     identity_user: str = "system:serviceaccount:towline-system:towline-operator"
     clock: datetime = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    """What Workflows' schedules fire by."""
     watched: dict[Key, JSON] = field(default_factory=dict)
-    """Run bodies as the watch last showed them (tests put stale ones here); latest_run answers from it."""
+    """Run bodies as the watch last showed them (tests put stale ones here); the run memory answers from it."""
     in_line: list[RunInLine] = field(default_factory=list)
     """What the watch-fed view of a workflow's runs shows (may be behind the API server)."""
     conflicted_runs: list[Key] = field(default_factory=list)
@@ -293,18 +295,35 @@ class MemoryContext:
         self.action_context = ActionContext(api=self.api, pod_settings=StepPodSettings(),
                                             catalog=self.catalog)
 
-    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
-        return {}
+    def definitions(self) -> Definitions:
+        return Definitions(catalog=self.catalog, code_steps=self.code_steps, step_types_for=lambda namespace: {},
+                           check_step_type=lambda body: check_step_type(body, STEP_IMAGES))
 
-    def check_step_type(self, body: JSON) -> ResolvedStepType | list[str]:
-        return check_step_type(body, STEP_IMAGES)
+    def for_runs(self) -> RunDeps:
+        """The run reconciler's dependencies as the fields are now. Runs keep the machine's clock, as the
+        operator's do (only schedules follow `clock`)."""
+        return RunDeps(
+            api=self.api, actions=self.action_context, definitions=self.definitions(), runs=WatchView(self),
+            memory=self, children=self,
+            archive=ArchiveHold(finalizer=self.archive_finalizer, max_runs_awaiting=self.archive_max_runs_awaiting),
+            now=lambda: datetime.now(UTC), decided=lambda key, phase: self.decided.append((key, phase)),
+            finished=self._finished,
+        )
 
-    def requeue_step_type(self, key: Key) -> None:
-        self.requeued_step_types.append(key)
+    def for_workflows(self) -> WorkflowDeps:
+        return WorkflowDeps(api=self.api, definitions=self.definitions(), runs=WatchView(self), now=lambda: self.clock,
+                            creator=self.identity_user,
+                            wake_queued_runs=lambda namespace, workflow: self.woken.append((namespace, workflow)),
+                            requeue=self.requeued_workflows.append)
 
-    def now(self) -> datetime:
-        return self.clock
+    def for_step_types(self) -> StepTypeDeps:
+        return StepTypeDeps(api=self.api, check_step_type=self.definitions().check_step_type,
+                            requeue=self.requeued_step_types.append, now=lambda: self.clock)
 
+    async def _finished(self, run: JSON) -> None:
+        self.finished.append(run)
+
+    # RunChildren: the real lists, as the runtime does on a cache miss
     async def observe(self, namespace: str, run: str, run_uid: str, status: WorkflowRunStatus) -> Observed:
         return await observe_run(self.api, namespace, run, run_uid)
 
@@ -313,43 +332,40 @@ class MemoryContext:
         jobs, pods, _ = await list_children(self.api, namespace, run)
         return await keep_step_pods(self.api, jobs, pods, now, run_over=run_over)
 
-    def latest_run(self, key: Key) -> JSON | None:
+    # RunMemory
+    def latest(self, key: Key) -> JSON | None:
         return self.watched.get(key)
 
-    def parsed_run(self, key: Key, raw: JSON) -> WorkflowRun:
+    def parse(self, key: Key, raw: JSON) -> WorkflowRun:
         return self.parsed.parse(key, raw)
 
-    def wrote_run(self, key: Key, written: JSON, run: WorkflowRun) -> None:
+    def wrote(self, key: Key, written: JSON, run: WorkflowRun) -> None:
         self.written[key] = written
         self.parsed.wrote(key, written, run)
 
-    def decided_run(self, key: Key, phase: str) -> None:
-        self.decided.append((key, phase))
-
-    def write_conflicted(self, key: Key) -> None:
+    def conflicted(self, key: Key) -> None:
         self.conflicted_runs.append(key)
         self.watched.pop(key, None)
 
-    def requeue_workflow(self, key: Key) -> None:
-        self.requeued_workflows.append(key)
 
-    def runs_in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
-        return list(self.in_line)
 
-    def wake_queued_runs(self, namespace: str, workflow: str) -> None:
-        self.woken.append((namespace, workflow))
+@dataclass(frozen=True)
+class WatchView:
+    """The RunLister over a MemoryContext's fields: what a test says the watch shows."""
 
-    def runs_awaiting_archive(self, namespace: str) -> int:
-        return self.awaiting_archive.get(namespace, 0)
+    context: MemoryContext
+
+    def in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        return list(self.context.in_line)
+
+    def awaiting_archive(self, namespace: str) -> int:
+        return self.context.awaiting_archive.get(namespace, 0)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
         return None
 
     def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
         return []
-
-    async def on_run_finished(self, run: JSON) -> None:
-        self.finished.append(run)
 
 
 NAMESPACE = "team"

@@ -63,7 +63,7 @@ def kept(context: MemoryContext) -> WorkflowRun:
 
 def test_passes_never_change_the_kept_model_and_it_matches_the_stored_run(context: MemoryContext) -> None:
     setup(context, workflow("rel", TWO_STEPS), run("r1", "rel", params={"version": "2.0.0"}))
-    reconcile = lambda: asyncio.run(reconcile_run(context, NAMESPACE, "r1"))  # noqa: E731
+    reconcile = lambda: asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))  # noqa: E731
     reconcile()
     outputs = {"release": "v2", "done": "v2"}
     for job, output in (("towline-step-r1-plan-1", "release"), ("towline-step-r1-release-1", "done"), (None, "")):

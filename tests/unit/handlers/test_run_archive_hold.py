@@ -20,21 +20,21 @@ def finalizers(context: MemoryContext, name: str = "r1") -> list[str]:
 def test_with_the_archive_on_the_first_pass_holds_the_run_before_it_starts_a_step(context: MemoryContext) -> None:
     context.archive_finalizer = RUN_ARCHIVE_FINALIZER
     setup(context, workflow("rel", TWO_STEPS), run("r1", "rel"))
-    asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
     assert finalizers(context) == [RUN_ARCHIVE_FINALIZER]
     assert status_of(context, "r1")["phase"] == "Running", "the status write names the patched resourceVersion"
     assert jobs(context) == ["towline-step-r1-plan-1"]
     assert context.conflicted_runs == []
-    asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
     assert finalizers(context) == [RUN_ARCHIVE_FINALIZER], "added once"
 
 
 def test_a_run_started_before_the_archive_was_turned_on_is_held_on_its_next_pass(context: MemoryContext) -> None:
     setup(context, workflow("rel", TWO_STEPS), run("r1", "rel"))
-    asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
     assert finalizers(context) == []
     context.archive_finalizer = RUN_ARCHIVE_FINALIZER
-    asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
     assert finalizers(context) == [RUN_ARCHIVE_FINALIZER]
 
 
@@ -44,8 +44,8 @@ def test_other_finalizers_stay_and_the_archive_off_adds_none(context: MemoryCont
     assert stored is not None
     asyncio.run(context.api.merge_patch(f"/apis/towline.dev/v1alpha1/namespaces/{NAMESPACE}/workflowruns/r2",
                                         {"metadata": {"finalizers": ["example.com/keep"]}}))
-    asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
     assert finalizers(context, "r1") == []
     context.archive_finalizer = RUN_ARCHIVE_FINALIZER
-    asyncio.run(reconcile_run(context, NAMESPACE, "r2"))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r2"))
     assert finalizers(context, "r2") == ["example.com/keep", RUN_ARCHIVE_FINALIZER]

@@ -1,5 +1,5 @@
 """Reconcile failure reporting (handlers/failures.py) and policy.maxConcurrentRuns (handlers/queue.py), through
-the ReconcileContext against the in-memory API server."""
+their RunDeps against the in-memory API server."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ REFUSED = ApiError(422, 'Job.batch "towline-step-r1-plan-1" is invalid: spec.tem
 
 
 def reconcile(context: MemoryContext, name: str) -> None:
-    asyncio.run(reconcile_run(context, NAMESPACE, name))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, name))
 
 
 def report(context: MemoryContext, name: str, error: BaseException = REFUSED) -> None:
-    asyncio.run(report_reconcile_failure(context, NAMESPACE, name, 5, error))
+    asyncio.run(report_reconcile_failure(context.for_runs(), NAMESPACE, name, 5, error))
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:

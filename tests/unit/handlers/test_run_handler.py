@@ -1,4 +1,4 @@
-"""reconcile_run through its ReconcileContext, against the in-memory API server: what it writes, creates and asks."""
+"""reconcile_run through its RunDeps, against the in-memory API server: what it writes, creates and asks."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ KEY = (NAMESPACE, "r1")
 
 
 def reconcile(context: MemoryContext, name: str = "r1") -> None:
-    asyncio.run(reconcile_run(context, NAMESPACE, name))
+    asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, name))
 
 
 def test_a_new_run_snapshots_its_workflow_and_starts_the_first_step(context: MemoryContext) -> None:

@@ -35,7 +35,7 @@ PLAN_JOB = "towline-step-r1-plan-1"
 
 
 def reconcile(context: MemoryContext) -> datetime | None:
-    return asyncio.run(reconcile_run(context, NAMESPACE, "r1"))
+    return asyncio.run(reconcile_run(context.for_runs(), NAMESPACE, "r1"))
 
 
 def stored(context: MemoryContext, kind: str, name: str = PLAN_JOB) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""reconcile_workflow through its ReconcileContext: what a Workflow's status says about it."""
+"""reconcile_workflow through its WorkflowDeps: what a Workflow's status says about it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from towline.handlers.workflows import reconcile_workflow
 
 
 def reconcile(context: MemoryContext, name: str) -> None:
-    asyncio.run(reconcile_workflow(context, NAMESPACE, name))
+    asyncio.run(reconcile_workflow(context.for_workflows(), NAMESPACE, name))
 
 
 def test_a_valid_workflow_is_ready_for_its_generation(context: MemoryContext) -> None:

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from towline.api.steptype import ResolvedStepType
+from towline.handlers.context import Definitions
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
@@ -33,30 +34,21 @@ class Api:
         return self.bodies.get(path)
 
 
-class Operator:
-    """The parts of the ReconcileContext the lookup uses: an empty (not yet listed) cache and a live API."""
-
-    def __init__(self, api: Api) -> None:
-        self.api = api
-        self.catalog = connector_catalog()
-        self.code_steps = CodeStepPolicy()
-
-    def step_types_for(self, namespace: str) -> dict[str, ResolvedStepType | str]:
-        return {}
-
-    def check_step_type(self, body: dict[str, Any]) -> ResolvedStepType | list[str]:
-        return check_step_type(body, POLICY)
+DEFINITIONS = Definitions(
+    catalog=connector_catalog(), code_steps=CodeStepPolicy(),
+    step_types_for=lambda namespace: {},  # the cache has not listed yet
+    check_step_type=lambda body: check_step_type(body, POLICY),
+)
 
 
 def test_a_type_the_cache_lacks_is_read_live_and_a_missing_one_stays_missing() -> None:
     api = Api({"/apis/towline.dev/v1alpha1/namespaces/team/steptypes/probe": TYPE_BODY})
-    operator = Operator(api)
-    found = asyncio.run(step_types_of(operator, "team", SPEC))  # type: ignore[arg-type]
+    found = asyncio.run(step_types_of(api, DEFINITIONS, "team", SPEC))  # type: ignore[arg-type]
     assert isinstance(found["steptype/probe"], ResolvedStepType)
     assert "clustersteptype/gone" not in found
     assert sorted(api.paths) == ["/apis/towline.dev/v1alpha1/clustersteptypes/gone",
                                  "/apis/towline.dev/v1alpha1/namespaces/team/steptypes/probe"]
-    _, errors = validate_workflow_manifest(SPEC, catalog_of(operator, "team", found))  # type: ignore[arg-type]
+    _, errors = validate_workflow_manifest(SPEC, catalog_of(DEFINITIONS, "team", found))
     assert [(e.field, e.message) for e in errors] == [(
         "spec.steps[1].action",
         "clustersteptype/gone is not registered; register it (kubectl apply -f its manifest) or fix the name")]

@@ -185,7 +185,7 @@ def test_a_finished_runs_children_are_not_kept() -> None:
     operator.saw_run(KEY, {**body, "status": {"phase": "Succeeded"}})
     assert len(operator.known.children) == 0
     assert not operator.wants_children(KEY)
-    last = operator.last_run_of(NS, "release")
+    last = operator.workflow_deps.runs.last_run_of(NS, "release")
     assert last is not None
     assert (last.name, last.phase) == (RUN, "Succeeded")
 

@@ -26,7 +26,7 @@ def run(version: str, phase: str = "Running") -> dict[str, Any]:
 
 
 def version(process: Operator) -> str | None:
-    body = process.latest_run(KEY)
+    body = process.run_deps.memory.latest(KEY)
     return None if body is None else str(body["metadata"]["resourceVersion"])
 
 
@@ -34,7 +34,7 @@ def test_a_pass_gets_the_latest_event() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
     process.saw_run(KEY, run("11"))
-    taken = process.latest_run(KEY)
+    taken = process.run_deps.memory.latest(KEY)
     assert taken is not None
     assert taken["metadata"]["resourceVersion"] == "11"
 
@@ -42,7 +42,7 @@ def test_a_pass_gets_the_latest_event() -> None:
 def test_until_the_watch_shows_the_own_write_a_pass_decides_on_the_write() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
-    process.wrote_run(KEY, run("12"))
+    process.known.wrote(KEY, run("12"))
     assert version(process) == "12", "the write's answer is the newest known"
     process.saw_run(KEY, run("11"))
     assert version(process) == "12", "an event from before the write (the watch is in order) is not used"
@@ -55,7 +55,7 @@ def test_versions_are_opaque_never_ordered() -> None:
     """The API server's resourceVersions are opaque strings; nothing may parse or compare them by size."""
     process = operator()
     process.saw_run(KEY, run("b7"))
-    process.wrote_run(KEY, run("a9"))
+    process.known.wrote(KEY, run("a9"))
     process.saw_run(KEY, run("zz"))
     assert version(process) == "a9"
     process.saw_run(KEY, run("a9"))
@@ -66,7 +66,7 @@ def test_versions_are_opaque_never_ordered() -> None:
 def test_an_echo_seen_before_the_writes_answer_is_kept() -> None:
     process = operator()
     process.saw_run(KEY, run("12"))
-    process.wrote_run(KEY, run("12"))
+    process.known.wrote(KEY, run("12"))
     process.saw_run(KEY, run("13"))
     assert version(process) == "13", "nothing is awaited: the watch already showed the write"
 
@@ -74,9 +74,9 @@ def test_an_echo_seen_before_the_writes_answer_is_kept() -> None:
 def test_a_conflict_forgets_the_run_so_the_next_pass_reads_it() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
-    process.wrote_run(KEY, run("12"))
-    process.write_conflicted(KEY)
-    assert process.latest_run(KEY) is None
+    process.known.wrote(KEY, run("12"))
+    process.run_deps.memory.conflicted(KEY)
+    assert process.run_deps.memory.latest(KEY) is None
     assert KEY in process.runs, "looked at again"
     process.saw_run(KEY, run("14"))
     assert version(process) == "14", "a relisted watch that never showed the write is followed again"
@@ -85,24 +85,24 @@ def test_a_conflict_forgets_the_run_so_the_next_pass_reads_it() -> None:
 def test_a_write_that_finished_the_run_keeps_no_body() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
-    process.wrote_run(KEY, run("12", phase="Succeeded"))
-    assert process.latest_run(KEY) is None
+    process.known.wrote(KEY, run("12", phase="Succeeded"))
+    assert process.run_deps.memory.latest(KEY) is None
 
 
 def test_a_finished_or_deleted_run_keeps_no_body() -> None:
     process = operator()
     process.saw_run(KEY, run("10"))
     process.saw_run(KEY, run("11", phase="Succeeded"))
-    assert process.latest_run(KEY) is None
+    assert process.run_deps.memory.latest(KEY) is None
     process.saw_run(KEY, run("12"))
     process.forgot_run(KEY)
-    assert process.latest_run(KEY) is None
+    assert process.run_deps.memory.latest(KEY) is None
 
 
 def test_the_echo_of_the_own_write_wakes_no_pass_but_any_other_event_does() -> None:
     process = operator()
     assert process.saw_run(KEY, run("10")), "somebody else's version"
-    process.wrote_run(KEY, run("12"))
+    process.known.wrote(KEY, run("12"))
     assert process.saw_run(KEY, run("11")), "an older event is no echo (versions are only compared for equality)"
     assert not process.saw_run(KEY, run("12")), "the pass that wrote it decided on everything it shows"
     assert process.saw_run(KEY, run("13")), "a change after the write (a user's cancel) needs a pass"
@@ -111,7 +111,7 @@ def test_the_echo_of_the_own_write_wakes_no_pass_but_any_other_event_does() -> N
 def test_the_run_watch_queues_no_pass_for_the_echo() -> None:
     process = operator()
     events = RunEvents(process.saw_run, process.forgot_run, process.runs.add, lambda: process.known.summaries)
-    process.wrote_run(KEY, run("12"))
+    process.known.wrote(KEY, run("12"))
     events.apply("MODIFIED", run("12"))
     assert KEY not in process.runs
     events.apply("MODIFIED", run("13"))
@@ -123,8 +123,8 @@ def test_the_echo_of_the_final_write_needs_no_pass_but_a_later_change_does() -> 
     no body) to find nothing to do; a change after the end (a late cancel) still gets its pass."""
     process = operator()
     process.saw_run(KEY, run("10"))
-    process.wrote_run(KEY, run("12", phase="Succeeded"))
-    assert process.latest_run(KEY) is None, "a finished run keeps no body"
+    process.known.wrote(KEY, run("12", phase="Succeeded"))
+    assert process.run_deps.memory.latest(KEY) is None, "a finished run keeps no body"
     assert process.saw_run(KEY, {**run("10"), "status": {"phase": "Succeeded"}}) is True  # the pass's own report
     assert process.saw_run(KEY, run("12", phase="Succeeded")) is False, "the echo of the final write"
     assert process.saw_run(KEY, run("14", phase="Succeeded")) is True, "a change after the end"

@@ -69,7 +69,7 @@ def test_listing_finished_runs_at_start_wakes_nobody() -> None:
 def test_runs_in_line_reflect_the_watch() -> None:
     process = with_runs(run("a", "Running", second=1), run("b", None, second=2), run("c", "Cancelled", second=3),
                         run("other", "Running", workflow="weekly"))
-    lines = {line.name: (line.started, line.finished) for line in process.runs_in_line(NAMESPACE, "nightly")}
+    lines = {line.name: (line.started, line.finished) for line in process.run_deps.runs.in_line(NAMESPACE, "nightly")}
     assert lines == {"a": (True, False), "b": (False, False), "c": (True, True)}
 
 
@@ -92,17 +92,18 @@ def test_the_archive_releasing_a_run_wakes_the_namespaces_runs_that_have_not_sta
     for body in (held(run("a", "Succeeded")), held(run("b", "Failed")), run("c", None),
                  run("d", None, workflow="weekly"), held(run("e", "Running"))):
         process.saw_run((NAMESPACE, body["metadata"]["name"]), body)
-    assert process.runs_awaiting_archive(NAMESPACE) == 2, "ended runs holding the finalizer; not e, still running"
-    assert process.runs_awaiting_archive("elsewhere") == 0
+    awaiting = process.run_deps.runs.awaiting_archive
+    assert awaiting(NAMESPACE) == 2, "ended runs holding the finalizer; not e, still running"
+    assert process.run_deps.runs.awaiting_archive("elsewhere") == 0
     process.runs._queued.clear()
     process.saw_run((NAMESPACE, "a"), run("a", "Succeeded"))  # the archive removed its finalizer
-    assert process.runs_awaiting_archive(NAMESPACE) == 1
+    assert process.run_deps.runs.awaiting_archive(NAMESPACE) == 1
     assert queued(process) == {"c", "d"}, "every workflow's: the limit is the namespace's"
     process.runs._queued.clear()
     process.saw_run((NAMESPACE, "b"), held(run("b", "Failed"), deleting=True))
     assert queued(process) == set(), "still held: deleted, not yet archived"
     process.forgot_run((NAMESPACE, "b"))
-    assert process.runs_awaiting_archive(NAMESPACE) == 0 and queued(process) == {"c", "d"}
+    assert process.run_deps.runs.awaiting_archive(NAMESPACE) == 0 and queued(process) == {"c", "d"}
 
 
 def test_without_a_limit_a_release_wakes_nobody() -> None:
@@ -112,7 +113,7 @@ def test_without_a_limit_a_release_wakes_nobody() -> None:
     process.runs._queued.clear()
     process.saw_run((NAMESPACE, "a"), run("a", "Succeeded"))
     assert queued(process) == set()
-    assert process.archive_max_runs_awaiting == 0
+    assert process.run_deps.archive.max_runs_awaiting == 0
 
 
 class SteppedClock:

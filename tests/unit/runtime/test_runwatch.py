@@ -63,7 +63,7 @@ def test_a_run_in_flight_is_recorded_and_queued_a_finished_one_only_recorded() -
     feed.apply(LISTED, run("old", "Succeeded"))
     assert queued(process) == {"a", "b"}
     assert set(process.known.summaries) == {(NS, "a"), (NS, "b"), (NS, "old")}
-    assert process.latest_run((NS, "a")) is not None and process.latest_run((NS, "old")) is None
+    assert process.run_deps.memory.latest((NS, "a")) is not None and process.run_deps.memory.latest((NS, "old")) is None
 
 
 def test_a_finished_run_whose_status_lags_its_generation_gets_one_pass() -> None:
