@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from handler_fakes import (
+    JSON,
     NAMESPACE,
     RUNS,
     TWO_STEPS,
@@ -17,7 +19,10 @@ from handler_fakes import (
     workflow,
 )
 
+from towline.api.workflow import LastRun
 from towline.engine.queue import RunInLine
+from towline.handlers.context import WorkflowDeps
+from towline.handlers.history import FinishedRun
 from towline.handlers.workflows import reconcile_workflow
 
 
@@ -76,3 +81,78 @@ def test_forbid_reads_the_runs_live_only_when_the_watch_shows_one_in_flight(cont
     reconcile(context, "rel")
     assert runs_listed not in context.api.requests
     assert len(context.api.of_kind(RUNS)) == 2
+
+
+class Runs:
+    """A RunLister of just what these tests say the watch shows."""
+
+    def __init__(self, last: LastRun | None = None, finished: list[FinishedRun] | None = None) -> None:
+        self.last = last
+        self.finished = finished or []
+
+    def in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
+        return []
+
+    def awaiting_archive(self, namespace: str) -> int:
+        return 0
+
+    def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
+        return self.last
+
+    def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
+        return list(self.finished)
+
+
+def with_runs(context: MemoryContext, runs: Runs) -> WorkflowDeps:
+    return dataclasses.replace(context.for_workflows(), runs=runs)
+
+
+def test_the_last_run_and_the_history_come_from_the_run_lister(context: MemoryContext) -> None:
+    keep_one = {**TWO_STEPS, "policy": {"history": {"succeeded": 1, "failed": 1}}}
+    setup(context, workflow("rel", keep_one), run("old", "rel"), run("new", "rel"), run("bad", "rel"))
+    runs = Runs(last=LastRun(name="new", phase="Succeeded"),
+                finished=[FinishedRun("old", "Succeeded", "2026-12-01T09:00:00Z"),
+                          FinishedRun("new", "Succeeded", "2026-12-01T09:30:00Z"),
+                          FinishedRun("bad", "Failed", "2026-12-01T09:10:00Z")])
+    asyncio.run(reconcile_workflow(with_runs(context, runs), NAMESPACE, "rel"))
+    assert status_of(context, "rel", WORKFLOW_KIND)["lastRun"] == {"name": "new", "phase": "Succeeded"}
+    assert sorted(r["metadata"]["name"] for r in context.api.of_kind(RUNS)) == ["bad", "new"], \
+        "the older succeeded run beyond the limit is deleted; the one failed run is kept"
+    assert not [r for r in context.api.requests if r == ("GET", f"/apis/towline.dev/v1alpha1/namespaces/{NAMESPACE}"
+                                                             "/workflowruns")], "the history is never listed"
+
+
+EVERY_MINUTE = {**TWO_STEPS, "triggers": [{"name": "every_minute", "schedule": {"cron": "* * * * *"}}]}
+
+
+def test_a_scheduled_run_is_due_by_the_given_clock_and_created_as_the_given_creator(context: MemoryContext) -> None:
+    setup(context, workflow("rel", EVERY_MINUTE))
+    # After the Workflow's creation (the API server stamps it with the machine's time): no slot before it counts.
+    context.clock = datetime.now(UTC).replace(second=30, microsecond=0) + timedelta(minutes=1)
+    reconcile(context, "rel")  # the first pass only notes the schedule (no back-fill)
+    assert context.api.of_kind(RUNS) == []
+    context.clock += timedelta(minutes=1)
+    context.identity_user = "system:serviceaccount:ops:towline"
+    reconcile(context, "rel")
+    [created] = context.api.of_kind(RUNS)
+    assert created["spec"]["requestedBy"] == "system:serviceaccount:ops:towline"
+    slot = context.clock.replace(second=0)
+    assert created["metadata"]["name"] == f"rel-every-minute-{slot:%Y%m%d%H%M}", "named for the given clock's slot"
+
+
+def test_a_status_write_that_conflicts_requeues_the_workflow(context: MemoryContext) -> None:
+    setup(context, workflow("rel", TWO_STEPS))
+    path = f"/apis/towline.dev/v1alpha1/namespaces/{NAMESPACE}/workflows/rel"
+    read = context.api.get
+
+    async def stale_read(requested: str) -> JSON | None:
+        body = await read(requested)
+        if requested == path:  # somebody else writes between the pass's read and its status write
+            await context.api.merge_patch(path, {"metadata": {"labels": {"team": "a"}}})
+        return body
+
+    context.api.get = stale_read  # type: ignore[method-assign]
+    reconcile(context, "rel")
+    assert context.requeued_workflows == [(NAMESPACE, "rel")]
+    stored = context.api.stored(WORKFLOW_KIND, NAMESPACE, "rel")
+    assert stored is not None and "status" not in stored
