@@ -340,7 +340,7 @@ def test_an_ingress_that_cannot_list_workflows_is_not_ready_and_starts_nothing(
         assert _status(f"{process.admin_url}/readyz") == 503
         response = post(f"{process.url}/hooks/{namespace}/shop/hook", BODY, signed_standard(new_whsec(), BODY))
         assert_refused(towline_installed, namespace, response, 503, "NotReady", "not loaded the Workflows")
-        assert "workflow watch failed (403)" in process.log_text()
+        assert "Workflow watch of /apis/towline.dev/v1alpha1/workflows failed (ApiError: 403: " in process.log_text()
     finally:
         process.stop()
 

@@ -32,12 +32,8 @@ from towline.api.common import (
     cel_rules,
     list_map,
 )
+from towline.api.steptypenames import StepTypeKind
 from towline.api.workflow import Port, RetryPolicy
-
-STEP_TYPE_PREFIX = "steptype/"
-"""`action: steptype/<name>`: a StepType in the run's namespace."""
-CLUSTER_STEP_TYPE_PREFIX = "clustersteptype/"
-"""`action: clustersteptype/<name>`: a ClusterStepType."""
 
 IMAGE_PATTERN = (
     r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]{1,5})?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
@@ -161,7 +157,6 @@ class StepTypeSpec(TowlineModel):
     )
 
 
-StepTypeKind = Literal["StepType", "ClusterStepType"]
 
 
 class StepTypeStatus(TowlineModel):
@@ -205,12 +200,3 @@ class ResolvedStepType(TowlineModel):
     uid: str | None = Field(default=None, max_length=128, description="The type's metadata.uid.")
     generation: int | None = Field(default=None, ge=0, description="The type's metadata.generation.")
     spec: StepTypeSpec = Field(description="The type's spec as it was when the run started.")
-
-
-def step_type_reference(action: str) -> tuple[StepTypeKind, str] | None:
-    """(kind, name) when `action` names a user type, None for a built-in action such as `http.request`."""
-    if action.startswith(STEP_TYPE_PREFIX):
-        return "StepType", action.removeprefix(STEP_TYPE_PREFIX)
-    if action.startswith(CLUSTER_STEP_TYPE_PREFIX):
-        return "ClusterStepType", action.removeprefix(CLUSTER_STEP_TYPE_PREFIX)
-    return None

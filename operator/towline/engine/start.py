@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, TriggerInfo, WorkflowRunSpec, WorkflowSnapshot
-from towline.api.steptype import ResolvedStepType, step_type_reference
+from towline.api.steptype import ResolvedStepType
+from towline.api.steptypenames import step_type_reference
 from towline.api.workflow import Param, Trigger, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors

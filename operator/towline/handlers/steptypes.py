@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from towline.api.common import Condition
-from towline.api.steptype import ResolvedStepType, StepTypeStatus, step_type_reference
+from towline.api.steptype import ResolvedStepType, StepTypeStatus
+from towline.api.steptypenames import step_type_reference
 from towline.handlers.context import Definitions, StepTypeDeps
 from towline.k8s.client import Conflict, KubeApi
 from towline.k8s.steptypes import read_step_type, write_step_type_status

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from towline.api.steptype import step_type_reference
+from towline.api.steptypenames import step_type_reference
 
 JSON = dict[str, Any]
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from towline.api.common import API_VERSION, DNS_SUBDOMAIN_PATTERN
-from towline.api.steptype import CLUSTER_STEP_TYPE_PREFIX, EMPTY_OBJECT_SCHEMA, STEP_TYPE_PREFIX
+from towline.api.steptype import EMPTY_OBJECT_SCHEMA
+from towline.api.steptypenames import CLUSTER_STEP_TYPE_PREFIX, STEP_TYPE_PREFIX
 from towline.api.workflow import STEP_TYPE_ACTION, Workflow
 from towline.validation.catalog import connector_catalog
 

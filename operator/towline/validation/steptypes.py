@@ -24,14 +24,8 @@ from typing import Any, Protocol
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import ValidationError
 
-from towline.api.steptype import (
-    CLUSTER_STEP_TYPE_PREFIX,
-    STEP_TYPE_PREFIX,
-    ResolvedStepType,
-    StepTypeKind,
-    StepTypeSpec,
-    step_type_reference,
-)
+from towline.api.steptype import ResolvedStepType, StepTypeSpec
+from towline.api.steptypenames import CLUSTER_STEP_TYPE_PREFIX, STEP_TYPE_PREFIX, StepTypeKind, step_type_reference
 from towline.api.workflow import RetryPolicy
 from towline.validation.actions import ActionCatalog
 from towline.validation.schemaguard import schema_errors, violations

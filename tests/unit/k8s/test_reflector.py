@@ -1,5 +1,6 @@
 """The one list+watch (towline.k8s.reflector) without a cluster: its backoff, and what it does when a watch breaks,
-an API server refuses, or a list keeps failing. Against the real API server: tests/integration/test_reflector_on_the_api_server.py."""
+an API server refuses, or a list keeps failing. Against the real API server:
+tests/integration/test_reflector_on_the_api_server.py."""
 
 from __future__ import annotations
 
