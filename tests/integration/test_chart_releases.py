@@ -18,20 +18,28 @@ from towline_dev.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
 
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                  "APIService"}
+ARCHIVE_API_SERVICE = "v1alpha1.archive.towline.dev"
+"""The one name no release prefixes: Kubernetes names an APIService after its version and group, so a cluster serves
+the archive's read API from one release (the others set archive.api.enabled=false; docs/archive.md)."""
 
 TODAYS_CLUSTER_NAMES = {
     "ClusterRole": {
         "towline-ingress", "towline-operator", "towline-operator-cluster-step-types", "towline-operator-discovery",
         "towline-viewer", "towline-runner", "towline-log-reader", "towline-approver", "towline-step-type-author",
-        "towline-workflow-author", "towline-aggregate-to-view", "towline-aggregate-to-edit"},
+        "towline-workflow-author", "towline-aggregate-to-view", "towline-aggregate-to-edit",
+        "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ClusterRoleBinding": {
-        "towline-ingress", "towline-operator", "towline-operator-cluster-step-types", "towline-operator-discovery"},
+        "towline-ingress", "towline-operator", "towline-operator-cluster-step-types", "towline-operator-discovery",
+        "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
         "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials", "towline-operator-jobs",
         "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
-        "towline-step-type-credentials", "towline-step-type-schemas"},
+        "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases",
+        "towline-archive-jobs"},
+    "APIService": {ARCHIVE_API_SERVICE},
 }
 """The cluster-scoped names release `towline` (the README's, `make dev`'s) has always had: people bind
 towline-runner and friends by these names, so they must not change."""
@@ -41,7 +49,8 @@ SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-u
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 
-EVERYWHERE_POLICIES = {"ingress-runs", "operator-jobs", "nesting-depth", "step-pod-access", "step-type-schemas"}
+EVERYWHERE_POLICIES = {"ingress-runs", "operator-jobs", "nesting-depth", "step-pod-access", "step-type-schemas",
+                       "archive-releases", "archive-jobs"}
 """Policies that only restrict this release's own identities, or hold everyone to the same rule
 whatever the release: bound cluster-wide, which refuses nobody another release trusts."""
 
@@ -86,7 +95,8 @@ def test_names_follow_the_helm_convention(
 ) -> None:
     documents = render_release(k8s_binaries, release, "ns", values)
     # ServiceAccounts are named by their own values (serviceAccount.name, ingress.serviceAccount.name).
-    names = {d["metadata"]["name"] for d in documents if d["kind"] != "ServiceAccount"}
+    # The archive's APIService is named by Kubernetes' rule (version.group).
+    names = {d["metadata"]["name"] for d in documents if d["kind"] not in ("ServiceAccount", "APIService")}
     assert all(name.startswith(f"{prefix}-") for name in names), sorted(names)
     assert find(documents, "ValidatingAdmissionPolicy", f"{prefix}-run-requester")
     if not values:  # the tests' own copy of the convention (towline_dev.release.name_prefix) agrees
@@ -108,6 +118,11 @@ def test_two_releases_share_no_name(k8s_binaries: BinarySet) -> None:
     team_a = render_release(k8s_binaries, "team-a", "team-a-system", {"watchNamespaces": '["team-a"]'})
     team_b = render_release(k8s_binaries, "team-b", "team-b-system", {"watchNamespaces": '["team-b"]'})
     assert len(set(keys(team_a))) == len(team_a) and len(set(keys(team_b))) == len(team_b)
+    # Only the archive's read API, which one release serves (the install of a second one is refused, naming the
+    # first: helm/test_helm_two_releases.py); with archive.api.enabled=false the second shares no name at all.
+    assert set(keys(team_a)) & set(keys(team_b)) == {("APIService", "", ARCHIVE_API_SERVICE)}
+    team_b = render_release(k8s_binaries, "team-b", "team-b-system",
+                            {"watchNamespaces": '["team-b"]', "archive.api.enabled": "false"})
     assert set(keys(team_a)) & set(keys(team_b)) == set()
     # Both hold namespaced objects in `default` (reading where the API server is): distinct names there too.
     assert {n for _, ns, n in keys(team_a) if ns == "default"} == {"team-a-towline-operator-api-server"}
@@ -122,6 +137,8 @@ def test_every_reference_names_an_object_of_the_same_release(k8s_binaries: Binar
             assert ("ValidatingAdmissionPolicy", "", document["spec"]["policyName"]) in present
         if kind in ("RoleBinding", "ClusterRoleBinding"):
             ref = document["roleRef"]
+            if (ref["kind"], ref["name"]) == ("Role", "extension-apiserver-authentication-reader"):
+                continue  # the API server's own Role, which every aggregated API (the archive's) binds
             namespace = "" if ref["kind"] == "ClusterRole" else metadata["namespace"]
             assert (ref["kind"], namespace, ref["name"]) in present, document
     checker = find(documents, "Pod", "team-a-towline-test-operator")

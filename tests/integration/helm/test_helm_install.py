@@ -298,6 +298,9 @@ def test_the_helm_installed_archive_keeps_a_pruned_run_for_those_who_may_read_it
     try:
         bind_role(cluster, namespace, "towline-runner", users=("carol",))
         bind_role(cluster, namespace, "towline-approver", users=("bob",))
+        # An archived log is for whoever may read the namespace's pods' logs (the chart's towline-log-reader);
+        # the runner role alone does not give it.
+        bind_role(cluster, namespace, "towline-log-reader", users=("carol",))
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(_kept_workflow(namespace)))
         for number in range(1, 5):
             name = start_run(cluster, namespace, "deploy-prod", f"deploy-{number}", user="carol")
