@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,11 @@ from tests.integration.helm.release import (
     uninstall,
 )
 from tests.integration.helmsupport import find, render
+from tests.integration.pluginsupport import towline
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
 from towline.k8s.labels import LABEL_STEP
 from towline_dev.install import OperatorProcess, operator_kubeconfig
-from towline_dev.kubeconfig import context_name
 from towline_dev.processes import free_loopback_port
 from towline_dev.release import NAMESPACE, RELEASE, api_server_egress, wait_rolled_out
 
@@ -280,12 +279,6 @@ def _kept_workflow(namespace: str) -> dict[str, Any]:
                                 "with": {"data": {"release": "2026.12"}, "fields": {"applied": "data.release"}}}]}}
 
 
-def _plugin(cluster: Cluster, user: str, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(cluster.kubeconfig),
-            "--context", context_name(user), "-n", namespace, *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-
-
 def test_the_helm_installed_archive_keeps_a_pruned_run_for_those_who_may_read_its_namespace(
     module_running_release: Cluster,
 ) -> None:
@@ -321,17 +314,17 @@ def test_the_helm_installed_archive_keeps_a_pruned_run_for_those_who_may_read_it
         wait_rolled_out(cluster)
 
         listed = wait_for("deploy-1 in the archive after the restarts", lambda: next((
-            item for item in json.loads(_plugin(cluster, "carol", namespace, "history", "-o", "json").stdout
+            item for item in json.loads(towline(cluster, namespace, "history", "-o", "json").stdout
                                         or '{"items": []}').get("items", [])
             if item["metadata"]["name"] == "deploy-1"), None), timeout=120)
         assert listed["approvers"] == ["bob"] and listed["phase"] == "Succeeded", listed
         assert "change 471" in json.dumps(listed["record"]["approvals"]), "the decision's reason is kept"
-        log = _plugin(cluster, "carol", namespace, "logs", "deploy-1", "apply")
+        log = towline(cluster, namespace, "logs", "deploy-1", "apply")
         assert log.returncode == 0 and log.stdout.strip(), log.stdout + log.stderr
 
         refused = cluster.kubectl("get", "archivedruns.archive.towline.dev", "-n", namespace, user="alice",
                                   check=False)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stdout + refused.stderr
-        assert "deploy-1" not in _plugin(cluster, "alice", namespace, "history").stdout
+        assert "deploy-1" not in towline(cluster, namespace, "history", user="alice").stdout
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.integration.helm.release import Cluster, chart_pods, container_env, deployment, on, uninstall
+from tests.integration.pluginsupport import towline
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -40,7 +41,6 @@ from tests.integration.support import (
 from towline.archive import load_private_key, public_key_pem
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
-from towline_dev.kubeconfig import context_name
 from towline_dev.node.layout import POD_CIDR, SERVICE_CIDR
 from towline_dev.node.realnode import NodeCluster
 from towline_dev.packaging import package_chart
@@ -318,10 +318,8 @@ def _verify_archive(cluster: Cluster, work: Path) -> subprocess.CompletedProcess
     assert secret is not None, "the archive's signing key Secret is missing"
     private = load_private_key(base64.b64decode(secret["data"]["signing-key.pem"]))
     (work / "archive-public.pem").write_bytes(public_key_pem(private))
-    argv = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(cluster.kubeconfig),
-            "--context", context_name("admin"), "-n", RUNS_NAMESPACE, "verify", "--archive", RUNS_NAMESPACE,
-            "--key", str(work / "archive-public.pem")]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+    return towline(cluster, RUNS_NAMESPACE, "verify", "--archive", RUNS_NAMESPACE,
+                   "--key", str(work / "archive-public.pem"), user="admin")
 
 
 def _spec_step(run: dict[str, Any], step_id: str) -> dict[str, Any]:
