@@ -41,6 +41,45 @@ def _binding(name: str, subject: JSON) -> JSON:
 _READ = ["get", "list", "watch"]
 
 
+def _addon_deployment(
+    name: str, labels: JSON, *, service_account: str, container: JSON, config: tuple[str, str], namespace: str,
+    pod: JSON | None = None, pod_security: JSON | None = None,
+) -> JSON:
+    """A node addon's one-replica Deployment, hardened as every addon is: non-root uid 65532, RuntimeDefault
+    seccomp, no privilege escalation, a read-only root filesystem, no capability; its ConfigMap `config` =
+    (name, mount path) mounted read-only."""
+    config_map, mount = config
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": service_account,
+                    **(pod or {}),
+                    "securityContext": {
+                        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                        **(pod_security or {}),
+                    },
+                    "containers": [{
+                        **container,
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [{"name": "config", "mountPath": mount, "readOnly": True}],
+                    }],
+                    "volumes": [{"name": "config", "configMap": {"name": config_map}}],
+                },
+            },
+        },
+    }
+
+
 def kube_router_rbac() -> list[JSON]:
     """Read-only: what the NetworkPolicy controller watches, and nothing else."""
     name = "towline-dev:kube-router"
@@ -68,42 +107,21 @@ def coredns_manifests() -> list[JSON]:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns", **meta}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", **meta},
          "data": {"Corefile": corefile()}},
-        {
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "coredns", "labels": labels, **meta},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": "coredns",
-                        "securityContext": {
-                            "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                            # Port 53 without any capability.
-                            "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "53"}],
-                        },
-                        "containers": [{
-                            "name": "coredns",
-                            "image": COREDNS_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "args": ["-conf", "/etc/coredns/Corefile"],
-                            "ports": [{"containerPort": 53, "protocol": "UDP", "name": "dns"},
-                                      {"containerPort": 53, "protocol": "TCP", "name": "dns-tcp"}],
-                            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
-                            "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
-                            "securityContext": {
-                                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": True}],
-                        }],
-                        "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
-                    },
-                },
+        _addon_deployment(
+            "coredns", labels, service_account="coredns",
+            # Port 53 without any capability.
+            pod_security={"sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "53"}]},
+            container={
+                "name": "coredns",
+                "image": COREDNS_IMAGE,
+                "imagePullPolicy": "Never",
+                "args": ["-conf", "/etc/coredns/Corefile"],
+                "ports": [{"containerPort": 53, "protocol": "UDP", "name": "dns"},
+                          {"containerPort": 53, "protocol": "TCP", "name": "dns-tcp"}],
+                "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
+                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
             },
-        },
+            config=("coredns", "/etc/coredns"), namespace="kube-system"),
         {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "kube-dns", "labels": labels, **meta},
@@ -206,48 +224,25 @@ def local_path_manifests(volumes_dir: Path) -> list[JSON]:
             "teardown": _TEARDOWN,
             "helperPod.yaml": yaml.safe_dump(local_path_helper_pod(), sort_keys=False),
         }},
-        {
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "local-path-provisioner", "labels": labels, **meta},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": LOCAL_PATH_ACCOUNT,
-                        "enableServiceLinks": False,
-                        # It only talks to the API server: the helper pods do the work on the node.
-                        "securityContext": {
-                            "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "containers": [{
-                            "name": "local-path-provisioner",
-                            "image": LOCAL_PATH_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "args": [
-                                "--debug", "start", "--config", f"{_CONFIG_DIR}config.json",
-                                "--helper-pod-file", f"{_CONFIG_DIR}helperPod.yaml",
-                                "--service-account-name", LOCAL_PATH_ACCOUNT,
-                            ],
-                            "env": [
-                                {"name": "POD_NAMESPACE",
-                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                                # Where it reloads helperPod.yaml from (every 30 s).
-                                {"name": "CONFIG_MOUNT_PATH", "value": _CONFIG_DIR},
-                            ],
-                            "securityContext": {
-                                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "volumeMounts": [{"name": "config", "mountPath": _CONFIG_DIR, "readOnly": True}],
-                        }],
-                        "volumes": [{"name": "config", "configMap": {"name": "local-path-config"}}],
-                    },
-                },
+        # It only talks to the API server: the helper pods do the work on the node.
+        _addon_deployment(
+            "local-path-provisioner", labels, service_account=LOCAL_PATH_ACCOUNT, pod={"enableServiceLinks": False},
+            container={
+                "name": "local-path-provisioner",
+                "image": LOCAL_PATH_IMAGE,
+                "imagePullPolicy": "Never",
+                "args": [
+                    "--debug", "start", "--config", f"{_CONFIG_DIR}config.json",
+                    "--helper-pod-file", f"{_CONFIG_DIR}helperPod.yaml",
+                    "--service-account-name", LOCAL_PATH_ACCOUNT,
+                ],
+                "env": [
+                    {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    # Where it reloads helperPod.yaml from (every 30 s).
+                    {"name": "CONFIG_MOUNT_PATH", "value": _CONFIG_DIR},
+                ],
             },
-        },
+            config=("local-path-config", _CONFIG_DIR), namespace=LOCAL_PATH_NAMESPACE),
         {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": LOCAL_PATH_CLASS,
