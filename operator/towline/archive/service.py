@@ -259,7 +259,7 @@ class ArchiveService:
             for container in pod_containers(pod):
                 entry = archived.get((namespace_of(pod), log_key(pod, container)))
                 if entry is None:
-                    capture = log_capture(pod, self._runuid_of(pod), container, read[(uid_of(pod), container)],
+                    capture = log_capture(pod, self._run_uid(pod), container, read[(uid_of(pod), container)],
                                           cap=self.log_cap_bytes)
                     self.logs_cut += bool(capture.body["truncated"])
                     entry = await self.append(namespace_of(pod), capture)
@@ -278,14 +278,14 @@ class ArchiveService:
     async def _archived_logs(self, pods: list[JSON]) -> dict[tuple[str, str], Entry]:
         """The log records already in the record for these pods' runs (after a restart), by (namespace, key):
         one read of the database per run."""
-        runs = {(namespace_of(pod), run_uid) for pod in pods if (run_uid := self._runuid_of(pod))}
+        runs = {(namespace_of(pod), run_uid) for pod in pods if (run_uid := self._run_uid(pod))}
         archived: dict[tuple[str, str], Entry] = {}
         for namespace, run_uid in sorted(runs):
             for entry in await self.db(partial(self.store.logs, namespace, run_uid)):
                 archived[(namespace, entry.key)] = entry
         return archived
 
-    def _runuid_of(self, pod: JSON) -> str:
+    def _run_uid(self, pod: JSON) -> str:
         run_name = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN, "")
         run = self.state.runs.get((namespace_of(pod), run_name)) or {}
         return str((run.get("metadata") or {}).get("uid") or "")
