@@ -21,6 +21,8 @@ The runner fails such an attempt (`auth`: the step's credentials need repair)
 before its action runs, and `decide` deletes the Job once that is recorded: the
 attempt is over, and the resume after the repair runs a new one.
 """
+REASON_DEADLINE = "DeadlineExceeded"
+"""The Job controller's reason for a Job past its `activeDeadlineSeconds`, and the kubelet's for such a pod."""
 REASON_POD_REFUSED = "PodRefused"
 """The API server refused to create the attempt's pod (admission, quota): nothing ran, so the attempt may be
 retried whatever the step does; the Job's `Failed` condition names the API server's reason."""

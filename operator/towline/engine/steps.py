@@ -25,7 +25,7 @@ from towline.engine.bindings import Bindings
 from towline.engine.graph import ON_FAILURE_CONTINUE, ON_FAILURE_FAIL
 from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import job_name
-from towline.engine.observed import REASON_POD_REFUSED, Observed
+from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED, Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
 from towline.engine.state import RunState
@@ -124,6 +124,20 @@ class StepDriver:
             return ErrorClass.TRANSIENT
         return ErrorClass.UNKNOWN_SIDE_EFFECT
 
+    def silent_end_class(self, step_id: str, reason: str | None) -> ErrorClass:
+        """The class of an attempt whose pod ended without a result document, by why it ended.
+
+        A refused pod never ran (transient); one stopped at its deadline ran past its time limit, which is what
+        `timeout` means whether the runner or the kubelet enforced it (unless it may have acted: then
+        `unknown_side_effect`, as for any other attempt lost without a word).
+        """
+        if reason == REASON_POD_REFUSED:
+            return ErrorClass.TRANSIENT
+        lost = self.lost_attempt_class(step_id)
+        if reason == REASON_DEADLINE and lost == ErrorClass.TRANSIENT:
+            return ErrorClass.TIMEOUT
+        return lost
+
     def observe_job(self, step_id: str) -> None:
         entry = self.state.get(step_id)
         assert entry is not None and entry.phase == "Running"
@@ -142,15 +156,14 @@ class StepDriver:
         if result is None:
             happened = "succeeded" if observation.state == "succeeded" else "failed"
             why = f"({observation.reason or 'no reason given'})"
-            if observation.reason == "DeadlineExceeded":
+            if observation.reason == REASON_DEADLINE:
                 why += (": it ran past the step's timeoutSeconds (counted from the Job's start); raise it if "
                         "the work is real")
             elif observation.reason == REASON_POD_REFUSED:
                 why += f": the API server refused its pod (the Job's Failed condition says why: kubectl describe job " \
                        f"{observation.job_name}); nothing ran"
-            refused = observation.reason == REASON_POD_REFUSED
             self.fail_attempt(
-                step_id, ErrorClass.TRANSIENT if refused else self.lost_attempt_class(step_id),
+                step_id, self.silent_end_class(step_id, observation.reason),
                 f"the step's Job {observation.job_name} {happened} without a result {why}",
                 retryable=None, finished_at=finished_at,
             )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from towline.engine.observed import REASON_POD_REFUSED
+from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED
 from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
 from towline.k8s.labels import STEP_POD_FINALIZER
 from towline.k8s.observe import (
@@ -56,8 +56,6 @@ but a pod never scheduled is stopped by no kubelet. The Job controller failed su
 the operator."""
 PARALLEL_UPKEEP = 8
 """Requests of a run's upkeep under way at once."""
-REASON_DEADLINE = "DeadlineExceeded"
-"""The Job controller's reason for a Job past its `activeDeadlineSeconds`, and the kubelet's for such a pod."""
 
 
 def holds_finalizer(pod: JSON) -> bool:

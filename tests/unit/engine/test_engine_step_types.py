@@ -123,9 +123,28 @@ def mutating_sim(spec: StepTypeSpec) -> Sim:
 def test_a_lost_attempt_of_a_type_that_honours_the_idempotency_key_is_retried() -> None:
     run = mutating_sim(MUTATING_WITH_KEY)
     run.reconcile()
-    run.finish("roll", ok=False, result=False, reason="DeadlineExceeded")
+    run.finish("roll", ok=False, result=False, reason="PodFailed")
     run.reconcile()
     assert (run.phase_of("roll"), run.step("roll").error_class) == ("Retrying", "transient")
+
+
+def test_an_attempt_stopped_at_its_deadline_without_a_word_failed_by_timeout() -> None:
+    """The kubelet stopped the pod at `activeDeadlineSeconds` before the runner wrote its result: the step ran past
+    its time limit, the same class the runner gives when it stops the work itself; this type retries only
+    `transient`, so the attempt is the step's last."""
+    run = mutating_sim(MUTATING_WITH_KEY)
+    run.reconcile()
+    run.finish("roll", ok=False, result=False, reason="DeadlineExceeded")
+    run.reconcile()
+    assert (run.phase_of("roll"), run.step("roll").error_class) == ("Failed", "timeout")
+
+
+def test_a_mutating_attempt_without_the_key_stopped_at_its_deadline_may_have_acted() -> None:
+    run = mutating_sim(MUTATING_WITHOUT_KEY)
+    run.reconcile()
+    run.finish("roll", ok=False, result=False, reason="DeadlineExceeded")
+    run.reconcile()
+    assert (run.phase_of("roll"), run.step("roll").error_class) == ("Failed", "unknown_side_effect")
 
 
 def test_a_lost_attempt_of_a_mutating_type_without_the_key_is_left_for_a_person() -> None:
