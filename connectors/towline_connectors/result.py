@@ -22,26 +22,17 @@ from towline_step.protocol import (
     EXIT_RETRYABLE,
     EXIT_USAGE,
     MAX_MESSAGE_CHARS,
-    MISSING_SECRETS_FIELD,
     RESULT_LIMIT_BYTES,
-    exit_code_for,
+    Result,
+    fit_result,
 )
 
 __all__ = ["EXIT_OK", "EXIT_PERMANENT", "EXIT_RETRYABLE", "EXIT_USAGE", "StepResult", "render_result"]
 
 
 @dataclass(frozen=True)
-class StepResult:
+class StepResult(Result):
     """The outcome of one step attempt, as the operator will read it."""
-
-    ok: bool
-    output: Any = None
-    error_class: ErrorClass | None = None
-    message: str | None = None
-    retry_after_seconds: float | None = None
-    usage: dict[str, Any] | None = None
-    missing_secrets: tuple[str, ...] = ()
-    """Names (never values) of the Secrets the step names whose mount is empty; only with an `auth` failure."""
 
     @classmethod
     def failure(cls, error: ActionError, usage: dict[str, Any] | None = None) -> StepResult:
@@ -51,23 +42,8 @@ class StepResult:
     def retryable(self) -> bool:
         return self.error_class in RETRYABLE_CLASSES
 
-    @property
-    def exit_code(self) -> int:
-        return exit_code_for(None if self.ok else (self.error_class or ErrorClass.PERMANENT))
-
     def document(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "ok": self.ok,
-            "output": self.output,
-            "errorClass": None if self.error_class is None else self.error_class.value,
-            "message": self.message,
-            "retryable": self.retryable,
-            "retryAfterSeconds": self.retry_after_seconds,
-            "usage": self.usage,
-        }
-        if self.missing_secrets:
-            document[MISSING_SECRETS_FIELD] = list(self.missing_secrets)
-        return document
+        return self.wire_form(self.retryable)
 
 
 def _dumps(document: dict[str, Any]) -> str:
@@ -91,12 +67,4 @@ def render_result(result: StepResult, redactor: Redactor, shrink_hint: str) -> t
             ),
             usage=result.usage,
         )
-        text = _dumps(redactor.redact_value(result.document()))
-    while len(text.encode()) > RESULT_LIMIT_BYTES:
-        if result.usage is not None:
-            result = dataclasses.replace(result, usage=None)
-        else:
-            message = result.message or ""
-            result = dataclasses.replace(result, output=None, message=message[: len(message) // 2] + "…")
-        text = _dumps(redactor.redact_value(result.document()))
-    return result, text
+    return fit_result(result, lambda fitted: _dumps(redactor.redact_value(fitted.document())))

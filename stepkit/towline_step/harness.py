@@ -41,7 +41,6 @@ from towline_step.protocol import (
     EXIT_OK,
     IDEMPOTENCY_KEY_ENV,
     INPUTS_PATH_ENV,
-    MISSING_SECRETS_FIELD,
     PROTOCOL_VERSION,
     PROTOCOL_VERSION_ENV,
     RESULT_PATH_ENV,
@@ -83,14 +82,7 @@ class HarnessReport:
         return self.result.ok and self.exit_code == EXIT_OK and not self.notes
 
     def as_json(self) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "ok": self.result.ok, "output": self.result.output,
-            "errorClass": None if self.result.error_class is None else self.result.error_class.value,
-            "message": self.result.message, "retryable": self.result.retryable,
-            "retryAfterSeconds": self.result.retry_after_seconds, "usage": self.result.usage,
-        }
-        if self.result.missing_secrets:
-            result[MISSING_SECRETS_FIELD] = list(self.result.missing_secrets)
+        result = self.result.wire_form(self.result.retryable)
         return {"exitCode": self.exit_code, "resultBytes": self.result_bytes, "result": result, "notes": self.notes}
 
 

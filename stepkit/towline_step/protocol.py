@@ -22,9 +22,9 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 PROTOCOL_VERSION = 1
 """The document's optional `version`; a document without one is version 1."""
@@ -110,19 +110,68 @@ def exit_code_for(error_class: ErrorClass | None) -> int:
 
 
 @dataclass(frozen=True)
-class ResultDocument:
-    """One attempt's outcome as the operator may trust it: every field of its declared type and in range."""
+class Result:
+    """One attempt's outcome in the result document's terms: what a writer renders and the reader returns.
+
+    The runner's StepResult and the SDK's Outcome (which render it) and ResultDocument (what the operator reads
+    back) are this one record; each adds only its side's constructors and wire form.
+    """
 
     ok: bool
     output: Any = None
     error_class: ErrorClass | None = None
     """Set exactly when `ok` is false; an unknown or missing class reads as `permanent`."""
     message: str | None = None
-    retryable: bool | None = None
     retry_after_seconds: float | None = None
     """Within [0, MAX_RETRY_AFTER_SECONDS]."""
     usage: dict[str, Any] | None = None
     missing_secrets: tuple[str, ...] = ()
+    """Names (never values) of the Secrets the step names whose mount is empty; only with an `auth` failure."""
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(None if self.ok else (self.error_class or ErrorClass.PERMANENT))
+
+    def wire_form(self, retryable: bool | None) -> dict[str, Any]:
+        """The document as JSON would carry it (no `version`: version 1); `missingSecrets` only when there are some."""
+        document: dict[str, Any] = {
+            "ok": self.ok,
+            "output": self.output,
+            "errorClass": None if self.error_class is None else self.error_class.value,
+            "message": self.message,
+            "retryable": retryable,
+            "retryAfterSeconds": self.retry_after_seconds,
+            "usage": self.usage,
+        }
+        if self.missing_secrets:
+            document[MISSING_SECRETS_FIELD] = list(self.missing_secrets)
+        return document
+
+
+@dataclass(frozen=True)
+class ResultDocument(Result):
+    """One attempt's outcome as the operator may trust it: every field of its declared type and in range."""
+
+    retryable: bool | None = None
+
+
+AnyResult = TypeVar("AnyResult", bound=Result)
+
+
+def fit_result(result: AnyResult, render: Callable[[AnyResult], str]) -> tuple[AnyResult, str]:
+    """Drop `usage`, then halve the message (and drop the output), until the rendered document fits.
+
+    The writers' last step: `render` is the writer's own wire form (redacted); a failure always fits in the end.
+    """
+    text = render(result)
+    while len(text.encode("utf-8", "surrogatepass")) > RESULT_LIMIT_BYTES:
+        if result.usage is not None:
+            result = replace(result, usage=None)
+        else:
+            message = result.message or ""
+            result = replace(result, output=None, message=message[: len(message) // 2] + "…")
+        text = render(result)
+    return result, text
 
 
 class _RefusedError(Exception):

@@ -20,22 +20,16 @@ from towline_step.protocol import (
     RESULT_LIMIT_BYTES,
     RETRYABLE_CLASSES,
     ErrorClass,
-    exit_code_for,
+    Result,
+    fit_result,
     read_result_message,
 )
 from towline_step.redact import Redactor
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Result):
     """One attempt's outcome before it is rendered."""
-
-    ok: bool
-    output: Any = None
-    error_class: ErrorClass | None = None
-    message: str | None = None
-    retry_after_seconds: float | None = None
-    usage: dict[str, Any] | None = None
 
     @classmethod
     def failure(cls, error_class: ErrorClass, message: str, retry_after_seconds: float | None = None) -> Outcome:
@@ -45,21 +39,11 @@ class Outcome:
     def from_error(cls, error: StepError) -> Outcome:
         return cls.failure(error.error_class, error.message, error.retry_after_seconds)
 
-    @property
-    def exit_code(self) -> int:
-        return exit_code_for(None if self.ok else (self.error_class or ErrorClass.PERMANENT))
-
     def document(self) -> dict[str, Any]:
-        return {
-            "version": PROTOCOL_VERSION,
-            "ok": self.ok,
-            "output": self.output if self.ok else None,
-            "errorClass": None if self.ok or self.error_class is None else self.error_class.value,
-            "message": self.message,
-            "retryable": None if self.ok else self.error_class in RETRYABLE_CLASSES,
-            "retryAfterSeconds": self.retry_after_seconds,
-            "usage": self.usage or None,
-        }
+        """The SDK's form: `version`, and only a failure's class, retry rule and output (none) said."""
+        failed = replace(self, output=None) if not self.ok else replace(self, error_class=None)
+        retryable = None if self.ok else self.error_class in RETRYABLE_CLASSES
+        return {"version": PROTOCOL_VERSION, **replace(failed, usage=self.usage or None).wire_form(retryable)}
 
 
 def dumps(document: dict[str, Any]) -> str:
@@ -106,13 +90,4 @@ def _redacted(outcome: Outcome, redactor: Redactor) -> Outcome:
 
 
 def _fitted(outcome: Outcome) -> tuple[Outcome, str]:
-    """Drop `usage`, then halve the message, until the document fits; a failure always fits in the end."""
-    text = dumps(outcome.document())
-    while len(text.encode("utf-8", "surrogatepass")) > RESULT_LIMIT_BYTES:
-        if outcome.usage:
-            outcome = replace(outcome, usage=None)
-        else:
-            message = outcome.message or ""
-            outcome = replace(outcome, output=None, message=message[: len(message) // 2] + "…")
-        text = dumps(outcome.document())
-    return outcome, text
+    return fit_result(outcome, lambda fitted: dumps(fitted.document()))
