@@ -4,14 +4,22 @@ does the work that waits on the API server side by side."""
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from towline.k8s.indexer import Index, ObjectKey, Store, by_label
+from towline.k8s.labels import LABEL_RUN
+
 JSON = dict[str, Any]
-Key = tuple[str, str]
+Key = ObjectKey
 """(namespace, name)"""
+
+APPROVALS_BY_RUN: Index[Key, JSON, Key] = Index(
+    "run", lambda key, body: (key[0], str((body.get("spec") or {}).get("runName") or "")))
+"""An Approval by (namespace, the run it belongs to): the run its spec names."""
+PODS_BY_RUN: Index[Key, JSON, Key] = by_label("run", LABEL_RUN)
+"""A step pod by (namespace, its run label)."""
 
 AT_ONCE = 8
 """Log reads, and Job TTL patches, in flight at once: each waits on the API server, not on the record, so ended
@@ -22,17 +30,11 @@ pods are read side by side while their records are still appended one at a time,
 class ArchiveState:
     """What the streams have shown: runs by key, their approvals and step pods, and what waits to be written."""
 
-    runs: dict[Key, JSON] = field(default_factory=dict)
-    approvals: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
-    """(namespace, run name) -> approval name -> body"""
-    pods: dict[Key, dict[str, JSON]] = field(default_factory=lambda: defaultdict(dict))
-    """(namespace, run name) -> pod name -> body"""
-    runs_of_pods: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, pod name) -> (namespace, run name)"""
-    runs_of_approvals: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, approval name) -> (namespace, run name)"""
-    run_of: dict[Key, Key] = field(default_factory=dict)
-    """(namespace, pod or approval name) -> (namespace, run name): where `pods` and `approvals` keep it."""
+    runs: Store[Key, JSON] = field(default_factory=Store)
+    approvals: Store[Key, JSON] = field(default_factory=lambda: Store(APPROVALS_BY_RUN))
+    """By (namespace, name), and by the run they belong to."""
+    pods: Store[Key, JSON] = field(default_factory=lambda: Store(PODS_BY_RUN))
+    """By (namespace, name), and by the run they belong to."""
     pending: dict[tuple[str, str, str], None] = field(default_factory=dict)
     """(what, namespace, name) in arrival order: `run`, `approval` or `pod` work for the writer."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)

@@ -41,10 +41,19 @@ from towline.archive.capture import (
     run_finished_at,
 )
 from towline.archive.jobttl import job_ttl_patch, step_job_of
-from towline.archive.pending import ArchiveState, name_of, namespace_of, side_by_side, uid_of
+from towline.archive.pending import (
+    APPROVALS_BY_RUN,
+    PODS_BY_RUN,
+    ArchiveState,
+    name_of,
+    namespace_of,
+    side_by_side,
+    uid_of,
+)
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
+from towline.k8s.indexer import object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
 from towline.runtime.streams import FAILED, SYNCED, follow, scopes
 
@@ -99,46 +108,37 @@ class ArchiveService:
     def on_run(self, event: str, body: JSON) -> None:
         if event in (SYNCED, FAILED):
             return
-        meta = body.get("metadata") or {}
-        key = (meta.get("namespace", ""), meta.get("name", ""))
+        key = object_key(body)
         if event == "DELETED":
-            self.state.runs.pop(key, None)
+            self.state.runs.pop(key)
             return
-        self.state.runs[key] = body
+        self.state.runs.put(key, body)
         if run_finished(body) or run_deleting(body):
             self.state.want("run", *key)
 
     def on_approval(self, event: str, body: JSON) -> None:
         if event in (SYNCED, FAILED):
             return
-        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
-        run_key = (meta.get("namespace", ""), str(spec.get("runName") or ""))
-        own = (meta.get("namespace", ""), meta.get("name", ""))
+        key = object_key(body)
         if event == "DELETED":
-            self.state.approvals[run_key].pop(own[1], None)
-            self.state.runs_of_approvals.pop(own, None)
+            self.state.approvals.pop(key)
             return
-        self.state.approvals[run_key][own[1]] = body
-        self.state.runs_of_approvals[own] = run_key
+        self.state.approvals.put(key, body)
         if approval_decided(body):
-            self.state.want("approval", meta.get("namespace", ""), meta.get("name", ""))
+            self.state.want("approval", *key)
 
     def on_pod(self, event: str, body: JSON) -> None:
         if event in (SYNCED, FAILED):
             return
-        meta = body.get("metadata") or {}
-        run_key = (meta.get("namespace", ""), str((meta.get("labels") or {}).get(LABEL_RUN) or ""))
-        own = (meta.get("namespace", ""), meta.get("name", ""))
+        key = object_key(body)
         if event == "DELETED":
-            self.state.pods[run_key].pop(own[1], None)
-            self.state.runs_of_pods.pop(own, None)
-            self.state.timed_pods.discard(str(meta.get("uid") or ""))
-            self.state.logged.pop(str(meta.get("uid") or ""), None)
+            self.state.pods.pop(key)
+            self.state.timed_pods.discard(uid_of(body))
+            self.state.logged.pop(uid_of(body), None)
             return
-        self.state.pods[run_key][own[1]] = body
-        self.state.runs_of_pods[own] = run_key
+        self.state.pods.put(key, body)
         if pod_ended(body):
-            self.state.want("pod", meta.get("namespace", ""), meta.get("name", ""))
+            self.state.want("pod", *key)
 
     async def serve(self) -> None:
         """Follow the three kinds and write what they show, until cancelled."""
@@ -224,12 +224,10 @@ class ArchiveService:
         return await self.archive_run(run)
 
     def _pod(self, namespace: str, name: str) -> JSON | None:
-        run = self.state.runs_of_pods.get((namespace, name))
-        return None if run is None else self.state.pods.get(run, {}).get(name)
+        return self.state.pods.get((namespace, name))
 
     def _approval(self, namespace: str, name: str) -> JSON | None:
-        run = self.state.runs_of_approvals.get((namespace, name))
-        return None if run is None else self.state.approvals.get(run, {}).get(name)
+        return self.state.approvals.get((namespace, name))
 
     async def append(self, namespace: str, capture: Capture) -> Entry:
         now = self.clock()
@@ -334,12 +332,12 @@ class ArchiveService:
         namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid", "")
         archived = await self.db(lambda: self.store.run(namespace, uid))
         if archived is None or archived.uid != uid:
-            pods = list(self.state.pods.get((namespace, name), {}).values())
+            pods = [pod for _, pod in self.state.pods.by(PODS_BY_RUN, (namespace, name))]
             waiting = [p for p in pods if not pod_ended(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
             if waiting and run_finished(run) and not self._waited_long_enough(run):
                 return False
             references = await self.archive_pods([pod for pod in pods if pod_ended(pod)])
-            approvals = list(self.state.approvals.get((namespace, name), {}).values())
+            approvals = [approval for _, approval in self.state.approvals.by(APPROVALS_BY_RUN, (namespace, name))]
             for approval in approvals:
                 if approval_decided(approval):
                     await self.append(namespace, approval_capture(approval))

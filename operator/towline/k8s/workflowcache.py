@@ -2,8 +2,9 @@
 
 The one list+watch of every process (towline.k8s.reflector): a list in pages, then a watch from its
 resourceVersion (with bookmarks), listing again when the API server answers 410 Gone, with the same backoff
-after any failure. Lookups never touch the API server. A (re-)list replaces the whole cache when it ends, so a
-Workflow deleted while the watch was down is forgotten; until then lookups see the previous list. `synced` is
+after any failure; its events feed one store (towline.k8s.indexer). Lookups never touch the API server. A
+(re-)list replaces the whole cache when it ends, so a Workflow deleted while the watch was down is forgotten;
+until then lookups see the previous list. `synced` is
 set after the first complete list: until then the ingress is not ready. Consumers get the stored dict and must
 not modify it.
 """
@@ -16,12 +17,12 @@ import logging
 from typing import Any
 
 from towline.k8s.client import WORKFLOWS, KubeApi
-from towline.k8s.reflector import FAILED, LISTED, SYNCED, reflect
+from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
+from towline.k8s.reflector import SYNCED, reflect
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-Key = tuple[str, str]
 
 
 class WorkflowCache:
@@ -29,8 +30,8 @@ class WorkflowCache:
 
     def __init__(self, api: KubeApi) -> None:
         self._api = api
-        self._objects: dict[Key, JSON] = {}
-        self._listing: dict[Key, JSON] = {}
+        self._objects: Store[ObjectKey, JSON] = Store()
+        self._feed = Feed(self._objects, key_of=object_key, value_of=lambda body: body)
         self.synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -57,19 +58,7 @@ class WorkflowCache:
 
     def take(self, event: str, body: JSON) -> None:
         """One event of the stream: a (re-)list is collected apart and replaces the cache when it ends."""
-        if event == FAILED:
-            self._listing = {}
-            return
+        self._feed.take(event, body)
         if event == SYNCED:
-            self._objects, self._listing = self._listing, {}
             self.synced.set()
             log.info("workflow cache: %d workflow(s)", len(self._objects))
-            return
-        meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        if event == LISTED:
-            self._listing[key] = body
-        elif event == "DELETED":
-            self._objects.pop(key, None)
-        else:
-            self._objects[key] = body

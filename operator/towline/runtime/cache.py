@@ -4,7 +4,7 @@ Fed by watch events (Jobs, pods and Approvals from the operator's own child watc
 the answers to the operator's own creates (client-go's mutation cache: a Job this process just
 created is in the cache before its watch event arrives, so it is never taken
 for a vanished one; an answer only fills a gap, so it never undoes a newer watch
-event, and resourceVersions are never ordered). One `Store` (runtime/store.py) keyed by kind, namespace and
+event, and resourceVersions are never ordered). One `Store` (towline.k8s.indexer) keyed by kind, namespace and
 name, indexed by the run label, exactly as the live list in `towline.k8s.observe` selects (a relabelled object
 moves to the other run), and for pods by the Job that controls them; handed to the same `build_observed`.
 
@@ -29,6 +29,7 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.engine.observed import JobState
 from towline.handlers.context import Key
+from towline.k8s.indexer import Index, Store
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.observe import (
     attempt_state,
@@ -41,7 +42,6 @@ from towline.k8s.observe import (
     secret_volumes,
 )
 from towline.k8s.steppods import holds_finalizer
-from towline.runtime.store import Store
 
 JSON = dict[str, Any]
 KINDS = ("Job", "Pod", "Approval")
@@ -56,13 +56,16 @@ def _run_of(key: ChildKey, body: JSON) -> Key | None:
     return (key[1], run) if run else None
 
 
+BY_RUN: Index[ChildKey, JSON, Key] = Index("run", _run_of)
+"""A run's children by (namespace, run), by its label as the live list selects them (a relabelled object moves)."""
+BY_CONTROLLER: Index[ChildKey, JSON, tuple[str, str | None]] = Index(
+    "controller", lambda key, body: (key[1], controller_uid(body)) if key[0] == "Pod" else None)
+"""A pod by (namespace, the UID of the Job that controls it): what `covers` asks for a finished Job, without going
+through every pod of the run."""
+
+
 def _children() -> Store[ChildKey, JSON]:
-    return Store(
-        run=_run_of,
-        # A pod by the Job that controls it: what `covers` asks for a finished Job, without going through
-        # every pod of the run.
-        controller=lambda key, body: (key[1], controller_uid(body)) if key[0] == "Pod" else None,
-    )
+    return Store(BY_RUN, BY_CONTROLLER)
 
 
 def trim(kind: str, body: JSON) -> JSON:
@@ -203,7 +206,7 @@ class ChildCache:
         (towline.k8s.steppods), which its pass must still let go. The watch's event of a finished run (the echo
         of its last write, a re-list) can land after such a pod's end woke the run and before that pass: the
         pod, forgotten then, sent no other event, and kept its finalizer and its Job unfinished for good."""
-        for key, body in self._objects.by("run", run):
+        for key, body in self._objects.by(BY_RUN, run):
             if key[0] == "Pod" and holds_finalizer(body):
                 continue
             self._objects.pop(key)
@@ -212,7 +215,7 @@ class ChildCache:
 
     def children(self, run: Key) -> tuple[list[JSON], list[JSON], list[JSON]]:
         found: dict[str, list[JSON]] = {kind: [] for kind in KINDS}
-        for (kind, _, _), body in self._objects.by("run", run):
+        for (kind, _, _), body in self._objects.by(BY_RUN, run):
             found[kind].append(body)
         return found["Job"], found["Pod"], found["Approval"]
 
@@ -220,7 +223,7 @@ class ChildCache:
         """How many Jobs of the run the watch shows with an attempt not ended yet (no terminal condition, no
         succeeded pod), counting no further than `at_most`: asked on every child event, it stops as soon as the
         answer is known instead of walking a wide run's every child."""
-        active = (body for (kind, _, _), body in self._objects.by("run", run)
+        active = (body for (kind, _, _), body in self._objects.by(BY_RUN, run)
                   if kind == "Job" and self._attempt_state(run[0], body)[0] == "active")
         return sum(1 for _ in itertools.islice(active, at_most))
 
@@ -272,13 +275,13 @@ class ChildCache:
     def _attempt_state(self, namespace: str, job: JSON) -> tuple[JobState, str | None]:
         """The Job's attempt state with the pod the cache holds for it (any pod it controls: a wake-up hint;
         what counts is decided by `build_observed`)."""
-        pods = self._objects.by("controller", (namespace, job["metadata"].get("uid")))
+        pods = self._objects.by(BY_CONTROLLER, (namespace, job["metadata"].get("uid")))
         return attempt_state(job, next((pod for _, pod in pods if pod_ended(pod)), None))
 
     def _has_finished_pod(self, run: Key, job: JSON) -> bool:
         # By controller, as build_observed matches them: a look-alike pod with the Job's labels must not
         # make the cache look complete while the real pod's result is missing.
-        for key, pod in self._objects.by("controller", (run[0], job["metadata"].get("uid"))):
+        for key, pod in self._objects.by(BY_CONTROLLER, (run[0], job["metadata"].get("uid"))):
             if _run_of(key, pod) != run:
                 continue
             with contextlib.suppress(AttributeError, TypeError, KeyError):

@@ -19,10 +19,10 @@ from towline.handlers.context import Key
 from towline.handlers.history import FinishedRun, kept_until
 from towline.handlers.parsed import ParsedRuns
 from towline.k8s.client import resource_version
+from towline.k8s.indexer import Index, Store
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
 from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime.cache import ChildCache
-from towline.runtime.store import Store
 from towline_connectors.wire import parse_rfc3339
 
 
@@ -65,14 +65,22 @@ class RunSummary:
         return self.phase in TERMINAL_RUN_PHASES
 
 
+BY_WORKFLOW: Index[Key, RunSummary, Key] = Index("workflow", lambda key, summary: (key[0], summary.workflow))
+"""Every run of a Workflow, by (namespace, workflow)."""
+QUEUED: Index[Key, RunSummary, Key] = Index(
+    "queued", lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None)
+"""A Workflow's runs that have not started."""
+IN_FLIGHT: Index[Key, RunSummary, bool] = Index("in_flight", lambda key, summary: None if summary.finished else True)
+AWAITING_ARCHIVE: Index[Key, RunSummary, str] = Index(
+    "awaiting_archive", lambda key, summary: key[0] if summary.awaiting_archive else None)
+"""By namespace, the runs over (or being deleted) that the archive's finalizer still holds."""
+PENDING: Index[Key, RunSummary, str] = Index(
+    "pending", lambda key, summary: key[0] if summary.phase == "Pending" else None)
+"""By namespace, the runs that have not started."""
+
+
 def _summaries() -> Store[Key, RunSummary]:
-    return Store(
-        workflow=lambda key, summary: (key[0], summary.workflow),
-        queued=lambda key, summary: (key[0], summary.workflow) if summary.phase == "Pending" else None,
-        in_flight=lambda key, summary: None if summary.finished else True,
-        awaiting_archive=lambda key, summary: key[0] if summary.awaiting_archive else None,
-        pending=lambda key, summary: key[0] if summary.phase == "Pending" else None,
-    )
+    return Store(BY_WORKFLOW, QUEUED, IN_FLIGHT, AWAITING_ARCHIVE, PENDING)
 
 
 @dataclass
@@ -169,24 +177,24 @@ class RunStore:
     def in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
         return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
                           finished=summary.finished)
-                for (_, name), summary in self.summaries.by("workflow", (namespace, workflow)) if summary.created]
+                for (_, name), summary in self.summaries.by(BY_WORKFLOW, (namespace, workflow)) if summary.created]
 
     def queued(self, namespace: str, workflow: str) -> list[Key]:
-        return [key for key, _ in self.summaries.by("queued", (namespace, workflow))]
+        return self.summaries.keys_by(QUEUED, (namespace, workflow))
 
     def awaiting_archive(self, namespace: str) -> int:
         """The namespace's runs over (or being deleted) that still hold the archive's finalizer."""
-        return len(self.summaries.by("awaiting_archive", namespace))
+        return self.summaries.count_by(AWAITING_ARCHIVE, namespace)
 
     def pending_in(self, namespace: str) -> list[Key]:
         """The namespace's runs that have not started (held by a limit, or not looked at yet)."""
-        return [key for key, _ in self.summaries.by("pending", namespace)]
+        return self.summaries.keys_by(PENDING, namespace)
 
     def in_flight(self) -> list[Key]:
-        return [key for key, _ in self.summaries.by("in_flight", True)]
+        return self.summaries.keys_by(IN_FLIGHT, True)
 
     def last_run_of(self, namespace: str, workflow: str) -> LastRun | None:
-        mine = [(name, summary) for (_, name), summary in self.summaries.by("workflow", (namespace, workflow))]
+        mine = [(name, summary) for (_, name), summary in self.summaries.by(BY_WORKFLOW, (namespace, workflow))]
         if not mine:
             return None
         name, latest = max(mine, key=lambda item: item[1].created)
@@ -195,4 +203,4 @@ class RunStore:
     def finished_runs_of(self, namespace: str, workflow: str) -> list[FinishedRun]:
         return [FinishedRun(name, summary.phase, summary.finished_at or "",
                             kept_until(summary.created, summary.webhook))
-                for (_, name), summary in self.summaries.by("workflow", (namespace, workflow)) if summary.finished]
+                for (_, name), summary in self.summaries.by(BY_WORKFLOW, (namespace, workflow)) if summary.finished]
