@@ -18,15 +18,15 @@ from pydantic import ConfigDict, Field
 from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
     Approvers,
-    Condition,
+    Conditions,
     Identifier,
     ObjectName,
     TowlineModel,
+    TowlineResource,
     UserName,
     cel_rule,
     cel_rules,
     immutable,
-    list_map,
     unchanged,
 )
 
@@ -125,8 +125,8 @@ class ApprovalStatus(TowlineModel):
         description="spec.approvers in one line for `kubectl get`, e.g. `alice, bob, group:sre`; `nobody` when "
         "neither users nor groups are listed.",
     )
-    conditions: list[Condition] = Field(
-        default_factory=list, json_schema_extra=list_map("type"),
+    conditions: Conditions = Field(
+        default_factory=list,
         description="Reserved for standard conditions; the outcome is in phase and decidedAt.",
     )
 
@@ -138,11 +138,9 @@ def approvers_line(approvers: Approvers) -> str:
     return line if len(line) <= APPROVERS_LINE_LIMIT else line[: APPROVERS_LINE_LIMIT - 1] + "…"
 
 
-class Approval(TowlineModel):
+class Approval(TowlineResource):
     """A human decision at a run's approval gate, recorded truthfully and final once made."""
 
-    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Approval"] = "Approval"
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: ApprovalSpec = Field(description="The gate (set by the operator) and the decision (set by an approver).")
     status: ApprovalStatus | None = Field(default=None, description="Written by the operator only.")

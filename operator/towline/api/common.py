@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -185,6 +185,30 @@ class Condition(TowlineModel):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The metadata.generation the condition was computed from.",
     )
+
+
+Conditions = Annotated[list[Condition], Field(json_schema_extra=list_map("type"))]
+"""A status's conditions, a list the API server keys by type: at most one condition of each type."""
+
+
+class GenerationStatus(TowlineModel):
+    """Base of a status that says which spec it describes (kstatus compares it with metadata.generation)."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation this status describes.",
+    )
+
+
+class TowlineResource(TowlineModel):
+    """Base of the group's resources: the envelope every object has besides its spec and status.
+
+    Each resource names its kind, e.g. `kind: Literal["Workflow"] = "Workflow"`; the CRDs take
+    apiVersion, kind and metadata from Kubernetes' envelope, not from these fields (towline.api.structural).
+    """
+
+    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
+    kind: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class SecretKeyRef(TowlineModel):

@@ -15,11 +15,12 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
-    Condition,
+    Conditions,
     Identifier,
     ObjectName,
     StepId,
     TowlineModel,
+    TowlineResource,
     UserName,
     cel_rule,
     cel_rules,
@@ -296,8 +297,8 @@ class WorkflowRunStatus(TowlineModel):
     steps: list[StepStatus] = Field(
         default_factory=list, json_schema_extra=list_map("id"), description="Each step's state and history.",
     )
-    conditions: list[Condition] = Field(
-        default_factory=list, json_schema_extra=list_map("type"),
+    conditions: Conditions = Field(
+        default_factory=list,
         description="Succeeded (Unknown while running, then True or False); Reconciling (True until the run "
         "finishes) and Stalled (True when it finished without succeeding), as kstatus reads them; and Suspended, "
         "CredentialsNeedRepair, NeedsReconciliation, ReconcileFailing and Queued (waiting under the workflow's "
@@ -315,12 +316,10 @@ class WorkflowRunStatus(TowlineModel):
     )
 
 
-class WorkflowRun(TowlineModel):
+class WorkflowRun(TowlineResource):
     """One execution of a Workflow, with its auditable history in status."""
 
-    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["WorkflowRun"] = "WorkflowRun"
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: WorkflowRunSpec = Field(description="What to run; immutable except cancel and suspend.")
     # One field for server-side apply: only the operator writes status, so tracking each step's fields in
     # managedFields (a third of a 50-step run's bytes) bought nothing, and every status write paid for it

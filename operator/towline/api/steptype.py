@@ -26,8 +26,10 @@ from towline.api.common import (
     IDENTIFIER_PATTERN,
     NAMES_A_SECRET,
     SECRET_KEY_PATTERN,
-    Condition,
+    Conditions,
+    GenerationStatus,
     TowlineModel,
+    TowlineResource,
     cel_rule,
     cel_rules,
     list_map,
@@ -159,37 +161,33 @@ class StepTypeSpec(TowlineModel):
 
 
 
-class StepTypeStatus(TowlineModel):
+class StepTypeStatus(GenerationStatus):
     """Whether the type is usable. Written only by the operator."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status describes.",
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, json_schema_extra=list_map("type"),
+    conditions: Conditions = Field(
+        default_factory=list,
         description="Ready: True (reason Usable) when the spec parses, both schemas are valid and the image is "
         "allowed; False (reason Unusable) with every reason otherwise.",
     )
 
 
-class StepType(TowlineModel):
+class _StepTypeResource(TowlineResource):
+    """What a StepType and a ClusterStepType both are; they differ only in kind and scope (towline.api.crdgen)."""
+
+    spec: StepTypeSpec = Field(description="The image, its inputs and outputs, credentials, egress and retry.")
+    status: StepTypeStatus | None = Field(default=None, description="Written by the operator only.")
+
+
+class StepType(_StepTypeResource):
     """A namespaced step type: usable by workflows in its namespace as `action: steptype/<name>`."""
 
-    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["StepType"] = "StepType"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: StepTypeSpec = Field(description="The image, its inputs and outputs, credentials, egress and retry.")
-    status: StepTypeStatus | None = Field(default=None, description="Written by the operator only.")
 
 
-class ClusterStepType(TowlineModel):
+class ClusterStepType(_StepTypeResource):
     """A cluster-wide step type: usable by every namespace as `action: clustersteptype/<name>`."""
 
-    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["ClusterStepType"] = "ClusterStepType"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: StepTypeSpec = Field(description="The image, its inputs and outputs, credentials, egress and retry.")
-    status: StepTypeStatus | None = Field(default=None, description="Written by the operator only.")
 
 
 class ResolvedStepType(TowlineModel):

@@ -15,14 +15,16 @@ from pydantic.config import JsonDict
 from towline.api.common import (
     IDENTIFIER_PATTERN,
     Approvers,
-    Condition,
+    Conditions,
     Duration,
+    GenerationStatus,
     Identifier,
     ObjectName,
     SecretKeyRef,
     SecretName,
     StepId,
     TowlineModel,
+    TowlineResource,
     cel_rule,
     cel_rules,
     list_map,
@@ -627,14 +629,11 @@ class LastRun(TowlineModel):
     started_at: datetime | None = Field(default=None, description="When it started.")
 
 
-class WorkflowStatus(TowlineModel):
+class WorkflowStatus(GenerationStatus):
     """What the operator found: validity, schedules and the latest run. Written only by the operator."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The metadata.generation this status describes.",
-    )
-    conditions: list[Condition] = Field(
-        default_factory=list, json_schema_extra=list_map("type"),
+    conditions: Conditions = Field(
+        default_factory=list,
         description="Ready (the spec is valid and the workflow active) and, while the spec is invalid, Stalled.",
     )
     validation_errors: list[ValidationError] = Field(
@@ -649,11 +648,9 @@ class WorkflowStatus(TowlineModel):
     last_run: LastRun | None = Field(default=None, description="The most recently created run.")
 
 
-class Workflow(TowlineModel):
+class Workflow(TowlineResource):
     """A workflow: triggers, params and a DAG of steps. The operator writes only its status."""
 
-    api_version: Literal["towline.dev/v1alpha1"] = "towline.dev/v1alpha1"
     kind: Literal["Workflow"] = "Workflow"
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: WorkflowSpec = Field(description="What a team commits: triggers, params, steps, policy.")
     status: WorkflowStatus | None = Field(default=None, description="Written by the operator only.")
