@@ -55,7 +55,7 @@ from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
 from towline.k8s.indexer import object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
-from towline.runtime.streams import FAILED, SYNCED, follow, scopes
+from towline.k8s.streams import FAILED, SYNCED, follow, scopes
 
 log = logging.getLogger("towline.archive")
 

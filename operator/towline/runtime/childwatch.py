@@ -6,7 +6,7 @@ kopf, every one of those events took a per-object worker, read-only Body views
 and a handler invocation: most of the operator's CPU per step
 (docs/benchmarks.md). Their events only feed the child cache, wake runs and
 keep the default-deny record, so a plain list+watch stream
-(`towline.runtime.streams`, over towline.k8s.reflector) does it, as for runs
+(`towline.k8s.streams`, over towline.k8s.reflector) does it, as for runs
 (towline.runtime.runwatch); Workflows and step types stay on kopf
 (docs/runtime.md, "Where events come from", lists every kind and its watch).
 An Approval's decision is what a waiting run waits for: through kopf, whose
@@ -34,8 +34,8 @@ from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
 from towline.k8s.objects import DEFAULT_DENY_POLICY
 from towline.k8s.observe import pod_ended
 from towline.k8s.steppods import deleting, holds_finalizer
+from towline.k8s.streams import LISTED, Listing, follow, scopes
 from towline.runtime.cache import ChildCache
-from towline.runtime.streams import LISTED, Listing, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]
@@ -115,7 +115,7 @@ class ChildEvents:
 
 async def watch_children(api: KubeApi, namespaces: tuple[str, ...], events: ChildEvents) -> None:
     """Run every stream for `namespaces` (empty: the whole cluster; names and kopf's globs, see
-    towline.runtime.streams) until cancelled."""
+    towline.k8s.streams) until cancelled."""
     await asyncio.gather(*(
         follow(api, stream.resource, scope, _listing(events, stream.kind, scope).take, what=stream.kind,
                wanted=wanted, label_selector=stream.label_selector, field_selector=stream.field_selector)

@@ -4,7 +4,7 @@ A run changes a few times per step (each status write comes back as an event, wi
 the Workflow and every step's record). Handed through kopf, each event took a per-object worker, read-only Body
 views and a handler invocation, at several times the cost of decoding it (docs/benchmarks.md). The events only
 update what the process knows of runs (towline.runtime.runstore) and queue passes, so a plain list+watch stream
-(towline.runtime.streams, over towline.k8s.reflector) does it. Approvals take the same kind of stream
+(towline.k8s.streams, over towline.k8s.reflector) does it. Approvals take the same kind of stream
 (towline.runtime.childwatch). Workflows and step types stay on kopf: they change when a person commits, a few
 events an hour, and kopf also runs the process (login, startup and cleanup, the liveness endpoint). docs/runtime.md
 ("Where events come from") lists every kind and its watch.
@@ -24,7 +24,7 @@ from typing import Any
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.standard import standard_fields_lag
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
-from towline.runtime.streams import Listing, Wanted, follow, scopes
+from towline.k8s.streams import Listing, Wanted, follow, scopes
 
 JSON = dict[str, Any]
 Key = tuple[str, str]

@@ -21,10 +21,10 @@ from kubernetes_asyncio import client
 from towline.k8s.client import KubeApi
 from towline.k8s.live import LISTED, SYNCED
 from towline.k8s.objects import StepPodSettings
+from towline.k8s.streams import FAILED
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
 from towline.runtime.runwatch import RunEvents, _listing, watch_runs
-from towline.runtime.streams import FAILED
 
 NS = "team"
 Key = tuple[str, str]

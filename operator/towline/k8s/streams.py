@@ -1,5 +1,6 @@
-"""The processes' list+watch streams (the operator's step Jobs, pods, Approvals, default-deny policies and
-WorkflowRuns; the archive's runs, Approvals and step pods): where each runs and how it outlives a failure.
+"""The processes' persistent list+watch streams (the operator's step Jobs, pods, Approvals, default-deny policies
+and WorkflowRuns; the archive's runs, Approvals and step pods): where each runs and how it outlives a failure. With
+the reflector and the stores (towline.k8s.indexer) it is the one watch layer every process shares.
 
 A stream is `towline.k8s.reflector.reflect` (list in pages, watch from the list's resourceVersion, list again on
 410 Gone, one backoff for every restart) for one namespace, or for the whole cluster. `--namespace` takes kopf's
