@@ -2,7 +2,7 @@
 
 The cluster test (test_run_columns_and_kstatus.py) shows the verdicts on real runs; this one covers
 each phase and the cases a cluster test cannot reach on demand (a status one generation behind, an
-operator that gave up on a run), by handing kstatus the wire form `standard_status` produces.
+operator that gave up on a run), by handing kstatus the wire form `kstatus_fields` produces.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import standard_status
+from towline.engine.kstatus import kstatus_fields
 from towline.engine.summary import set_condition
 from towline_dev.kstatus import compute, find_kstatus
 
@@ -32,7 +32,7 @@ def written(phase: str, succeeded: str, reason: str, generation: int = 1) -> Wor
     status = WorkflowRunStatus(phase=phase, started_at=T0, message=f"the run is {phase}",
                                finished_at=T0 + timedelta(seconds=9) if phase in TERMINAL_RUN_PHASES else None)
     set_condition(status, "Succeeded", succeeded, reason=reason, message=status.message or "", now=T0)
-    return standard_status(status, generation, T0)
+    return kstatus_fields(status, generation, T0)
 
 
 @pytest.mark.parametrize(("phase", "succeeded", "reason", "verdict"), [
@@ -64,4 +64,4 @@ def test_a_run_the_operator_gave_up_on_reads_failed() -> None:
     status = WorkflowRunStatus(phase="Running", started_at=T0)
     set_condition(status, "ReconcileFailing", "True", reason="RetryBudgetExhausted",
                   message="5 reconcile passes in a row failed", now=T0)
-    assert compute(run(standard_status(status, 1, T0))).status == "Failed"
+    assert compute(run(kstatus_fields(status, 1, T0))).status == "Failed"

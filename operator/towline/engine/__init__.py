@@ -6,8 +6,8 @@ What it knows about the world comes in as `Observed`; what it wants done goes
 out as actions in a `Decision`. Credential values never pass through it: only
 Secret names. Event messages never carry step outputs.
 
-    until it may start: admission(run, the workflow's other runs, policy.maxConcurrentRuns)
-                      -> hold_run(...) keeps it Pending, or cancel_queued_run(...) if cancelled meanwhile
+    until it may start: held_in_queue(status, run, the workflow's other runs, QueueLimits(...))
+                      -> a Decision that keeps it Pending (or ends it if cancelled meanwhile), or None
     first reconcile:  start_run(workflow.spec, generation, run.spec)
                       -> (snapshot, params) to store in status, or errors -> reject_run(...)
     every reconcile:  decide(RunView(...), observed, now, catalog) -> Decision
@@ -30,6 +30,21 @@ from towline.engine.actions import (
     EmitEvent,
     RecordApprovalDecision,
 )
+from towline.engine.admission import (
+    ARCHIVE_BEHIND_REASON,
+    QUEUED_CONDITION,
+    Admission,
+    QueueLimits,
+    RunInLine,
+    admission,
+    archive_behind,
+    cancel_queued_run,
+    held_in_queue,
+    hold_run,
+    hold_run_for_archive,
+    max_concurrent_runs,
+    workflow_runs_in_line,
+)
 from towline.engine.decide import decide
 from towline.engine.idempotency import idempotency_key
 from towline.engine.naming import approval_name, gate_id, job_name
@@ -39,17 +54,6 @@ from towline.engine.phases import (
     IllegalTransition,
     transition_run,
     transition_step,
-)
-from towline.engine.queue import (
-    ARCHIVE_BEHIND_REASON,
-    QUEUED_CONDITION,
-    Admission,
-    RunInLine,
-    admission,
-    archive_behind,
-    cancel_queued_run,
-    hold_run,
-    hold_run_for_archive,
 )
 from towline.engine.rerun import REUSED_REASON, earlier_requesters, start_retry
 from towline.engine.start import reject_run, resolve_params, start_run
@@ -81,6 +85,7 @@ __all__ = [
     "IllegalTransition",
     "JobObservation",
     "Observed",
+    "QueueLimits",
     "RecordApprovalDecision",
     "RunInLine",
     "RunView",
@@ -92,14 +97,17 @@ __all__ = [
     "decide",
     "earlier_requesters",
     "gate_id",
+    "held_in_queue",
     "hold_run",
     "hold_run_for_archive",
     "idempotency_key",
     "job_name",
+    "max_concurrent_runs",
     "reject_run",
     "resolve_params",
     "start_retry",
     "start_run",
     "transition_run",
     "transition_step",
+    "workflow_runs_in_line",
 ]

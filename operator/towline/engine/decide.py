@@ -23,6 +23,7 @@ from typing import Any
 from towline.api.run import StepStatus
 from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.engine.actions import Decision, DeleteJob
+from towline.engine.admission import leave_queue
 from towline.engine.bindings import Bindings
 from towline.engine.egress import allowed_hosts
 from towline.engine.gates import Gates
@@ -30,7 +31,6 @@ from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
 from towline.engine.phases import transition_run, transition_step
-from towline.engine.queue import leave_queue
 from towline.engine.state import RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize

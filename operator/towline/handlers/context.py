@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
+from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
-from towline.engine.queue import RunInLine
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi

@@ -16,7 +16,7 @@ import pydantic
 
 from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import standard_status
+from towline.engine.kstatus import RECONCILE_FAILING, kstatus_fields
 from towline.engine.summary import has_condition, set_condition
 from towline.handlers.context import RunDeps
 from towline.k8s.actions import emit_event
@@ -24,8 +24,6 @@ from towline.k8s.client import ApiError
 from towline.k8s.objects import RunRef
 from towline.k8s.runs import read_run, write_run_status
 from towline.text import clip
-
-RECONCILE_FAILING = "ReconcileFailing"
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +67,7 @@ async def report_reconcile_failure(
         return
     status.conditions = list(status.conditions)
     set_condition(status, RECONCILE_FAILING, "True", reason="RetryBudgetExhausted", message=message, now=now)
-    status = standard_status(status, meta.get("generation"), now)
+    status = kstatus_fields(status, meta.get("generation"), now)
     try:
         await write_run_status(deps.api, raw, status.to_wire())
     except ApiError as write_error:

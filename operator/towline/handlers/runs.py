@@ -10,40 +10,50 @@ a stale version only costs a write conflict and another pass.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus, WorkflowSnapshot
 from towline.engine import (
     RESUME_ANNOTATION,
     TERMINAL_RUN_PHASES,
+    QueueLimits,
+    RunInLine,
     RunView,
     decide,
     earlier_requesters,
+    held_in_queue,
+    max_concurrent_runs,
     reject_run,
     start_retry,
     start_run,
+    workflow_runs_in_line,
 )
-from towline.engine.actions import Action
-from towline.engine.standard import standard_status
+from towline.engine.actions import Action, Decision
+from towline.engine.kstatus import kstatus_fields
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
-from towline.handlers.queue import QUEUED_RECHECK, hold_if_queued
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
+from towline.k8s.concurrency import side_by_side
 from towline.k8s.objects import RunRef
-from towline.k8s.runs import hold_for_archive, read_run, read_workflow, write_run_status
-from towline.k8s.together import side_by_side
+from towline.k8s.runs import hold_for_archive, list_runs, read_run, read_workflow, write_run_status
 from towline.logs import log_context
 from towline.metrics import record_run_transition
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import ConnectorCatalog
 from towline.validation.steptypes import StepTypeCatalog
+from towline_connectors.wire import parse_rfc3339
 
 log = logging.getLogger(__name__)
+
+QUEUED_RECHECK = timedelta(seconds=60)
+"""A queued run is woken when a run of its workflow finishes, the Workflow changes or the archive releases a run of
+its namespace; this slow fallback covers a wake-up lost with a restart of the process or a missed watch event, not
+the normal path."""
 
 
 def run_catalog(builtins: ConnectorCatalog, status: WorkflowRunStatus) -> StepTypeCatalog:
@@ -102,7 +112,7 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
         decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status))
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
-    written = standard_status(decision.status, generation, now)
+    written = kstatus_fields(decision.status, generation, now)
     pod_check = await act_and_keep_pods(deps, ref, decision.actions, now, upkeep=held is None and not problems,
                                         run_over=written.phase in TERMINAL_RUN_PHASES)
     if await _write(deps, raw, written, run):
@@ -118,6 +128,33 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
 
 
+async def hold_if_queued(
+    deps: RunDeps, run: WorkflowRun, meta: dict[str, Any], status: WorkflowRunStatus, now: datetime,
+    *, workflow_body: dict[str, Any] | None,
+) -> Decision | None:
+    """The run's decision while it must wait (towline.engine.admission decides); None: it may start.
+
+    `workflow_body` is the run's Workflow as just read: the limit is the one it has now. The engine is asked first
+    on the watch-fed view of the workflow's runs (and of the namespace's runs awaiting the archive), which answers
+    every pass of a queued run without an API call; a run that view lets start is asked about once more on a fresh
+    list from the API server, because a view that is behind may not show a run ahead of it (a process that has
+    just started, or a run created in the same second with a name that sorts first).
+    """
+    namespace, workflow = meta["namespace"], run.spec.workflow_ref.name
+    limits = QueueLimits(max_concurrent_runs(workflow_body), deps.archive.max_runs_awaiting,
+                         deps.runs.awaiting_archive(namespace))
+    me = RunInLine(meta["name"], parse_rfc3339(meta["creationTimestamp"]), started=False, finished=False)
+
+    def ask(others: Iterable[RunInLine]) -> Decision | None:
+        return held_in_queue(status, cancel=run.spec.cancel, namespace=namespace, workflow=workflow, run=me,
+                             others=others, limits=limits, now=now)
+
+    held = ask(deps.runs.in_line(namespace, workflow))
+    if held is None and limits.counts_runs:
+        held = ask(workflow_runs_in_line(await list_runs(deps.api, namespace), workflow))
+    return held
+
+
 async def _keep_finished_run(deps: RunDeps, raw: dict[str, Any], run: WorkflowRun,
                              status: WorkflowRunStatus, now: datetime) -> None:
     """Nothing more to do for a finished run: its Workflow's pass keeps the history within the limits. Only a spec
@@ -125,7 +162,7 @@ async def _keep_finished_run(deps: RunDeps, raw: dict[str, Any], run: WorkflowRu
     once, so tools never wait on a finished run."""
     meta = raw["metadata"]
     await deps.children.keep_step_pods(meta["namespace"], meta["name"], now, run_over=True)
-    finished = standard_status(status, meta.get("generation"), now)
+    finished = kstatus_fields(status, meta.get("generation"), now)
     if finished != status:
         await _write(deps, raw, finished, run)
 

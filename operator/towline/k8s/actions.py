@@ -17,6 +17,7 @@ from towline.api.approval import approvers_line
 from towline.engine import actions as engine_actions
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
+from towline.k8s.concurrency import side_by_side
 from towline.k8s.egresspolicies import EgressPolicies, build_shared_egress_policy
 from towline.k8s.isolationreports import IsolationFailureReports
 from towline.k8s.labels import LABEL_EGRESS
@@ -34,7 +35,6 @@ from towline.k8s.objects import (
 from towline.k8s.observe import controller_uid, managed_by_operator
 from towline.k8s.stepjobs import BuiltinAction, Notification, PodCatalog, StepTypeImage, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
-from towline.k8s.together import side_by_side
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
 from towline_connectors.wire import rfc3339

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED
 from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
+from towline.k8s.concurrency import side_by_side
 from towline.k8s.labels import STEP_POD_FINALIZER
 from towline.k8s.observe import (
     controller_uid,
@@ -43,7 +44,6 @@ from towline.k8s.observe import (
     pod_finished_at,
     pod_succeeded,
 )
-from towline.k8s.together import side_by_side
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 JSON = dict[str, Any]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import standard_fields_lag
+from towline.engine.kstatus import kstatus_fields_lag
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
 from towline.k8s.streams import Listing, Wanted, follow, scopes
 
@@ -51,9 +51,9 @@ class RunEvents:
         if not self.saw(key, body):
             return
         # A finished run needs no pass (its Workflow's pass keeps the history), not even after a restart,
-        # unless its status has not caught up with its spec's generation (one write, see engine.standard).
+        # unless its status has not caught up with its spec's generation (one write, see engine.kstatus).
         status = body.get("status") or {}
-        if status.get("phase") not in TERMINAL_RUN_PHASES or standard_fields_lag(status, meta.get("generation")):
+        if status.get("phase") not in TERMINAL_RUN_PHASES or kstatus_fields_lag(status, meta.get("generation")):
             self.wake(key)
 
     def listed(self, shown: set[Key], scope: str | None, wanted: Wanted | None) -> None:

@@ -29,8 +29,8 @@ from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.workflow import LastRun
+from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
-from towline.engine.queue import RunInLine
 from towline.handlers.context import ArchiveHold, Definitions, Key, RunDeps, StepTypeDeps, WorkflowDeps
 from towline.handlers.history import FinishedRun
 from towline.handlers.parsed import ParsedRuns

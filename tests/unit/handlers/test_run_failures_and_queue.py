@@ -1,5 +1,5 @@
-"""Reconcile failure reporting (handlers/failures.py) and policy.maxConcurrentRuns (handlers/queue.py), through
-their RunDeps against the in-memory API server."""
+"""Reconcile failure reporting (handlers/failures.py) and policy.maxConcurrentRuns (handlers/runs.py gathers, the
+engine's admission decides), through their RunDeps against the in-memory API server."""
 
 from __future__ import annotations
 

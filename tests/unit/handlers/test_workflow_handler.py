@@ -20,7 +20,7 @@ from handler_fakes import (
 )
 
 from towline.api.workflow import LastRun
-from towline.engine.queue import RunInLine
+from towline.engine.admission import RunInLine
 from towline.handlers.context import WorkflowDeps
 from towline.handlers.history import FinishedRun
 from towline.handlers.workflows import reconcile_workflow

@@ -39,7 +39,7 @@ def operator(connection: KubeApi | None = None) -> Operator:
 def run(name: str, phase: str | None = "Running", *, version: str = "1", namespace: str = NS,
         generation: int = 1, observed: int | None = 1) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase} if phase else {}
-    if phase and observed is not None:  # what standard_status writes
+    if phase and observed is not None:  # what kstatus_fields writes
         status["observedGeneration"] = observed
         status["conditions"] = [{"type": "Stalled", "status": "False"}]
     return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": version, "generation": generation,

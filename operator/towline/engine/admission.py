@@ -1,5 +1,5 @@
-"""`policy.maxConcurrentRuns` and the archive's backlog limit: whether a run that has not started may start now,
-and how it waits. Pure.
+"""Admission of a run that has not started: whether it may start now under its Workflow's
+`policy.maxConcurrentRuns` and the archive's backlog limit, and how it waits. Pure.
 
 The rule, safe under concurrent passes and stale caches: a run that has not
 started may start only while fewer than N runs of its workflow are *ahead of
@@ -10,19 +10,26 @@ shown unfinished after it finished, queued after it started) only counts more
 runs ahead, never fewer, so it can delay a start but never allow an extra one.
 Ordering by creationTimestamp first means a run's name, which its creator
 chooses, cannot move it ahead of a run created earlier.
+
+The archive's limit counts the namespace's ended runs that still hold the archive's finalizer: while they reach
+the chart's archive.maxRunsAwaiting, no run starts there (docs/archive.md). The handlers gather what is counted
+(towline.handlers.runs: the watch-fed view, then a fresh list) and carry out `held_in_queue`'s answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from towline.api.run import WorkflowRunStatus
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.phases import transition_run
 from towline.engine.summary import has_condition, set_condition
 from towline.text import clip
+from towline_connectors.wire import parse_rfc3339
 
 QUEUED_CONDITION = "Queued"
 MAX_CONCURRENT_RUNS_REASON = "MaxConcurrentRuns"
@@ -41,9 +48,32 @@ class RunInLine:
     """It has left Pending: it holds a slot until it finishes."""
     finished: bool
 
+    @classmethod
+    def of_phase(cls, name: str, created: datetime, phase: str | None) -> RunInLine:
+        """A run as its phase places it: Pending (or none yet) holds no slot, a terminal phase none any more."""
+        phase = phase or "Pending"
+        return cls(name, created, started=phase != "Pending", finished=phase in TERMINAL_RUN_PHASES)
+
     @property
     def order(self) -> tuple[datetime, str]:
         return (self.created, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """What a run that has not started waits behind."""
+
+    max_concurrent_runs: int | None
+    """Its Workflow's policy.maxConcurrentRuns as the Workflow is now (a queued run has no snapshot); None: none."""
+    max_runs_awaiting: int = 0
+    """The chart's archive.maxRunsAwaiting; 0: no limit."""
+    awaiting_archive: int = 0
+    """The namespace's ended runs the archive has not recorded yet."""
+
+    @property
+    def counts_runs(self) -> bool:
+        """Whether the answer depends on the workflow's other runs (else no list of them is needed)."""
+        return self.max_concurrent_runs is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +98,48 @@ def admission(run: RunInLine, others: Iterable[RunInLine], limit: int | None) ->
         elif other.order < run.order:
             queued_ahead += 1
     return Admission(limit is None or running + queued_ahead < limit, running, queued_ahead)
+
+
+def held_in_queue(
+    status: WorkflowRunStatus, *, cancel: bool, namespace: str, workflow: str, run: RunInLine,
+    others: Iterable[RunInLine], limits: QueueLimits, now: datetime,
+) -> Decision | None:
+    """The decision for `run` (not started) while it must wait, or ends cancelled while waiting; None: it may start.
+
+    The archive's backlog holds it first (whatever the Workflow's limit); then the workflow's `others` ahead of it.
+    """
+    if archive_behind(limits.awaiting_archive, limits.max_runs_awaiting):
+        if cancel:
+            return cancel_queued_run(status, now)
+        return hold_run_for_archive(status, namespace, limits.awaiting_archive, limits.max_runs_awaiting, now)
+    limit = limits.max_concurrent_runs
+    if limit is None:
+        return None
+    seen = admission(run, others, limit)
+    if seen.may_start:
+        return None
+    if cancel:
+        return cancel_queued_run(status, now)
+    return hold_run(status, workflow, limit, seen, now)
+
+
+def max_concurrent_runs(workflow: Mapping[str, Any] | None) -> int | None:
+    """The Workflow's (wire form) policy.maxConcurrentRuns; None when unset or the Workflow is missing (the start
+    then fails with the reason, as it does without a limit)."""
+    policy = ((workflow or {}).get("spec") or {}).get("policy") or {}
+    limit = policy.get("maxConcurrentRuns")
+    # The API server enforces the type and range; anything else is treated as unset.
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1 else None
+
+
+def workflow_runs_in_line(runs: Iterable[Mapping[str, Any]], workflow: str) -> list[RunInLine]:
+    """The runs (wire form, as listed) of `workflow`, as the limit counts them."""
+    return [
+        RunInLine.of_phase(str(body["metadata"]["name"]), parse_rfc3339(body["metadata"]["creationTimestamp"]),
+                           (body.get("status") or {}).get("phase"))
+        for body in runs
+        if str(((body.get("spec") or {}).get("workflowRef") or {}).get("name", "")) == workflow
+    ]
 
 
 def queued_message(workflow: str, limit: int, seen: Admission) -> str:

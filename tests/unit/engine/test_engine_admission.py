@@ -12,14 +12,18 @@ from towline.engine import (
     ARCHIVE_BEHIND_REASON,
     QUEUED_CONDITION,
     EmitEvent,
+    QueueLimits,
     RunInLine,
     admission,
     archive_behind,
     cancel_queued_run,
+    held_in_queue,
     hold_run,
     hold_run_for_archive,
+    max_concurrent_runs,
+    workflow_runs_in_line,
 )
-from towline.engine.queue import leave_queue
+from towline.engine.admission import leave_queue
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
@@ -154,3 +158,52 @@ def test_a_run_held_for_the_archive_says_the_count_the_limit_and_what_to_do() ->
     condition = next(c for c in started.conditions if c.type == QUEUED_CONDITION)
     assert (condition.status, condition.reason, condition.message) == (
         "False", "Started", "the archive caught up (archive.maxRunsAwaiting)")
+
+
+def held(
+    run: RunInLine, others: list[RunInLine], limits: QueueLimits, *, cancel: bool = False,
+) -> WorkflowRunStatus | None:
+    decision = held_in_queue(WorkflowRunStatus(), cancel=cancel, namespace="sales-ops", workflow="nightly", run=run,
+                             others=others, limits=limits, now=T0)
+    return None if decision is None else decision.status
+
+
+def test_the_archives_backlog_holds_a_run_whatever_the_workflows_limit() -> None:
+    behind = QueueLimits(None, max_runs_awaiting=2, awaiting_archive=2)
+    status = held(line("a", 1), [], behind)
+    assert status is not None and [c.reason for c in status.conditions] == [ARCHIVE_BEHIND_REASON]
+    cancelled = held(line("a", 1), [], behind, cancel=True)
+    assert cancelled is not None and cancelled.phase == "Cancelled"
+    assert not behind.counts_runs, "no list of the workflow's runs is needed without its limit"
+
+
+def test_a_run_under_both_limits_may_start_and_one_behind_a_running_one_is_held() -> None:
+    limits = QueueLimits(1, max_runs_awaiting=2, awaiting_archive=1)
+    assert held(line("b", 2), [line("a", 1, started=True, finished=True)], limits) is None
+    status = held(line("b", 2), [line("a", 1, started=True)], limits)
+    assert status is not None and status.phase == "Pending"
+    assert "policy.maxConcurrentRuns is 1" in (status.message or "")
+    cancelled = held(line("b", 2), [line("a", 1, started=True)], limits, cancel=True)
+    assert cancelled is not None and cancelled.phase == "Cancelled"
+
+
+@pytest.mark.parametrize(("policy", "limit"), [
+    ({"maxConcurrentRuns": 3}, 3), ({}, None), ({"maxConcurrentRuns": 0}, None), ({"maxConcurrentRuns": True}, None),
+    ({"maxConcurrentRuns": "2"}, None),
+])
+def test_the_limit_is_the_workflows_policy_and_anything_but_a_positive_integer_is_none(
+    policy: dict[str, object], limit: int | None,
+) -> None:
+    assert max_concurrent_runs({"spec": {"policy": policy}}) == limit
+    assert max_concurrent_runs(None) is None, "a missing Workflow has no limit (its start fails with the reason)"
+
+
+def test_listed_runs_count_by_their_workflow_and_phase() -> None:
+    def run(name: str, workflow: str, phase: str | None) -> dict[str, object]:
+        return {"metadata": {"name": name, "creationTimestamp": "2026-12-01T08:00:00Z"},
+                "spec": {"workflowRef": {"name": workflow}}, "status": {"phase": phase} if phase else {}}
+
+    listed = [run("a", "nightly", None), run("b", "nightly", "Running"), run("c", "nightly", "Failed"),
+              run("d", "hourly", "Running")]
+    assert [(r.name, r.started, r.finished) for r in workflow_runs_in_line(listed, "nightly")] == [
+        ("a", False, False), ("b", True, False), ("c", True, True)]

@@ -1,4 +1,4 @@
-"""Requests of one pass made side by side, a bounded number at a time."""
+"""Concurrency within one pass: its requests made side by side, a bounded number at a time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What generic Kubernetes tools read on any object, derived from the run's own status. Pure.
+"""The fields kstatus reads on any object, derived from the run's own status. Pure.
 
 Tools built on kstatus (sigs.k8s.io/cli-utils: Flux, kpt, Config Sync, `kubectl` apply waiters)
 never look at `phase` or `Succeeded`. They read, in this order: `status.observedGeneration`
@@ -26,10 +26,10 @@ from towline.api.run import WorkflowRunStatus
 from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.engine.summary import has_condition, set_condition
 from towline.text import clip, elapsed
+from towline.validation.conditions import STALLED
 
 RECONCILING = "Reconciling"
-STALLED = "Stalled"
-_RECONCILE_FAILING = "ReconcileFailing"
+RECONCILE_FAILING = "ReconcileFailing"
 """Set by the handlers when passes keep failing (towline.handlers.failures)."""
 
 
@@ -40,7 +40,7 @@ def run_duration(status: WorkflowRunStatus) -> str | None:
     return elapsed((status.finished_at - status.started_at).total_seconds())
 
 
-def standard_status(status: WorkflowRunStatus, generation: int | None, now: datetime) -> WorkflowRunStatus:
+def kstatus_fields(status: WorkflowRunStatus, generation: int | None, now: datetime) -> WorkflowRunStatus:
     """`status` with observedGeneration, Reconciling, Stalled and duration as the rules above say.
 
     A finished run's two conditions date from its finishedAt (also when an older run gets them later).
@@ -57,11 +57,11 @@ def standard_status(status: WorkflowRunStatus, generation: int | None, now: date
             set_condition(updated, STALLED, "False", reason=status.phase, message="the run succeeded", now=since)
         else:
             set_condition(updated, STALLED, "True", reason=_outcome_reason(status), message=message, now=since)
-    elif has_condition(status, _RECONCILE_FAILING, "True"):
-        failing = next(c for c in status.conditions if c.type == _RECONCILE_FAILING and c.status == "True")
-        set_condition(updated, RECONCILING, "False", reason=_RECONCILE_FAILING,
+    elif has_condition(status, RECONCILE_FAILING, "True"):
+        failing = next(c for c in status.conditions if c.type == RECONCILE_FAILING and c.status == "True")
+        set_condition(updated, RECONCILING, "False", reason=RECONCILE_FAILING,
                       message="the operator stopped retrying this run", now=now)
-        set_condition(updated, STALLED, "True", reason=_RECONCILE_FAILING, message=failing.message, now=now)
+        set_condition(updated, STALLED, "True", reason=RECONCILE_FAILING, message=failing.message, now=now)
     else:
         set_condition(updated, RECONCILING, "True", reason=status.phase, message=clip(message, 2048) or "", now=now)
         set_condition(updated, STALLED, "False", reason=status.phase, message="the run has not finished", now=now)
@@ -76,8 +76,8 @@ def _outcome_reason(status: WorkflowRunStatus) -> str:
     return status.phase
 
 
-def standard_fields_lag(status: Mapping[str, Any], generation: object) -> bool:
-    """Whether a stored status (wire form) lacks what `standard_status` writes for this generation.
+def kstatus_fields_lag(status: Mapping[str, Any], generation: object) -> bool:
+    """Whether a stored status (wire form) lacks what `kstatus_fields` writes for this generation.
 
     For finished runs, which otherwise get no pass: a spec change after the end (a late cancel) or a
     run an older operator finished is written once; the write's own watch event then reads as current.

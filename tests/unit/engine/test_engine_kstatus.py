@@ -11,7 +11,7 @@ from towline.api.approval import APPROVERS_LINE_LIMIT, approvers_line
 from towline.api.common import Approvers
 from towline.api.run import WorkflowRunStatus
 from towline.engine import TERMINAL_RUN_PHASES
-from towline.engine.standard import run_duration, standard_fields_lag, standard_status
+from towline.engine.kstatus import kstatus_fields, kstatus_fields_lag, run_duration
 from towline.engine.summary import set_condition
 from towline.text import elapsed
 
@@ -24,7 +24,7 @@ def test_a_run_in_flight_is_reconciling_with_no_duration_and_the_generation_it_w
     sim = Sim(workflow([action("a")]))
     sim.reconcile()
     sim.advance(30)
-    status = standard_status(sim.status, 3, sim.now)
+    status = kstatus_fields(sim.status, 3, sim.now)
     assert status.observed_generation == 3
     assert conditions(status)["Reconciling"] == ("True", "Running")
     assert conditions(status)["Stalled"] == ("False", "Running")
@@ -40,7 +40,7 @@ def test_a_succeeded_run_is_neither_reconciling_nor_stalled_and_says_how_long_it
     sim.finish("a")
     sim.reconcile()
     assert sim.phase == "Succeeded"
-    status = standard_status(sim.status, 1, sim.now + timedelta(hours=1))
+    status = kstatus_fields(sim.status, 1, sim.now + timedelta(hours=1))
     assert conditions(status)["Reconciling"] == ("False", "Succeeded")
     assert conditions(status)["Stalled"] == ("False", "Succeeded")
     assert status.duration == "1m12s"
@@ -67,7 +67,7 @@ def test_a_run_that_ended_without_succeeding_is_stalled_with_the_outcome_reason(
     assert sim.phase == phase
     succeeded = next(c for c in sim.status.conditions if c.type == "Succeeded")
     assert (succeeded.status, succeeded.reason) == ("False", reason)
-    status = standard_status(sim.status, 2, sim.now)
+    status = kstatus_fields(sim.status, 2, sim.now)
     assert conditions(status)["Stalled"] == ("True", reason)
     assert conditions(status)["Reconciling"] == ("False", phase)
     assert next(c for c in status.conditions if c.type == "Stalled").message == sim.status.message
@@ -79,11 +79,11 @@ def test_a_run_the_operator_gave_up_on_is_stalled_until_a_pass_succeeds_again() 
     status = sim.status.model_copy(deep=True)
     set_condition(status, "ReconcileFailing", "True", reason="RetryBudgetExhausted", message="5 passes failed",
                   now=T0)
-    stalled = standard_status(status, 1, T0)
+    stalled = kstatus_fields(status, 1, T0)
     assert conditions(stalled)["Stalled"] == ("True", "ReconcileFailing")
     assert conditions(stalled)["Reconciling"][0] == "False"
     set_condition(stalled, "ReconcileFailing", "False", reason="Reconciled", message="ok", now=T0)
-    again = standard_status(stalled, 1, T0)
+    again = kstatus_fields(stalled, 1, T0)
     assert conditions(again)["Stalled"][0] == "False"
     assert conditions(again)["Reconciling"][0] == "True"
 
@@ -93,17 +93,17 @@ def test_a_run_the_operator_gave_up_on_is_stalled_until_a_pass_succeeds_again() 
 def test_never_both_reconciling_and_stalled_and_a_second_derivation_changes_nothing(phase: str) -> None:
     status = WorkflowRunStatus(phase=phase, started_at=T0,
                                finished_at=T0 + timedelta(seconds=3) if phase in TERMINAL_RUN_PHASES else None)
-    once = standard_status(status, 4, T0)
+    once = kstatus_fields(status, 4, T0)
     true = {c.type for c in once.conditions if c.status == "True"}
     assert len(true & {"Reconciling", "Stalled"}) == 1 or (phase == "Succeeded" and not true)
-    assert standard_status(once, 4, T0 + timedelta(minutes=5)) == once  # a finished run is written once
+    assert kstatus_fields(once, 4, T0 + timedelta(minutes=5)) == once  # a finished run is written once
     assert status.conditions == []  # the input is not changed
 
 
 def test_a_run_that_never_started_has_no_duration() -> None:
     status = WorkflowRunStatus(phase="Failed", finished_at=T0)
     assert run_duration(status) is None
-    assert standard_status(status, 1, T0).duration is None
+    assert kstatus_fields(status, 1, T0).duration is None
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -124,10 +124,10 @@ def test_approvers_line_names_users_then_groups_and_says_nobody_when_none() -> N
 
 def test_a_finished_run_gets_one_pass_only_while_its_stored_status_lags() -> None:
     """The watch queues finished runs only for this: a late spec change, or a run an older operator finished."""
-    finished = standard_status(WorkflowRunStatus(phase="Succeeded", started_at=T0, finished_at=T0), 2, T0)
+    finished = kstatus_fields(WorkflowRunStatus(phase="Succeeded", started_at=T0, finished_at=T0), 2, T0)
     wire = finished.to_wire()
-    assert not standard_fields_lag(wire, 2)
-    assert standard_fields_lag(wire, 3), "spec.cancel set after the end raised the generation"
+    assert not kstatus_fields_lag(wire, 2)
+    assert kstatus_fields_lag(wire, 3), "spec.cancel set after the end raised the generation"
     older = {key: value for key, value in wire.items() if key != "observedGeneration"}
-    assert standard_fields_lag(older, 2)
-    assert standard_fields_lag({**wire, "conditions": [c for c in wire["conditions"] if c["type"] != "Stalled"]}, 2)
+    assert kstatus_fields_lag(older, 2)
+    assert kstatus_fields_lag({**wire, "conditions": [c for c in wire["conditions"] if c["type"] != "Stalled"]}, 2)
