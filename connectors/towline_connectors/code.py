@@ -118,9 +118,17 @@ def sandbox_budget(ctx: ActionContext) -> float:
 
 
 async def run_in_sandbox(
-    ctx: ActionContext, request: Mapping[str, Any], payload: bytes, limits: SandboxLimits, what: str
+    ctx: ActionContext, request: Mapping[str, Any], code_inputs: Any, payload: bytes, what: str, *,
+    address_space_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """Run the host process on `request` and return its successful result document; a failure raises."""
+    """Run the host process on `request` and return its successful result document; a failure raises.
+
+    The code gets `code_inputs` with its credential references resolved, the step's budget less the runner's
+    margin, at most MAX_PROCESSES processes and (when given) that address space.
+    """
+    request = {**request, "inputs": resolve_credentials(code_inputs, ctx)}
+    limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES,
+                           address_space_bytes=address_space_bytes)
     outcome = await run_blocking(run_sandboxed, request, payload, limits, code_log(ctx))
     error = outcome_error(outcome, what)
     if error is not None:

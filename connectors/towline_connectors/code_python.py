@@ -18,21 +18,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
-from towline_connectors.code import (
-    MAX_PROCESSES,
-    CpuLimit,
-    code_pod_needs,
-    memory_between,
-    memory_bytes,
-    resolve_credentials,
-    run_in_sandbox,
-    sandbox_budget,
-)
-from towline_connectors.codesandbox import SandboxLimits
+from towline_connectors.code import CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
 from towline_connectors.context import ActionContext
 from towline_connectors.models import InputModel, OutputModel
 from towline_connectors.spec import (
-    IDEMPOTENCY_NONE,
     ActionResult,
     ActionSpec,
     Destination,
@@ -119,10 +108,9 @@ def python_pod_needs(inputs: Inputs) -> PodNeeds:
 
 
 async def run_python_code(inputs: PythonCodeInput, ctx: ActionContext) -> ActionResult:
-    request = {"kind": "python", "source": inputs.source, "inputs": resolve_credentials(inputs.inputs, ctx)}
-    limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES,
-                           address_space_bytes=memory_bytes(inputs.memory))
-    document = await run_in_sandbox(ctx, request, b"", limits, "the code")
+    request = {"kind": "python", "source": inputs.source}
+    document = await run_in_sandbox(ctx, request, inputs.inputs, b"", "the code",
+                                    address_space_bytes=memory_bytes(inputs.memory))
     return ActionResult(output=document.get("output"))
 
 
@@ -132,10 +120,7 @@ SPEC = ActionSpec(
     input_model=PythonCodeInput,
     output_model=PythonCodeOutput,
     run=run_python_code,
-    credential=None,
-    mutating=True,
     mutating_for=lambda inputs: bool(python_destinations(inputs)),
-    idempotency=IDEMPOTENCY_NONE,
     default_retry=RetryDefaults(limit=0, backoff="exponential", base_delay_seconds=5.0, max_delay_seconds=300.0),
     shrink_hint="return less from main (the result holds about 4 KiB)",
     destinations_for=python_destinations,

@@ -24,17 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from towline_connectors.code import (
-    MAX_PROCESSES,
-    CpuLimit,
-    code_pod_needs,
-    memory_between,
-    memory_bytes,
-    resolve_credentials,
-    run_in_sandbox,
-    sandbox_budget,
-)
-from towline_connectors.codesandbox import SandboxLimits
+from towline_connectors.code import CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
 from towline_connectors.httpcall import HttpCall, send
@@ -47,7 +37,6 @@ from towline_connectors.spec import (
     Destination,
     Inputs,
     PodNeeds,
-    RetryDefaults,
     url_destination,
 )
 from towline_step.protocol import CREDENTIAL_KEY_PATTERN, RESULT_LIMIT_BYTES
@@ -172,10 +161,9 @@ def parse_stdout(text: str) -> Any:
 
 async def run_wasm_code(inputs: WasmCodeInput, ctx: ActionContext) -> ActionResult:
     module = await load_module(inputs.module, ctx)
-    request = {"kind": "wasm", "inputs": resolve_credentials(inputs.inputs, ctx), "fuel": inputs.fuel,
-               "memoryBytes": memory_bytes(inputs.memory), "outputLimit": RESULT_LIMIT_BYTES, "env": inputs.env}
-    limits = SandboxLimits(wall_seconds=sandbox_budget(ctx), max_processes=MAX_PROCESSES)
-    document = await run_in_sandbox(ctx, request, module, limits, "the module")
+    request = {"kind": "wasm", "fuel": inputs.fuel, "memoryBytes": memory_bytes(inputs.memory),
+               "outputLimit": RESULT_LIMIT_BYTES, "env": inputs.env}
+    document = await run_in_sandbox(ctx, request, inputs.inputs, module, "the module")
     fuel_used = document.get("fuelUsed")
     return ActionResult(output=parse_stdout(str(document.get("stdout") or "")),
                         usage={"fuel": fuel_used} if isinstance(fuel_used, int) else None)
@@ -187,10 +175,8 @@ SPEC = ActionSpec(
     input_model=WasmCodeInput,
     output_model=WasmCodeOutput,
     run=run_wasm_code,
-    credential=None,
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,
-    default_retry=RetryDefaults(limit=0, backoff="fixed", base_delay_seconds=0.0, max_delay_seconds=0.0, retry_on=()),
     shrink_hint="write a smaller JSON document to stdout (the result holds about 4 KiB)",
     destinations_for=wasm_destinations,
     pod_needs_for=wasm_pod_needs,
