@@ -23,10 +23,8 @@ from towline_connectors.spec import (
     ActionResult,
     ActionSpec,
     CredentialRequirement,
-    Destination,
-    Inputs,
     RetryDefaults,
-    url_destination,
+    url_input_destinations,
 )
 
 # Parameters the action owns; `extra` may not override them.
@@ -180,10 +178,6 @@ async def run_chat(inputs: AiChatInput, ctx: ActionContext) -> ActionResult:
     return ActionResult(output=output, usage=usage)
 
 
-def chat_destinations(inputs: Inputs) -> list[Destination]:
-    return url_destination(inputs.get("baseUrl"))
-
-
 SPEC = ActionSpec(
     name="ai.chat",
     summary="Call an OpenAI-compatible chat-completions API; records model version and token usage",
@@ -193,12 +187,8 @@ SPEC = ActionSpec(
     credential=CredentialRequirement(type="openai-compatible-api-key", required_keys=("api-key",), optional=True),
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,
-    default_retry=RetryDefaults(
-        limit=4,
-        base_delay_seconds=2.0,
-        max_delay_seconds=120.0,
-    ),
+    default_retry=RetryDefaults(limit=4, base_delay_seconds=2.0, max_delay_seconds=120.0),
     rate_limit_hint="provider-specific (requests and tokens per minute); 429 and Retry-After are honoured",
     shrink_hint="lower `with.maxTokens` or ask the model for a shorter answer",
-    destinations_for=chat_destinations,
+    destinations_for=url_input_destinations("baseUrl"),
 )

@@ -32,10 +32,9 @@ from towline_connectors.spec import (
     ActionResult,
     ActionSpec,
     CredentialRequirement,
-    Destination,
     Inputs,
     RetryDefaults,
-    url_destination,
+    url_input_destinations,
 )
 from towline_connectors.transform import check_expression, evaluate
 from towline_connectors.wire import is_template
@@ -128,10 +127,6 @@ def is_mutating_request(inputs: Inputs) -> bool:
     """GET, HEAD, OPTIONS and TRACE do not mutate; anything else, or a templated method, may."""
     method = inputs.get("method", "GET")
     return not isinstance(method, str) or is_template(method) or method.upper() not in SAFE_METHODS
-
-
-def request_destinations(inputs: Inputs) -> list[Destination]:
-    return url_destination(inputs.get("url"))
 
 
 def _request_body(inputs: HttpRequestInput) -> tuple[bytes | None, str | None]:
@@ -245,16 +240,11 @@ SPEC = ActionSpec(
     output_model=HttpResponseOutput,
     run=run_http_request,
     credential=CredentialRequirement(type="http-auth", required_keys=(), optional=True),
-    mutating=True,
     mutating_for=is_mutating_request,
     idempotency=IDEMPOTENCY_KEY_HEADER,
-    default_retry=RetryDefaults(
-        limit=3,
-        base_delay_seconds=1.0,
-        max_delay_seconds=60.0,
-    ),
+    default_retry=RetryDefaults(limit=3, base_delay_seconds=1.0, max_delay_seconds=60.0),
     rate_limit_hint="provider-specific; 429 and Retry-After are honoured",
     shrink_hint="set `with.select` to a CEL expression that keeps only what later steps need "
     "(for example `response.body.items.map(i, i.id)`)",
-    destinations_for=request_destinations,
+    destinations_for=url_input_destinations("url"),
 )

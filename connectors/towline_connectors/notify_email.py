@@ -26,7 +26,6 @@ from towline_connectors.models import InputModel, OutputModel, UserPassRef
 from towline_connectors.netguard import DestinationRefusedError, NetGuard, ResolutionError
 from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import (
-    IDEMPOTENCY_NONE,
     ActionResult,
     ActionSpec,
     CredentialRequirement,
@@ -259,13 +258,7 @@ SPEC = ActionSpec(
     output_model=EmailOutput,
     run=run_email,
     credential=CredentialRequirement(type="smtp", required_keys=("username", "password"), optional=True),
-    mutating=True,
-    idempotency=IDEMPOTENCY_NONE,
-    default_retry=RetryDefaults(
-        limit=3,
-        base_delay_seconds=5.0,
-        max_delay_seconds=300.0,
-    ),
+    default_retry=RetryDefaults(limit=3, base_delay_seconds=5.0, max_delay_seconds=300.0),
     rate_limit_hint="set by the SMTP provider; 4xx replies are retried",
     destinations_for=email_destinations,
 )

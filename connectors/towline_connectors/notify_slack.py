@@ -19,7 +19,6 @@ from towline_connectors.httpcall import HttpCall, HttpReply, parse_url, send
 from towline_connectors.httpxlib import httpx
 from towline_connectors.models import CredentialRef, InputModel, OutputModel
 from towline_connectors.spec import (
-    IDEMPOTENCY_NONE,
     ActionResult,
     ActionSpec,
     CredentialRequirement,
@@ -112,13 +111,7 @@ SPEC = ActionSpec(
     output_model=SlackOutput,
     run=run_slack,
     credential=CredentialRequirement(type="slack-incoming-webhook", required_keys=("url",)),
-    mutating=True,
-    idempotency=IDEMPOTENCY_NONE,
-    default_retry=RetryDefaults(
-        limit=3,
-        base_delay_seconds=2.0,
-        max_delay_seconds=60.0,
-    ),
+    default_retry=RetryDefaults(limit=3, base_delay_seconds=2.0, max_delay_seconds=60.0),
     rate_limit_hint="Slack allows about 1 message per second per webhook",
     destinations_for=slack_destinations,
     credential_refs_for=slack_credential_refs,

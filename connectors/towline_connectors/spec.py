@@ -45,6 +45,10 @@ class RetryDefaults:
     """What is worth trying again by default: the provider may answer differently next time."""
 
 
+NOT_RETRIED = RetryDefaults(limit=0, base_delay_seconds=0.0, max_delay_seconds=0.0, backoff="fixed", retry_on=())
+"""An action whose next attempt would do exactly what this one did (a pure computation): one attempt."""
+
+
 @dataclass(frozen=True)
 class Destination:
     """Where an action connects; `host=None` means only known at run time."""
@@ -93,17 +97,21 @@ def no_pod_needs(_inputs: Inputs) -> PodNeeds:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """One action: schemas, behaviour declarations and the function that runs it."""
+    """One action: schemas, behaviour declarations and the function that runs it.
+
+    What an action does not declare is read the cautious way round: it needs no credential, it may change
+    something outside the pod, a replay may repeat that change, and a failed attempt is not tried again.
+    """
 
     name: str
     summary: str
     input_model: type[BaseModel]
     output_model: type[BaseModel]
     run: RunFunction
-    credential: CredentialRequirement | None
-    mutating: bool
-    idempotency: str
-    default_retry: RetryDefaults
+    credential: CredentialRequirement | None = None
+    mutating: bool = True
+    idempotency: str = IDEMPOTENCY_NONE
+    default_retry: RetryDefaults = NOT_RETRIED
     rate_limit_hint: str | None = None
     # Told to a user whose output exceeded the termination-message limit.
     shrink_hint: str = "return less data from this step"
@@ -160,6 +168,15 @@ def find_credential_refs(value: Any) -> list[tuple[str, str]]:
         for item in value:
             found.extend(find_credential_refs(item))
     return found
+
+
+def url_input_destinations(name: str) -> Callable[[Inputs], list[Destination]]:
+    """`destinations_for` of an action that connects to the URL in its input `name` (see url_destination)."""
+
+    def destinations(inputs: Inputs) -> list[Destination]:
+        return url_destination(inputs.get(name))
+
+    return destinations
 
 
 def url_destination(url: object) -> list[Destination]:

@@ -20,7 +20,6 @@ from towline_connectors.spec import (
     IDEMPOTENCY_NATURAL,
     ActionResult,
     ActionSpec,
-    RetryDefaults,
 )
 from towline_connectors.wire import is_template, to_json_value
 
@@ -93,9 +92,7 @@ SPEC = ActionSpec(
     input_model=TransformInput,
     output_model=TransformOutput,
     run=run_transform,
-    credential=None,
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,
-    default_retry=RetryDefaults(limit=0, backoff="fixed", base_delay_seconds=0.0, max_delay_seconds=0.0, retry_on=()),
     shrink_hint="keep fewer or smaller fields in `with.fields`",
 )

@@ -30,10 +30,8 @@ from towline_connectors.spec import (
     ActionResult,
     ActionSpec,
     CredentialRequirement,
-    Destination,
-    Inputs,
     RetryDefaults,
-    url_destination,
+    url_input_destinations,
 )
 from towline_connectors.wire import rfc3339
 
@@ -170,10 +168,6 @@ def _iso_utc(timestamp: int) -> str:
     return rfc3339(datetime.datetime.fromtimestamp(timestamp, datetime.UTC))
 
 
-def webhook_destinations(inputs: Inputs) -> list[Destination]:
-    return url_destination(inputs.get("url"))
-
-
 SPEC = ActionSpec(
     name="webhook.send",
     summary="Send a signed webhook (Standard Webhooks: webhook-id/-timestamp/-signature)",
@@ -181,13 +175,8 @@ SPEC = ActionSpec(
     output_model=WebhookOutput,
     run=run_webhook,
     credential=CredentialRequirement(type="standard-webhooks-secret", required_keys=("signing-secret",)),
-    mutating=True,
     idempotency=IDEMPOTENCY_KEY_HEADER,
-    default_retry=RetryDefaults(
-        limit=8,
-        base_delay_seconds=5.0,
-        max_delay_seconds=3600.0,
-    ),
+    default_retry=RetryDefaults(limit=8, base_delay_seconds=5.0, max_delay_seconds=3600.0),
     rate_limit_hint="receiver-specific; 429/502/504 and Retry-After are honoured",
-    destinations_for=webhook_destinations,
+    destinations_for=url_input_destinations("url"),
 )
