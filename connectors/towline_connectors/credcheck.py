@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from towline_connectors.context import CredentialStore, load_credentials
 from towline_connectors.errors import ActionError, ErrorClass
@@ -33,37 +34,30 @@ from towline_connectors.wire import CREDENTIAL_KEYS_ENV, CREDENTIAL_SECRETS_ENV
 
 def credential_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     """alias -> Secret name from the environment; a malformed value is a validation error naming it."""
-    text = environ.get(CREDENTIAL_SECRETS_ENV, "").strip()
-    if not text:
-        return {}
-    try:
-        secrets = json.loads(text)
-    except ValueError as exc:
-        raise ActionError(ErrorClass.VALIDATION, f"{CREDENTIAL_SECRETS_ENV} is not valid JSON ({exc})") from None
-    if not isinstance(secrets, dict) or not all(
-        isinstance(alias, str) and isinstance(name, str) and name for alias, name in secrets.items()
-    ):
-        raise ActionError(
-            ErrorClass.VALIDATION, f"{CREDENTIAL_SECRETS_ENV} must be a JSON object of alias -> Secret name"
-        )
-    return dict(secrets)
+    secrets = _json_object(environ, CREDENTIAL_SECRETS_ENV, "alias -> Secret name",
+                           lambda name: isinstance(name, str) and bool(name))
+    return {alias: str(name) for alias, name in secrets.items()}
 
 
 def credential_keys(environ: Mapping[str, str]) -> dict[str, list[str]]:
     """alias -> the keys the step reads, from the environment; a malformed value is a validation error naming it."""
-    text = environ.get(CREDENTIAL_KEYS_ENV, "").strip()
+    keys = _json_object(environ, CREDENTIAL_KEYS_ENV, "alias -> [key, ...]",
+                        lambda names: isinstance(names, list) and all(isinstance(k, str) and k for k in names))
+    return {alias: list(names) for alias, names in keys.items()}
+
+
+def _json_object(environ: Mapping[str, str], variable: str, shape: str, valid: Callable[[Any], bool]) -> dict[str, Any]:
+    """The JSON object in `variable` (none: empty), each value `valid`; else a validation error naming it."""
+    text = environ.get(variable, "").strip()
     if not text:
         return {}
     try:
-        keys = json.loads(text)
+        found = json.loads(text)
     except ValueError as exc:
-        raise ActionError(ErrorClass.VALIDATION, f"{CREDENTIAL_KEYS_ENV} is not valid JSON ({exc})") from None
-    if not isinstance(keys, dict) or not all(
-        isinstance(alias, str) and isinstance(names, list) and all(isinstance(k, str) and k for k in names)
-        for alias, names in keys.items()
-    ):
-        raise ActionError(ErrorClass.VALIDATION, f"{CREDENTIAL_KEYS_ENV} must be a JSON object of alias -> [key, ...]")
-    return {alias: list(names) for alias, names in keys.items()}
+        raise ActionError(ErrorClass.VALIDATION, f"{variable} is not valid JSON ({exc})") from None
+    if not isinstance(found, dict) or not all(isinstance(alias, str) and valid(v) for alias, v in found.items()):
+        raise ActionError(ErrorClass.VALIDATION, f"{variable} must be a JSON object of {shape}")
+    return found
 
 
 def missing_secrets(secrets: Mapping[str, str], store: CredentialStore) -> list[str]:
