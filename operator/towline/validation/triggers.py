@@ -43,14 +43,22 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def param_errors(spec: WorkflowSpec) -> list[ValidationError]:
+def _names_declared_twice(names: list[str], section: str, what: str) -> list[ValidationError]:
+    """An error at `section[i].name` for each name an earlier item already has: a list's names are unique."""
     errors = []
     seen: set[str] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            errors.append(ValidationError(field=f"{section}[{index}].name",
+                                          message=f"{what} {name!r} is declared twice"))
+        seen.add(name)
+    return errors
+
+
+def param_errors(spec: WorkflowSpec) -> list[ValidationError]:
+    errors = _names_declared_twice([param.name for param in spec.params], "spec.params", "param")
     for index, param in enumerate(spec.params):
         path = f"spec.params[{index}]"
-        if param.name in seen:
-            errors.append(ValidationError(field=f"{path}.name", message=f"param {param.name!r} is declared twice"))
-        seen.add(param.name)
         if param.default is not None:
             problem = param_type_problem(param, param.default)
             if problem:
@@ -60,13 +68,9 @@ def param_errors(spec: WorkflowSpec) -> list[ValidationError]:
 
 def trigger_errors(spec: WorkflowSpec) -> list[ValidationError]:
     params = {param.name: param for param in spec.params}
-    errors = []
-    seen: set[str] = set()
+    errors = _names_declared_twice([trigger.name for trigger in spec.triggers], "spec.triggers", "trigger")
     for index, trigger in enumerate(spec.triggers):
         path = f"spec.triggers[{index}]"
-        if trigger.name in seen:
-            errors.append(ValidationError(field=f"{path}.name", message=f"trigger {trigger.name!r} is declared twice"))
-        seen.add(trigger.name)
         if (trigger.schedule is None) == (trigger.webhook is None):
             errors.append(ValidationError(
                 field=path,

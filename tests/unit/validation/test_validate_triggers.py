@@ -47,6 +47,14 @@ def test_a_param_declared_twice_is_reported(check: Check) -> None:
     assert [e.field for e in errors] == ["spec.params[1].name"]
 
 
+def test_a_trigger_declared_twice_is_reported_at_the_second(check: Check) -> None:
+    daily = {"name": "nightly", "schedule": {"cron": "@daily", "timeZone": "UTC"}}
+    errors = check({"steps": STEPS, "triggers": [daily, {"name": "hourly", "schedule": {"cron": "@hourly"}}, daily]})
+    assert [(e.field, e.message) for e in errors] == [
+        ("spec.triggers[2].name", "trigger 'nightly' is declared twice"),
+    ]
+
+
 @pytest.mark.parametrize("cron", ["0 8 * * 1-5", "*/5 * * * *", "@daily", "0 0 1 JAN *", "30 6 * * MON-FRI"])
 def test_good_schedules_pass(check: Check, cron: str) -> None:
     assert check(schedule(cron, "Europe/Berlin")) == []
