@@ -5,7 +5,7 @@ PKG_DIRS := operator connectors stepkit devtools
 # (operators, the plugin, the CLI) that would otherwise compile the same sources each time (docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help install debian-pins binaries dev test suite lint typecheck imports crds schemas crds-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
+.PHONY: help install debian-pins binaries dev test suite lint typecheck imports crds schemas crds-check layers layers-check ui-assets ui-assets-check unit integration bench bench-argo chaos images release clean
 
 help:
 	@echo "make dev    - as root: local cluster with a real node, helm install, examples, demo run (Ctrl-C stops it)"
@@ -15,6 +15,7 @@ help:
 	@echo "make chaos  - 100 runs through operator kills and pauses, an API server and an etcd restart (real node)"
 	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
 	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
+	@echo "make layers - redraw the picture of the operator's layers in docs/runtime.md from the code's imports"
 	@echo "make ui-assets - copy the web view's graph layout library (pinned in webui/package-lock.json) into the package"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries and kubeconform the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
@@ -49,6 +50,13 @@ crds-check:
 	$(PYTHON) -m towline_dev.generated crds --check charts/towline/crds
 	$(PYTHON) -m towline_dev.generated schema --check schemas/workflow.schema.json
 
+# The picture of the operator's layers in docs/runtime.md, drawn from the imports (grimp, as import-linter reads them).
+layers:
+	$(PYTHON) -m towline_dev.layers --out docs/runtime.md
+
+layers-check:
+	$(PYTHON) -m towline_dev.layers --check docs/runtime.md
+
 # The web view's one third-party browser file (the graph layout), from the pinned npm lock. The built
 # file is committed so the wheel needs no npm; the check fails when it no longer matches the lock.
 UI_VENDOR := operator/towline/plugin/ui/static/vendor
@@ -82,7 +90,7 @@ integration: binaries
 # The static checks run beside the suite (tests/suite.py: one shared node for the concurrent part, worlds of their
 # own for the tests that must own the machine): they need a core for a few seconds while the suite starts its nodes.
 # A failed check fails `make test` when the suite has ended.
-CHECKS := lint typecheck imports crds-check ui-assets-check
+CHECKS := lint typecheck imports crds-check layers-check ui-assets-check
 test: install debian-pins binaries
 	$(MAKE) --no-print-directory -j $(words $(CHECKS) suite) $(CHECKS) suite
 
