@@ -13,25 +13,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.steptype import ResolvedStepType
+from towline.k8s.indexer import Index, Store
 from towline.validation.steptypes import StepImagePolicy, action_of, availability, check_step_type
 
 TypeKey = tuple[str, str]
 """(namespace, name); a ClusterStepType's namespace is ""."""
+Checked = ResolvedStepType | list[str]
+"""A usable type, or why it cannot be used."""
+
+BY_NAMESPACE: Index[TypeKey, Checked, str] = Index("namespace", lambda key, checked: key[0])
+"""A namespace's StepTypes, and under "" every ClusterStepType."""
 
 
 @dataclass
 class StepTypeCache:
     policy: StepImagePolicy
-    _checked: dict[TypeKey, ResolvedStepType | list[str]] = field(default_factory=dict)
+    _checked: Store[TypeKey, Checked] = field(default_factory=lambda: Store(BY_NAMESPACE))
 
     def saw(self, body: Mapping[str, Any], *, deleted: bool = False) -> TypeKey:
         metadata = body.get("metadata") or {}
         key = (str(metadata.get("namespace") or "") if body.get("kind") != "ClusterStepType" else "",
                str(metadata.get("name", "")))
         if deleted:
-            self._checked.pop(key, None)
+            self._checked.pop(key)
         else:
-            self._checked[key] = check_step_type(body, self.policy)
+            self._checked.put(key, check_step_type(body, self.policy))
         return key
 
     def type_keys(self) -> list[TypeKey]:
@@ -40,9 +46,8 @@ class StepTypeCache:
     def available(self, namespace: str) -> dict[str, ResolvedStepType | str]:
         """action -> the type, or why it cannot be used, for every type a workflow in `namespace` may name."""
         found: dict[str, ResolvedStepType | str] = {}
-        for (type_namespace, name), checked in self._checked.items():
-            if type_namespace not in ("", namespace):
-                continue
+        usable = self._checked.by(BY_NAMESPACE, "") + (self._checked.by(BY_NAMESPACE, namespace) if namespace else [])
+        for (type_namespace, name), checked in usable:
             action = action_of("ClusterStepType" if type_namespace == "" else "StepType", name)
             found[action] = availability(checked)
         return found
