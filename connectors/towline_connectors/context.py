@@ -22,6 +22,7 @@ from towline_connectors.netguard import NetGuard
 from towline_connectors.redact import Redactor
 from towline_connectors.runtime import Deadline, SideEffectTracker
 from towline_connectors.transport import Connector, build_client
+from towline_step.attempt import StepContext
 
 # A Secret volume keeps its real files in `..<timestamp>/` and links them via
 # `..data`; those entries are bookkeeping, not keys.
@@ -55,6 +56,10 @@ class CredentialStore:
     def keys(self, alias: str) -> list[str]:
         """The key names mounted for `alias` (none when its Secret is missing or empty)."""
         return sorted(self._values.get(alias, {}))
+
+    def find(self, alias: str, key: str) -> str | None:
+        """The value, or None when `alias` is not mounted or lacks `key`."""
+        return self._values.get(alias, {}).get(key)
 
     def get(self, ref: CredentialRef) -> str:
         """The value for `ref`; a missing alias or key is an error naming the fix."""
@@ -116,8 +121,11 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 @dataclass
-class ActionContext:
-    """Everything an action may use. Tests build one directly; the runner builds it from env."""
+class ActionContext(StepContext):
+    """Everything an action may use: the step kit's view of an attempt, plus the runner's network guard and client.
+
+    Tests build one directly; the runner builds it from env.
+    """
 
     credentials: CredentialStore
     redactor: Redactor
@@ -132,6 +140,9 @@ class ActionContext:
 
     def secret(self, ref: CredentialRef) -> str:
         return self.credentials.get(ref)
+
+    def optional_credential(self, slot: str, key: str) -> str | None:
+        return self.credentials.find(slot, key)
 
     def register_secret(self, derived: str) -> None:
         """Redact a value derived from a credential (a Basic header, a signed URL)."""

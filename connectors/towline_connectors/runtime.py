@@ -1,4 +1,4 @@
-"""Small runtime helpers every action shares: the deadline, side-effect tracking, threads.
+"""Small runtime helpers every action shares: the deadline (the step kit's), side-effect tracking, threads.
 
 Nothing here knows about actions or credentials; it must never do I/O itself.
 """
@@ -8,33 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
+from towline_step.attempt import Deadline
+
+__all__ = ["Deadline", "SideEffectTracker", "run_blocking"]
+
 T = TypeVar("T")
-
-# Never let a computed timeout reach zero: zero means "non-blocking" to sockets.
-_MIN_TIMEOUT_SECONDS = 0.05
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When the action must be finished, on the monotonic clock."""
-
-    expires_at: float
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(time.monotonic() + seconds)
-
-    def remaining(self) -> float:
-        return max(0.0, self.expires_at - time.monotonic())
-
-    def clamp(self, preferred: float) -> float:
-        """A per-call timeout that never outlives the step's deadline."""
-        return max(_MIN_TIMEOUT_SECONDS, min(preferred, self.remaining()))
 
 
 class SideEffectTracker:

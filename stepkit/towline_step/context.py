@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from towline_step.attempt import Deadline, StepContext
 from towline_step.errors import AuthError, InvalidInputError, PermanentError, TransientError
 from towline_step.protocol import (
     ALLOW_HOSTS_ENV,
@@ -124,8 +125,11 @@ def load_credentials(directory: Path, redactor: Redactor) -> dict[CredentialKey,
     return found
 
 
-class Context:
-    """The step function's view of its attempt. Built by the SDK; a test may build one directly."""
+class Context(StepContext):
+    """The step function's view of its attempt. Built by the SDK; a test may build one directly.
+
+    Its deadline is the one the SDK stops the step function at (the attempt's, less a margin).
+    """
 
     def __init__(
         self,
@@ -142,14 +146,12 @@ class Context:
         self._credentials = dict(credentials or {})
         self._declared = None if declared is None else frozenset(declared)
         self.idempotency_key = idempotency_key
-        """The same for every attempt of one attempt group; None when Towline gave none (a local run)."""
         self.allow_hosts = allow_hosts
         """The hosts the step's egress policy lets it reach (its `allowHosts`), on the type's egress ports."""
         self.step_type = step_type
         """`steptype/<name>` or `clustersteptype/<name>`, as registered."""
         self.logger = logger or logging.getLogger("towline_step")
-        self._clock = clock
-        self._ends_at = None if budget_seconds is None else clock() + budget_seconds
+        self.deadline = None if budget_seconds is None else Deadline.after(budget_seconds, clock)
         self._usage: dict[str, int | float] = {}
 
     def credential(self, slot: str, key: str) -> str:
@@ -170,12 +172,6 @@ class Context:
                 "declare it so the StepType asks for it"
             )
         return self._credentials.get((slot, key))
-
-    def remaining_seconds(self) -> float | None:
-        """Seconds left before the SDK stops the step function (its deadline less a margin); None: no deadline."""
-        if self._ends_at is None:
-            return None
-        return max(0.0, self._ends_at - self._clock())
 
     def record_usage(self, name: str, value: int | float) -> None:
         """Report a number in the result's `usage` (tokens, rows, bytes), added to what was recorded before."""
