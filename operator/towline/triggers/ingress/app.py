@@ -39,15 +39,9 @@ MAX_BODY_LIMIT = 10_485_760
 
 
 @dataclass(frozen=True)
-class IngressSettings:
-    max_in_flight: int = 64
-    """Deliveries handled at once; more answer 503 with Retry-After instead of queueing."""
-    namespace_in_flight: int = 16
-    """Deliveries to one namespace handled at once: one namespace's flood leaves the rest to the others."""
-    max_buffered_bytes: int = 64 * 1024 * 1024
-    """Body bytes held in memory at once, across all deliveries."""
-    namespace_buffered_bytes: int = 16 * 1024 * 1024
-    """Body bytes held at once for one namespace's deliveries."""
+class IngressSettings(CapacityLimits):
+    """The capacity's limits (delivery slots and buffered bytes, CapacityLimits) and how long a request may take."""
+
     body_timeout_seconds: float = 10.0
     """A body that takes longer to arrive answers 408."""
     min_body_bytes_per_second: float = 8192.0
@@ -56,10 +50,6 @@ class IngressSettings:
     header_timeout_seconds: float = 15.0
     """A connection that has not sent a complete request head this long after it opened (or after the
     previous response) is closed; also the idle keep-alive limit."""
-
-    def capacity(self) -> CapacityLimits:
-        return CapacityLimits(self.max_in_flight, self.namespace_in_flight, self.max_buffered_bytes,
-                              self.namespace_buffered_bytes)
 
 
 class Ingress:
@@ -73,7 +63,7 @@ class Ingress:
         self._deliveries = deliveries
         self._resolver = TriggerResolver()
         self._settings = settings or IngressSettings()
-        self._capacity = Capacity(self._settings.capacity())
+        self._capacity = Capacity(self._settings)
         BUFFERED.set_function(lambda: self._capacity.buffered_bytes)
         self._clock = clock
         self._monotonic = monotonic

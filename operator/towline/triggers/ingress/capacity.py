@@ -17,9 +17,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CapacityLimits:
     max_in_flight: int = 64
-    """Deliveries handled at once, across all namespaces."""
+    """Deliveries handled at once, across all namespaces; more answer 503 with Retry-After instead of queueing."""
     namespace_in_flight: int = 16
-    """Deliveries to one namespace's triggers handled at once."""
+    """Deliveries to one namespace's triggers handled at once: one namespace's flood leaves the rest to the others."""
     max_buffered_bytes: int = 64 * 1024 * 1024
     """Body bytes held in memory at once, across all deliveries."""
     namespace_buffered_bytes: int = 16 * 1024 * 1024

@@ -47,13 +47,13 @@ from towline.triggers.ingress.signed import (
     MAX_SIGNATURES,
     BodyMac,
     SigningKeys,
+    TimestampedHexMac,
     Verified,
     digest,
     mac_of,
     signed_timestamp,
     token_matches,
     unauthorized,
-    utf8,
 )
 
 PROVIDER_SCHEMES = frozenset({"gitlab", "slack", "stripe", "shopify"})
@@ -71,10 +71,8 @@ def provider_precheck(
     checked: object
     if verify.scheme == "gitlab":
         checked = _gitlab(keys, headers, b"")
-    elif verify.scheme == "slack":
-        checked = _slack_headers(verify, headers, now)
-    elif verify.scheme == "stripe":
-        checked = _stripe_headers(verify, headers, now)
+    elif verify.scheme in _TIMESTAMPED:
+        checked = _TIMESTAMPED[verify.scheme].signatures(verify, headers, now)
     else:
         checked = _shopify_signature(headers)
     return checked if isinstance(checked, Refusal) else None
@@ -86,12 +84,8 @@ def provider_body_mac(
     """The MAC to feed with the body, once the headers passed `provider_precheck`; None for GitLab's token."""
     if keys.secret is None or verify.scheme == "gitlab":
         return None
-    if verify.scheme == "slack":
-        slack = _slack_headers(verify, headers, now)
-        return None if isinstance(slack, Refusal) else BodyMac(keys.secret, _slack_prefix(slack[1]))
-    if verify.scheme == "stripe":
-        stripe = _stripe_headers(verify, headers, now)
-        return None if isinstance(stripe, Refusal) else BodyMac(keys.secret, _stripe_prefix(stripe[1]))
+    if verify.scheme in _TIMESTAMPED:
+        return _TIMESTAMPED[verify.scheme].body_mac(verify, keys, headers, now=now)
     return BodyMac(keys.secret, b"")
 
 
@@ -102,10 +96,8 @@ def provider_verify(
     """Check one delivery. `headers` has lower-case names; `mac`, if given, was fed exactly `body`."""
     if verify.scheme == "gitlab":
         return _gitlab(keys, headers, body)
-    if verify.scheme == "slack":
-        return _slack(verify, keys, headers, body, now, mac=mac)
-    if verify.scheme == "stripe":
-        return _stripe(verify, keys, headers, body, now, mac=mac)
+    if verify.scheme in _TIMESTAMPED:
+        return _TIMESTAMPED[verify.scheme].verify(verify, keys, headers, body, now=now, mac=mac)
     return _shopify(keys, headers, body, mac)
 
 
@@ -120,12 +112,10 @@ def _gitlab(keys: SigningKeys, headers: Mapping[str, str], body: bytes) -> Verif
     return Verified(delivery_id=delivery_id, id_is_signed=False, timestamp=None, signed_digest=digest(body))
 
 
-def _slack_prefix(stamp: int) -> bytes:
-    return f"v0:{stamp}:".encode()
-
-
-def _slack_headers(verify: WebhookVerification, headers: Mapping[str, str], now: float) -> tuple[str, int] | Refusal:
-    """(hex signature, timestamp) if present, well-formed and fresh."""
+def _slack_headers(
+    verify: WebhookVerification, headers: Mapping[str, str], now: float
+) -> tuple[list[str], int] | Refusal:
+    """([hex signature], timestamp) if present, well-formed and fresh."""
     given = headers.get("x-slack-signature")
     if given is None:
         return unauthorized("missing X-Slack-Signature (Slack sends it with X-Slack-Request-Timestamp on every "
@@ -137,22 +127,7 @@ def _slack_headers(verify: WebhookVerification, headers: Mapping[str, str], now:
     version, _, hex_digest = given.strip().partition("=")
     if version != "v0" or not HEX_SHA256.fullmatch(hex_digest.lower()):
         return unauthorized("X-Slack-Signature must be v0=<64 hex digits>")
-    return hex_digest.lower(), stamp
-
-
-def _slack(
-    verify: WebhookVerification, keys: SigningKeys, headers: Mapping[str, str], body: bytes, now: float,
-    *, mac: BodyMac | None,
-) -> Verified | Refusal:
-    signed = _slack_headers(verify, headers, now)
-    if isinstance(signed, Refusal):
-        return signed
-    hex_digest, stamp = signed
-    prefix = _slack_prefix(stamp)
-    if not hmac.compare_digest(mac_of(keys.secret, prefix, body, mac).hex().encode(), utf8(hex_digest)):
-        return unauthorized("X-Slack-Signature does not match HMAC-SHA256 of 'v0:<timestamp>:<body>'; check the "
-                            "app's signing secret")
-    return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=digest(prefix + body))
+    return [hex_digest.lower()], stamp
 
 
 def slack_challenge(media: str, body: bytes) -> str | None:
@@ -168,10 +143,6 @@ def slack_challenge(media: str, body: bytes) -> str | None:
         return None
     challenge = document.get("challenge")
     return challenge if isinstance(challenge, str) and _SLACK_CHALLENGE.fullmatch(challenge) else None
-
-
-def _stripe_prefix(stamp: int) -> bytes:
-    return f"{stamp}.".encode()
 
 
 def _stripe_headers(
@@ -201,20 +172,19 @@ def _stripe_headers(
     return well_formed, stamp
 
 
-def _stripe(
-    verify: WebhookVerification, keys: SigningKeys, headers: Mapping[str, str], body: bytes, now: float,
-    *, mac: BodyMac | None,
-) -> Verified | Refusal:
-    signed = _stripe_headers(verify, headers, now)
-    if isinstance(signed, Refusal):
-        return signed
-    signatures, stamp = signed
-    prefix = _stripe_prefix(stamp)
-    expected = mac_of(keys.secret, prefix, body, mac).hex().encode()
-    if not any(hmac.compare_digest(expected, utf8(value)) for value in signatures):
-        return unauthorized(f"none of the {len(signatures)} v1 signature(s) in Stripe-Signature matches "
-                            "HMAC-SHA256 of '<t>.<body>'; check the endpoint's signing secret (whsec_...)")
-    return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=digest(prefix + body))
+_TIMESTAMPED = {
+    "slack": TimestampedHexMac(
+        _slack_headers, lambda stamp: f"v0:{stamp}:".encode(),
+        lambda _: "X-Slack-Signature does not match HMAC-SHA256 of 'v0:<timestamp>:<body>'; check the app's "
+        "signing secret",
+    ),
+    "stripe": TimestampedHexMac(
+        _stripe_headers, lambda stamp: f"{stamp}.".encode(),
+        lambda count: f"none of the {count} v1 signature(s) in Stripe-Signature matches HMAC-SHA256 of "
+        "'<t>.<body>'; check the endpoint's signing secret (whsec_...)",
+    ),
+}
+"""The providers that sign a timestamp and the body with hex HMAC-SHA256, by scheme."""
 
 
 def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:

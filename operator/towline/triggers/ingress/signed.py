@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from towline.api.workflow import WebhookVerification
 from towline.triggers.ingress.outcome import Refusal
 
 MAX_SIGNATURES = 8
@@ -110,3 +112,37 @@ def signed_timestamp(text: str | None, header: str, tolerance: int, now: float) 
         return unauthorized(f"{header} is {-skew:.0f} s old, beyond the {tolerance} s tolerance; "
                             "a replayed or long-delayed delivery is refused")
     return stamp
+
+
+@dataclass(frozen=True)
+class TimestampedHexMac:
+    """A scheme that signs `prefix(timestamp) + body` with hex HMAC-SHA256 of the whole secret and names no
+    signed delivery id: Slack's `v0:<t>:`, Stripe's and the `hmac` scheme's `<t>.`."""
+
+    signatures: Callable[[WebhookVerification, Mapping[str, str], float], tuple[list[str], int] | Refusal]
+    """The headers -> (well-formed hex signatures, a fresh timestamp), or what they lack."""
+    prefix: Callable[[int], bytes]
+    """What the sender signs before the body, given the timestamp."""
+    mismatch: Callable[[int], str]
+    """The refusal when none of that many signatures matches: which header, over what, which secret to check."""
+
+    def body_mac(self, verify: WebhookVerification, keys: SigningKeys, headers: Mapping[str, str], *, now: float,
+                 ) -> BodyMac | None:
+        """The MAC to feed with the body once the headers passed; None without a secret or usable headers."""
+        if keys.secret is None:
+            return None
+        signed = self.signatures(verify, headers, now)
+        return None if isinstance(signed, Refusal) else BodyMac(keys.secret, self.prefix(signed[1]))
+
+    def verify(self, verify: WebhookVerification, keys: SigningKeys, headers: Mapping[str, str], body: bytes, *,
+               now: float, mac: BodyMac | None) -> Verified | Refusal:
+        """Any one signature matching passes (several during a secret rotation)."""
+        signed = self.signatures(verify, headers, now)
+        if isinstance(signed, Refusal):
+            return signed
+        signatures, stamp = signed
+        prefix = self.prefix(stamp)
+        expected = mac_of(keys.secret, prefix, body, mac).hex().encode()
+        if not any(hmac.compare_digest(expected, utf8(value)) for value in signatures):
+            return unauthorized(self.mismatch(len(signatures)))
+        return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=digest(prefix + body))

@@ -30,6 +30,7 @@ from towline.triggers.ingress.signed import (
     MAX_SIGNATURES,
     BodyMac,
     SigningKeys,
+    TimestampedHexMac,
     Verified,
     digest,
     mac_of,
@@ -107,8 +108,7 @@ def body_mac(
         signed = _standard_headers(verify, headers, now)
         return None if isinstance(signed, Refusal) else BodyMac(keys.secret, utf8(f"{signed[0]}.{signed[2]}."))
     if verify.scheme == "hmac":
-        signed_hmac = _hmac_headers(verify, headers, now)
-        return None if isinstance(signed_hmac, Refusal) else BodyMac(keys.secret, f"{signed_hmac[1]}.".encode())
+        return _hmac(verify).body_mac(verify, keys, headers, now=now)
     return None
 
 
@@ -124,7 +124,7 @@ def verify_delivery(  # noqa: PLR0911 - one answer per scheme
     if verify.scheme == "standard-webhooks":
         return _standard_webhooks(verify, keys, headers, body, now, mac=mac)
     if verify.scheme == "hmac":
-        return _hmac_with_timestamp(verify, keys, headers, body, now, mac=mac)
+        return _hmac(verify).verify(verify, keys, headers, body, now=now, mac=mac)
     if verify.scheme == "bearer":
         return _bearer(keys, headers, body)
     if verify.allow_unsigned:
@@ -207,8 +207,10 @@ def _ed25519_matches(public_key: Ed25519PublicKey, value: str, content: bytes) -
     return True
 
 
-def _hmac_headers(verify: WebhookVerification, headers: Mapping[str, str], now: float) -> tuple[str, int] | Refusal:
-    """(hex signature, timestamp) if well-formed and fresh."""
+def _hmac_headers(
+    verify: WebhookVerification, headers: Mapping[str, str], now: float
+) -> tuple[list[str], int] | Refusal:
+    """([hex signature], timestamp) if well-formed and fresh."""
     header = verify.signature_header
     given = headers.get(header.lower())
     if given is None:
@@ -220,23 +222,16 @@ def _hmac_headers(verify: WebhookVerification, headers: Mapping[str, str], now: 
     hex_digest = given.strip().lower().removeprefix("sha256=")
     if not HEX_SHA256.fullmatch(hex_digest):
         return unauthorized(f"{header} must be 64 hex digits (HMAC-SHA256), optionally prefixed sha256=")
-    return hex_digest, stamp
+    return [hex_digest], stamp
 
 
-def _hmac_with_timestamp(
-    verify: WebhookVerification, keys: SigningKeys, headers: Mapping[str, str], body: bytes, now: float,
-    *, mac: BodyMac | None,
-) -> Verified | Refusal:
+def _hmac(verify: WebhookVerification) -> TimestampedHexMac:
+    """The `hmac` scheme: `<timestamp>.<body>`, in the headers the trigger names."""
     header = verify.signature_header
-    signed = _hmac_headers(verify, headers, now)
-    if isinstance(signed, Refusal):
-        return signed
-    hex_digest, stamp = signed
-    prefix = f"{stamp}.".encode()
-    content = prefix + body
-    if not hmac.compare_digest(mac_of(keys.secret, prefix, body, mac).hex().encode(), utf8(hex_digest)):
-        return unauthorized(f"{header} does not match HMAC-SHA256 of '<timestamp>.<body>'; check the secret")
-    return Verified(delivery_id=None, id_is_signed=False, timestamp=stamp, signed_digest=digest(content))
+    return TimestampedHexMac(
+        _hmac_headers, lambda stamp: f"{stamp}.".encode(),
+        lambda _: f"{header} does not match HMAC-SHA256 of '<timestamp>.<body>'; check the secret",
+    )
 
 
 def _bearer(keys: SigningKeys, headers: Mapping[str, str], body: bytes) -> Verified | Refusal:
