@@ -179,11 +179,8 @@ async def run_chat(inputs: AiChatInput, ctx: ActionContext) -> ActionResult:
 
 
 SPEC = ActionSpec(
-    name="ai.chat",
-    summary="Call an OpenAI-compatible chat-completions API; records model version and token usage",
-    input_model=AiChatInput,
-    output_model=AiChatOutput,
-    run=run_chat,
+    name="ai.chat", summary="Call an OpenAI-compatible chat-completions API; records model version and token usage",
+    input_model=AiChatInput, output_model=AiChatOutput, run=run_chat,
     credential=CredentialRequirement(type="openai-compatible-api-key", required_keys=("api-key",), optional=True),
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,

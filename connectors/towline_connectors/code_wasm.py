@@ -170,11 +170,8 @@ async def run_wasm_code(inputs: WasmCodeInput, ctx: ActionContext) -> ActionResu
 
 
 SPEC = ActionSpec(
-    name="code.wasm",
-    summary="Run a WebAssembly (WASI) module with fuel and memory caps (opt-in)",
-    input_model=WasmCodeInput,
-    output_model=WasmCodeOutput,
-    run=run_wasm_code,
+    name="code.wasm", summary="Run a WebAssembly (WASI) module with fuel and memory caps (opt-in)",
+    input_model=WasmCodeInput, output_model=WasmCodeOutput, run=run_wasm_code,
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,
     shrink_hint="write a smaller JSON document to stdout (the result holds about 4 KiB)",

@@ -87,11 +87,8 @@ async def run_transform(inputs: TransformInput, ctx: ActionContext) -> ActionRes
 
 
 SPEC = ActionSpec(
-    name="data.transform",
-    summary="Build an output object from CEL expressions (pure, no network)",
-    input_model=TransformInput,
-    output_model=TransformOutput,
-    run=run_transform,
+    name="data.transform", summary="Build an output object from CEL expressions (pure, no network)",
+    input_model=TransformInput, output_model=TransformOutput, run=run_transform,
     mutating=False,
     idempotency=IDEMPOTENCY_NATURAL,
     shrink_hint="keep fewer or smaller fields in `with.fields`",
