@@ -51,6 +51,19 @@ class StepEnvironment:
     allow_hosts: tuple[str, ...] = ()
     step_type: str | None = None
 
+    def environ(self) -> dict[str, str]:
+        """The variables that say this to a step's container (what read_environment reads back), unset ones left out."""
+        environ = {
+            PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
+            INPUTS_PATH_ENV: str(self.inputs_path),
+            CREDENTIALS_DIR_ENV: str(self.credentials_dir),
+            RESULT_PATH_ENV: str(self.result_path),
+            ALLOW_HOSTS_ENV: json.dumps(list(self.allow_hosts)),
+        }
+        optional = {IDEMPOTENCY_KEY_ENV: self.idempotency_key, STEP_TYPE_ENV: self.step_type,
+                    DEADLINE_SECONDS_ENV: None if self.deadline_seconds is None else f"{self.deadline_seconds:g}"}
+        return environ | {name: value for name, value in optional.items() if value is not None}
+
 
 def result_path_from(environ: Mapping[str, str]) -> Path:
     """Where the result goes; known even when the rest of the environment is broken, so a failure is reported."""

@@ -32,19 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from towline_step.context import StepEnvironment
 from towline_step.protocol import (
-    ALLOW_HOSTS_ENV,
     CREDENTIAL_KEY_PATTERN,
     CREDENTIAL_SLOT_PATTERN,
-    CREDENTIALS_DIR_ENV,
-    DEADLINE_SECONDS_ENV,
     EXIT_OK,
-    IDEMPOTENCY_KEY_ENV,
-    INPUTS_PATH_ENV,
-    PROTOCOL_VERSION,
-    PROTOCOL_VERSION_ENV,
-    RESULT_PATH_ENV,
-    STEP_TYPE_ENV,
     ResultDocument,
     exit_code_for,
     missing_result,
@@ -118,16 +110,11 @@ def run_locally(
         result_path = root / "termination-log"
         result_path.touch()
         environ = {name: value for name, value in os.environ.items() if not name.startswith("TOWLINE_")}
-        environ.update({
-            PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
-            STEP_TYPE_ENV: step_type,
-            INPUTS_PATH_ENV: str(inputs_path),
-            CREDENTIALS_DIR_ENV: str(credentials_dir),
-            RESULT_PATH_ENV: str(result_path),
-            IDEMPOTENCY_KEY_ENV: idempotency_key or f"local-{uuid.uuid4().hex}",
-            DEADLINE_SECONDS_ENV: f"{deadline_seconds:g}",
-            ALLOW_HOSTS_ENV: json.dumps(list(allow_hosts)),
-        })
+        environ.update(StepEnvironment(
+            inputs_path=inputs_path, credentials_dir=credentials_dir, result_path=result_path,
+            idempotency_key=idempotency_key or f"local-{uuid.uuid4().hex}", deadline_seconds=deadline_seconds,
+            allow_hosts=tuple(allow_hosts), step_type=step_type,
+        ).environ())
         exit_code, logs, notes = _run(command, environ, deadline_seconds, cwd)
         raw = result_path.read_bytes()
     return _judge(exit_code, raw, logs, notes, credentials or {})
