@@ -10,29 +10,11 @@ one field, where it was unset, on a Towline step Job, and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from towline.k8s.owners import JobRef
+
 JSON = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """The Job that made a step pod: its name and UID (from the pod's controller reference)."""
-
-    namespace: str
-    name: str
-    uid: str
-
-
-def step_job_of(pod: Mapping[str, Any]) -> JobRef | None:
-    """The Job that controls this step pod; None when no Job does (nothing to set)."""
-    meta = pod.get("metadata") or {}
-    for owner in meta.get("ownerReferences") or ():
-        if owner.get("kind") == "Job" and owner.get("controller") and owner.get("name") and owner.get("uid"):
-            return JobRef(str(meta.get("namespace") or ""), str(owner["name"]), str(owner["uid"]))
-    return None
 
 
 def job_ttl_patch(job: JobRef, seconds: int) -> JSON:

@@ -40,7 +40,7 @@ from towline.archive.capture import (
     run_finished,
     run_finished_at,
 )
-from towline.archive.jobttl import job_ttl_patch, step_job_of
+from towline.archive.jobttl import job_ttl_patch
 from towline.archive.pending import (
     APPROVALS_BY_RUN,
     PODS_BY_RUN,
@@ -55,6 +55,7 @@ from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
 from towline.k8s.indexer import object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
+from towline.k8s.owners import controlling_job
 from towline.k8s.streams import FAILED, SYNCED, follow, scopes
 
 log = logging.getLogger("towline.archive")
@@ -299,7 +300,7 @@ class ArchiveService:
     async def set_job_ttl(self, pod: JSON) -> None:
         """The pod's logs are in the record: its Job may go after its TTL now (one PATCH per Job)."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
-        job = step_job_of(pod)
+        job = controlling_job(pod)
         if job is None or uid in self.state.timed_pods:
             return
         try:

@@ -32,7 +32,8 @@ from towline.k8s.objects import (
     isolation_probe_network,
     notification_selector,
 )
-from towline.k8s.observe import controller_uid, managed_by_operator
+from towline.k8s.observe import managed_by_operator
+from towline.k8s.owners import controller_uid
 from towline.k8s.stepjobs import BuiltinAction, Notification, PodCatalog, StepTypeImage, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
 from towline.logs import log_context

@@ -29,6 +29,7 @@ from towline.engine.observed import (
 )
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, STEP_JOB_MANAGER
+from towline.k8s.owners import controller_uid
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
@@ -74,20 +75,6 @@ def build_observed(
             observation_a = observe_approval(approval)
             observed_approvals[observation_a.step_id] = observation_a
     return Observed(jobs=observed_jobs, approvals=observed_approvals)
-
-
-def controller_ref(obj: JSON) -> JSON | None:
-    """The object's ownerReference with controller: true, if any."""
-    for owner in obj["metadata"].get("ownerReferences") or []:
-        if owner.get("controller"):
-            return dict(owner)
-    return None
-
-
-def controller_uid(obj: JSON) -> str | None:
-    """The UID of the object's controller, if any."""
-    owner = controller_ref(obj)
-    return None if owner is None else str(owner.get("uid"))
 
 
 def belongs_to_gate(approval: JSON, run_name: str, run_uid: str) -> bool:

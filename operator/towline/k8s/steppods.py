@@ -36,7 +36,6 @@ from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
 from towline.k8s.concurrency import side_by_side
 from towline.k8s.labels import STEP_POD_FINALIZER
 from towline.k8s.observe import (
-    controller_uid,
     job_finished,
     managed_by_operator,
     pod_ended,
@@ -44,6 +43,7 @@ from towline.k8s.observe import (
     pod_finished_at,
     pod_succeeded,
 )
+from towline.k8s.owners import controller_uid
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 JSON = dict[str, Any]

@@ -17,6 +17,7 @@ import yaml
 from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
+from towline.k8s.owners import controlling_job
 from towline.k8s.steptypes import list_step_types
 from towline.plugin import approvalrule, follow, graph, manifests
 from towline.plugin.runtree import run_tree, step_nodes
@@ -129,7 +130,7 @@ def runs_own_pods(run: JSON, pods: list[JSON]) -> list[JSON]:
     labelled pods from the Job controller, and their logs must never pass for the run's.
     """
     names = follow.step_jobs(run)
-    return [pod for pod in pods if follow.controlling_job(pod) in names]
+    return [pod for pod in pods if (job := controlling_job(pod)) is not None and job.name in names]
 
 
 async def draw(api: KubeApi, namespace: str, io: Io, *, name: str, kind: str, form: str) -> int:

@@ -20,6 +20,7 @@ from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.k8s import live
 from towline.k8s.client import PODS, WORKFLOW_RUNS, ApiError, KubeApi
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP
+from towline.k8s.owners import controlling_job
 
 JSON = dict[str, Any]
 Print = Callable[[str], None]
@@ -38,13 +39,6 @@ def step_jobs(run: JSON) -> dict[str, tuple[str, int]]:
         if entry.get("jobName"):
             jobs[entry["jobName"]] = (entry["id"], int(entry.get("attempt") or 0))
     return jobs
-
-
-def controlling_job(pod: JSON) -> str | None:
-    for owner in pod["metadata"].get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == "Job" and owner.get("apiVersion") == "batch/v1":
-            return str(owner.get("name"))
-    return None
 
 
 def change_line(name: str, run: JSON) -> tuple[tuple[str, str], str]:
@@ -99,9 +93,9 @@ def loggable(run: JSON, pods: dict[str, JSON], started: set[str]) -> list[tuple[
                                                     p["metadata"]["name"])):
         job = controlling_job(pod)
         phase = (pod.get("status") or {}).get("phase")
-        if pod["metadata"]["name"] in started or job not in jobs or phase not in _LOGGABLE:
+        if pod["metadata"]["name"] in started or job is None or job.name not in jobs or phase not in _LOGGABLE:
             continue
-        ready.append((pod, prefix(*jobs[job])))
+        ready.append((pod, prefix(*jobs[job.name])))
     return ready
 
 

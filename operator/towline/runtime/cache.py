@@ -33,14 +33,13 @@ from towline.k8s.indexer import Index, Store
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.observe import (
     attempt_state,
-    controller_ref,
-    controller_uid,
     job_finished,
     managed_by_operator,
     pod_ended,
     pod_succeeded,
     secret_volumes,
 )
+from towline.k8s.owners import controller_uid, controlling_job
 from towline.k8s.steppods import holds_finalizer
 
 JSON = dict[str, Any]
@@ -262,11 +261,11 @@ class ChildCache:
         Job not seen yet is not taken as ended: its create's answer or its first event may arrive after the pod's
         end, and neither wakes the run by itself then); a failure when the operator keeps the Job
         (towline.k8s.steppods), since the Job controller writes its own Jobs' failures, which then wake the run."""
-        owner, run = controller_ref(pod), _run_of(key, pod)
+        owner, run = controlling_job(pod), _run_of(key, pod)
         if owner is None or run is None:
             return False
-        job = self._of_run(run, ("Job", key[1], str(owner.get("name"))))
-        if job is None or job["metadata"].get("uid") != owner.get("uid"):
+        job = self._of_run(run, ("Job", key[1], owner.name))
+        if job is None or job["metadata"].get("uid") != owner.uid:
             return pod_succeeded(pod)
         if job_finished(job):
             return False

@@ -175,8 +175,7 @@ class RunStore:
 
     # Lookups by Workflow
     def in_line(self, namespace: str, workflow: str) -> list[RunInLine]:
-        return [RunInLine(name, parse_rfc3339(summary.created), started=summary.phase != "Pending",
-                          finished=summary.finished)
+        return [RunInLine.of_phase(name, parse_rfc3339(summary.created), summary.phase)
                 for (_, name), summary in self.summaries.by(BY_WORKFLOW, (namespace, workflow)) if summary.created]
 
     def queued(self, namespace: str, workflow: str) -> list[Key]:

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from towline.archive.jobttl import JobRef, job_ttl_patch, step_job_of
+from towline.archive.jobttl import job_ttl_patch
 from towline.archive.pending import AT_ONCE
 from towline.archive.service import POD_WAIT_SECONDS, ArchiveService
 from towline.archive.store import ArchiveStore, open_store
 from towline.k8s.client import ApiError, Conflict
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
+from towline.k8s.owners import JobRef, controlling_job
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 NS = "ops"
@@ -223,10 +224,10 @@ def test_a_job_patch_that_fails_otherwise_is_tried_again() -> None:
 
 
 def test_the_ttl_patch_names_the_jobs_uid_and_sets_only_its_ttl() -> None:
-    job = step_job_of(job_pod())
+    job = controlling_job(job_pod())
     assert job == JobRef(NS, "towline-step-deploy-1-apply-1", "u-job")
     assert job_ttl_patch(job, 1) == {"metadata": {"uid": "u-job"}, "spec": {"ttlSecondsAfterFinished": 1}}
-    assert step_job_of({"metadata": {"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u"}]}}) is None, (
+    assert controlling_job({"metadata": {"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u"}]}}) is None, (
         "a Job that does not control the pod")
 
 

@@ -152,7 +152,8 @@ def test_two_gates_for_one_name_are_ambiguous() -> None:
 
 def pod(name: str, job: str, phase: str, created: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "creationTimestamp": created, "ownerReferences": [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": job, "controller": True}]}, "status": {"phase": phase}}
+        {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}]},
+        "status": {"phase": phase}}
 
 
 def test_logs_follow_only_started_pods_of_jobs_the_run_names_prefixed_with_step_and_attempt() -> None:

@@ -49,7 +49,8 @@ def pod(job_name: str, *, terminated: bool, job_uid: str = "job-uid") -> dict[st
         else {"running": {}}
     return {"metadata": {"name": f"{job_name}-abcde", "namespace": NS, "uid": "pod-uid",
                          "labels": {LABEL_RUN: RUN, "job-name": job_name},
-                         "ownerReferences": [{"kind": "Job", "name": job_name, "uid": job_uid, "controller": True}]},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid,
+                                             "controller": True}]},
             "spec": {"containers": [{"name": "step", "image": IMAGE, "env": [{"name": "TOKEN", "value": "not kept"}]}]},
             "status": {"containerStatuses": [{"name": "step", "image": IMAGE, "state": state}]}}
 
