@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from towline.k8s import session
-from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi
+from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
 from towline.plugin.runtree import run_tree
 from towline.plugin.ui import guard, history, views
@@ -115,36 +115,42 @@ def _namespace(request: web.Request) -> str:
     return str(request.app[SETTINGS]["namespace"])
 
 
-async def runs_events(request: web.Request) -> web.StreamResponse:
+async def _follow(
+    request: web.Request, resource: Resource, *, snapshot: Callable[[list[JSON]], Any],
+    change: Callable[[str, JSON], Any], field_selector: str | None = None,
+) -> web.StreamResponse:
+    """A live stream of one collection in the person's namespace: `snapshot(items)`, then `change` for each event."""
     response, send = await open_stream(request)
-    await follow_collection(
-        request.app[API], WORKFLOW_RUNS.path(_namespace(request)), send,
-        snapshot=lambda items: [views.run_summary(run) for run in views.newest_first(items)],
-        change=lambda kind, run: {"type": kind, "run": views.run_summary(run)},
-    )
+    await follow_collection(request.app[API], resource.path(_namespace(request)), send,
+                            snapshot=snapshot, change=change, field_selector=field_selector)
     return response
+
+
+async def _list_events(
+    request: web.Request, resource: Resource, view: Callable[[JSON], JSON], key: str,
+) -> web.StreamResponse:
+    """A list page's stream: every object's `view`, newest first, then each change as {type, <key>: view}."""
+    return await _follow(
+        request, resource,
+        snapshot=lambda items: [view(obj) for obj in views.newest_first(items)],
+        change=lambda kind, obj: {"type": kind, key: view(obj)},
+    )
+
+
+async def runs_events(request: web.Request) -> web.StreamResponse:
+    return await _list_events(request, WORKFLOW_RUNS, views.run_summary, "run")
 
 
 async def run_events(request: web.Request) -> web.StreamResponse:
-    name = request.match_info["name"]
-    response, send = await open_stream(request)
-    await follow_collection(
-        request.app[API], WORKFLOW_RUNS.path(_namespace(request)), send,
-        field_selector=f"metadata.name={name}",
+    return await _follow(
+        request, WORKFLOW_RUNS, field_selector=f"metadata.name={request.match_info['name']}",
         snapshot=lambda items: views.run_detail(run_tree(items[0])) if items else None,
         change=lambda kind, run: None if kind == "DELETED" else views.run_detail(run_tree(run)),
     )
-    return response
 
 
 async def approvals_events(request: web.Request) -> web.StreamResponse:
-    response, send = await open_stream(request)
-    await follow_collection(
-        request.app[API], APPROVALS.path(_namespace(request)), send,
-        snapshot=lambda items: [views.approval_view(a) for a in views.newest_first(items)],
-        change=lambda kind, approval: {"type": kind, "approval": views.approval_view(approval)},
-    )
-    return response
+    return await _list_events(request, APPROVALS, views.approval_view, "approval")
 
 
 async def step_logs_events(request: web.Request) -> web.StreamResponse:
