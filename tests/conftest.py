@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from tests import durations
 from tests.keptlogs import kept_logs_root
 from tests.workers import IN_THE_WORLDS, SHARED_NODE, longest_first, namespace_prefix, worker_id
 from towline_dev.binaries import BinarySet, find_binaries
@@ -180,10 +181,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """Ctrl-C as from a terminal, however the suite was started: a non-interactive shell's `make test &` (as a
     CI job may run it) starts it with SIGINT ignored, and every process the tests start would inherit that, so
     the tests that press Ctrl-C on the plugin or `make dev` would wait for a process that cannot hear it. A
-    handler (unlike an ignored signal) is not inherited: the processes started from here get the default."""
-    del config
+    handler (unlike an ignored signal) is not inherited: the processes started from here get the default.
+
+    In a part of `python -m tests.suite`, each file's seconds are summed for the next run's order (tests.durations)."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    out = os.environ.get(durations.DURATIONS_OUT)
+    if out and not worker_id():  # a worker's reports reach its controller: counted there once
+        config.pluginmanager.register(durations.FileSeconds(Path(out)), "towline-file-seconds")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -195,7 +200,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(world_of[path])
     if worker_id() and not config.pluginmanager.has_plugin("randomly"):
         # The concurrent part's workers, in the suite's own order (not --random-order): longest files first.
-        items[:] = [items[index] for index in longest_first(paths)]
+        items[:] = [items[index] for index in longest_first(paths, durations.seen())]
     if not os.environ.get(ENVIRONMENT_VARIABLE):
         return
     reason = pytest.mark.skip(reason=f"tests the local control plane's own parts; {ENVIRONMENT_VARIABLE} "

@@ -18,7 +18,9 @@
    network through the machine (its uplink), as the machine does. Its output is printed as it
    comes, each line marked with its part (`[exclusive: helm]`, `[exclusive: rest]`).
 
-Each part prints its slowest tests; at the end the wall time of each part. The exit status is
+Each part prints its slowest tests; at the end the wall time of each part. Each part's files' seconds are added
+to a record in the build cache, from which the next run's concurrent part hands out its longest files first
+(tests.durations, tests.workers.longest_first). The exit status is
 non-zero if any part failed. Without root, or against an existing cluster
 (`TOWLINE_TEST_KUBECONFIG`), it is one plain `pytest` run, as before. `--one-after-the-other`
 runs the exclusive part on the machine itself after the concurrent part (the layout before worlds).
@@ -42,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from tests import durations
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS
 from tests.workers import IN_THE_WORLDS, SHARED_NODE
 from towline_dev.existing import ENVIRONMENT_VARIABLE
@@ -97,18 +100,42 @@ def pytest(args: Sequence[str], env: dict[str, str] | None = None) -> int:
     return 0 if code == 5 else code
 
 
+class Measured:
+    """Where each part writes its files' seconds, and the copy of the record the workers order their files by
+    (tests.durations); the parts' seconds go into the record when all have ended."""
+
+    def __init__(self) -> None:
+        self._directory = Path(tempfile.mkdtemp(prefix="towline-durations-"))
+        self._seen = self._directory / "seen.json"
+        durations.write(self._seen, durations.read(durations.record_path()))
+        self._parts: list[Path] = []
+
+    def env(self, part: str) -> dict[str, str]:
+        """The environment variables for one part's pytest: its own file to write, the record as it was."""
+        out = self._directory / f"part-{len(self._parts)}.json"
+        self._parts.append(out)
+        return {durations.DURATIONS_OUT: str(out), durations.DURATIONS_SEEN: str(self._seen)}
+
+    def keep(self) -> None:
+        """Every part's seconds into the record (a part that ended before writing its own adds nothing)."""
+        for out in self._parts:
+            durations.add(durations.record_path(), durations.read(out))
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
 class WorldRun:
     """`pytest args` started in a world of its own (towline_dev.node.world), its output passed on line by
     line with a prefix while the concurrent part prints its own."""
 
-    def __init__(self, name: str, args: Sequence[str]) -> None:
+    def __init__(self, name: str, args: Sequence[str], measured: Measured) -> None:
         self.name = name
         self._prefix = f"[{name}] "
         self._home = Path(tempfile.mkdtemp(prefix="towline-world-"))
         # Its own pytest temporary root and kubectl/Helm discovery cache: both clusters serve on the same
         # address (in different network namespaces), so a shared cache would mix their API lists.
         env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(self._home / "tmp"), "KUBECACHEDIR": str(self._home / "kube"),
-               "PYTHONUNBUFFERED": "1"}  # its lines as they come, not in blocks through the pipe
+               "PYTHONUNBUFFERED": "1",  # its lines as they come, not in blocks through the pipe
+               **measured.env(name)}
         (self._home / "tmp").mkdir()
         self.started = time.monotonic()
         self.ended: float | None = None
@@ -167,11 +194,12 @@ def concurrent_marks(options: argparse.Namespace, selection: Sequence[str]) -> s
     return CONCURRENT_MARKS
 
 
-def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timings: dict[str, float]) -> int:
+def concurrent_part(options: argparse.Namespace, selection: Sequence[str], timings: dict[str, float],
+                    measured: Measured) -> int:
     started = time.monotonic()
     with shared_node() as cluster:
         timings["shared node start"] = time.monotonic() - started
-        env = {**os.environ, SHARED_NODE: str(cluster.state_dir)}
+        env = {**os.environ, SHARED_NODE: str(cluster.state_dir), **measured.env("concurrent")}
         order = ["-p", "randomly"] if options.random_order else ["-p", "no:randomly"]
         began = time.monotonic()
         code = pytest(["-q", DURATIONS, *order, "-n", str(options.workers), "--dist", "loadfile",
@@ -206,12 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings: dict[str, float] = {}
     codes: dict[str, int] = {}
     beside: list[WorldRun] = []
+    measured = Measured()
     try:
         if options.only in (None, "exclusive") and not options.one_after_the_other:
             for name, args in exclusive_worlds(options, selection):
-                beside.append(WorldRun(name, args))
+                beside.append(WorldRun(name, args, measured))
         if options.only in (None, "concurrent"):
-            codes["concurrent"] = concurrent_part(options, selection, timings)
+            codes["concurrent"] = concurrent_part(options, selection, timings, measured)
     except BaseException:
         for run in reversed(beside):
             run.kill()
@@ -223,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         timings[f"{run.name} part (own node, in a world of its own)"] = seconds
     if options.only in (None, "exclusive") and options.one_after_the_other:
         began = time.monotonic()
-        codes["exclusive"] = pytest([*EXCLUSIVE, *selection])
+        codes["exclusive"] = pytest([*EXCLUSIVE, *selection], {**os.environ, **measured.env("exclusive")})
         timings["exclusive part (own node, after the concurrent part)"] = time.monotonic() - began
+    measured.keep()
     for what, seconds in timings.items():
         progress(f"{what}: {seconds / 60:.1f} min ({seconds:.0f} s)")
     failed = {part: code for part, code in codes.items() if code}

@@ -9,7 +9,9 @@ namespace.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 
 SHARED_NODE = "TOWLINE_TEST_SHARED_NODE"
 """Environment variable naming the state directory of the node the suite runner started; workers
@@ -47,7 +49,8 @@ LONGEST_FIRST = (
     "tests/integration/test_operator_api_outage.py",
     "tests/integration/test_operator_runs.py",
 )
-"""The concurrent part's longest files (their tests' summed durations, docs/benchmarks.md), handed out first.
+"""The concurrent part's longest files by hand (their tests' summed durations, docs/benchmarks.md), handed out first
+when there is no measured record of this machine's runs yet (a fresh clone: tests.durations).
 
 pytest-xdist's `--dist loadfile` gives a free worker the next file in collection order (with
 `--no-loadscope-reorder`, which `tests.suite` passes: by default xdist 3 sorts the files by their number
@@ -57,9 +60,13 @@ files, which mostly wait for containers, while the exclusive worlds keep the cor
 short, CPU-bound unit files for the end. A name missing here only costs time."""
 
 
-def longest_first(paths: list[str]) -> list[int]:
-    """The order in which to run test files `paths` (indexes into it): LONGEST_FIRST's first, then the rest as
-    they were (a stable sort, so each file's tests stay together and in order)."""
+def longest_first(paths: list[str], measured: Mapping[str, float] | None = None) -> list[int]:
+    """The order in which to run test files `paths` (indexes into it), a stable sort, so each file's tests stay
+    together and in order. With `measured` (each file's seconds in the suite's last runs, tests.durations): the
+    files no run has measured yet first (a new file may be long: handed out last it could end the part alone), then
+    the measured ones, longest first. Without: LONGEST_FIRST's first, then the rest as they were."""
+    if measured:
+        return sorted(range(len(paths)), key=lambda index: -measured.get(paths[index], math.inf))
     rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
     return sorted(range(len(paths)), key=lambda index: rank.get(paths[index], len(LONGEST_FIRST)))
 
