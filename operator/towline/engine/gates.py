@@ -11,7 +11,7 @@ credential values.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from towline.api.common import Approvers, parse_duration
 from towline.api.run import StepStatus
@@ -112,15 +112,8 @@ class Gates:
                 self.driver.after_failure(entry_id)
             return
         if entry.expires_at is not None and self.driver.now >= entry.expires_at:
-            edited = self.driver.state.edit(entry_id)
-            assert edited.approval_name is not None
-            self.driver.actions.append(CloseApproval(edited.approval_name, "Expired"))
-            transition_step(
-                edited, "Failed", at=self.driver.now, reason="Expired",
-                message=f"approval expired at {rfc3339(entry.expires_at)} without a decision",
-            )
-            self.driver.event("Warning", "ApprovalExpired", f"approval {edited.approval_name}: {edited.message}")
-            self.driver.after_failure(entry_id)
+            self.close_and_fail(entry_id, "Expired", reason="Expired", event_reason="ApprovalExpired",
+                                message=f"approval expired at {rfc3339(entry.expires_at)} without a decision")
 
     def approved_by_a_requester(self, entry_id: str, observation: ApprovalObservation) -> bool:
         """A four-eyes gate approved by whoever requested this run or a run it retries (admission refuses it too)."""
@@ -131,14 +124,20 @@ class Gates:
         return observation.decided_by in requesters - {None}
 
     def refuse_own_approval(self, entry_id: str, who: str | None) -> None:
-        edited = self.driver.state.edit(entry_id)
-        assert edited.approval_name is not None
-        self.driver.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
-        transition_step(
-            edited, "Failed", at=self.driver.now, reason="FourEyes",
+        self.close_and_fail(
+            entry_id, "Cancelled", reason="FourEyes", event_reason="ApprovalNotCounted",
             message=f"approved by {who}, who requested this run or a run it retries; four-eyes does not count it",
         )
-        self.driver.event("Warning", "ApprovalNotCounted", f"approval {edited.approval_name}: {edited.message}")
+
+    def close_and_fail(self, entry_id: str, closed_as: Literal["Expired", "Cancelled"], *, reason: str,
+                       event_reason: str, message: str) -> None:
+        """The gate fails now: its Approval is closed (`closed_as`) so nobody decides it any more, and a Warning
+        Event says why."""
+        edited = self.driver.state.edit(entry_id)
+        assert edited.approval_name is not None
+        self.driver.actions.append(CloseApproval(edited.approval_name, closed_as))
+        transition_step(edited, "Failed", at=self.driver.now, reason=reason, message=message)
+        self.driver.event("Warning", event_reason, f"approval {edited.approval_name}: {edited.message}")
         self.driver.after_failure(entry_id)
 
     # --- notifications ------------------------------------------------------------------
