@@ -27,6 +27,7 @@ from towline.k8s.objects import (
     build_default_deny_policy,
     build_step_egress_policy,
     build_step_job,
+    egress_rules,
     step_labels,
 )
 from towline_dev.controlplane import ControlPlane
@@ -113,7 +114,7 @@ def main() -> None:
                 name = f"isolated-{index}"
                 labels = {**step_labels(run, f"iso{index}"), LABEL_STEP_POD: "true"}
                 policy = build_step_egress_policy(run, name=f"egress-{index}", step_id=f"iso{index}",
-                                                  egress=[], connector_ports=[])
+                                                  rules=egress_rules(egress=[], connector_ports=[]))
                 del policy["metadata"]["ownerReferences"]
                 create(plane, policy)
                 create(plane, sleeper_pod(name, NAMESPACE, labels))

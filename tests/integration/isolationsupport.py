@@ -19,6 +19,7 @@ from towline.k8s.objects import (
     StepPodSettings,
     build_default_deny_policy,
     build_step_egress_policy,
+    egress_rules,
     isolation_probe_network,
 )
 from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
@@ -44,11 +45,10 @@ def load_runner_image(cluster: NodeCluster) -> None:
 def prepare_namespace(plane: ControlPlane, namespace: str) -> RunRef:
     run = RunRef(name="run-1", namespace=namespace, uid="00000000-0000-0000-0000-000000000015", workflow="wf")
     plane.kubectl("create", "namespace", namespace)
-    policy = build_step_egress_policy(
-        run, name="run-1-call", step_id=STEP,
+    policy = build_step_egress_policy(run, name="run-1-call", step_id=STEP, rules=egress_rules(
         egress=[{"cidr": DESTINATION.split(":", maxsplit=1)[0] + "/32", "ports": [8080]}], connector_ports=[],
         allow_private_networks=[TEST_HOSTS], never_open=isolation_probe_network(PROBE),
-    )
+    ))
     del policy["metadata"]["ownerReferences"]  # no WorkflowRun here; the garbage collector would delete it
     for manifest in (build_default_deny_policy(namespace), policy):
         create(plane, manifest)

@@ -23,7 +23,7 @@ from tests.integration.support import wait_for
 from towline.k8s.apiserver import host_networks, read_api_server_addresses
 from towline.k8s.client import KubeApi
 from towline.k8s.labels import LABEL_STEP_POD
-from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
+from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, egress_rules, step_labels
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.layout import KUBELET_PORT, KUBERNETES_SERVICE_IP, NODE_ADDRESS
 from towline_dev.node.realnode import NodeCluster
@@ -72,8 +72,8 @@ def setup(real_node: NodeCluster) -> Iterator[Setup]:
         for namespace, never_open in ((OPEN, ()), (EXCEPTED, host_networks(addresses))):
             plane.kubectl("create", "namespace", namespace)
             run = RunRef(name="run-1", namespace=namespace, uid="00000000-0000-0000-0000-000000000003", workflow="wf")
-            policy = build_step_egress_policy(run, name="run-1-call", step_id="call", egress=[],
-                                              connector_ports=[443, plane.apiserver_port], never_open=never_open)
+            rules = egress_rules(egress=[], connector_ports=[443, plane.apiserver_port], never_open=never_open)
+            policy = build_step_egress_policy(run, name="run-1-call", step_id="call", rules=rules)
             del policy["metadata"]["ownerReferences"]  # no WorkflowRun: the garbage collector would delete it
             for manifest in (build_default_deny_policy(namespace), policy):
                 create(plane, manifest)

@@ -15,7 +15,7 @@ from tests.integration.nodesupport import create, create_step_pod, exec_in, slee
 from tests.integration.support import wait_for
 
 from towline.k8s.labels import LABEL_STEP_POD
-from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, step_labels
+from towline.k8s.objects import RunRef, build_default_deny_policy, build_step_egress_policy, egress_rules, step_labels
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.layout import KUBERNETES_SERVICE_IP
 from towline_dev.node.realnode import NodeCluster
@@ -36,8 +36,8 @@ def plane(real_node: NodeCluster) -> Iterator[ControlPlane]:
     try:
         create(plane, build_default_deny_policy(NAMESPACE))
         for step, hosts in STEPS.items():
-            policy = build_step_egress_policy(run, name=f"run-1-{step}", step_id=step, egress=[],
-                                              connector_ports=[8080], allow_hosts=hosts)
+            rules = egress_rules(egress=[], connector_ports=[8080], allow_hosts=hosts)
+            policy = build_step_egress_policy(run, name=f"run-1-{step}", step_id=step, rules=rules, allow_hosts=hosts)
             del policy["metadata"]["ownerReferences"]  # no WorkflowRun here: the garbage collector would delete it
             create(plane, policy)
             create_step_pod(plane, sleeper_pod(step, NAMESPACE, {**step_labels(run, step), LABEL_STEP_POD: "true"}))

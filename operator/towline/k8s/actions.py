@@ -276,10 +276,13 @@ async def create_notification_job(
 ) -> None:
     """The Job that announces one gate event, behind an egress policy of its own; a 409 adopts the first one."""
     await ensure_default_deny(context, run.namespace)
+    rules = egress_rules(
+        egress=[], connector_ports=context.catalog.connector_ports(action.action, action.inputs),
+        allow_hosts=action.allow_hosts, cluster_cidrs=context.pod_settings.cluster_cidrs,
+        never_open=never_open(context),
+    )
     policy = build_step_egress_policy(
-        run, name=action.job_name, step_id=action.step_id, egress=[],
-        connector_ports=context.catalog.connector_ports(action.action, action.inputs), allow_hosts=action.allow_hosts,
-        cluster_cidrs=context.pod_settings.cluster_cidrs, never_open=never_open(context),
+        run, name=action.job_name, step_id=action.step_id, rules=rules, allow_hosts=action.allow_hosts,
         pod_selector=notification_selector(run, action.step_id, action.event, action.index),
     )
     await context.api.create(NETWORK_POLICIES.path(run.namespace), policy)

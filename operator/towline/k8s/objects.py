@@ -221,23 +221,12 @@ def egress_rules(
 
 
 def build_step_egress_policy(
-    run: RunRef,
-    *,
-    name: str,
-    step_id: str,
-    egress: Sequence[Mapping[str, Any]],
-    connector_ports: Sequence[int],
-    allow_hosts: Sequence[str] = (),
-    allow_private_networks: Sequence[str] = (),
-    cluster_cidrs: Sequence[str] = (),
-    never_open: Sequence[str] = (),
+    run: RunRef, *, name: str, step_id: str, rules: list[JSON], allow_hosts: Sequence[str] = (),
     pod_selector: Mapping[str, str] | None = None,
 ) -> JSON:
-    """The egress policy of one step's pods, or of the one pod `pod_selector` selects (an approval notification's,
-    `notification_selector`). The steps of a run share theirs instead (towline.k8s.egresspolicies)."""
-    rules = egress_rules(egress=egress, connector_ports=connector_ports, allow_hosts=allow_hosts,
-                         allow_private_networks=allow_private_networks, cluster_cidrs=cluster_cidrs,
-                         never_open=never_open)
+    """The egress policy (`rules`: `egress_rules`) of one step's pods, or of the one pod `pod_selector` selects (an
+    approval notification's, `notification_selector`). The steps of a run share theirs instead
+    (towline.k8s.egresspolicies.build_shared_egress_policy, which takes the same rules)."""
     selector = {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")} if pod_selector is None else pod_selector
     return egress_policy(run, name=name, labels=step_labels(run, step_id), pod_selector=selector, rules=rules,
                          allow_hosts=allow_hosts)

@@ -23,7 +23,7 @@ from tests.integration.support import ScriptedServer, apply, create, get, step_p
 
 from towline.k8s.apiserver import except_in_step_policies
 from towline.k8s.client import KubeApi
-from towline.k8s.objects import RunRef, build_step_egress_policy
+from towline.k8s.objects import RunRef, build_step_egress_policy, egress_rules
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_USER, OperatorProcess, StepPods
 
@@ -83,7 +83,8 @@ def test_a_running_step_policy_is_updated_when_the_api_server_moves(
     """As the operator's ServiceAccount, through the real API server: the new address is carved out in place."""
     cluster, ns = towline_installed, team_namespace
     run = RunRef(name="moved", namespace=ns, uid="00000000-0000-0000-0000-000000000002", workflow="wf")
-    old = build_step_egress_policy(run, name="moved-call-1", step_id="call", egress=[], connector_ports=[443])
+    old = build_step_egress_policy(run, name="moved-call-1", step_id="call",
+                                   rules=egress_rules(egress=[], connector_ports=[443]))
     del old["metadata"]["ownerReferences"]  # no WorkflowRun here: the garbage collector would delete it
     create(cluster, old)
     moved_to = "35.190.10.10"  # written into a policy only; nothing is sent to it

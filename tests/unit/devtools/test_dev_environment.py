@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from towline.k8s.objects import RunRef, build_step_egress_policy
+from towline.k8s.objects import RunRef, build_step_egress_policy, egress_rules
 from towline.validation.catalog import connector_catalog
 from towline.validation.workflow import validate_workflow_manifest
 from towline_dev.demo import DEMO_API_ADDRESS, DEMO_API_PORT, demo_workflow
@@ -45,11 +45,10 @@ def test_the_demo_steps_may_reach_the_demo_api_and_nothing_else() -> None:
     calls = [s for s in demo_workflow()["spec"]["steps"] if s.get("action") == "http.request"]
     assert len(calls) == 2
     for step in calls:
-        policy = build_step_egress_policy(
-            run, name="p", step_id=step["id"], egress=[],
-            connector_ports=connector_catalog().connector_ports(step["action"], step["with"]),
-            allow_hosts=step["allowHosts"],
-        )
+        ports = connector_catalog().connector_ports(step["action"], step["with"])
+        hosts = step["allowHosts"]
+        rules = egress_rules(egress=[], connector_ports=ports, allow_hosts=hosts)
+        policy = build_step_egress_policy(run, name="p", step_id=step["id"], rules=rules, allow_hosts=hosts)
         # allowHosts are IP addresses, so the step resolves no name and gets no DNS either.
         [api] = policy["spec"]["egress"]
         assert api == {"to": [{"ipBlock": {"cidr": f"{DEMO_API_ADDRESS}/32"}}],

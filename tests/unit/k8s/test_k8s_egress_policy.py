@@ -17,8 +17,9 @@ RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 
 
 def policy(**extra: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {"name": "r-1-call-1", "step_id": "call", "egress": [], "connector_ports": [443]}
-    return build_step_egress_policy(RUN, **{**args, **extra})
+    args: dict[str, Any] = {"egress": [], "connector_ports": [443], **extra}
+    return build_step_egress_policy(RUN, name="r-1-call-1", step_id="call", rules=egress_rules(**args),
+                                    allow_hosts=args.get("allow_hosts", ()))
 
 
 def ip_blocks(document: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, isolation_probe_network
+from towline.k8s.objects import (
+    RunRef,
+    StepPodSettings,
+    build_step_egress_policy,
+    egress_rules,
+    isolation_probe_network,
+)
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.runtime.config import isolation_probe
 from towline.validation.catalog import connector_catalog
@@ -61,11 +67,10 @@ def test_the_step_job_carries_the_operator_target_and_inputs_cannot_change_it() 
 
 def test_no_step_policy_opens_the_probe_target_even_when_the_author_opts_into_its_range() -> None:
     """An author allowing the service CIDR must not open the probe address (the check would then never pass)."""
-    document = build_step_egress_policy(
-        RUN, name="r-1-call-1", step_id="call", egress=[{"cidr": "10.96.0.0/12", "ports": [443]}],
-        connector_ports=[443], allow_private_networks=["10.96.0.0/12"],
-        never_open=isolation_probe_network("10.96.0.1:443"),
-    )
+    document = build_step_egress_policy(RUN, name="r-1-call-1", step_id="call", rules=egress_rules(
+        egress=[{"cidr": "10.96.0.0/12", "ports": [443]}], connector_ports=[443],
+        allow_private_networks=["10.96.0.0/12"], never_open=isolation_probe_network("10.96.0.1:443"),
+    ))
     probe = ipaddress.ip_address("10.96.0.1")
     neighbour = ipaddress.ip_address("10.96.0.2")
     blocks = [peer["ipBlock"] for rule in document["spec"]["egress"] for peer in rule["to"] if "ipBlock" in peer]

@@ -6,7 +6,13 @@ from typing import Any
 
 from towline.engine.naming import notification_job_name
 from towline.k8s.labels import LABEL_NOTIFICATION
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, notification_selector
+from towline.k8s.objects import (
+    RunRef,
+    StepPodSettings,
+    build_step_egress_policy,
+    egress_rules,
+    notification_selector,
+)
 from towline.k8s.observe import build_observed
 from towline.k8s.stepjobs import Notification, build_step_job
 from towline.validation.catalog import connector_catalog
@@ -46,8 +52,9 @@ def test_its_label_selects_only_its_own_pod_for_its_egress_policy() -> None:
     selector = notification_selector(RUN, "review", "opened", 0)
     assert selector.items() <= job["spec"]["template"]["metadata"]["labels"].items()
     assert job["metadata"]["labels"][LABEL_NOTIFICATION] == "opened-0"
-    policy = build_step_egress_policy(RUN, name=NAME, step_id="review", egress=[], connector_ports=[443],
-                                      allow_hosts=("hooks.example.com",))
+    hosts = ("hooks.example.com",)
+    policy = build_step_egress_policy(RUN, name=NAME, step_id="review", allow_hosts=hosts,
+                                      rules=egress_rules(egress=[], connector_ports=[443], allow_hosts=hosts))
     assert policy["metadata"]["annotations"] == {"towline.dev/allow-hosts": "hooks.example.com"}
 
 
