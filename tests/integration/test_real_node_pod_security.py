@@ -19,13 +19,13 @@ import pytest
 from tests.integration.nodesupport import create, create_step_job, exec_in, sleeper_pod, wait_running
 from tests.integration.support import wait_for
 
-from towline.k8s.mounts import CREDENTIALS_DIR
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.nodeimages import TEST_IMAGE
 from towline_dev.node.realnode import NodeCluster
+from towline_step.protocol import DEFAULT_CREDENTIALS_DIR
 
 NAMESPACE = "psa-restricted"
 CANARY = "canary-7f3a9c-never-log-me"
@@ -127,9 +127,9 @@ def test_step_container_has_no_service_account_token(plane: ControlPlane, step_p
 
 def test_step_container_sees_only_the_secret_its_step_names(plane: ControlPlane, step_pod: str) -> None:
     mounts = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "cat", "/proc/self/mounts").stdout
-    credential_mounts = sorted(line.split()[1] for line in mounts.splitlines() if CREDENTIALS_DIR in line)
-    assert credential_mounts == [f"{CREDENTIALS_DIR}/api"]
-    token = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "cat", f"{CREDENTIALS_DIR}/api/token")
+    credential_mounts = sorted(line.split()[1] for line in mounts.splitlines() if DEFAULT_CREDENTIALS_DIR in line)
+    assert credential_mounts == [f"{DEFAULT_CREDENTIALS_DIR}/api"]
+    token = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "cat", f"{DEFAULT_CREDENTIALS_DIR}/api/token")
     assert token.stdout == CANARY
     search = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "grep", "-rl", CANARY + "-unrelated",
                      "/var", "/etc", "/tmp", "/run")
@@ -140,10 +140,10 @@ def test_step_container_holds_only_the_secret_key_its_step_reads(plane: ControlP
     """api-token holds token and admin-token; the step reads token, so admin-token is nowhere in the pod."""
     secret = json.loads(plane.kubectl("get", "secret", "api-token", "-n", NAMESPACE, "-o", "json").stdout)
     assert sorted(secret["data"]) == ["admin-token", "token"], "the control: the Secret has both keys"
-    listing = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "ls", f"{CREDENTIALS_DIR}/api")
+    listing = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "ls", f"{DEFAULT_CREDENTIALS_DIR}/api")
     assert listing.returncode == 0 and listing.stdout.split() == ["token"]
     search = exec_in(plane, NAMESPACE, step_pod, "/bin/busybox", "grep", "-rl", ADMIN_CANARY,
-                     CREDENTIALS_DIR, "/var", "/etc", "/tmp", "/run")
+                     DEFAULT_CREDENTIALS_DIR, "/var", "/etc", "/tmp", "/run")
     assert search.stdout.strip() == "", "the key the step does not read is visible inside the step"
 
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from towline.api.common import SECRET_KEY_PATTERN
 from towline.api.steptype import ResolvedStepType
-
-CREDENTIALS_DIR = "/var/run/towline/credentials"
+from towline_step.protocol import DEFAULT_CREDENTIALS_DIR
 
 _SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 """What a Secret's data key may be (Kubernetes' rule); nothing else can be in a Secret, so nothing else is mounted."""
@@ -56,5 +55,5 @@ def credential_volumes(credentials: Mapping[str, str], keys: Mapping[str, list[s
             "secretName": credentials[alias], "defaultMode": 0o440, "optional": True,
             "items": [{"key": name, "path": name} for name in names],
         }})
-        mounts.append({"name": volume, "mountPath": f"{CREDENTIALS_DIR}/{alias}", "readOnly": True})
+        mounts.append({"name": volume, "mountPath": f"{DEFAULT_CREDENTIALS_DIR}/{alias}", "readOnly": True})
     return volumes, mounts

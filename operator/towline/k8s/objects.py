@@ -31,7 +31,6 @@ from towline.k8s.labels import (
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline_connectors.wire import parse_address_port
 
-RESULT_PATH = "/dev/termination-log"
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
 JSON = dict[str, Any]

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from towline.api.steptype import ResolvedStepType
 from towline.k8s.labels import LABEL_EGRESS, LABEL_NOTIFICATION
-from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys, credential_volumes, slot_keys
-from towline.k8s.objects import JSON, RESULT_PATH, RunRef, StepPodSettings, step_job_manifest, step_labels
+from towline.k8s.mounts import credential_keys, credential_volumes, slot_keys
+from towline.k8s.objects import JSON, RunRef, StepPodSettings, step_job_manifest, step_labels
 from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds
 from towline_connectors.wire import (
     ACTION_ENV,
@@ -42,7 +42,9 @@ from towline_step.protocol import (
     ALLOW_HOSTS_ENV,
     CREDENTIALS_DIR_ENV,
     DEADLINE_SECONDS_ENV,
+    DEFAULT_CREDENTIALS_DIR,
     DEFAULT_INPUTS_PATH,
+    DEFAULT_RESULT_PATH,
     IDEMPOTENCY_KEY_ENV,
     INPUTS_PATH_ENV,
     PROTOCOL_VERSION,
@@ -54,8 +56,7 @@ from towline_step.protocol import (
 RESULT_MARGIN_SECONDS = 5
 """A step is told its deadline this much before its pod's `activeDeadlineSeconds`: it stops its work in time to
 still write its result document, which the kubelet would otherwise kill it in the middle of."""
-INPUTS_PATH = DEFAULT_INPUTS_PATH
-STEP_DIR = INPUTS_PATH.rsplit("/", 1)[0]
+STEP_DIR = DEFAULT_INPUTS_PATH.rsplit("/", 1)[0]
 DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 DEFAULT_LIMITS = {"memory": "256Mi"}
 CODE_USER_IDS = (1_000_000, 2_000_000_000)
@@ -166,8 +167,8 @@ def build_step_job(
     env = {
         INPUT_ENV: compact(dict(inputs)),
         DEADLINE_SECONDS_ENV: str(step_deadline_seconds(pod.deadline)),
-        CREDENTIALS_DIR_ENV: CREDENTIALS_DIR,
-        RESULT_PATH_ENV: RESULT_PATH,
+        CREDENTIALS_DIR_ENV: DEFAULT_CREDENTIALS_DIR,
+        RESULT_PATH_ENV: DEFAULT_RESULT_PATH,
         # Names only (never values): the runner says which Secret or key is missing and how to add it.
         CREDENTIAL_SECRETS_ENV: compact({alias: credentials[alias] for alias in pod.keys}),
         CREDENTIAL_KEYS_ENV: compact(pod.keys),
@@ -249,9 +250,9 @@ def step_type_pod(
     user_env = {
         PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
         STEP_TYPE_ENV: action,
-        INPUTS_PATH_ENV: INPUTS_PATH,
-        CREDENTIALS_DIR_ENV: CREDENTIALS_DIR,
-        RESULT_PATH_ENV: RESULT_PATH,
+        INPUTS_PATH_ENV: DEFAULT_INPUTS_PATH,
+        CREDENTIALS_DIR_ENV: DEFAULT_CREDENTIALS_DIR,
+        RESULT_PATH_ENV: DEFAULT_RESULT_PATH,
         IDEMPOTENCY_KEY_ENV: idempotency_key,
         DEADLINE_SECONDS_ENV: str(step_deadline_seconds(deadline)),
         ALLOW_HOSTS_ENV: compact(list(allow_hosts)),
@@ -265,7 +266,7 @@ def step_type_pod(
     return StepPod(
         deadline=deadline,
         keys=slot_keys(step_type, credentials),
-        runner_env={INPUTS_PATH_ENV: INPUTS_PATH},
+        runner_env={INPUTS_PATH_ENV: DEFAULT_INPUTS_PATH},
         runner_resources={"requests": dict(DEFAULT_REQUESTS), "limits": dict(DEFAULT_LIMITS)},
         containers=(user,),
         volumes_before=(STEP_VOLUME,),
@@ -287,7 +288,7 @@ def container(
         **body,
         "env": [{"name": key, "value": value} for key, value in env.items()],
         "volumeMounts": mounts,
-        "terminationMessagePath": RESULT_PATH,
+        "terminationMessagePath": DEFAULT_RESULT_PATH,
         "terminationMessagePolicy": "File",
         "resources": resources,
         "securityContext": container_security_context(),

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from towline.k8s.mounts import CREDENTIALS_DIR, credential_keys
+from towline.k8s.mounts import credential_keys
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.validation.catalog import connector_catalog
+from towline_step.protocol import DEFAULT_CREDENTIALS_DIR
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 URL = "https://example.com"
@@ -49,7 +50,7 @@ def test_a_secret_volume_holds_only_the_keys_the_step_reads() -> None:
     }}
     assert all(set(v) <= {"name", "secret", "emptyDir"} for v in spec["volumes"]), "no projected or other source"
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
-    assert mounts["cred-crm-main"] == {"name": "cred-crm-main", "mountPath": f"{CREDENTIALS_DIR}/crm_main",
+    assert mounts["cred-crm-main"] == {"name": "cred-crm-main", "mountPath": f"{DEFAULT_CREDENTIALS_DIR}/crm_main",
                                        "readOnly": True}
 
 

@@ -8,7 +8,8 @@ from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.observe import parse_result, ran_image
 from towline.k8s.stepimage import foreign_run
-from towline.k8s.stepjobs import INPUTS_PATH, StepTypeImage, build_step_job
+from towline.k8s.stepjobs import StepTypeImage, build_step_job
+from towline_step.protocol import DEFAULT_INPUTS_PATH
 
 RUN = RunRef(name="r-1", namespace="team", uid="uid-1", workflow="wf")
 SETTINGS = StepPodSettings(image="localhost/towline-runner:dev", isolation_probe="10.96.0.1:443")
@@ -52,7 +53,7 @@ def test_the_user_container_gets_the_protocol_and_nothing_of_the_runners() -> No
     assert env(user) == {
         "TOWLINE_PROTOCOL_VERSION": "1",
         "TOWLINE_STEP_TYPE": "steptype/deploy",
-        "TOWLINE_INPUTS_PATH": INPUTS_PATH,
+        "TOWLINE_INPUTS_PATH": DEFAULT_INPUTS_PATH,
         "TOWLINE_CREDENTIALS_DIR": "/var/run/towline/credentials",
         "TOWLINE_RESULT_PATH": "/dev/termination-log",
         "TOWLINE_IDEMPOTENCY_KEY": "idem-1",
