@@ -19,7 +19,6 @@ from towline_connectors.errors import ActionError, ErrorClass, classify_http_sta
 from towline_connectors.httpcall import HttpCall, HttpReply, header_safe_secret, parse_url, send
 from towline_connectors.models import CredentialRef, HttpUrlText, InputModel, OutputModel
 from towline_connectors.spec import (
-    IDEMPOTENCY_NATURAL,
     ActionResult,
     ActionSpec,
     CredentialRequirement,
@@ -183,7 +182,6 @@ SPEC = ActionSpec(
     input_model=AiChatInput, output_model=AiChatOutput, run=run_chat,
     credential=CredentialRequirement(type="openai-compatible-api-key", required_keys=("api-key",), optional=True),
     mutating=False,
-    idempotency=IDEMPOTENCY_NATURAL,
     default_retry=RetryDefaults(limit=4, base_delay_seconds=2.0, max_delay_seconds=120.0),
     rate_limit_hint="provider-specific (requests and tokens per minute); 429 and Retry-After are honoured",
     shrink_hint="lower `with.maxTokens` or ask the model for a shorter answer",

@@ -31,7 +31,6 @@ from towline_connectors.httpcall import HttpCall, send
 from towline_connectors.models import HttpUrlText, InputModel, OutputModel
 from towline_connectors.spec import (
     CONFIG_MAP_FILE_PATH,
-    IDEMPOTENCY_NATURAL,
     ActionResult,
     ActionSpec,
     Destination,
@@ -173,7 +172,6 @@ SPEC = ActionSpec(
     name="code.wasm", summary="Run a WebAssembly (WASI) module with fuel and memory caps (opt-in)",
     input_model=WasmCodeInput, output_model=WasmCodeOutput, run=run_wasm_code,
     mutating=False,
-    idempotency=IDEMPOTENCY_NATURAL,
     shrink_hint="write a smaller JSON document to stdout (the result holds about 4 KiB)",
     destinations_for=wasm_destinations,
     pod_needs_for=wasm_pod_needs,

@@ -25,14 +25,7 @@ from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import InputModel, OutputModel, UserPassRef
 from towline_connectors.netguard import DestinationRefusedError, NetGuard, ResolutionError
 from towline_connectors.runtime import run_blocking
-from towline_connectors.spec import (
-    ActionResult,
-    ActionSpec,
-    CredentialRequirement,
-    Destination,
-    Inputs,
-    RetryDefaults,
-)
+from towline_connectors.spec import ActionResult, ActionSpec, CredentialRequirement, Destination, Inputs, RetryDefaults
 from towline_connectors.wire import is_template
 
 Security = Literal["starttls", "tls", "none"]

@@ -18,14 +18,7 @@ from towline_connectors.errors import ActionError, ErrorClass, classify_http_sta
 from towline_connectors.httpcall import HttpCall, HttpReply, parse_url, send
 from towline_connectors.httpxlib import httpx
 from towline_connectors.models import CredentialRef, InputModel, OutputModel
-from towline_connectors.spec import (
-    ActionResult,
-    ActionSpec,
-    CredentialRequirement,
-    Destination,
-    Inputs,
-    RetryDefaults,
-)
+from towline_connectors.spec import ActionResult, ActionSpec, CredentialRequirement, Destination, Inputs, RetryDefaults
 
 SLACK_WEBHOOK_HOST = "hooks.slack.com"
 DEFAULT_WEBHOOK = CredentialRef(credential="slack", key="url")

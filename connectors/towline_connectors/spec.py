@@ -100,7 +100,8 @@ class ActionSpec:
     """One action: schemas, behaviour declarations and the function that runs it.
 
     What an action does not declare is read the cautious way round: it needs no credential, it may change
-    something outside the pod, a replay may repeat that change, and a failed attempt is not tried again.
+    something outside the pod, a replay may repeat that change, and a failed attempt is not tried again. One
+    that changes nothing (`mutating=False`) is naturally idempotent unless it says otherwise.
     """
 
     name: str
@@ -110,7 +111,8 @@ class ActionSpec:
     run: RunFunction
     credential: CredentialRequirement | None = None
     mutating: bool = True
-    idempotency: str = IDEMPOTENCY_NONE
+    idempotency: str = ""
+    """IDEMPOTENCY_*; left out: IDEMPOTENCY_NONE for a mutating action, IDEMPOTENCY_NATURAL for one that is not."""
     default_retry: RetryDefaults = NOT_RETRIED
     rate_limit_hint: str | None = None
     # Told to a user whose output exceeded the termination-message limit.
@@ -121,6 +123,10 @@ class ActionSpec:
     pod_needs_for: Callable[[Inputs], PodNeeds] = field(default=no_pod_needs)
     code: bool = False
     """Runs the user's own code (code.python, code.wasm): off unless the cluster admin enables code steps."""
+
+    def __post_init__(self) -> None:
+        if not self.idempotency:
+            object.__setattr__(self, "idempotency", IDEMPOTENCY_NONE if self.mutating else IDEMPOTENCY_NATURAL)
 
     def is_mutating(self, inputs: Inputs) -> bool:
         """Whether running with these inputs changes something outside the pod."""

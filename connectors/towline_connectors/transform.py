@@ -17,7 +17,6 @@ from towline_connectors.errors import ActionError, ErrorClass
 from towline_connectors.models import InputModel, OutputModel
 from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import (
-    IDEMPOTENCY_NATURAL,
     ActionResult,
     ActionSpec,
 )
@@ -90,6 +89,5 @@ SPEC = ActionSpec(
     name="data.transform", summary="Build an output object from CEL expressions (pure, no network)",
     input_model=TransformInput, output_model=TransformOutput, run=run_transform,
     mutating=False,
-    idempotency=IDEMPOTENCY_NATURAL,
     shrink_hint="keep fewer or smaller fields in `with.fields`",
 )
