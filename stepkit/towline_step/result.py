@@ -40,10 +40,13 @@ class Outcome(Result):
         return cls.failure(error.error_class, error.message, error.retry_after_seconds)
 
     def document(self) -> dict[str, Any]:
-        """The SDK's form: `version`, and only a failure's class, retry rule and output (none) said."""
-        failed = replace(self, output=None) if not self.ok else replace(self, error_class=None)
-        retryable = None if self.ok else self.error_class in RETRYABLE_CLASSES
-        return {"version": PROTOCOL_VERSION, **replace(failed, usage=self.usage or None).wire_form(retryable)}
+        """The SDK's form: with `version`; a success says no error class or retry rule, a failure no output."""
+        usage = self.usage or None
+        if self.ok:
+            said, retryable = replace(self, error_class=None, usage=usage), None
+        else:
+            said, retryable = replace(self, output=None, usage=usage), self.error_class in RETRYABLE_CLASSES
+        return {"version": PROTOCOL_VERSION, **said.wire_form(retryable)}
 
 
 def dumps(document: dict[str, Any]) -> str:
