@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from towline_connectors import catalog
 from towline_connectors.errors import ErrorClass
 from towline_connectors.registry import ACTIONS, Destination, get_action, json_schemas, list_actions, validate_inputs
-from towline_connectors.spec import IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_NATURAL, IDEMPOTENCY_NONE, ActionSpec
+from towline_connectors.spec import (
+    IDEMPOTENCY_KEY_HEADER,
+    IDEMPOTENCY_NATURAL,
+    IDEMPOTENCY_NONE,
+    ActionResult,
+    ActionSpec,
+)
 
 BUILT_INS = {"http.request", "webhook.send", "notify.slack", "notify.email", "ai.chat", "data.transform",
              "code.python", "code.wasm"}
@@ -112,6 +119,18 @@ def test_metadata_uses_known_vocabularies() -> None:
         assert set(action.default_retry.retry_on) <= classes
         assert action.default_retry.backoff in {"exponential", "fixed"}
         assert action.input_model.model_config.get("extra") == "forbid"
+
+
+def test_what_an_action_leaves_undeclared_is_read_the_cautious_way() -> None:
+    async def run(_inputs: object, _ctx: object) -> ActionResult:
+        return ActionResult(output={})
+
+    writes = ActionSpec(name="test.writes", summary="s", input_model=BaseModel, output_model=BaseModel, run=run)
+    reads = ActionSpec(name="test.reads", summary="s", input_model=BaseModel, output_model=BaseModel, run=run,
+                       mutating=False)
+    assert (writes.credential, writes.mutating, writes.idempotency) == (None, True, IDEMPOTENCY_NONE)
+    assert (writes.default_retry.limit, writes.default_retry.retry_on) == (0, ())
+    assert (reads.mutating, reads.idempotency) == (False, IDEMPOTENCY_NATURAL)
 
 
 def test_templates_are_valid_for_any_field_type() -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from towline_step import AuthError, Context, CredentialSlot, PermanentError, step
-from towline_step.context import load_credentials
+from towline_step.attempt import Deadline, StepContext
+from towline_step.context import StepEnvironment, load_credentials, read_environment
 from towline_step.redact import Redactor
 
 
@@ -142,3 +144,22 @@ def test_credentials_load_from_slot_directories_skipping_the_volumes_own_entries
     assert load_credentials(tmp_path, redactor) == {("api", "token"): "value-one\n"}
     assert redactor.redact("got value-one") == "got [REDACTED]"
     assert load_credentials(tmp_path / "absent", Redactor()) == {}
+
+
+def test_the_environment_the_harness_writes_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    written = StepEnvironment(inputs_path=tmp_path / "inputs.json", credentials_dir=tmp_path / "credentials",
+                              result_path=tmp_path / "result", idempotency_key="wf-run-step-1", deadline_seconds=42.5,
+                              allow_hosts=("api.example.com",), step_type="steptype/hello")
+    assert read_environment(written.environ()) == written
+    local = StepEnvironment(inputs_path=tmp_path / "i", credentials_dir=tmp_path / "c", result_path=tmp_path / "r")
+    assert read_environment(local.environ()) == local
+
+
+def test_the_sdk_and_the_runner_share_one_view_of_an_attempt() -> None:
+    now = [10.0]
+    deadline = Deadline.after(5.0, lambda: now[0])
+    ctx = Context(credentials={("api", "token"): "t0ken"}, budget_seconds=5.0, clock=lambda: now[0])
+    now[0] = 13.0
+    assert isinstance(ctx, StepContext)
+    assert ctx.remaining_seconds() == deadline.remaining() == 2.0
+    assert (ctx.optional_credential("api", "token"), ctx.optional_credential("api", "other")) == ("t0ken", None)
