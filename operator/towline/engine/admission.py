@@ -12,8 +12,10 @@ Ordering by creationTimestamp first means a run's name, which its creator
 chooses, cannot move it ahead of a run created earlier.
 
 The archive's limit counts the namespace's ended runs that still hold the archive's finalizer: while they reach
-the chart's archive.maxRunsAwaiting, no run starts there (docs/archive.md). The handlers gather what is counted
-(towline.handlers.runs: the watch-fed view, then a fresh list) and carry out `held_in_queue`'s answer.
+the chart's archive.maxRunsAwaiting, no run starts there (docs/archive.md). That count is the watch's (the
+`towline_runs_awaiting_archive` gauge): a view that is behind may let a run or two more start, or hold one a moment
+longer. The handlers gather what is counted (towline.handlers.runs: the watch-fed view, then a fresh list) and carry
+out `held_in_queue`'s answer.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ LABEL_TRIGGER = "towline.dev/trigger"
 """On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-`."""
 LABEL_RUN = "towline.dev/run"
 LABEL_STEP = "towline.dev/step"
+"""The step's id, `_` written as `-` (`step_label`); the exact id rides along as ANNOTATION_STEP_ID."""
 LABEL_ATTEMPT = "towline.dev/attempt"
 LABEL_STEP_POD = "towline.dev/step-pod"
 LABEL_EGRESS = "towline.dev/egress"
@@ -31,3 +32,8 @@ record does not hold yet. Only the archive removes it."""
 STEP_POD_FINALIZER = "towline.dev/step-result"
 """On a step pod the operator made, until its end is written on its Job: the pod cannot vanish unrecorded, so a Job
 without a pod never had one (towline.k8s.steppods)."""
+
+
+def step_label(step_id: str) -> str:
+    """A step id as LABEL_STEP's value: label values are DNS-safe, so `_` is written as `-` (lossy)."""
+    return step_id.replace("_", "-")

@@ -27,6 +27,7 @@ from towline.k8s.labels import (
     LABEL_WORKFLOW,
     MANAGER,
     STEP_JOB_MANAGER,
+    step_label,
 )
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline_connectors.wire import parse_address_port
@@ -84,7 +85,7 @@ def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[s
     labels = {
         LABEL_WORKFLOW: run.workflow,
         LABEL_RUN: run.name,
-        LABEL_STEP: step_id.replace("_", "-"),
+        LABEL_STEP: step_label(step_id),
         LABEL_MANAGED_BY: MANAGER,
     }
     if attempt is not None:
@@ -92,9 +93,14 @@ def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[s
     return labels
 
 
+def step_selector(run: RunRef, step_id: str) -> dict[str, str]:
+    """The labels that select one step's pods in the run."""
+    return {LABEL_RUN: run.name, LABEL_STEP: step_label(step_id)}
+
+
 def notification_selector(run: RunRef, step_id: str, event: str, index: int) -> JSON:
     """The labels that select exactly one notification Job's pod."""
-    return {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-"), LABEL_NOTIFICATION: f"{event}-{index}"}
+    return {**step_selector(run, step_id), LABEL_NOTIFICATION: f"{event}-{index}"}
 
 
 def step_job_manifest(
@@ -226,7 +232,7 @@ def build_step_egress_policy(
     """The egress policy (`rules`: `egress_rules`) of one step's pods, or of the one pod `pod_selector` selects (an
     approval notification's, `notification_selector`). The steps of a run share theirs instead
     (towline.k8s.egresspolicies.build_shared_egress_policy, which takes the same rules)."""
-    selector = {LABEL_RUN: run.name, LABEL_STEP: step_id.replace("_", "-")} if pod_selector is None else pod_selector
+    selector = step_selector(run, step_id) if pod_selector is None else pod_selector
     return egress_policy(run, name=name, labels=step_labels(run, step_id), pod_selector=selector, rules=rules,
                          allow_hosts=allow_hosts)
 
