@@ -158,7 +158,7 @@ async def hold_if_queued(
 async def _keep_finished_run(deps: RunDeps, raw: dict[str, Any], run: WorkflowRun,
                              status: WorkflowRunStatus, now: datetime) -> None:
     """Nothing more to do for a finished run: its Workflow's pass keeps the history within the limits. Only a spec
-    change after the end (a late cancel) or a run finished by an older operator gets its standard fields written
+    change after the end (a late cancel) or a run finished by an older operator gets its kstatus fields written
     once, so tools never wait on a finished run."""
     meta = raw["metadata"]
     await deps.children.keep_step_pods(meta["namespace"], meta["name"], now, run_over=True)
