@@ -1,12 +1,15 @@
 """The one list+watch (towline.k8s.reflector) against the real API server: a watch the API server ends is opened
-again from where it ended, without a list, and the changes after it still arrive. The API client is the real one,
-counting the requests it sends. (410 Gone, a broken connection and a refusal: tests/unit/k8s/test_reflector.py.)
+again from where it ended, without a list, and the changes after it still arrive; a resourceVersion the restarted
+API server no longer keeps is answered 410 Gone, and the collection is listed again with what changed meanwhile.
+The API client is the real one, counting the requests it sends. (A broken connection and a refusal:
+tests/unit/k8s/test_reflector.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -14,6 +17,7 @@ import pytest
 
 from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.reflector import LISTED, SYNCED, Backoff, reflect
+from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
@@ -22,14 +26,20 @@ JSON = dict[str, Any]
 
 
 class Counted(KubeApi):
-    """The real client, noting each list and each watch (with the resourceVersion it starts from)."""
+    """The real client, noting each list and each watch (with the resourceVersion it starts from, and the status
+    the API server answered it with); a watch past `hold_after` waits for `released` before it is sent."""
 
     lists: int = 0
     watches: list[str]
+    answers: list[int]
     watched: asyncio.Event
+    held: asyncio.Event
+    released: asyncio.Event
+    hold_after: int | None = None
 
     def note(self, watches_awaited: int) -> None:
         self.watches, self.watched, self.awaited = [], asyncio.Event(), watches_awaited
+        self.answers, self.held, self.released = [], asyncio.Event(), asyncio.Event()
 
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, str] | None = None,
                       content_type: str = "application/json") -> JSON:
@@ -42,12 +52,19 @@ class Counted(KubeApi):
     async def send(self, method: str, path: str, *, query: Mapping[str, str] | None, accept: str,
                    content_type: str | None = None, data: bytes | None = None,
                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        if query and query.get("watch") == "true":
+        watch = bool(query and query.get("watch") == "true")
+        if watch and query:
             self.watches.append(query["resourceVersion"])
             if len(self.watches) >= self.awaited:
                 self.watched.set()
-        return await super().send(method, path, query=query, accept=accept, content_type=content_type, data=data,
-                                  timeout=timeout)
+            if self.hold_after is not None and len(self.watches) > self.hold_after and not self.released.is_set():
+                self.held.set()
+                await self.released.wait()
+        response = await super().send(method, path, query=query, accept=accept, content_type=content_type,
+                                      data=data, timeout=timeout)
+        if watch:
+            self.answers.append(response.status)
+        return response
 
 
 def config_map(namespace: str, name: str) -> JSON:
@@ -92,3 +109,84 @@ def test_a_watch_the_api_server_ends_is_opened_again_from_where_it_ended_without
     assert seen == [(LISTED, "before"), (SYNCED, ""), ("ADDED", "after")]
     assert api.lists == 1, "two watches ended by the API server (timeoutSeconds=1) and no list again"
     assert len(api.watches) >= 3 and all(api.watches)
+
+
+@pytest.fixture(scope="module")
+def own_plane(k8s_binaries: BinarySet) -> Iterator[ControlPlane]:
+    """A control plane of its own: restarting the session's API server would disturb the other tests' clients."""
+    own = ControlPlane(k8s_binaries, install_signal_handlers=False).start()
+    yield own
+    own.remove_state()
+
+
+async def _cache_serves_watches(api: KubeApi, path: str) -> None:
+    """Wait until the restarted API server's watch cache of the collection answers a watch (it answers 429 while it
+    fills), so the held watch meets the cache rather than its start."""
+    while True:
+        listing = await KubeApi.request(api, "GET", path, query={"limit": "1"})  # uncounted, as below
+        try:
+            response = await KubeApi.send(  # past the counting client: this watch is the test's, not the stream's
+                api, "GET", path, query={"watch": "true", "timeoutSeconds": "1",
+                                         "resourceVersion": listing["metadata"]["resourceVersion"]},
+                accept="*/*", timeout=aiohttp.ClientTimeout(total=30))
+        except aiohttp.ClientError:
+            response = None
+        if response is not None:
+            status = response.status
+            response.release()
+            if status == 200:
+                return
+        await asyncio.sleep(0.2)  # the cache fills from etcd: nothing to wait on but its answer
+
+
+async def _follow_across_a_restart(plane: ControlPlane, namespace: str) -> tuple[list[tuple[str, str]], Counted]:
+    """The stream's events while its second watch is held back: meanwhile a ConfigMap is created and the API server
+    restarts, so the version the stream resumes from is older than anything the new API server keeps."""
+    api = await Counted.connect(str(plane.kubeconfig), context="admin")
+    assert isinstance(api, Counted)
+    api.note(3)
+    api.hold_after = 1
+    path = CONFIG_MAPS.path(namespace)
+    await api.create(path, config_map(namespace, "before"))
+    seen: list[tuple[str, str]] = []
+    added = asyncio.Event()
+
+    async def consume() -> None:
+        async for kind, body in reflect(api, path, watch_seconds=1, backoff=Backoff(initial=0.05)):
+            name = str((body.get("metadata") or {}).get("name", ""))
+            seen.append((kind, name))
+            if (kind, name) == ("ADDED", "after"):
+                added.set()
+
+    stream = asyncio.create_task(consume())
+    try:
+        await asyncio.wait_for(api.held.wait(), 60)
+        await api.create(path, config_map(namespace, "during"))
+        await asyncio.to_thread(plane.restart_component, "kube-apiserver")
+        await asyncio.wait_for(_cache_serves_watches(api, path), 120)
+        api.released.set()
+        await asyncio.wait_for(api.watched.wait(), 60)  # the held watch, then one from the new list
+        await api.create(path, config_map(namespace, "after"))
+        await asyncio.wait_for(added.wait(), 60)
+        return [event for event in seen if event[1] != "kube-root-ca.crt"], api
+    finally:
+        stream.cancel()
+        await asyncio.gather(stream, return_exceptions=True)
+        await api.close()
+
+
+def test_a_version_the_restarted_api_server_no_longer_keeps_is_gone_and_the_collection_is_listed_again(
+        own_plane: ControlPlane, caplog: pytest.LogCaptureFixture) -> None:
+    own_plane.kubectl("create", "namespace", "reflected")
+    with caplog.at_level(logging.DEBUG, logger="towline.k8s.reflector"):
+        seen, api = asyncio.run(_follow_across_a_restart(own_plane, "reflected"))
+    gone = [record.getMessage() for record in caplog.records if "is gone; listing again" in record.getMessage()]
+    assert len(gone) == 1, (api.answers, [record.getMessage() for record in caplog.records])
+    # Gone came as the answer (410) or as an ERROR event of a watch answered 200; either way the next watch starts
+    # from the new list's version, not the old one.
+    assert api.watches[2] != api.watches[1], api.watches
+    assert api.lists == 2, "one list at the start, one after the 410"
+    assert seen[:2] == [(LISTED, "before"), (SYNCED, "")], seen
+    relisted = seen[2:]
+    assert sorted(relisted[:2]) == [(LISTED, "before"), (LISTED, "during")], seen
+    assert relisted[2:] == [(SYNCED, ""), ("ADDED", "after")], seen
