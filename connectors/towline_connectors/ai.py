@@ -178,8 +178,11 @@ async def run_chat(inputs: AiChatInput, ctx: ActionContext) -> ActionResult:
 
 
 SPEC = ActionSpec(
-    name="ai.chat", summary="Call an OpenAI-compatible chat-completions API; records model version and token usage",
-    input_model=AiChatInput, output_model=AiChatOutput, run=run_chat,
+    name="ai.chat",
+    summary="Call an OpenAI-compatible chat-completions API; records model version and token usage",
+    input_model=AiChatInput,
+    output_model=AiChatOutput,
+    run=run_chat,
     credential=CredentialRequirement(type="openai-compatible-api-key", required_keys=("api-key",), optional=True),
     mutating=False,
     default_retry=RetryDefaults(limit=4, base_delay_seconds=2.0, max_delay_seconds=120.0),

@@ -115,8 +115,11 @@ async def run_python_code(inputs: PythonCodeInput, ctx: ActionContext) -> Action
 
 
 SPEC = ActionSpec(
-    name="code.python", summary="Run your own Python main(inputs) in a sandboxed process (opt-in)",
-    input_model=PythonCodeInput, output_model=PythonCodeOutput, run=run_python_code,
+    name="code.python",
+    summary="Run your own Python main(inputs) in a sandboxed process (opt-in)",
+    input_model=PythonCodeInput,
+    output_model=PythonCodeOutput,
+    run=run_python_code,
     mutating_for=lambda inputs: bool(python_destinations(inputs)),
     default_retry=RetryDefaults(limit=0, backoff="exponential", base_delay_seconds=5.0, max_delay_seconds=300.0),
     shrink_hint="return less from main (the result holds about 4 KiB)",

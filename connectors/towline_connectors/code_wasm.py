@@ -169,8 +169,11 @@ async def run_wasm_code(inputs: WasmCodeInput, ctx: ActionContext) -> ActionResu
 
 
 SPEC = ActionSpec(
-    name="code.wasm", summary="Run a WebAssembly (WASI) module with fuel and memory caps (opt-in)",
-    input_model=WasmCodeInput, output_model=WasmCodeOutput, run=run_wasm_code,
+    name="code.wasm",
+    summary="Run a WebAssembly (WASI) module with fuel and memory caps (opt-in)",
+    input_model=WasmCodeInput,
+    output_model=WasmCodeOutput,
+    run=run_wasm_code,
     mutating=False,
     shrink_hint="write a smaller JSON document to stdout (the result holds about 4 KiB)",
     destinations_for=wasm_destinations,

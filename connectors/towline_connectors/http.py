@@ -234,8 +234,11 @@ def _query_value(value: str | int | float | bool) -> str:
 
 
 SPEC = ActionSpec(
-    name="http.request", summary="Call an HTTP API (any method; JSON, form or raw body; SSRF-guarded)",
-    input_model=HttpRequestInput, output_model=HttpResponseOutput, run=run_http_request,
+    name="http.request",
+    summary="Call an HTTP API (any method; JSON, form or raw body; SSRF-guarded)",
+    input_model=HttpRequestInput,
+    output_model=HttpResponseOutput,
+    run=run_http_request,
     credential=CredentialRequirement(type="http-auth", required_keys=(), optional=True),
     mutating_for=is_mutating_request,
     idempotency=IDEMPOTENCY_KEY_HEADER,

@@ -245,8 +245,11 @@ def email_destinations(inputs: Inputs) -> list[Destination]:
 
 
 SPEC = ActionSpec(
-    name="notify.email", summary="Send an email over SMTP (STARTTLS or TLS, login from a credential)",
-    input_model=EmailInput, output_model=EmailOutput, run=run_email,
+    name="notify.email",
+    summary="Send an email over SMTP (STARTTLS or TLS, login from a credential)",
+    input_model=EmailInput,
+    output_model=EmailOutput,
+    run=run_email,
     credential=CredentialRequirement(type="smtp", required_keys=("username", "password"), optional=True),
     default_retry=RetryDefaults(limit=3, base_delay_seconds=5.0, max_delay_seconds=300.0),
     rate_limit_hint="set by the SMTP provider; 4xx replies are retried",

@@ -98,8 +98,11 @@ def slack_credential_refs(inputs: Inputs) -> list[tuple[str, str]]:
 
 
 SPEC = ActionSpec(
-    name="notify.slack", summary="Post a message to Slack through an incoming webhook (URL from a credential)",
-    input_model=SlackInput, output_model=SlackOutput, run=run_slack,
+    name="notify.slack",
+    summary="Post a message to Slack through an incoming webhook (URL from a credential)",
+    input_model=SlackInput,
+    output_model=SlackOutput,
+    run=run_slack,
     credential=CredentialRequirement(type="slack-incoming-webhook", required_keys=("url",)),
     default_retry=RetryDefaults(limit=3, base_delay_seconds=2.0, max_delay_seconds=60.0),
     rate_limit_hint="Slack allows about 1 message per second per webhook",

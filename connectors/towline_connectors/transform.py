@@ -86,8 +86,11 @@ async def run_transform(inputs: TransformInput, ctx: ActionContext) -> ActionRes
 
 
 SPEC = ActionSpec(
-    name="data.transform", summary="Build an output object from CEL expressions (pure, no network)",
-    input_model=TransformInput, output_model=TransformOutput, run=run_transform,
+    name="data.transform",
+    summary="Build an output object from CEL expressions (pure, no network)",
+    input_model=TransformInput,
+    output_model=TransformOutput,
+    run=run_transform,
     mutating=False,
     shrink_hint="keep fewer or smaller fields in `with.fields`",
 )

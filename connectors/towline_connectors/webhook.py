@@ -169,8 +169,11 @@ def _iso_utc(timestamp: int) -> str:
 
 
 SPEC = ActionSpec(
-    name="webhook.send", summary="Send a signed webhook (Standard Webhooks: webhook-id/-timestamp/-signature)",
-    input_model=WebhookInput, output_model=WebhookOutput, run=run_webhook,
+    name="webhook.send",
+    summary="Send a signed webhook (Standard Webhooks: webhook-id/-timestamp/-signature)",
+    input_model=WebhookInput,
+    output_model=WebhookOutput,
+    run=run_webhook,
     credential=CredentialRequirement(type="standard-webhooks-secret", required_keys=("signing-secret",)),
     idempotency=IDEMPOTENCY_KEY_HEADER,
     default_retry=RetryDefaults(limit=8, base_delay_seconds=5.0, max_delay_seconds=3600.0),
