@@ -29,6 +29,9 @@ _STEP_REFERENCE = re.compile(r"\bsteps\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)|\bsteps\s
 
 ROOT_VARIABLES = frozenset({"params", "steps", "trigger", "run"})
 
+OUTPUT_ROOTS = frozenset({"params", "steps"})
+"""What a Workflow's spec.outputs may read: nothing of the trigger or the run."""
+
 
 class ExpressionError(ValueError):
     """A CEL expression that does not compile or cannot be evaluated; the message says why."""
@@ -44,6 +47,13 @@ def compile_expression(source: str) -> Any:
         return cel.compile(source)
     except ValueError as error:
         raise ExpressionError(str(error)) from None
+
+
+def condition_source(when: str) -> str:
+    """`when` (and an output) is plain CEL; a whole-string `${{ }}` around it is accepted too."""
+    text = when.strip()
+    whole = TEMPLATE.match(text)
+    return whole.group(1).strip() if whole is not None and whole.end() == len(text) else when
 
 
 def syntax_error(source: str) -> str | None:

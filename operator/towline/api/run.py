@@ -162,6 +162,9 @@ class WorkflowSnapshot(TowlineModel):
         description="The Workflow's spec.approvalNotifications; absent when it declares none (so the snapshot of a "
         "run started before notifications existed is written back unchanged).",
     )
+    outputs: dict[str, str] | None = Field(
+        default=None, description="The Workflow's spec.outputs; absent when it declares none.",
+    )
     step_types: dict[str, ResolvedStepType] = Field(
         default_factory=dict, max_length=100,
         description="The user step types the steps name (`steptype/<name>`, `clustersteptype/<name>`), resolved "
@@ -309,6 +312,10 @@ class WorkflowRunStatus(TowlineModel):
         description="The last towline.dev/resume annotation value the run consumed.",
     )
     output_bytes: int = Field(default=0, ge=0, description="Bytes of step outputs kept in this status.")
+    outputs: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="The Workflow's spec.outputs, evaluated when the run succeeded; unset otherwise.",
+    )
     earlier_requesters: list[UserName] = Field(
         default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
         description="A retry's: who requested the runs it repeats (whose params it runs), oldest first. "

@@ -556,6 +556,12 @@ def _distinct_ids(later: str, earlier: str) -> JsonDict:
     )
 
 
+MAX_WORKFLOW_OUTPUTS = 32
+"""Entries a Workflow's spec.outputs may declare."""
+
+OutputExpression = Annotated[str, Field(min_length=1, max_length=4096, description="A CEL expression.")]
+
+
 class WorkflowSpec(TowlineModel):
     """What a team commits: triggers, params, the step DAG, finally steps, compensations, policy."""
 
@@ -601,6 +607,14 @@ class WorkflowSpec(TowlineModel):
         default_factory=list, max_length=10,
         description="Where to announce an approval gate opening, being decided or expiring (Slack, email, a "
         "signed webhook), each event once per gate.",
+    )
+    outputs: dict[Identifier, OutputExpression] = Field(
+        default_factory=dict, max_length=MAX_WORKFLOW_OUTPUTS,
+        description="What a successful run returns: output name -> a CEL expression over steps.<id>.output "
+        "(and .phase, .errorClass) and params, e.g. `steps.deploy.output.version`. Evaluated once when the run "
+        "succeeds and recorded in the run's status.outputs; an expression that fails, or outputs over 4096 bytes "
+        "of JSON together, fail the run. A step read here must run whenever the run succeeds (no when, no "
+        "onFailure: continue, not after a step that may be skipped).",
     )
 
 

@@ -20,8 +20,8 @@ from towline.engine.phases import is_finished_step
 from towline.engine.state import RunState
 from towline.engine.view import RunView
 from towline.expressions import (
-    TEMPLATE,
     ExpressionError,
+    condition_source,
     evaluate_condition,
     referenced_steps,
     render,
@@ -43,7 +43,7 @@ def _steps_read_by(source: str) -> frozenset[str] | None:
 def step_expressions(step: Step) -> Iterator[str]:
     """Every CEL source a step evaluates: `when`, bindings in `with`, the gate message, the wait time."""
     if step.when:
-        yield _condition_source(step.when)
+        yield condition_source(step.when)
     for _, source in template_expressions(step.with_):
         yield source
     if step.approval is not None:
@@ -52,13 +52,6 @@ def step_expressions(step: Step) -> Iterator[str]:
     if step.wait is not None and step.wait.until:
         for _, source in template_expressions(step.wait.until):
             yield source
-
-
-def _condition_source(when: str) -> str:
-    """`when` is plain CEL; a whole-string `${{ }}` around it is accepted too."""
-    text = when.strip()
-    whole = TEMPLATE.match(text)
-    return whole.group(1).strip() if whole is not None and whole.end() == len(text) else when
 
 
 class Bindings:
@@ -108,7 +101,7 @@ class Bindings:
 
     def when(self, step: Step) -> bool:
         assert step.when is not None
-        source = _condition_source(step.when)
+        source = condition_source(step.when)
         return evaluate_condition(source, self.context_for([source]))
 
     def inputs(self, step: Step) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from towline.engine.gates import Gates
 from towline.engine.graph import Graph
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
+from towline.engine.outputs import OutputsProblem, evaluate_outputs
 from towline.engine.phases import transition_run, transition_step
-from towline.engine.state import RunState
+from towline.engine.state import Outcome, RunState
 from towline.engine.steps import StepDriver
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
 from towline.engine.view import RunView
@@ -320,7 +321,7 @@ class _Pass:
 
     def _finish(self) -> None:
         status = self.state.status
-        outcome = self.state.outcome(cancel_requested=self.cancelling)
+        outcome = self._with_outputs(self.state.outcome(cancel_requested=self.cancelling))
         transition_run(status, outcome.phase)
         status.finished_at = self.now
         status.wake_at = None
@@ -334,6 +335,17 @@ class _Pass:
         self._flag_unknown_side_effects()
         self.driver.event("Normal" if outcome.phase == "Succeeded" else "Warning", f"Run{outcome.phase}",
                           f"run {outcome.phase.lower()} ({outcome.reason}): {outcome.message}")
+
+    def _with_outputs(self, outcome: Outcome) -> Outcome:
+        """A succeeded run records its outputs; one whose outputs fail ends Failed, with no outputs at all."""
+        declared = self.view.status.workflow_spec.outputs if self.view.status.workflow_spec else None
+        if outcome.phase != "Succeeded" or not declared:
+            return outcome
+        outputs = evaluate_outputs(declared, self.bindings)
+        if isinstance(outputs, OutputsProblem):
+            return Outcome("Failed", "OutputsFailed", outputs.message)
+        self.state.status.outputs = outputs
+        return outcome
 
     def _flag_unknown_side_effects(self) -> None:
         unknown = [

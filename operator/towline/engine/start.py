@@ -55,6 +55,7 @@ def start_run(
         policy=workflow_spec.policy.model_copy(deep=True),
         approval_notifications=[entry.model_copy(deep=True) for entry in workflow_spec.approval_notifications]
         or None,
+        outputs=dict(workflow_spec.outputs) or None,
         step_types=resolved,
     )
     return snapshot, params

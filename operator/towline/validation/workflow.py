@@ -15,6 +15,7 @@ from towline.validation.actions import ActionCatalog
 from towline.validation.bindings import expression_errors
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
 from towline.validation.notifications import notification_errors
+from towline.validation.outputs import output_errors
 from towline.validation.parsing import parse_workflow_spec
 from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steps import step_errors
@@ -36,6 +37,7 @@ def validate_workflow(spec: WorkflowSpec, catalog: ActionCatalog) -> list[Valida
         *step_errors(spec, catalog),
         *expression_errors(spec),
         *notification_errors(spec, catalog),
+        *output_errors(spec),
     ]
     return sorted(_unique(errors), key=lambda e: _manifest_order(e.field))
 
@@ -61,7 +63,9 @@ def _unique(errors: list[ValidationError]) -> list[ValidationError]:
     return kept
 
 
-_SECTION_ORDER = ("params", "triggers", "steps", "finally", "compensations", "policy", "approvalNotifications")
+_SECTION_ORDER = (
+    "params", "triggers", "steps", "finally", "compensations", "policy", "approvalNotifications", "outputs",
+)
 
 
 def _manifest_order(field: str) -> tuple[int, list[tuple[int, str]]]:
