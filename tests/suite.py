@@ -108,17 +108,18 @@ class Measured:
         self._directory = Path(tempfile.mkdtemp(prefix="towline-durations-"))
         self._seen = self._directory / "seen.json"
         durations.write(self._seen, durations.read(durations.record_path()))
-        self._parts: list[Path] = []
+        self._parts: dict[str, Path] = {}
 
     def env(self, part: str) -> dict[str, str]:
         """The environment variables for one part's pytest: its own file to write, the record as it was."""
-        out = self._directory / f"part-{len(self._parts)}.json"
-        self._parts.append(out)
+        out = self._parts.setdefault(part, self._directory / f"part-{len(self._parts)}.json")
         return {durations.DURATIONS_OUT: str(out), durations.DURATIONS_SEEN: str(self._seen)}
 
     def keep(self) -> None:
-        """Every part's seconds into the record (a part that ended before writing its own adds nothing)."""
-        for out in self._parts:
+        """Every part's seconds into the record (a part that ended before writing its own adds nothing). The
+        concurrent part's go in last: a file with tests in a world and in the concurrent part (the Helm tests on a
+        control plane of their own beside those on the node) is ordered by what it took in the concurrent part."""
+        for _, out in sorted(self._parts.items(), key=lambda part: part[0] == "concurrent"):
             durations.add(durations.record_path(), durations.read(out))
         shutil.rmtree(self._directory, ignore_errors=True)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests import durations
+from tests.suite import Measured
 from tests.workers import LONGEST_FIRST, longest_first
 
 REPO = Path(__file__).parents[2]
@@ -63,3 +64,21 @@ def test_a_pytest_session_writes_its_files_seconds_where_the_suite_asks(tmp_path
     seconds = durations.read(out)
     assert sorted(seconds) == ["checks/test_fails.py", "checks/test_two.py"], ran.stdout
     assert all(value > 0 for value in seconds.values())
+
+
+def test_a_file_in_a_world_and_in_the_concurrent_part_is_recorded_as_the_concurrent_part_took_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOWLINE_CACHE_DIR", str(tmp_path / "cache"))
+    durations.add(durations.record_path(), {"tests/integration/helm/test_helm_install.py": 1.0, "tests/old.py": 7.0})
+    measured = Measured()
+    concurrent, helm = measured.env("concurrent"), measured.env("exclusive: helm")
+    assert durations.read(Path(helm[durations.DURATIONS_SEEN])) == {
+        "tests/integration/helm/test_helm_install.py": 1.0, "tests/old.py": 7.0}, "the record as the run began"
+    durations.write(Path(concurrent[durations.DURATIONS_OUT]), {"tests/integration/helm/test_helm_install.py": 40.0})
+    durations.write(Path(helm[durations.DURATIONS_OUT]), {"tests/integration/helm/test_helm_install.py": 380.0,
+                                                         "tests/integration/helm/test_readme_walkthrough.py": 500.0})
+    measured.keep()
+    assert durations.read(durations.record_path()) == {
+        "tests/integration/helm/test_helm_install.py": 40.0, "tests/integration/helm/test_readme_walkthrough.py": 500.0,
+        "tests/old.py": 7.0}
