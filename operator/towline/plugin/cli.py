@@ -53,10 +53,16 @@ def add_run_commands(sub: Sub) -> None:
 # start a run and return at once
 kubectl towline run release -p env=staging
 # start one and print its progress until it ends (exit 0 only if it succeeded)
-kubectl towline run nightly --follow""")
+kubectl towline run nightly --follow
+# start one, wait for it to end and print the finished run (its status.outputs among it)
+kubectl towline run release --wait -o json""")
     run.add_argument("workflow")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
     run.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
+    run.add_argument("--wait", action="store_true",
+                     help="wait until the run ends, then print its phase and outputs (exit 0 only if it succeeded)")
+    run.add_argument("-o", "--output", choices=("json", "yaml"), default=None,
+                     help="with --wait: the finished WorkflowRun as the API server returns it")
 
     retry = command(sub, "retry", "a new run that starts again from RUN's failed steps", """
 kubectl towline retry sync-x7k2p
@@ -217,7 +223,8 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
     try:
         calls: dict[str, Any] = {
             "run": lambda: commands.start(
-                api, namespace, io, workflow=args.workflow, params=parse_params(args.param), follow=args.follow),
+                api, namespace, io, workflow=args.workflow, params=parse_params(args.param), follow=args.follow,
+                wait=args.wait, form=args.output),
             "runs": lambda: views.list_runs(
                 api, None if args.all_namespaces else namespace, io, selector=args.selector,
                 narrow=run_filter(args), form=args.output),
@@ -284,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "export" and bool(args.workflow) == bool(args.archive):
         parser.error("export takes WORKFLOW (a manifest to commit) or --archive NAMESPACE (the record), one of them")
+    if args.command == "run" and args.output and not args.wait:
+        parser.error("run -o/--output prints the finished run, so it needs --wait: run WORKFLOW --wait -o json")
+    if args.command == "run" and args.follow and args.wait:
+        parser.error("run takes --follow (print progress) or --wait (print only the end), not both")
     if args.command == "verify" and not args.archive:
         # Offline: no cluster, no kubeconfig; the file and the public key are all it reads.
         from towline.plugin.archived import verify_file  # noqa: PLC0415 - command-only import

@@ -19,7 +19,7 @@ from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.owners import controlling_job
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import approvalrule, follow, graph, manifests
+from towline.plugin import approvalrule, follow, graph, manifests, output
 from towline.plugin.runtree import run_tree, step_nodes
 
 JSON = dict[str, Any]
@@ -44,14 +44,36 @@ async def run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
     return run
 
 
-async def start(api: KubeApi, namespace: str, io: Io, *, workflow: str, params: JSON, follow: bool) -> int:
+async def start(
+    api: KubeApi, namespace: str, io: Io, *, workflow: str, params: JSON, follow: bool, wait: bool = False,
+    form: str | None = None,
+) -> int:
+    """Create a run as the caller; `follow` prints its progress, `wait` only its end (`form`: the run as JSON/YAML)."""
     if await session.get_workflow(api, namespace, workflow) is None:
         raise NotFound(f"no Workflow {workflow!r} in namespace {namespace}")
     user = await session.who_am_i(api)
     run = await session.create_run(api, namespace, manifests.run_manifest(workflow, params, user))
     name = run["metadata"]["name"]
-    io.out(f"workflowrun/{name} created (requested by {user})")
-    return await follow_run(api, namespace, io, name) if follow else 0
+    (io.err if form else io.out)(f"workflowrun/{name} created (requested by {user})")
+    if follow:
+        return await follow_run(api, namespace, io, name)
+    return await wait_for_run(api, namespace, io, name, form) if wait else 0
+
+
+async def wait_for_run(api: KubeApi, namespace: str, io: Io, name: str, form: str | None) -> int:
+    """Wait until the run ends, then print it (`form`) or its phase, message and outputs; 0 only if it succeeded."""
+    run = await follow.run_until_it_ends(api, namespace, name, io.err)
+    if run is None:
+        return 1
+    status = run.get("status") or {}
+    if form:
+        io.out(output.dump(run, form))
+    else:
+        message = f": {status['message']}" if status.get("message") else ""
+        io.out(f"workflowrun/{name} {status.get('phase')}{message}")
+        for key, value in sorted((status.get("outputs") or {}).items()):
+            io.out(f"  {key}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}")
+    return 0 if status.get("phase") == "Succeeded" else 1
 
 
 async def follow_run(api: KubeApi, namespace: str, io: Io, name: str) -> int:

@@ -52,6 +52,8 @@ def describe(tree: RunTree, approvals: list[JSON], events: list[JSON], now: date
         lines.append("Switches:      " + ", ".join(k for k, on in (("cancel", facts.cancel),
                                                                     ("suspend", facts.suspend)) if on))
     lines += _block("Params:", dict(facts.params), "", empty="<none>")
+    if facts.outputs is not None:
+        lines += _block("Outputs:", dict(facts.outputs), "", empty="<none>")
     lines += _steps(tree, now)
     lines += _approvals(approvals)
     lines += _events(events, now)

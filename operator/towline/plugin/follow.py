@@ -49,12 +49,33 @@ def change_line(name: str, run: JSON) -> tuple[tuple[str, str], str]:
 
 
 async def watch_run(api: KubeApi, namespace: str, name: str, out: Print, err: Print) -> int:
-    """Print each change of phase or current step until the run ends; 0 only if it succeeded.
+    """Print each change of phase or current step until the run ends; 0 only if it succeeded."""
+    seen: tuple[str, str] | None = None
+
+    def show(run: JSON) -> None:
+        nonlocal seen
+        now, line = change_line(name, run)
+        if now != seen:
+            out(line)
+            seen = now
+
+    run = await run_until_it_ends(api, namespace, name, err, show)
+    if run is None:
+        return 1
+    status = run.get("status") or {}
+    if status.get("message") and status.get("phase") != "Succeeded":
+        out(str(status["message"]))
+    return 0 if status.get("phase") == "Succeeded" else 1
+
+
+async def run_until_it_ends(
+    api: KubeApi, namespace: str, name: str, err: Print, seen: Callable[[JSON], None] = lambda _: None,
+) -> JSON | None:
+    """The run as it ended (each version on the way goes to `seen`); None, said on `err`, if it went away.
 
     A watch on the one run (fieldSelector metadata.name), from the resourceVersion of its list;
     the watch is re-opened where it stopped and re-listed after 410 Gone.
     """
-    seen: tuple[str, str] | None = None
     found = False
     events = live.watch_objects(api, WORKFLOW_RUNS.path(namespace), field_selector=f"metadata.name={name}")
     async with contextlib.aclosing(events):
@@ -62,21 +83,15 @@ async def watch_run(api: KubeApi, namespace: str, name: str, out: Print, err: Pr
             if kind == live.SYNCED:
                 if not found:
                     err(f"run {name} is gone (no WorkflowRun {name!r} in namespace {namespace})")
-                    return 1
+                    return None
                 continue
             if kind == "DELETED":
                 err(f"run {name} was deleted")
-                return 1
+                return None
             found = True
-            now, line = change_line(name, run)
-            if now != seen:
-                out(line)
-                seen = now
-            if now[0] in TERMINAL_RUN_PHASES:
-                status = run.get("status") or {}
-                if status.get("message") and now[0] != "Succeeded":
-                    out(str(status["message"]))
-                return 0 if now[0] == "Succeeded" else 1
+            seen(run)
+            if (run.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES:
+                return run
     raise AssertionError("unreachable: a watch never ends by itself")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -116,6 +117,10 @@ def status_tree(tree: RunTree, now: datetime, *, wide: bool = False) -> str:
         lines.append(f"Duration {took}")
     if facts.message:
         lines.append(f"Message {facts.message}")
+    if facts.outputs:
+        lines.append("Outputs")
+        lines += [f"  {name}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
+                  for name, value in sorted(facts.outputs.items())]
     width = max((len(node.id) for node in tree.nodes), default=0)
     for section in SECTIONS:
         nodes = tree.section(section)

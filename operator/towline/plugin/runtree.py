@@ -70,6 +70,8 @@ class RunFacts:
     started_at: str | None = None
     finished_at: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Mapping[str, Any] | None = None
+    """The Workflow's spec.outputs as the run recorded them when it succeeded (`status.outputs`); None before."""
     cancel: bool = False
     suspend: bool = False
 
@@ -214,6 +216,7 @@ def run_facts(run: JSON) -> RunFacts:
         started_at=_text(status.get("startedAt")),
         finished_at=_text(status.get("finishedAt")),
         params=_mapping(status.get("params")) or _mapping(spec.get("params")),
+        outputs=status["outputs"] if isinstance(status.get("outputs"), dict) else None,
         cancel=spec.get("cancel") is True,
         suspend=spec.get("suspend") is True,
     )

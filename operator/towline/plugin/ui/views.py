@@ -85,6 +85,7 @@ def run_detail(tree: RunTree) -> JSON:
     return {
         **_summary(facts),
         "params": dict(facts.params),
+        "outputs": dict(facts.outputs) if facts.outputs is not None else None,
         "message": facts.message,
         "cancel": facts.cancel,
         "suspend": facts.suspend,

@@ -316,7 +316,8 @@ function runPage() {
       facts([["Workflow", workflowLink(run.workflow || "")], ["Requested by", run.requestedBy],
         ["Trigger", run.trigger], ["Started", run.startedAt], ["Finished", run.finishedAt],
         ["Duration", duration(run.startedAt, run.finishedAt)], ["Message", run.message],
-        ["Params", Object.keys(run.params).length ? JSON.stringify(run.params) : ""]]));
+        ["Params", Object.keys(run.params).length ? JSON.stringify(run.params) : ""],
+        ["Outputs", run.outputs ? JSON.stringify(run.outputs) : ""]]));
     const gates = run.steps.filter(waitingForDecision);
     fill(banner, ...gates.map((gate) => h("div", { class: "banner" },
       `Step ${gate.id} waits for a decision on approval ${gate.approvalName}. `,
