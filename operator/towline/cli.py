@@ -42,31 +42,30 @@ def main(argv: list[str] | None = None) -> int:
     ingress = commands.add_parser("ingress", help="run the webhook ingress (signed deliveries -> WorkflowRuns)")
     ingress.add_argument("--kubeconfig", default=None, help="default: in-cluster, else $KUBECONFIG")
     ingress.add_argument("--host", default=os.environ.get("TOWLINE_INGRESS_HOST", "0.0.0.0"))  # noqa: S104
-    ingress.add_argument("--port", type=int, default=int(os.environ.get("TOWLINE_INGRESS_PORT", "8080")))
-    ingress.add_argument("--admin-port", type=int,
-                         default=int(os.environ.get("TOWLINE_INGRESS_ADMIN_PORT", "9090")),
-                         help="port for /healthz, /readyz and /metrics (never served on --port)")
-    ingress.add_argument("--max-in-flight", type=int,
-                         default=int(os.environ.get("TOWLINE_INGRESS_MAX_IN_FLIGHT", "64")))
-    ingress.add_argument("--namespace-in-flight", type=int,
-                         default=int(os.environ.get("TOWLINE_INGRESS_NAMESPACE_IN_FLIGHT", "16")),
-                         help="deliveries to one namespace handled at once (its share of --max-in-flight)")
-    ingress.add_argument("--max-buffered-bytes", type=int,
-                         default=int(os.environ.get("TOWLINE_INGRESS_MAX_BUFFERED_BYTES", str(64 * 1024 * 1024))),
-                         help="body bytes held in memory at once, all deliveries together (then 503 Busy)")
-    ingress.add_argument("--namespace-buffered-bytes", type=int,
-                         default=int(os.environ.get("TOWLINE_INGRESS_NAMESPACE_BUFFERED_BYTES",
-                                                    str(16 * 1024 * 1024))),
-                         help="body bytes held at once for one namespace's deliveries")
-    ingress.add_argument("--min-body-rate", type=float,
-                         default=float(os.environ.get("TOWLINE_INGRESS_MIN_BODY_RATE", "8192")),
-                         help="bytes a second a body must average after its first second (then 408)")
-    ingress.add_argument("--body-timeout", type=float,
-                         default=float(os.environ.get("TOWLINE_INGRESS_BODY_TIMEOUT", "10")),
-                         help="seconds a request body may take to arrive (then 408)")
-    ingress.add_argument("--header-timeout", type=float,
-                         default=float(os.environ.get("TOWLINE_INGRESS_HEADER_TIMEOUT", "15")),
-                         help="seconds a connection may take to send a complete request head (then closed)")
+    # A number from the environment is a string default, which argparse reads with the option's own type: a bad
+    # value is refused like the option's, naming it (the help names the variable).
+    numbers = (
+        ("--port", port_number, "TOWLINE_INGRESS_PORT", "8080", "port for webhook deliveries"),
+        ("--admin-port", port_number, "TOWLINE_INGRESS_ADMIN_PORT", "9090",
+         "port for /healthz, /readyz and /metrics (never served on --port)"),
+        ("--max-in-flight", positive_int, "TOWLINE_INGRESS_MAX_IN_FLIGHT", "64",
+         "deliveries handled at once, all namespaces together (then 503 Busy)"),
+        ("--namespace-in-flight", positive_int, "TOWLINE_INGRESS_NAMESPACE_IN_FLIGHT", "16",
+         "deliveries to one namespace handled at once (its share of --max-in-flight)"),
+        ("--max-buffered-bytes", positive_int, "TOWLINE_INGRESS_MAX_BUFFERED_BYTES", str(64 * 1024 * 1024),
+         "body bytes held in memory at once, all deliveries together (then 503 Busy)"),
+        ("--namespace-buffered-bytes", positive_int, "TOWLINE_INGRESS_NAMESPACE_BUFFERED_BYTES",
+         str(16 * 1024 * 1024), "body bytes held at once for one namespace's deliveries"),
+        ("--min-body-rate", positive_float, "TOWLINE_INGRESS_MIN_BODY_RATE", "8192",
+         "bytes a second a body must average after its first second (then 408)"),
+        ("--body-timeout", positive_float, "TOWLINE_INGRESS_BODY_TIMEOUT", "10",
+         "seconds a request body may take to arrive (then 408)"),
+        ("--header-timeout", positive_float, "TOWLINE_INGRESS_HEADER_TIMEOUT", "15",
+         "seconds a connection may take to send a complete request head (then closed)"),
+    )
+    for flag, kind, variable, fallback, what in numbers:
+        ingress.add_argument(flag, type=kind, default=os.environ.get(variable, fallback),
+                             help=f"{what}; default ${variable}, else {fallback}")
     ingress.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
     ingress.add_argument("--log-format", choices=("text", "json"),
                          default=os.environ.get("TOWLINE_LOG_FORMAT", "text"),
@@ -101,6 +100,36 @@ def main(argv: list[str] | None = None) -> int:
     if parsed.command == "editor-schema":
         return write_editor_schema(parsed.out, parsed.step_type)
     return run_ingress(parsed)
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (argparse type): anything else is refused with what was given."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of at least 1, not {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1 to 65535 (argparse type)."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"give a port from 1 to 65535, not {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"give a number above 0, not {text!r}")
+    return value
 
 
 def run_passthrough(command: str, rest: list[str]) -> int:

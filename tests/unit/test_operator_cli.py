@@ -59,3 +59,32 @@ def test_the_ingress_logs_through_the_redacting_formatter(monkeypatch: pytest.Mo
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--max-in-flight", "0"], "--max-in-flight"),
+    (["--namespace-buffered-bytes", "-5"], "--namespace-buffered-bytes"),
+    (["--port", "70000"], "--port"),
+    (["--body-timeout", "nan"], "--body-timeout"),
+    (["--header-timeout", "soon"], "--header-timeout"),
+])
+def test_a_bad_ingress_number_is_refused_naming_the_option_without_a_traceback(
+        argv: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["ingress", *argv])
+    assert ended.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument {named}: give a" in error and repr(argv[1]) in error, error
+    assert "Traceback" not in error
+
+
+def test_a_bad_number_from_the_environment_is_refused_as_the_option_it_sets(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("TOWLINE_INGRESS_MAX_IN_FLIGHT", "many")
+    with pytest.raises(SystemExit) as ended:
+        main(["ingress"])
+    assert ended.value.code == 2
+    assert "argument --max-in-flight: give a whole number of at least 1, not 'many'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ingress", "--help"])
+    assert "$TOWLINE_INGRESS_MAX_IN_FLIGHT" in capsys.readouterr().out
