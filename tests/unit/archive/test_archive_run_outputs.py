@@ -1,0 +1,29 @@
+"""A run's outputs (status.outputs) are part of its archived record and of the namespace's export."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from test_capture import run_body
+
+from towline.archive.capture import run_capture
+from towline.archive.exports import read_export
+from towline.archive.store import open_store
+
+NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+OUTPUTS = {"version": "2.0", "hosts": ["a", "b"]}
+
+
+def test_a_succeeded_runs_outputs_reach_its_record_and_the_export(tmp_path: Path) -> None:
+    capture = run_capture(run_body(outputs=OUTPUTS), [], [], NOW)
+    assert capture.body["run"]["status"]["outputs"] == OUTPUTS
+    store = open_store(f"sqlite:///{tmp_path / 'archive.db'}", now=NOW)
+    try:
+        store.append("ops", capture.kind, capture.key, capture.body, index=capture.index, recorded_at=NOW)
+        lines = list(store.export("ops"))
+    finally:
+        store.close()
+    bodies: list[Any] = [entry.body for entry in read_export(lines).entries]
+    assert [body["run"]["status"]["outputs"] for body in bodies] == [OUTPUTS]
