@@ -38,6 +38,8 @@ DEEP_FIELDS = [
     ("approvals", "status.decidedAt"),
     ("steptypes", "spec.resources.limits.memory"),
     ("clustersteptypes", "spec.credentials.keys"),
+    ("workflows", "spec.outputs"),
+    ("workflowruns", "status.outputs"),
 ]
 
 
