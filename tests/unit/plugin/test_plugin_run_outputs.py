@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from towline.plugin import render
+from towline.plugin import commands, render
 from towline.plugin.cli import build_parser, main
 from towline.plugin.completion import candidates
 from towline.plugin.describe import describe
@@ -74,3 +76,19 @@ def test_run_refuses_a_bad_wait_or_output_flag_in_one_line_naming_the_fix(
 def test_run_completes_wait_and_the_output_formats() -> None:
     assert "--wait" in candidates(build_parser(), ["run", "release", "--w"])
     assert candidates(build_parser(), ["run", "release", "--wait", "-o", ""]) == ["json", "yaml"]
+
+
+@pytest.mark.parametrize(("form", "printed"), [
+    (None, ['workflowrun/release-1 Succeeded', '  hosts: ["a", "b"]', '  version: "1.4.2"']),
+    ("json", [json.dumps(succeeded_run(), indent=2)]),
+])
+def test_run_wait_prints_the_end_and_the_outputs_or_the_finished_run(
+    form: str | None, printed: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def ended(*_: Any) -> dict[str, Any]:
+        return succeeded_run()
+
+    monkeypatch.setattr(commands.follow, "run_until_it_ends", ended)
+    out: list[str] = []
+    code = asyncio.run(commands.wait_for_run(cast(Any, None), "team", commands.Io(out.append, out.append), "release-1", form))
+    assert (code, out) == (0, printed)
