@@ -90,5 +90,6 @@ def test_run_wait_prints_the_end_and_the_outputs_or_the_finished_run(
 
     monkeypatch.setattr(commands.follow, "run_until_it_ends", ended)
     out: list[str] = []
-    code = asyncio.run(commands.wait_for_run(cast(Any, None), "team", commands.Io(out.append, out.append), "release-1", form))
+    io = commands.Io(out.append, out.append)
+    code = asyncio.run(commands.wait_for_run(cast(Any, None), "team", io, "release-1", form))
     assert (code, out) == (0, printed)
