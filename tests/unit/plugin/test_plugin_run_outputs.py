@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from towline.plugin import commands, render
+from towline.plugin import commands, follow, render
 from towline.plugin.cli import build_parser, main
 from towline.plugin.completion import candidates
 from towline.plugin.describe import describe
@@ -88,7 +88,7 @@ def test_run_wait_prints_the_end_and_the_outputs_or_the_finished_run(
     async def ended(*_: Any) -> dict[str, Any]:
         return succeeded_run()
 
-    monkeypatch.setattr(commands.follow, "run_until_it_ends", ended)
+    monkeypatch.setattr(follow, "run_until_it_ends", ended)
     out: list[str] = []
     io = commands.Io(out.append, out.append)
     code = asyncio.run(commands.wait_for_run(cast(Any, None), "team", io, "release-1", form))
