@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from conftest import Check
+from towline.api.workflow import ValidationError
+
+Check = Callable[[dict[str, Any]], list[ValidationError]]
 
 
 def step(step_id: str, *needs: str, **extra: Any) -> dict[str, Any]:
