@@ -67,8 +67,10 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
     cluster, ns = towline_installed, team_namespace
     cluster.kubectl("create", "secret", "generic", "canary-api", "-n", ns, f"--from-literal=token={CANARY}")
     with ScriptedServer() as api:
-        # The provider echoes the secret back in an error: the runner must still not leak it.
-        calls = api.script("/whoami", (500, {"error": f"bad token {CANARY}"}, {}), (200, {"me": "ok"}, {}))
+        # The provider echoes the secret back, in an error and in the answer the step returns and the Workflow's
+        # outputs read: the runner must still not leak it, into the step's output or the run's outputs.
+        calls = api.script("/whoami", (500, {"error": f"bad token {CANARY}"}, {}),
+                           (200, {"me": "ok", "token": CANARY}, {}))
         apply(cluster, {
             "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
             "metadata": {"name": "uses-secret", "namespace": ns},
@@ -76,13 +78,14 @@ def test_canary_secret_value_appears_nowhere_but_its_secret(
                 "id": "call", "action": "http.request", "credentials": {"api": "canary-api"},
                 "with": {"url": f"{api.url}/whoami", "auth": {"bearer": {"credential": "api", "key": "token"}}},
                 "retry": {"limit": 1, "backoff": "fixed", "baseDelaySeconds": 1},
-                }]},
+                }], "outputs": {"answer": "steps.call.output.body"}},
         })
         start_run(cluster, ns, "uses-secret", "canary-run")
         done = wait_for_phase(cluster, ns, "canary-run", {"Succeeded", "Failed"})
         assert done["status"]["phase"] == "Succeeded", done["status"]
         assert calls.requests[0]["headers"]["Authorization"] == f"Bearer {CANARY}", "the step really used it"
     assert step_status(done, "call")["credentialsUsed"] == ["canary-api"]
+    assert done["status"]["outputs"]["answer"]["me"] == "ok", done["status"].get("outputs")
 
     kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
     leaks = []
