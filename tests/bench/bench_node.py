@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.integration.nodesupport import create, create_step_job, sleeper_pod, tcp_probe
@@ -26,10 +27,11 @@ from towline.k8s.objects import (
     StepPodSettings,
     build_default_deny_policy,
     build_step_egress_policy,
-    build_step_job,
     egress_rules,
     step_labels,
 )
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
+from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.nodeimages import TEST_IMAGE
 from towline_dev.node.probehosts import ProbeHosts
@@ -93,8 +95,9 @@ def main() -> None:
         job_latency = []
         for index in range(PODS):
             job = build_step_job(
-                run, job_name=f"step-{index}", step_id=f"s{index}", attempt=1, action="http.request", inputs={},
-                credentials={}, idempotency_key=str(index), timeout_seconds=600, settings=settings,
+                run, BuiltinAction(connector_catalog()), job_name=f"step-{index}", step_id=f"s{index}", attempt=1,
+                action="http.request", inputs={}, credentials={}, idempotency_key=str(index), timeout_seconds=600,
+                settings=settings, created_at=datetime.now(UTC),
             )
             del job["metadata"]["ownerReferences"]
             started = time.monotonic()

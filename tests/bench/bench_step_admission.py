@@ -2,12 +2,12 @@
 
 `python -m tests.bench.bench_step_admission` (no root needed; kwok is the node). As the operator's
 ServiceAccount, so RBAC and admission are those the operator meets, it makes STEPS step objects
-the way a run's steps of one egress do (towline.k8s.objects, towline.k8s.egresspolicies,
-towline.k8s.steppods): their shared egress NetworkPolicy once, then each step's Job, the Job's pod,
-and the removal of the operator's finalizer from the pod; 16 steps at a time. Once with every
-binding of the chart, then (each time in a fresh namespace) deleting `towline-operator-jobs`, then
-`towline-step-objects` too, then every binding, so each difference is one policy's cost. Prints
-kube-apiserver's CPU per step in each case and the time the ValidatingAdmissionPolicy plugin took
+the way a run's steps of one egress do (towline.k8s.actions.create_step_job: towline.k8s.objects.egress_rules,
+towline.k8s.egresspolicies, towline.k8s.stepjobs, towline.k8s.steppods): their shared egress NetworkPolicy
+once, then each step's Job, the Job's pod, and the removal of the operator's finalizer from the pod; 16 steps
+at a time. Once with every binding of the chart, then (each time in a fresh namespace) deleting
+`towline-operator-jobs`, then `towline-step-objects` too, then every binding, so each difference is one policy's
+cost. Prints kube-apiserver's CPU per step in each case and the time the ValidatingAdmissionPolicy plugin took
 (`apiserver_admission_controller_admission_duration_seconds`; a latency, which waiting for a core
 inflates: the CPU is the figure). Asserts nothing about time.
 
@@ -27,13 +27,17 @@ from tests.bench.figures import samples, table
 from tests.bench.simcluster import SimCluster, cpu_seconds, sim_cluster
 from towline.engine import naming
 from towline.k8s.client import JOBS, NETWORK_POLICIES, WORKFLOW_RUNS, KubeApi
-from towline.k8s.egresspolicies import select_for_egress, shared_egress_policy
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_egress_policy, build_step_job
+from towline.k8s.egresspolicies import build_shared_egress_policy
+from towline.k8s.labels import LABEL_EGRESS
+from towline.k8s.objects import RunRef, StepPodSettings, egress_rules
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
+from towline.validation.catalog import connector_catalog
 from towline_dev.install import StepPods
 
 STEPS = int(os.environ.get("BENCH_STEP_OBJECTS", "400"))
 IN_FLIGHT = 16
+ACTION = "data.transform"
 
 
 async def _make_steps(cluster: SimCluster, namespace: str) -> None:
@@ -47,18 +51,21 @@ async def _make_steps(cluster: SimCluster, namespace: str) -> None:
             "spec": {"workflowRef": {"name": "bench"}, "requestedBy": "admin"}})
         ref = RunRef(name="bench", namespace=namespace, uid=run["metadata"]["uid"], workflow="bench")
         gate = asyncio.Semaphore(IN_FLIGHT)
-        policy = shared_egress_policy(ref, build_step_egress_policy(
-            ref, name="bench", step_id="s", egress=(), connector_ports=()))
+        catalog = connector_catalog()
+        rules = egress_rules(egress=[], connector_ports=catalog.connector_ports(ACTION, {}),
+                             cluster_cidrs=settings.cluster_cidrs)
+        policy = build_shared_egress_policy(ref, rules, ())
         await api.create(NETWORK_POLICIES.path(namespace), policy)
 
         async def step(index: int) -> None:
             step_id = f"s{index}"
             job_name = naming.job_name(ref.name, step_id, 1)
             async with gate:
-                job, _ = await api.create(JOBS.path(namespace), select_for_egress(build_step_job(
-                    ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform", inputs={},
-                    credentials={}, idempotency_key=f"{ref.uid}-{step_id}", timeout_seconds=None,
-                    settings=settings), policy))
+                job, _ = await api.create(JOBS.path(namespace), build_step_job(
+                    ref, BuiltinAction(catalog), job_name=job_name, step_id=step_id, attempt=1, action=ACTION,
+                    inputs={}, credentials={}, idempotency_key=f"{ref.uid}-{step_id}", timeout_seconds=None,
+                    settings=settings, created_at=datetime.now(UTC),
+                    egress_group=policy["metadata"]["labels"][LABEL_EGRESS]))
                 await start_step_pod(api, job, datetime.now(UTC))
                 await release_step_pod(api, namespace, job_name)
 

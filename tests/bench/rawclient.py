@@ -1,6 +1,7 @@
 """The raw-client limit: the least a controller must write per step, done as directly as possible.
 
-Per step it creates the same Job the operator would (towline.k8s.objects.build_step_job),
+Per step it creates the same Job the operator would (towline.k8s.stepjobs.build_step_job, labelled for its
+run's shared egress policy as towline.k8s.actions.create_step_job labels it),
 writes its start and creates its pod as the operator does (towline.k8s.steppods),
 waits for the pod to succeed (seen on a watch), writes the Job's end and
 merge-patches the run's status with the step's phase; steps of a level start
@@ -20,24 +21,34 @@ from typing import Any
 from tests.bench.scaleload import Observations, Shape, step_inputs
 from towline.engine import naming
 from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
-from towline.k8s.objects import RunRef, StepPodSettings, build_step_job
+from towline.k8s.egresspolicies import egress_group
+from towline.k8s.objects import RunRef, StepPodSettings, egress_rules
+from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.k8s.steppods import ended_status, start_step_pod
+from towline.validation.catalog import ConnectorCatalog, connector_catalog
 
 JSON = dict[str, Any]
 
 
-async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, settings: StepPodSettings) -> None:
+ACTION = "data.transform"
+
+
+async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, settings: StepPodSettings,
+                    catalog: ConnectorCatalog) -> None:
     meta = run["metadata"]
     ref = RunRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], workflow=shape.name)
+    rules = egress_rules(egress=[], connector_ports=catalog.connector_ports(ACTION, {}),
+                         cluster_cidrs=settings.cluster_cidrs)
+    group = egress_group(ref, rules, ())
     steps: dict[str, JSON] = {}
     status_path = WORKFLOW_RUNS.path(ref.namespace, ref.name, "status")
 
     async def step(step_id: str, last: bool) -> None:
         job_name = naming.job_name(ref.name, step_id, 1)  # the operator's own: admission allows no other
         job = build_step_job(
-            ref, job_name=job_name, step_id=step_id, attempt=1, action="data.transform",
+            ref, BuiltinAction(catalog), job_name=job_name, step_id=step_id, attempt=1, action=ACTION,
             inputs=step_inputs(step_id), credentials={}, idempotency_key=f"{ref.uid}-{step_id}-1",
-            timeout_seconds=None, settings=settings,
+            timeout_seconds=None, settings=settings, created_at=datetime.now(UTC), egress_group=group,
         )
         created, _ = await api.create(JOBS.path(ref.namespace), job)
         await start_step_pod(api, created, datetime.now(UTC))
@@ -55,4 +66,5 @@ async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, s
 
 async def drive_runs(api: KubeApi, shape: Shape, runs: dict[str, JSON], seen: Observations) -> None:
     settings = StepPodSettings()
-    await asyncio.gather(*(drive_run(api, shape, run, seen, settings) for run in runs.values()))
+    catalog = connector_catalog()
+    await asyncio.gather(*(drive_run(api, shape, run, seen, settings, catalog) for run in runs.values()))
