@@ -25,7 +25,7 @@ from towline.k8s.egresspolicies import egress_group
 from towline.k8s.objects import RunRef, StepPodSettings, egress_rules
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.k8s.steppods import ended_status, start_step_pod
-from towline.validation.catalog import ConnectorCatalog, connector_catalog
+from towline.validation.catalog import connector_catalog
 
 JSON = dict[str, Any]
 
@@ -33,8 +33,8 @@ JSON = dict[str, Any]
 ACTION = "data.transform"
 
 
-async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, settings: StepPodSettings,
-                    catalog: ConnectorCatalog) -> None:
+async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, settings: StepPodSettings) -> None:
+    catalog = connector_catalog()  # the operator's own (towline.runtime.operator)
     meta = run["metadata"]
     ref = RunRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], workflow=shape.name)
     rules = egress_rules(egress=[], connector_ports=catalog.connector_ports(ACTION, {}),
@@ -66,5 +66,4 @@ async def drive_run(api: KubeApi, shape: Shape, run: JSON, seen: Observations, s
 
 async def drive_runs(api: KubeApi, shape: Shape, runs: dict[str, JSON], seen: Observations) -> None:
     settings = StepPodSettings()
-    catalog = connector_catalog()
-    await asyncio.gather(*(drive_run(api, shape, run, seen, settings, catalog) for run in runs.values()))
+    await asyncio.gather(*(drive_run(api, shape, run, seen, settings) for run in runs.values()))
