@@ -8,10 +8,10 @@ from __future__ import annotations
 
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_TRIGGER = "towline.dev/trigger"
-"""On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-`."""
+"""On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-` (`identifier_label`)."""
 LABEL_RUN = "towline.dev/run"
 LABEL_STEP = "towline.dev/step"
-"""The step's id, `_` written as `-` (`step_label`); the exact id rides along as ANNOTATION_STEP_ID."""
+"""The step's id, `_` written as `-` (`identifier_label`); the exact id rides along as ANNOTATION_STEP_ID."""
 LABEL_ATTEMPT = "towline.dev/attempt"
 LABEL_STEP_POD = "towline.dev/step-pod"
 LABEL_EGRESS = "towline.dev/egress"
@@ -34,6 +34,7 @@ STEP_POD_FINALIZER = "towline.dev/step-result"
 without a pod never had one (towline.k8s.steppods)."""
 
 
-def step_label(step_id: str) -> str:
-    """A step id as LABEL_STEP's value: label values are DNS-safe, so `_` is written as `-` (lossy)."""
-    return step_id.replace("_", "-")
+def identifier_label(identifier: str) -> str:
+    """A step id or trigger name as LABEL_STEP's or LABEL_TRIGGER's value: label values are DNS-safe, so `_` is
+    written as `-` (lossy)."""
+    return identifier.replace("_", "-")

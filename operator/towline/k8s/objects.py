@@ -27,7 +27,7 @@ from towline.k8s.labels import (
     LABEL_WORKFLOW,
     MANAGER,
     STEP_JOB_MANAGER,
-    step_label,
+    identifier_label,
 )
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline_connectors.wire import parse_address_port
@@ -85,7 +85,7 @@ def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[s
     labels = {
         LABEL_WORKFLOW: run.workflow,
         LABEL_RUN: run.name,
-        LABEL_STEP: step_label(step_id),
+        LABEL_STEP: identifier_label(step_id),
         LABEL_MANAGED_BY: MANAGER,
     }
     if attempt is not None:
@@ -95,7 +95,7 @@ def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[s
 
 def step_selector(run: RunRef, step_id: str) -> dict[str, str]:
     """The labels that select one step's pods in the run."""
-    return {LABEL_RUN: run.name, LABEL_STEP: step_label(step_id)}
+    return {LABEL_RUN: run.name, LABEL_STEP: identifier_label(step_id)}
 
 
 def notification_selector(run: RunRef, step_id: str, event: str, index: int) -> JSON:

@@ -13,7 +13,7 @@ from typing import Any
 
 from towline.k8s import kubeconfig as kubeconfig_loader
 from towline.k8s.client import APPROVALS, EVENTS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
-from towline.k8s.labels import LABEL_RUN, LABEL_STEP, step_label
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP, identifier_label
 
 JSON = dict[str, Any]
 
@@ -87,7 +87,7 @@ async def step_pods(api: KubeApi, namespace: str, run: str, step: str | None = N
     """The run's step pods (optionally one step's), oldest first."""
     selector = f"{LABEL_RUN}={run}"
     if step is not None:
-        selector += f",{LABEL_STEP}={step_label(step)}"
+        selector += f",{LABEL_STEP}={identifier_label(step)}"
     pods = await api.list(PODS.path(namespace), label_selector=selector)
     return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
 

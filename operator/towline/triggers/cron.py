@@ -17,7 +17,7 @@ from towline.api.common import API_VERSION
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
-from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
+from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import cancel_run, create_run, list_runs
 from towline.metrics import record_schedule_fired
 from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name
@@ -118,7 +118,7 @@ def slot_run(workflow: JSON, trigger: Trigger, slot: datetime, creator: str, run
         "metadata": {
             "name": run_name,
             "namespace": meta["namespace"],
-            "labels": {LABEL_WORKFLOW: name, LABEL_TRIGGER: trigger.name.replace("_", "-"), LABEL_MANAGED_BY: MANAGER},
+            "labels": {LABEL_WORKFLOW: name, LABEL_TRIGGER: identifier_label(trigger.name), LABEL_MANAGED_BY: MANAGER},
             "ownerReferences": [{
                 "apiVersion": API_VERSION, "kind": "Workflow", "name": name, "uid": meta["uid"],
             }],

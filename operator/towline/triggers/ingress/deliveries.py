@@ -18,7 +18,7 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.k8s.client import ApiError, KubeApi
-from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER
+from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import create_run
 from towline.k8s.secrets import SecretKeyReader, SecretProblem
 from towline.triggers.ingress.limits import RateLimiter
@@ -144,7 +144,7 @@ class DeliveryHandler:
             "metadata": {
                 "name": name,
                 "namespace": target.namespace,
-                "labels": {LABEL_WORKFLOW: target.workflow, LABEL_TRIGGER: target.trigger.name.replace("_", "-"),
+                "labels": {LABEL_WORKFLOW: target.workflow, LABEL_TRIGGER: identifier_label(target.trigger.name),
                            LABEL_MANAGED_BY: MANAGER},
                 "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Workflow", "name": target.workflow,
                                      "uid": target.uid}],
