@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -71,20 +71,25 @@ def config_map(namespace: str, name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
 
 
-async def _follow(plane: ControlPlane, namespace: str, *, watch_seconds: int,
-                  watches_awaited: int) -> tuple[list[tuple[str, str]], Counted]:
+Meanwhile = Callable[[Counted, str], Awaitable[None]]
+"""What happens while the stream's held watch waits (given the client and the collection's path)."""
+
+
+async def _follow(plane: ControlPlane, namespace: str, *, watch_seconds: int, watches_awaited: int,
+                  meanwhile: Meanwhile | None = None) -> tuple[list[tuple[str, str]], Counted]:
     """The stream's events (type, name) up to the ADDED of a ConfigMap created once `watches_awaited` watches
-    were opened; the client that counted."""
+    were opened; the client that counted. With `meanwhile`, the stream's second watch is held back until it ran."""
     api = await Counted.connect(str(plane.kubeconfig), context="admin")
     assert isinstance(api, Counted)
     api.note(watches_awaited)
-    await api.create(CONFIG_MAPS.path(namespace), config_map(namespace, "before"))
+    api.hold_after = 1 if meanwhile is not None else None
+    path = CONFIG_MAPS.path(namespace)
+    await api.create(path, config_map(namespace, "before"))
     seen: list[tuple[str, str]] = []
     added = asyncio.Event()
 
     async def consume() -> None:
-        async for kind, body in reflect(api, CONFIG_MAPS.path(namespace), watch_seconds=watch_seconds,
-                                        backoff=Backoff(initial=0.05)):
+        async for kind, body in reflect(api, path, watch_seconds=watch_seconds, backoff=Backoff(initial=0.05)):
             name = str((body.get("metadata") or {}).get("name", ""))
             seen.append((kind, name))
             if (kind, name) == ("ADDED", "after"):
@@ -92,8 +97,12 @@ async def _follow(plane: ControlPlane, namespace: str, *, watch_seconds: int,
 
     stream = asyncio.create_task(consume())
     try:
+        if meanwhile is not None:
+            await asyncio.wait_for(api.held.wait(), 60)
+            await meanwhile(api, path)
+            api.released.set()
         await asyncio.wait_for(api.watched.wait(), 60)
-        await api.create(CONFIG_MAPS.path(namespace), config_map(namespace, "after"))
+        await api.create(path, config_map(namespace, "after"))
         await asyncio.wait_for(added.wait(), 60)
         return [event for event in seen if event[1] != "kube-root-ca.crt"], api
     finally:
@@ -139,47 +148,25 @@ async def _cache_serves_watches(api: KubeApi, path: str) -> None:
         await asyncio.sleep(0.2)  # the cache fills from etcd: nothing to wait on but its answer
 
 
-async def _follow_across_a_restart(plane: ControlPlane, namespace: str) -> tuple[list[tuple[str, str]], Counted]:
-    """The stream's events while its second watch is held back: meanwhile a ConfigMap is created and the API server
-    restarts, so the version the stream resumes from is older than anything the new API server keeps."""
-    api = await Counted.connect(str(plane.kubeconfig), context="admin")
-    assert isinstance(api, Counted)
-    api.note(3)
-    api.hold_after = 1
-    path = CONFIG_MAPS.path(namespace)
-    await api.create(path, config_map(namespace, "before"))
-    seen: list[tuple[str, str]] = []
-    added = asyncio.Event()
+def restart_after_a_change(plane: ControlPlane, namespace: str) -> Meanwhile:
+    """A ConfigMap is created and the API server restarts, so the version the held watch resumes from is older
+    than anything the new API server keeps."""
 
-    async def consume() -> None:
-        async for kind, body in reflect(api, path, watch_seconds=1, backoff=Backoff(initial=0.05)):
-            name = str((body.get("metadata") or {}).get("name", ""))
-            seen.append((kind, name))
-            if (kind, name) == ("ADDED", "after"):
-                added.set()
-
-    stream = asyncio.create_task(consume())
-    try:
-        await asyncio.wait_for(api.held.wait(), 60)
+    async def meanwhile(api: Counted, path: str) -> None:
         await api.create(path, config_map(namespace, "during"))
         await asyncio.to_thread(plane.restart_component, "kube-apiserver")
         await asyncio.wait_for(_cache_serves_watches(api, path), 120)
-        api.released.set()
-        await asyncio.wait_for(api.watched.wait(), 60)  # the held watch, then one from the new list
-        await api.create(path, config_map(namespace, "after"))
-        await asyncio.wait_for(added.wait(), 60)
-        return [event for event in seen if event[1] != "kube-root-ca.crt"], api
-    finally:
-        stream.cancel()
-        await asyncio.gather(stream, return_exceptions=True)
-        await api.close()
+
+    return meanwhile
 
 
 def test_a_version_the_restarted_api_server_no_longer_keeps_is_gone_and_the_collection_is_listed_again(
         own_plane: ControlPlane, caplog: pytest.LogCaptureFixture) -> None:
     own_plane.kubectl("create", "namespace", "reflected")
     with caplog.at_level(logging.DEBUG, logger="towline.k8s.reflector"):
-        seen, api = asyncio.run(_follow_across_a_restart(own_plane, "reflected"))
+        # The held watch (Gone), then one from the new list.
+        seen, api = asyncio.run(_follow(own_plane, "reflected", watch_seconds=1, watches_awaited=3,
+                                        meanwhile=restart_after_a_change(own_plane, "reflected")))
     gone = [record.getMessage() for record in caplog.records if "is gone; listing again" in record.getMessage()]
     assert len(gone) == 1, (api.answers, [record.getMessage() for record in caplog.records])
     # Gone came as the answer (410) or as an ERROR event of a watch answered 200; either way the next watch starts
