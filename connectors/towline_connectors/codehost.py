@@ -29,7 +29,7 @@ import runpy
 import sys
 import tempfile
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -112,16 +112,24 @@ def run_python(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class BoundedOutput:
-    """The module's stdout, kept up to `limit` bytes; a write past it fails with EFBIG and is remembered."""
+    """The module's stdout, kept up to `limit` bytes; a write past it fails with EFBIG, is remembered, and stops it.
 
-    def __init__(self, limit: int) -> None:
+    Stopping matters: host calls cost no fuel, so a module that ignores EFBIG and writes on would
+    spin through millions of calls (minutes on a busy node) before its fuel or the deadline ends it.
+    `on_overflow` (the engine's epoch tick) makes its next loop back-edge or call trap instead.
+    """
+
+    def __init__(self, limit: int, on_overflow: Callable[[], None] = lambda: None) -> None:
         self.limit = limit
         self.data = bytearray()
         self.overflowed = False
+        self._on_overflow = on_overflow
 
     def write(self, chunk: bytes) -> int:
         if len(self.data) + len(chunk) > self.limit:
-            self.overflowed = True
+            if not self.overflowed:
+                self.overflowed = True
+                self._on_overflow()
             return -errno.EFBIG
         self.data += chunk
         return len(chunk)
@@ -136,8 +144,7 @@ def run_wasm(request: Mapping[str, Any], module: bytes) -> dict[str, Any]:
     problems = module_problems(module)
     if problems:
         return failure(ErrorClass.VALIDATION, "; ".join(problems))
-    output = BoundedOutput(int(request["outputLimit"]))
-    failed, fuel_used = _run_start(request, module, output)
+    failed, fuel_used, output = _run_start(request, module)
     if output.overflowed:
         return failure(ErrorClass.OUTPUT_TOO_LARGE, f"the module wrote more than {output.limit} bytes to stdout, "
                                                     "the result limit; write a smaller JSON document")
@@ -146,16 +153,19 @@ def run_wasm(request: Mapping[str, Any], module: bytes) -> dict[str, Any]:
     return {"ok": True, "stdout": output.data.decode("utf-8", "replace"), "fuelUsed": fuel_used}
 
 
-def _run_start(request: Mapping[str, Any], module: bytes, output: BoundedOutput) -> tuple[dict[str, Any] | None, int]:
-    """Run `_start`; the failure it ended with (None: it returned or exited 0) and the fuel it used."""
+def _run_start(request: Mapping[str, Any], module: bytes) -> tuple[dict[str, Any] | None, int, BoundedOutput]:
+    """Run `_start`; the failure it ended with (None: it returned or exited 0), the fuel it used, its stdout."""
     import wasmtime  # noqa: PLC0415 - only a WebAssembly step pays for loading wasmtime
 
     fuel, memory = int(request["fuel"]), int(request["memoryBytes"])
     config = wasmtime.Config()
     config.consume_fuel = True
+    config.epoch_interruption = True
     engine = wasmtime.Engine(config)
     store = wasmtime.Store(engine)
     store.set_fuel(fuel)
+    store.set_epoch_deadline(1)
+    output = BoundedOutput(int(request["outputLimit"]), on_overflow=engine.increment_epoch)
     store.set_limits(memory_size=memory, instances=1, memories=1, tables=4, table_elements=100_000)
     failed: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="towline-wasm-") as scratch:
@@ -183,7 +193,7 @@ def _run_start(request: Mapping[str, Any], module: bytes, output: BoundedOutput)
             failed = failure(ErrorClass.PERMANENT, describe_trap(trap, fuel, memory, _memory_in_use(store, instance)))
         except wasmtime.WasmtimeError as error:
             failed = failure(ErrorClass.VALIDATION, f"the module could not be instantiated: {_first_line(error)}")
-    return failed, fuel - store.get_fuel()
+    return failed, fuel - store.get_fuel(), output
 
 
 def _exit_failure(code: int) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ import pytest
 import wasmtime
 from connector_testkit import LoopbackHTTPServer, Reply, make_ctx, run_action, write_secret
 
-from towline_connectors import code_wasm
+from towline_connectors import code_wasm, codehost
 from towline_connectors.code_python import SOURCE_LIMIT_BYTES, python_pod_needs
 from towline_connectors.code_wasm import wasm_pod_needs
 from towline_connectors.codesandbox import LOG_TOTAL_LIMIT, SandboxLimits, run_sandboxed
@@ -215,6 +215,15 @@ def test_a_module_past_a_limit_or_outside_wasi_fails_saying_which(
     document, _ = sandboxed_wasm(wat(name), **request_)
     assert document["ok"] is False and document["errorClass"] == error_class, document
     assert expected in document["message"], document
+
+
+def test_a_module_that_writes_on_past_the_cap_is_stopped_at_once_not_when_its_fuel_runs_out() -> None:
+    """Host calls cost no fuel: without the stop, flood.wat spends all 100M units in EFBIG writes (on a busy
+    node that outlasted the step's deadline, and the step said "time limit" instead of naming the cap)."""
+    failed, fuel_used, output = codehost._run_start(
+        {"fuel": 100_000_000, "memoryBytes": 8 << 20, "outputLimit": 4096}, wat("flood"))
+    assert output.overflowed and len(output.data) <= 4096, len(output.data)
+    assert failed is not None and fuel_used < 1_000_000, (failed, fuel_used)
 
 
 def test_a_module_gets_no_directory_to_open_and_no_socket_to_use() -> None:
