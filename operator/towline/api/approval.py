@@ -19,7 +19,6 @@ from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
     Approvers,
     Conditions,
-    Identifier,
     ObjectName,
     TowlineModel,
     TowlineResource,
@@ -29,6 +28,7 @@ from towline.api.common import (
     immutable,
     unchanged,
 )
+from towline.api.loops import InstanceId
 
 Decision = Literal["Approved", "Rejected"]
 ApprovalPhase = Literal["Pending", "Approved", "Rejected", "Expired", "Cancelled"]
@@ -86,7 +86,7 @@ class ApprovalSpec(TowlineModel):
 
     run_name: ObjectName = Field(description="The WorkflowRun waiting at the gate.")
     workflow_name: ObjectName = Field(description="That run's Workflow.")
-    step: Identifier = Field(description="The id of the gate's step.")
+    step: InstanceId = Field(description="The id of the gate's step (a loop instance's: step[index] or step[key]).")
     message: str = Field(default="", max_length=4096, description="What the approver is asked, bindings resolved.")
     message_from_inputs: bool = Field(
         default=False,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, WithJsonSchema, model_serializer
+from pydantic.alias_generators import to_camel
 
 from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
     Conditions,
-    Identifier,
     ObjectName,
     StepId,
     TowlineModel,
@@ -27,6 +27,7 @@ from towline.api.common import (
     immutable,
     list_map,
 )
+from towline.api.loops import InstanceId, LoopStatus
 from towline.api.runterms import RunPhase, StepPhase
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import ApprovalEvent, ApprovalNotification, ErrorClass, Policy, Step
@@ -207,7 +208,7 @@ class NotificationRecord(TowlineModel):
 class StepStatus(TowlineModel):
     """Where one step stands; the current attempt inline, finished ones in `history`."""
 
-    id: Identifier = Field(description="The step's id.")
+    id: InstanceId = Field(description="The step's id; a loop instance's is the loop's id and [index] or [key].")
     phase: StepPhase = Field(
         default="Pending", description="Pending, Running, Succeeded, Failed, Skipped, Retrying or Cancelled.",
     )
@@ -254,7 +255,7 @@ class StepStatus(TowlineModel):
         description="Why the step is in its phase, e.g. ConditionFalse, NeedFailed, Rejected, Expired, RunTimeout.",
     )
     expires_at: datetime | None = Field(default=None, description="When an open approval gate expires.")
-    gate_for: Identifier | None = Field(
+    gate_for: InstanceId | None = Field(
         default=None, description="Set on an approval gate the policy inserted before this mutating step.",
     )
     mutating: bool | None = Field(default=None, description="Whether the current attempt's action mutates.")
@@ -262,6 +263,26 @@ class StepStatus(TowlineModel):
         default=False,
         description="Failed with an auth error; retried when the run's towline.dev/resume annotation changes.",
     )
+    loop: LoopStatus | None = Field(
+        default=None, description="A forEach step's items and instances, recorded when it started.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_empty_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Fields at their empty default are left out on the wire: a run of 1,000 loop instances writes each
+        entry's few facts, not four empty fields a thousand times (readers take the defaults back)."""
+        wire: dict[str, Any] = handler(self)
+        for name, empty in _EMPTY_ON_THE_WIRE:
+            if wire.get(name, empty) == empty:
+                wire.pop(name, None)
+        return wire
+
+
+_EMPTY_ON_THE_WIRE: tuple[tuple[str, Any], ...] = tuple(
+    (name, empty) for field, empty in (("attempt_group", 0), ("credentials_used", []), ("history", []),
+                                      ("paused_for_credentials", False))
+    for name in (field, to_camel(field))
+)
 
 
 

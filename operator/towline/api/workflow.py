@@ -30,6 +30,7 @@ from towline.api.common import (
     list_map,
     secret_reference_rules,
 )
+from towline.api.loops import ForEach
 from towline_step.protocol import RETRYABLE_CLASSES
 from towline_step.protocol import ErrorClass as ErrorClassEnum
 
@@ -215,6 +216,11 @@ class Step(TowlineModel):
     when: str | None = Field(default=None, max_length=4096, description="A CEL condition; false skips the step.")
     run_if_skipped: bool = Field(
         default=False, description="Run even when a step this one needs was skipped."
+    )
+    for_each: ForEach | None = Field(
+        default=None,
+        description="Run the step once per item (a loop): each instance is a step of its own, reading item and "
+        "index; the step's output is the list of the instances' outputs, in item order.",
     )
     retry: RetryPolicy | None = Field(
         default=None,

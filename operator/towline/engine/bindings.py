@@ -63,8 +63,11 @@ class Bindings:
         self._run_phase = run_phase
         self._base: dict[str, Any] | None = None
 
-    def context_for(self, sources: Iterable[str]) -> dict[str, Any]:
-        """The context for these sources; raises ExpressionError when one reads an unfinished step."""
+    def context_for(self, sources: Iterable[str], entry_id: str | None = None) -> dict[str, Any]:
+        """The context for these sources; raises ExpressionError when one reads an unfinished step.
+
+        For a loop instance (`entry_id`), `item` and `index` too: its item, and its place in the loop's items.
+        """
         if self._base is None:
             self._base = {
                 "params": self._state.status.params,
@@ -97,30 +100,39 @@ class Bindings:
             steps[step_id] = {"output": entry.output, "phase": entry.phase, "errorClass": entry.error_class}
         run_info = dict(self._base["run"])
         run_info["phase"] = self._run_phase()
-        return {**self._base, "run": run_info, "steps": steps}
+        return {**self._base, "run": run_info, "steps": steps, **self._instance_scope(entry_id)}
+
+    def _instance_scope(self, entry_id: str | None) -> dict[str, Any]:
+        loop_id = self._state.graph.instance_of.get(entry_id or "")
+        if loop_id is None:
+            return {}
+        loop = self._state.get(loop_id)
+        assert loop is not None and loop.loop is not None and loop.loop.items is not None
+        index = self._state.graph.instance_index[entry_id or ""]
+        return {"item": loop.loop.items[index], "index": index}
 
     def when(self, step: Step) -> bool:
         assert step.when is not None
         source = condition_source(step.when)
-        return evaluate_condition(source, self.context_for([source]))
+        return evaluate_condition(source, self.context_for([source], step.id))
 
     def inputs(self, step: Step) -> dict[str, Any]:
         sources = [source for _, source in template_expressions(step.with_)]
         if not sources:
             return dict(step.with_)
-        rendered: dict[str, Any] = render(step.with_, self.context_for(sources))
+        rendered: dict[str, Any] = render(step.with_, self.context_for(sources, step.id))
         return rendered
 
-    def text(self, template: str) -> str:
+    def text(self, template: str, entry_id: str | None = None) -> str:
         sources = [source for _, source in template_expressions(template)]
         if not sources:
             return template
-        value = render(template, self.context_for(sources))
+        value = render(template, self.context_for(sources, entry_id))
         return value if isinstance(value, str) else str(value)
 
-    def time(self, template: str) -> datetime:
+    def time(self, template: str, entry_id: str | None = None) -> datetime:
         """An RFC 3339 time, possibly from a binding; a time without an offset is ambiguous and refused."""
-        text = self.text(template).strip()
+        text = self.text(template, entry_id).strip()
         try:
             moment = parse_rfc3339(text)
         except ValueError:

@@ -28,6 +28,7 @@ from towline.engine.bindings import Bindings
 from towline.engine.egress import allowed_hosts
 from towline.engine.gates import Gates
 from towline.engine.graph import Graph
+from towline.engine.loops import Loops, expand_loops
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
 from towline.engine.outputs import OutputsProblem, evaluate_outputs
@@ -73,9 +74,12 @@ class _Pass:
         self.policy = run.status.workflow_spec.policy
         self.graph = Graph.build(run.status.workflow_spec)
         self.state = RunState(run.status, self.graph)
+        expand_loops(self.state)
         self.bindings = Bindings(run, self.state, self._phase_for_expressions)
         self.driver = StepDriver(run, observed, now, catalog, state=self.state, bindings=self.bindings)
         self.gates = Gates(self.driver)
+        self.slots = _Slots(0)
+        self.loops = Loops(self.driver, lambda entry_id: self._schedule_step(entry_id, self.slots))
         self.observed = observed
         self._deleted: set[str] = set()
         self.cancelling = run.spec.cancel
@@ -101,6 +105,7 @@ class _Pass:
         if not self.suspended:
             self._schedule()
         self.gates.announce()
+        self.loops.compact_the_rest()
         return self._conclude()
 
     # --- pass stages -------------------------------------------------------------------
@@ -159,7 +164,7 @@ class _Pass:
 
     def _observe_running_steps(self) -> None:
         for entry in self.state.entries():
-            if entry.phase != "Running":
+            if entry.phase != "Running" or entry.loop is not None:  # a loop's instances are entries of their own
                 continue
             if entry.job_name is not None:
                 self.driver.observe_job(entry.id)
@@ -189,11 +194,12 @@ class _Pass:
         self.driver.event("Warning", "RunDeadlineExceeded", f"{message}; stopped {len(stopped)} step(s)")
 
     def _schedule(self) -> None:
-        slots = _Slots(self.policy.parallelism - self.state.running_jobs())
+        slots = self.slots = _Slots(self.policy.parallelism - self.state.running_jobs())
         for step_id in self.graph.main_order:
             self._schedule_step(step_id, slots)
         for entry in self.state.entries():
-            if self.state.stage_of(entry) == "compensation" and entry.gate_for is None:
+            if self.state.stage_of(entry) == "compensation" and entry.gate_for is None \
+                    and entry.id not in self.graph.instance_of:
                 self._schedule_step(entry.id, slots)
         if self.state.main_finished():
             for step_id in self.graph.finally_order:
@@ -201,7 +207,9 @@ class _Pass:
 
     def _schedule_step(self, step_id: str, slots: _Slots) -> None:
         entry = self.state.get(step_id)
-        if entry is None or entry.phase == "Pending":
+        if entry is not None and entry.phase == "Running" and entry.loop is not None:
+            self.loops.advance(step_id)
+        elif entry is None or entry.phase == "Pending":
             self._schedule_pending(step_id, slots)
         elif entry.phase == "Retrying" and (entry.retry_at is None or entry.retry_at <= self.now):
             self._start_action(step_id, slots)
@@ -215,6 +223,9 @@ class _Pass:
             if verdict.verdict == "skip":
                 self._skip(step_id, verdict.reason or "NeedFailed", verdict.message or "not run")
                 return
+        if step.for_each is not None:
+            self.loops.start(step_id)  # each instance evaluates `when` and takes a slot of its own
+            return
         if step.kind == "action" and slots.free <= 0:
             return  # decided when a slot frees: a step blocked by parallelism costs nothing per pass
         try:

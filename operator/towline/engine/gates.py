@@ -41,7 +41,7 @@ class Gates:
         message = ""
         if observation is None:
             try:
-                message = self.driver.bindings.text(gate.approval.message) if gate.approval.message else ""
+                message = self.driver.bindings.text(gate.approval.message, entry_id) if gate.approval.message else ""
             except ExpressionError as error:
                 self.driver.fail_before_start(entry_id, error)
                 return
@@ -204,7 +204,7 @@ class Gates:
         assert step.wait is not None
         try:
             if step.wait.until:
-                wake_at = self.driver.bindings.time(step.wait.until)
+                wake_at = self.driver.bindings.time(step.wait.until, step_id)
             else:
                 wake_at = self.driver.now + (parse_duration(step.wait.duration) if step.wait.duration else timedelta())
         except ExpressionError as error:

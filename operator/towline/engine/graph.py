@@ -8,8 +8,8 @@ checks once, so `decide` can rely on an acyclic graph whose ids are unique.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
 
 from towline.api.run import WorkflowSnapshot
 from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
@@ -31,6 +31,12 @@ class Graph:
     approval_policy: ApprovalPolicy
     position: Mapping[str, int]
     """Declaration order across steps, compensations and finally: for stable reasons and messages."""
+    instances: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """A started loop's instance ids, in item order (`add_instances`)."""
+    instance_of: dict[str, str] = field(default_factory=dict)
+    """The loop each instance id belongs to."""
+    instance_index: dict[str, int] = field(default_factory=dict)
+    """Each instance's place in its loop's items (its `index`)."""
 
     @classmethod
     def build(cls, snapshot: WorkflowSnapshot) -> Graph:
@@ -43,14 +49,33 @@ class Graph:
             for step in group:
                 steps[step.id] = step
                 stage[step.id] = name
+        table = InstanceSteps(steps)
         return cls(
-            steps=steps,
+            steps=table,
+            instance_of=table.instance_of,
             stage=stage,
             main_order=_topological(snapshot.steps),
             finally_order=_topological(snapshot.finally_),
             approval_policy=snapshot.policy.approval,
             position={step_id: index for index, step_id in enumerate(steps)},
         )
+
+    def add_instances(self, loop_id: str, instance_ids: list[str]) -> None:
+        """A started loop's instances become steps of the graph: the loop's step without `forEach`, each under
+        its own id, in the loop's stage and place. Its `onFailure` stays the loop's (the loop fails, and
+        triggers it, once); everything else of a step (attempts, retries, gates, Jobs) is the instance's own.
+        The instance's Step is made when first asked for (`InstanceSteps`): a pass touches few of them."""
+        stage, position = cast(dict[str, Stage], self.stage), cast(dict[str, int], self.position)
+        for index, entry_id in enumerate(instance_ids):
+            self.instance_index[entry_id] = index
+            stage[entry_id] = stage[loop_id]
+            position[entry_id] = position[loop_id]
+            self.instance_of[entry_id] = loop_id
+        self.instances[loop_id] = tuple(instance_ids)
+
+    def owner(self, entry_id: str) -> str:
+        """The declared step an entry belongs to: the loop of an instance, else the entry itself."""
+        return self.instance_of.get(entry_id, entry_id)
 
     def gate_step(self, gated: str) -> Step:
         """The approval step the policy inserts before the mutating step `gated`."""
@@ -61,12 +86,38 @@ class Graph:
             four_eyes=policy.four_eyes,
             expires_after=policy.expires_after,
         )
-        return Step(id=gate_id(gated), approval=gate)
+        # A loop instance's gate is the loop's gate under the instance's key (Step ids themselves are plain).
+        return Step(id=gate_id(self.owner(gated)), approval=gate).model_copy(update={"id": gate_id(gated)})
 
     def dependants(self, step_id: str) -> list[str]:
         """Steps of the same stage that need `step_id` (a scan: only used when opening a gate)."""
         stage = self.stage[step_id]
-        return [sid for sid, step in self.steps.items() if self.stage[sid] == stage and step_id in step.needs]
+        return [sid for sid, step in self.steps.items()
+                if self.stage[sid] == stage and step_id in step.needs and sid not in self.instance_of]
+
+
+class InstanceSteps(dict[str, Step]):
+    """Steps by id, a started loop's instances included: an instance's Step is its loop's without `forEach`
+    (and with `onFailure: fail`), under the instance's id, made on first use."""
+
+    def __init__(self, declared: dict[str, Step]) -> None:
+        super().__init__(declared)
+        self.instance_of: dict[str, str] = {}
+
+    def __missing__(self, entry_id: str) -> Step:
+        loop_id = self.instance_of.get(entry_id)
+        if loop_id is None:
+            raise KeyError(entry_id)
+        loop = super().__getitem__(loop_id)
+        step = loop.model_copy(update={"id": entry_id, "for_each": None, "on_failure": ON_FAILURE_FAIL})
+        self[entry_id] = step
+        return step
+
+    def get(self, entry_id: str, default: Any = None) -> Any:
+        return self[entry_id] if entry_id in self else default  # noqa: SIM401 - dict.get skips __missing__
+
+    def __contains__(self, entry_id: object) -> bool:
+        return super().__contains__(entry_id) or entry_id in self.instance_of
 
 
 def _topological(steps: list[Step]) -> tuple[str, ...]:

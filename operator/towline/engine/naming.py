@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from towline.api.loops import instance_id, instance_key, loop_of
+
 MAX_NAME_LENGTH = 63
 STEP_JOB_PREFIX = "towline-step-"
 """The start of every step Job's name, and so of every step pod's (the Job controller names a Job's pods
@@ -73,7 +75,8 @@ def approval_name(run_name: str, step_id: str) -> str:
 def run_step_label(run_name: str, step_id: str, *, limit: int) -> str:
     """`<run>-<step>` (each '_' as '--') when it fits, else a readable prefix and a digits-only hash."""
     text = f"{run_name}-{step_id.replace('_', '--')}"
-    if "." not in run_name and not step_id.endswith("_") and len(text) <= limit:
+    # A loop instance's id (`deploy[0]`) holds brackets no name may: it always takes the hashed form.
+    if "." not in run_name and not step_id.endswith("_") and "[" not in step_id and len(text) <= limit:
         return text
     # Digits only, so the last segment of a hashed name can never be a step id (those start with a letter).
     digest = str(int(hashlib.sha256(f"{run_name}/{step_id}".encode()).hexdigest()[:15], 16) % 10**_DIGEST_DIGITS)
@@ -83,7 +86,13 @@ def run_step_label(run_name: str, step_id: str, *, limit: int) -> str:
 
 
 def gate_id(step_id: str) -> str:
-    """The id of the approval gate the policy inserts before `step_id`; a valid step identifier."""
+    """The id of the approval gate the policy inserts before `step_id`; a valid step identifier.
+
+    A loop instance's gate is the same instance of the loop's gate: `deploy__approval[0]` before `deploy[0]`.
+    """
+    loop = loop_of(step_id)
+    if loop is not None:
+        return instance_id(gate_id(loop), instance_key(step_id) or "")
     candidate = step_id + GATE_SUFFIX
     if len(candidate) <= MAX_NAME_LENGTH:
         return candidate

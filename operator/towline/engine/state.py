@@ -80,6 +80,14 @@ class RunState:
             self._owned.add(step_id)
         return self.status.steps[position]
 
+    def edited(self, step_id: str) -> bool:
+        """This pass changed (or listed) the step's entry."""
+        return step_id in self._owned
+
+    def edited_ids(self) -> list[str]:
+        """The entries this pass changed or listed, in no particular order."""
+        return list(self._owned)
+
     def add(self, step: StepStatus, *, before: str | None = None) -> StepStatus:
         """A new step entry (a triggered compensation, a policy gate), placed before `before` if given."""
         if before is not None and before in self._index:
@@ -98,10 +106,14 @@ class RunState:
     def unfinished_before_finally(self) -> list[str]:
         """Unfinished steps of the main DAG (listed or not), their gates, and triggered compensations."""
         found = [step_id for step_id in self.graph.main_order if not self._is_finished(step_id)]
+        found[:0] = [  # a loop's instances stop before the loop itself
+            entry.id for entry in self.status.steps
+            if self.stage_of(entry) != "finally" and entry.id in self.graph.instance_of and not is_finished_step(entry)
+        ]
         found.extend(
             entry.id for entry in self.status.steps
             if self.stage_of(entry) != "finally" and (entry.gate_for or self.graph.stage[entry.id] == "compensation")
-            and not is_finished_step(entry)
+            and entry.id not in self.graph.instance_of and not is_finished_step(entry)
         )
         return found
 
@@ -117,6 +129,10 @@ class RunState:
 
     def stage_of(self, entry: StepStatus) -> Stage:
         return self.graph.stage[entry.gate_for or entry.id]
+
+    def in_loop(self, entry: StepStatus) -> bool:
+        """A loop's instance or an instance's gate: its loop's entry speaks for it in the run's outcome."""
+        return (entry.gate_for or entry.id) in self.graph.instance_of
 
     # --- queries ---------------------------------------------------------------------
 
@@ -145,7 +161,7 @@ class RunState:
                 continue
             if not is_finished_step(entry):
                 return False
-            if entry.gate_for is None and stage_of[entry.id] != "compensation":
+            if entry.gate_for is None and stage_of[entry.id] != "compensation" and not self.in_loop(entry):
                 done += 1
         expected = len(self.graph.main_order) if stage == "main" else len(self.graph.finally_order)
         return done == expected
@@ -201,7 +217,7 @@ class RunState:
 
     def outcome(self, *, cancel_requested: bool) -> Outcome:
         """The run's final phase and reason, from the steps' final states."""
-        entries = self.status.steps
+        entries = [e for e in self.status.steps if not self.in_loop(e)]
         if cancel_requested or any(e.phase == "Cancelled" and self.stage_of(e) != "finally" for e in entries):
             return Outcome("Cancelled", "Cancelled", "the run was cancelled (spec.cancel)")
         failed = self._main_failure() or self._finally_failure()
@@ -218,6 +234,7 @@ class RunState:
         failed = [
             e for e in self.status.steps
             if e.phase == "Failed" and self.stage_of(e) == stage and not self.continues_after_failure(e)
+            and not self.in_loop(e)
         ]
         return sorted(failed, key=self._declared_position)
 
@@ -227,7 +244,7 @@ class RunState:
 
     def _main_failure(self) -> Outcome | None:
         """The first failure of the main DAG in step order, so a replay names the same one."""
-        entries = self.status.steps
+        entries = [e for e in self.status.steps if not self.in_loop(e)]
         timeouts = [
             e.id for e in sorted(entries, key=self._declared_position)
             if e.reason == "RunTimeout" and self.stage_of(e) != "finally"

@@ -67,6 +67,8 @@ def summarize(state: RunState, *, suspended: bool, now: datetime) -> ActiveSumma
     secrets: set[str] = set()
     wakes: list[datetime | None] = []
     for entry in state.status.steps:
+        if entry.loop is not None:
+            continue  # a loop is where its instances are
         if entry.phase == "Running":
             current.append(entry.id)
             if entry.job_name is not None:

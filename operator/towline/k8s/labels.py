@@ -6,6 +6,10 @@ plugin, the watches) need not load the builders and, through them, every connect
 
 from __future__ import annotations
 
+import hashlib
+
+_LABEL_LIMIT = 63
+
 LABEL_WORKFLOW = "towline.dev/workflow"
 LABEL_TRIGGER = "towline.dev/trigger"
 """On a run a trigger started (schedule or webhook): the trigger's name, `_` written as `-` (`identifier_label`)."""
@@ -36,5 +40,10 @@ without a pod never had one (towline.k8s.steppods)."""
 
 def identifier_label(identifier: str) -> str:
     """A step id or trigger name as LABEL_STEP's or LABEL_TRIGGER's value: label values are DNS-safe, so `_` is
-    written as `-` (lossy)."""
-    return identifier.replace("_", "-")
+    written as `-` (lossy). A loop instance's `deploy[eu_1]` is `deploy.eu-1` (no step id holds a '.'); one past
+    a label value's 63 characters keeps a readable start and a hash of the whole id."""
+    label = identifier.replace("_", "-").replace("[", ".").replace("]", "")
+    if len(label) <= _LABEL_LIMIT:
+        return label
+    digest = hashlib.sha256(identifier.encode()).hexdigest()[:8]
+    return f"{label[: _LABEL_LIMIT - 9].rstrip('-.')}-{digest}"

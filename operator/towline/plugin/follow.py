@@ -19,7 +19,7 @@ from typing import Any
 from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.k8s import live
 from towline.k8s.client import PODS, WORKFLOW_RUNS, ApiError, KubeApi
-from towline.k8s.labels import LABEL_RUN, LABEL_STEP
+from towline.k8s.labels import LABEL_RUN, LABEL_STEP, identifier_label
 from towline.k8s.owners import controlling_job
 
 JSON = dict[str, Any]
@@ -143,7 +143,7 @@ async def _merged(*streams: AsyncIterator[tuple[str, JSON]]) -> AsyncGenerator[t
 async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None, *, out: Print, err: Print) -> int:
     """Stream the logs of the run's step pods (or one step's) as they start, until the run has ended and
     every started pod's log has been read to its end. 0 when the run ended, whatever its result."""
-    selector = f"{LABEL_RUN}={name}" + (f",{LABEL_STEP}={step.replace('_', '-')}" if step else "")
+    selector = f"{LABEL_RUN}={name}" + (f",{LABEL_STEP}={identifier_label(step)}" if step else "")
     run: JSON | None = None
     pods: dict[str, JSON] = {}
     started: set[str] = set()

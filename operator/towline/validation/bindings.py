@@ -30,6 +30,9 @@ _STRING_LITERAL = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?
 _PARAM_DOTTED = re.compile(r"(?<![.\w])params\s*\.\s*([A-Za-z_]\w*)")
 _PARAM_INDEXED = re.compile(r"(?<![.\w])params\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
 _ROOTS = ", ".join(sorted(ROOT_VARIABLES))
+LOOP_VARIABLES = frozenset({"item", "index"})
+"""What a loop instance reads besides the roots: its item and its place in the items."""
+_INDEXED_STEP = re.compile(r"\bsteps\s*\.\s*([A-Za-z_]\w*)\s*\[")
 
 
 def referenced_params(source: str) -> set[str]:
@@ -46,8 +49,10 @@ def expression_errors(spec: WorkflowSpec) -> list[ValidationError]:
     errors: list[ValidationError] = []
     for item in locate_steps(spec):
         allowed = readable[item.section, item.index]
+        in_loop = item.step.for_each is not None
         for field, source in _step_expressions(item, errors):
-            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=allowed)
+            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=allowed,
+                                       in_loop=in_loop)
     for index, trigger in enumerate(spec.triggers):
         for path, source in template_expressions(trigger.params):
             field = f"spec.triggers[{index}].params.{path}"
@@ -82,9 +87,12 @@ def _step_expressions(item: LocatedStep, errors: list[ValidationError]) -> Itera
 
 
 def check_expression(
-    field: str, source: str, *, params: set[str], step_ids: set[str], readable: set[str]
+    field: str, source: str, *, params: set[str], step_ids: set[str], readable: set[str], in_loop: bool = False,
 ) -> list[ValidationError]:
-    """Problems with one expression at `field`; empty when it compiles and reads only what exists."""
+    """Problems with one expression at `field`; empty when it compiles and reads only what exists.
+
+    `in_loop`: the expression belongs to a forEach step's instance, which reads `item` and `index` too.
+    """
     if not source.strip():
         return [ValidationError(field=field, message="empty expression; write CEL between ${{ and }}")]
     cost = static_cost_problem(source)
@@ -93,13 +101,25 @@ def check_expression(
     error = syntax_error(source)
     if error is not None:
         return [ValidationError(field=field, message=f"CEL does not compile: {error}")]
+    unknown = unknown_variables(source, ROOT_VARIABLES | LOOP_VARIABLES if in_loop else ROOT_VARIABLES)
     errors = [
         ValidationError(
             field=field,
+            message=f"{name!r} is defined only in a step with forEach (an instance's item and its index); "
+            "add forEach to this step, or read params or steps",
+        ) if name in LOOP_VARIABLES else ValidationError(
+            field=field,
             message=f"{name!r} is not defined; expressions read {_ROOTS}{suggestion(name, ROOT_VARIABLES)}",
         )
-        for name in sorted(unknown_variables(source))
+        for name in sorted(unknown)
     ]
+    code = _STRING_LITERAL.sub("''", source)
+    for step_id in sorted(set(_INDEXED_STEP.findall(code))):
+        errors.append(ValidationError(
+            field=field,
+            message=f"steps.{step_id}[...] reads a step by index: another step cannot read one loop instance; "
+            f"read steps.{step_id}.output[0] (a loop's output lists its instances' outputs in item order)",
+        ))
     for name in sorted(referenced_params(source) - params):
         errors.append(ValidationError(
             field=field,

@@ -14,6 +14,7 @@ from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.validation.actions import ActionCatalog
 from towline.validation.bindings import expression_errors
 from towline.validation.graph import cycle_errors, duplicate_id_errors, locate_steps, needs_errors
+from towline.validation.loops import loop_errors
 from towline.validation.notifications import notification_errors
 from towline.validation.outputs import output_errors
 from towline.validation.parsing import parse_workflow_spec
@@ -36,6 +37,7 @@ def validate_workflow(spec: WorkflowSpec, catalog: ActionCatalog) -> list[Valida
         *cycle_errors(located),
         *step_errors(spec, catalog),
         *expression_errors(spec),
+        *loop_errors(spec),
         *notification_errors(spec, catalog),
         *output_errors(spec),
     ]
