@@ -148,7 +148,7 @@ def _usage_error(message: str) -> ActionError:
 
 def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec], now: float | None = None) -> StepConfig:
     """The step's settings from the environment; a bad one is a validation error naming it."""
-    # Exactly as written: the chart's policy towline-operator-jobs reads this value to admit a code action only
+    # Exactly as written: the chart's policy towline-step-objects reads this value to admit a code action only
     # where code steps are on, so the runner may not read a name the policy did not see (" code.python").
     name = environ.get(ACTION_ENV, "")
     if not name:

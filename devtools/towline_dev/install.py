@@ -46,7 +46,7 @@ CHART_TEMPLATES = (
     "templates/admission-policies.yaml",
     "templates/admission-policy-credentials.yaml",
     "templates/admission-policy-step-objects.yaml",
-    "templates/admission-policy-operator-jobs.yaml",
+    "templates/admission-policy-step-pod-access.yaml",
     "templates/admission-policy-step-types.yaml",
     "templates/archive-rbac.yaml",
 )
@@ -67,7 +67,7 @@ def render_chart(cluster: ControlPlane, namespace: str = OPERATOR_NAMESPACE) -> 
             "--kube-version", KUBERNETES_VERSION, "--set", f"runner.image={runner_image}",
             "--set-json", f"stepTypes.allowedImagePrefixes={json.dumps([STEP_TYPE_IMAGE_PREFIX])}",
             # The tests' operators turn code steps on by their own environment (tests/integration/conftest.py);
-            # the RBAC they need for it (get on ConfigMaps) comes with the chart's value, and the operator-jobs
+            # the RBAC they need for it (get on ConfigMaps) comes with the chart's value, and the step-objects
             # policy admits code actions only in the namespaces listed, as the tests' operators have them.
             "--set", "codeSteps.enabled=true",
             "--set-json", f"codeSteps.namespaces={json.dumps(CODE_STEP_TEST_NAMESPACES)}",

@@ -35,24 +35,25 @@ TODAYS_CLUSTER_NAMES = {
         "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
-        "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials", "towline-operator-jobs",
+        "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
         "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
-        "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases",
-        "towline-archive-jobs"},
+        "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases"},
     "APIService": {ARCHIVE_API_SERVICE},
 }
 """The cluster-scoped names release `towline` (the README's, `make dev`'s) has always had: people bind
 towline-runner and friends by these names, so they must not change."""
 
 SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-updates", "workflow-credentials",
-                   "step-objects", "step-type-images", "step-type-credentials"}
+                   "step-type-images", "step-type-credentials"}
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 
-EVERYWHERE_POLICIES = {"ingress-runs", "operator-jobs", "nesting-depth", "step-pod-access", "step-type-schemas",
-                       "archive-releases", "archive-jobs"}
+EVERYWHERE_POLICIES = {"ingress-runs", "step-objects", "nesting-depth", "step-pod-access", "step-type-schemas",
+                       "archive-releases"}
 """Policies that only restrict this release's own identities, or hold everyone to the same rule
-whatever the release: bound cluster-wide, which refuses nobody another release trusts."""
+whatever the release: bound cluster-wide, which refuses nobody another release trusts. step-objects also
+holds everyone else to "hands off step objects", in the watchNamespaces its rule names (one policy, so the API
+server converts a Job or pod once for all its rules: docs/benchmarks.md)."""
 
 
 def render_release(binaries: BinarySet, release: str, namespace: str,
@@ -160,6 +161,11 @@ def test_policies_trusting_the_release_apply_only_to_its_watch_namespaces(k8s_bi
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-a-ci"]}]}}, policy
     for policy in EVERYWHERE_POLICIES:
         assert scoped[policy] is None, policy
+    step_objects = next(d for d in render_release(k8s_binaries, "team-a", "team-a-system",
+                                                  {"watchNamespaces": '["team-a", "team-a-ci"]'})
+                        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"].endswith("-step-objects"))
+    (condition,) = step_objects["spec"]["matchConditions"]
+    assert 'request.namespace in ["team-a","team-a-ci"] &&' in condition["expression"], condition
     # Watching every namespace: every policy applies everywhere, as it always did.
     everywhere = scopes(render_release(k8s_binaries, "towline", "towline-system"), "towline")
     assert set(everywhere) == SCOPED_POLICIES | EVERYWHERE_POLICIES

@@ -74,7 +74,7 @@ def jobs_of_poison_refused(towline_installed: ControlPlane, team_namespace: str)
 
     def refused() -> bool:
         # Under the operator's name (anyone else is refused such a Job by the chart's towline-step-objects policy),
-        # with admin's group, which towline-operator-jobs leaves alone (the probe is no step-shaped Job).
+        # with admin's group, which that policy's rule for the operator leaves alone (the probe is no step-shaped Job).
         result = cluster.kubectl("create", "--dry-run=server", "--as", OPERATOR_USER, "--as-group", "system:masters",
                                  "-f", "-", stdin=json.dumps(probe), check=False)
         return result.returncode != 0 and "refused by this test" in result.stderr

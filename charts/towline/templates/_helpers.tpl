@@ -174,7 +174,7 @@ learns of a missing one from the pod's status.
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [patch]
-# create: each step Job's one pod (towline.k8s.steppods), held to a step's shape by the operator-jobs policy;
+# create: each step Job's one pod (towline.k8s.steppods), held to a step's shape by the step-objects policy;
 # patch: only to remove its finalizer towline.dev/step-result once the pod's end is written on its Job;
 # delete: a step pod that has not ended at the step's deadline (one never scheduled, which no kubelet stops)
 - apiGroups: [""]
@@ -309,7 +309,7 @@ Controllers that legitimately rewrite ownerReferences and finalizers of any obje
 CEL list literal of the identities besides the operator that create step pods: the Job controller (for step
 Jobs an earlier release made; the operator's say managedBy: towline.dev/operator), with per-controller
 credentials (kubeadm, kind, the local dev cluster) or without, and .Values.stepPodCreators. The operator's own
-requests never reach towline-step-objects (towline-operator-jobs holds them).
+requests meet towline-step-objects' rule for the operator instead.
 */ -}}
 {{- define "towline.stepPodCreators" -}}
 {{- $users := list ("system:serviceaccount:kube-system:job-controller" | quote) ("system:kube-controller-manager" | quote) }}
@@ -339,7 +339,7 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.archive.serviceAccount
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
-# patch: a step Job's ttlSecondsAfterFinished, once its pod's logs are in the record (towline-archive-jobs holds
+# patch: a step Job's ttlSecondsAfterFinished, once its pod's logs are in the record (towline-step-objects holds
 # it to setting that one field where it was unset)
 - apiGroups: [batch]
   resources: [jobs]

@@ -4,7 +4,7 @@ While the archive is on, the operator creates step Jobs without `ttlSecondsAfter
 pod (and its log) the record does not hold yet, however long the archive is down. Right after the archive has
 written an ended step pod's logs (or found it has none left to give), it sends one PATCH that sets the pod's Job's
 TTL to the chart's runner.jobTTLSecondsAfterFinished; kube-controller-manager's TTL controller then deletes the
-Job and its pod as it always did. The admission policy towline-archive-jobs lets the archive's identity set that
+Job and its pod as it always did. The admission policy towline-step-objects lets the archive's identity set that
 one field, where it was unset, on a Towline step Job, and nothing else.
 """
 

@@ -309,7 +309,7 @@ class ArchiveService:
             pass  # another Job of that name now: not this pod's
         except ApiError as error:
             if error.status in (403, 422):
-                # A Job an earlier operator made with its TTL keeps that TTL (towline-archive-jobs refuses
+                # A Job an earlier operator made with its TTL keeps that TTL (towline-step-objects refuses
                 # another value): nothing to do. Anything else refused is said, not retried forever.
                 log.info("the TTL of Job %s/%s was not set (%s); it keeps what it has", job.namespace, job.name,
                          error)

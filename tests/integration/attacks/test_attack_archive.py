@@ -8,7 +8,7 @@
 - The archive sets a step Job's TTL once the Job's logs are in the record. Taken over, its identity can do that and
   only that: set ttlSecondsAfterFinished on a Towline step Job where it was unset. It cannot suspend a step, scale it,
   relabel it, change a TTL once set, touch a Job that is not Towline's, create a Job or delete one
-  (towline-archive-jobs, and RBAC).
+  (towline-step-objects, and RBAC).
 """
 
 from __future__ import annotations

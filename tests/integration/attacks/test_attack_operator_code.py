@@ -2,7 +2,7 @@
 termination messages, never a Secret), tries to run code of its own choosing next to a namespace's Secrets through
 a step-shaped Job: the runner image as a user step type's `step` container with a command of its own, a code step
 where the chart has code steps off, or an image beside stepTypes.allowedImagePrefixes (`localhost/towline-steps`,
-which ends at a `/`, does not cover `localhost/towline-steps-evil/...`). Policy towline-operator-jobs refuses each;
+which ends at a `/`, does not cover `localhost/towline-steps-evil/...`). Policy towline-step-objects refuses each;
 when it did not, the live attacks below read the Secret back from the pod's termination message."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A compromised operator, acting with the operator ServiceAccount's own token: it may create Jobs in every
 namespace it watches and read pods (their termination messages), but not Secrets. Through a Job of its own
-design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-operator-jobs
+design it could read any Secret anyway, or act as any ServiceAccount; the chart's policy towline-step-objects
 admits only step-shaped Jobs (towline.k8s.stepjobs.build_step_job) of the runner image, and none in kube-system
 or the operator's own namespace; a user step type's Job runs the runner's `prepare` and then one container of an
 image under stepTypes.allowedImagePrefixes, nothing else. It also creates each step Job's one pod

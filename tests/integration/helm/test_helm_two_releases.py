@@ -97,6 +97,18 @@ def _forge_a_run(cluster: Cluster, namespace: str) -> str:
     return result.stderr
 
 
+def _forge_a_step_job(cluster: Cluster, namespace: str) -> str:
+    """alice, an editor here, creates (server-side dry run) a Job labelled for a run: stderr."""
+    forged = {"apiVersion": "batch/v1", "kind": "Job",
+              "metadata": {"name": "forged-step", "namespace": namespace, "labels": {"towline.dev/run": "ship"}},
+              "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                             "containers": [{"name": "step", "image": "busybox"}]}}}}
+    result = cluster.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(forged), user="alice",
+                             check=False)
+    assert result.returncode != 0, f"a forged step Job was admitted in {namespace}"
+    return result.stderr
+
+
 def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluster) -> None:
     cluster = two_releases
     runs: dict[Team, str] = {}
@@ -128,6 +140,15 @@ def test_two_releases_run_their_own_namespaces_side_by_side(two_releases: Cluste
         refused = _forge_a_run(cluster, team.work)
         assert f"{team.prefix}-run-requester" in refused, refused
         assert "spec.requestedBy must name who starts the run" in refused, refused
+
+    # Each release's step-objects policy holds everyone but its own operator and archive to "hands off step
+    # objects" in its watched namespaces: its binding applies everywhere and its rule names them, so the other
+    # release's operator, whose step Jobs and pods above were admitted, never met it, and an editor here does.
+    for team in TEAMS:
+        bind_role(cluster, team.work, "edit", users=("alice",))
+        refused = _forge_a_step_job(cluster, team.work)
+        assert f"{team.prefix}-step-objects" in refused, refused
+        assert "are created by the Towline operator only; alice may not create one" in refused, refused
 
     # The other release's identities get nowhere in a team's namespaces: its operator has no Role there,
     # and its ingress, which reads and creates runs cluster-wide, is not a trigger creator there.

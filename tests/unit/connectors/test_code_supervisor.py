@@ -1,6 +1,6 @@
 """The runner beside a code step's code: non-dumpable before the code starts (so the code, running as the same
 user, cannot trace it or open its /proc memory, environment or stdout), and an action name read exactly as
-written (policy towline-operator-jobs admits a code action by that same value). tests/integration/
+written (policy towline-step-objects admits a code action by that same value). tests/integration/
 test_code_step_supervisor.py tries each from inside a real code step."""
 
 from __future__ import annotations
