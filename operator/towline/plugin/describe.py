@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from towline.plugin.render import age, decision_text, duration, trigger_text
-from towline.plugin.runtree import Attempt, RunTree
+from towline.plugin.runtree import Attempt, RunTree, StepNode
 
 JSON = dict[str, Any]
 MAX_VALUE_LINES = 30
@@ -86,6 +86,25 @@ def _steps(tree: RunTree, now: datetime) -> list[str]:
         if node.output is not None:
             lines += _block("Output:", node.output, "    ")
         lines += ["    " + _attempt(record, now) for record in node.history]
+        lines += _instances(node, now)
+    return lines
+
+
+def _instances(node: StepNode, now: datetime) -> list[str]:
+    """A loop's counts and each listed instance in a line: phase, attempts, time, error, decision, message."""
+    if node.loop is None:
+        return []
+    lines = [f"    Instances: {node.loop.text}"]
+    for instance in node.instances:
+        gate = f" (gate for {instance.gate_for})" if instance.gate_for else ""
+        facts = [instance.phase or "Pending", f"attempt {instance.attempt}" if instance.attempt else "",
+                 duration(instance.started_at, instance.finished_at, now),
+                 f"error class {instance.error_class}" if instance.error_class else "",
+                 f"reason {instance.reason}" if instance.reason and instance.reason != instance.phase else "",
+                 decision_text(instance),
+                 f"approval {instance.approval_name}" if instance.waiting_for_decision else "",
+                 f"- {_flat(instance.message)}" if instance.message and instance.phase != "Succeeded" else ""]
+        lines.append(f"      {instance.id}{gate}  " + "  ".join(fact for fact in facts if fact))
     return lines
 
 

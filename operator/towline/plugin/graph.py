@@ -41,6 +41,8 @@ def graph_of(nodes: tuple[StepNode, ...]) -> StepGraph:
 def _label(node: StepNode) -> str:
     """Id, what it does and (in a run) phase, one per line; the colour repeats the phase for the eye."""
     label = f"{node.id}\\n{node.label}"
+    if node.loop is not None:
+        label += f"\\n{node.loop.text}"
     return f"{label}\\n{node.phase}" if node.phase else label
 
 

@@ -95,6 +95,8 @@ def step_line(node: StepNode, now: datetime, *, wide: bool = False) -> str:
         parts.append(decision_text(node))
     elif node.waiting_for_decision:
         parts.append(f"waiting for approval {node.approval_name}")
+    if node.loop is not None:
+        parts.append(node.loop.text)
     if node.reason and not node.decided_by and node.reason != node.phase:
         parts.append(f"({node.reason})")
     if node.message and node.phase != "Succeeded":

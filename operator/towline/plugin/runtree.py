@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from towline.api.loops import loop_of
 from towline.api.steptypenames import step_type_reference
+from towline.plugin.loopcounts import LoopCounts, loop_counts
 
 JSON = dict[str, Any]
 
@@ -122,15 +124,21 @@ class StepNode:
     approval_name: str | None = None
     decided_by: str | None = None
     history: tuple[Attempt, ...] = ()
+    for_each: bool = False
+    """A loop (`forEach`): one node for all its instances."""
+    loop: LoopCounts | None = None
+    """A loop's instances by state, in a run."""
+    instances: tuple[StepNode, ...] = ()
+    """A loop's listed instances (and their policy gates), in item order; those not started yet are not listed."""
 
     @property
     def label(self) -> str:
-        """What the step does, in a word or two: its action, or approval, approval (policy), wait."""
+        """What the step does, in a word or two: its action, or approval, approval (policy), wait; a loop's
+        starts with `forEach`."""
         if self.kind == "policy-gate":
             return GATE_LABEL
-        if self.kind in ("approval", "wait"):
-            return self.kind
-        return self.action or ""
+        what = self.kind if self.kind in ("approval", "wait") else self.action or ""
+        return f"forEach {what}" if self.for_each else what
 
     @property
     def gate(self) -> bool:
@@ -239,7 +247,41 @@ def _declared(step: JSON, section: Section, *, needs: tuple[str, ...], compensat
         id=str(step["id"]), section=section, kind=kind_of(step), action=_text(step.get("action")), needs=needs,
         compensates=compensates, when=_text(step.get("when")), inputs=_mapping(step.get("with")),
         credentials=tuple(sorted(str(name) for name in _mapping(step.get("credentials")).values())),
+        for_each=isinstance(step.get("forEach"), dict),
     )
+
+
+def _with_instances(node: StepNode, entry: JSON, members: list[JSON]) -> StepNode:
+    """A loop's node with its instances (as nodes of their own) and their counts."""
+    instances = tuple(
+        _with_state(StepNode(id=str(member["id"]), section=node.section,
+                             kind="policy-gate" if member.get("gateFor") else node.kind, action=node.action,
+                             gate_for=_text(member.get("gateFor"))), member)
+        for member in members
+    )
+    total = _count(_mapping(entry.get("loop")).get("count"))
+    phases = (instance.phase for instance in instances if instance.kind != "policy-gate")
+    return replace(node, instances=instances, loop=loop_counts(total, phases))
+
+
+def _by_owner(entries: list[JSON]) -> tuple[dict[str, JSON], dict[str, list[JSON]]]:
+    """The entries of steps and gates by id, and the entries of each loop's instances (and their gates)."""
+    states: dict[str, JSON] = {}
+    members: dict[str, list[JSON]] = {}
+    for entry in entries:
+        if not isinstance(entry.get("id"), str):
+            continue
+        loop = _loop_of(entry)
+        if loop is not None:
+            members.setdefault(loop, []).append(entry)
+        else:
+            states[str(entry["id"])] = entry
+    return states, members
+
+
+def _loop_of(entry: JSON) -> str | None:
+    """The loop an entry belongs to: an instance's (`deploy[0]`), or the instance's its policy gate guards."""
+    return loop_of(str(entry.get("gateFor") or entry.get("id") or ""))
 
 
 def _attempt(record: JSON) -> Attempt:
@@ -279,7 +321,7 @@ def step_nodes(spec: JSON, entries: list[JSON] | None = None) -> tuple[StepNode,
     A run draws only the compensations a failure triggered; a Workflow draws all of them.
     """
     in_run = entries is not None
-    states = {str(entry["id"]): entry for entry in entries or [] if isinstance(entry.get("id"), str)}
+    states, members = _by_owner(entries or [])
     gates = {str(entry["gateFor"]): entry for entry in states.values() if isinstance(entry.get("gateFor"), str)}
     compensated: dict[str, list[str]] = {}
     for step in _items(spec.get("steps")):
@@ -302,7 +344,11 @@ def step_nodes(spec: JSON, entries: list[JSON] | None = None) -> tuple[StepNode,
                 nodes.append(_with_state(gate_node, gate))
                 needs = (gate_node.id,)
             node = _declared(step, section, needs=needs, compensates=tuple(compensated.get(step_id, ())))
-            nodes.append(_with_state(node, states.get(step_id, {})) if in_run else node)
+            if in_run:
+                node = _with_state(node, states.get(step_id, {}))
+                if node.for_each:
+                    node = _with_instances(node, states.get(step_id, {}), members.get(step_id, []))
+            nodes.append(node)
     placed = {node.id for node in nodes}
     # Entries the snapshot does not explain (a run without its copy of the workflow) are still shown.
     nodes.extend(

@@ -8,6 +8,7 @@ here reads a Secret; a step's credentials appear as the Secret names it mounts.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import yaml
@@ -76,6 +77,9 @@ def step_view(node: StepNode) -> JSON:
              "image": record.image}
             for record in node.history
         ],
+        "forEach": node.for_each,
+        "loop": None if node.loop is None else {**asdict(node.loop), "text": node.loop.text},
+        "instances": [step_view(instance) for instance in node.instances],
     }
 
 

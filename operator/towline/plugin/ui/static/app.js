@@ -203,7 +203,8 @@ function drawGraph(container, steps, selected, onSelect) {
   }
   for (const step of steps) {
     const node = container.querySelector(`g.node[data-step="${CSS.escape(step.id)}"]`);
-    const label = `${step.label} · ${step.phase}${step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}`;
+    const label = step.loop ? loopLabel(step.loop)
+      : `${step.label} · ${step.phase}${step.attempt > 1 ? ` (attempt ${step.attempt})` : ""}`;
     node.setAttribute("data-phase", step.phase);
     node.classList.toggle("selected", step.id === selected);
     node.setAttribute("data-kind", step.kind);
@@ -213,6 +214,26 @@ function drawGraph(container, steps, selected, onSelect) {
     node.querySelector("rect").setAttribute("fill", PHASE_FILL[step.phase] || "#ffffff");
     node.querySelector("text.sub").textContent = label.length > 30 ? `${label.slice(0, 29)}…` : label;
   }
+}
+
+// A loop is one node: how many of its instances succeeded, failed and run (the step panel lists them).
+function loopLabel(loop) {
+  const parts = [`${loop.succeeded}/${loop.total} ok`];
+  if (loop.failed) parts.push(`${loop.failed} failed`);
+  if (loop.running) parts.push(`${loop.running} running`);
+  return parts.join(" · ");
+}
+
+function instancesTable(step) {
+  if (!step.loop) return null;
+  const rows = step.instances.map((instance) => h("tr", { "data-instance": instance.id },
+    h("td", {}, instance.id), h("td", {}, badge(instance.phase)), h("td", {}, instance.attempt || ""),
+    h("td", {}, instance.errorClass || ""),
+    h("td", {}, instance.decision ? `${instance.decision} by ${instance.decidedBy}` : ""),
+    h("td", {}, waitingForDecision(instance) ? decisionControls(instance.approvalName) : instance.message || "")));
+  return [h("h2", {}, `Instances (${step.loop.text})`), h("table", { class: "instances" }, h("thead", {},
+    h("tr", {}, ["Instance", "Phase", "Attempt", "Error class", "Decision", ""].map((t) => h("th", {}, t)))),
+  h("tbody", {}, rows))];
 }
 
 const PHASE_FILL = { Pending: "#eeeeee", Running: "#90caf9", Retrying: "#ffcc80", Succeeded: "#a5d6a7",
@@ -272,6 +293,7 @@ function stepPanel(panel, run, step, logs) {
       ["Credentials", step.credentials.join(", ")], ["Approval", step.approvalName],
       ["Decision", step.decision ? `${step.decision} by ${step.decidedBy}` : ""]]),
     waitingForDecision(step) ? decisionControls(step.approvalName) : null,
+    instancesTable(step),
     h("h2", {}, "Inputs (as the run recorded the step)"), asJson(step.inputs ?? {}),
     h("h2", {}, "Output"), asJson(step.output ?? null),
     attempts.length ? [h("h2", {}, "Earlier attempts"), h("table", {}, h("thead", {}, h("tr", {},
