@@ -10,8 +10,10 @@ from typing import Any
 from engine_harness import CloseApproval, Sim, action, workflow
 
 from towline.api.loops import MAX_LOOP_ITEMS
+from towline.api.run import StepStatus
 from towline.engine import DeleteJob
 from towline.engine.loops import compact
+from towline_step.protocol import ErrorClass
 
 
 def loop_run(for_each: dict[str, Any], *, after: bool = True, policy: dict[str, Any] | None = None,
@@ -278,8 +280,8 @@ def test_an_ended_instance_keeps_what_the_record_needs_and_nothing_else() -> Non
 
 
 def test_compaction_keeps_an_unknown_side_effects_idempotency_key() -> None:
-    from towline.api.run import StepStatus
-    entry = StepStatus(id="deploy[0]", phase="Failed", error_class="unknown_side_effect", idempotency_key="k1")
+    entry = StepStatus(id="deploy[0]", phase="Failed", error_class=ErrorClass.UNKNOWN_SIDE_EFFECT,
+                       idempotency_key="k1")
     compact(entry)
     assert entry.idempotency_key == "k1"
 

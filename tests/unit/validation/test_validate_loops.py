@@ -30,7 +30,8 @@ def test_a_loop_over_an_upstream_output_reading_item_and_index_is_valid(check: C
             "steps": [step("inventory"), deploy({"items": "steps.inventory.output.clusters", "maxParallel": 3,
                                                   "failFast": True, "key": "item.name"},
                                                  when="item.region == params.only && index < 20"),
-                      step("report", "deploy", **{"with": {"url": "https://r.example.com/${{ steps.deploy.output[0] }}"}})]}
+                      step("report", "deploy",
+                           **{"with": {"url": "https://r.example.com/${{ steps.deploy.output[0] }}"}})]}
     assert check(spec) == []
 
 
