@@ -32,6 +32,7 @@ from towline_step.protocol import (
     PROTOCOL_VERSION_ENV,
     RESULT_PATH_ENV,
     STEP_TYPE_ENV,
+    step_environment,
 )
 from towline_step.redact import Redactor
 
@@ -53,16 +54,10 @@ class StepEnvironment:
 
     def environ(self) -> dict[str, str]:
         """The variables that say this to a step's container (what read_environment reads back), unset ones left out."""
-        environ = {
-            PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
-            INPUTS_PATH_ENV: str(self.inputs_path),
-            CREDENTIALS_DIR_ENV: str(self.credentials_dir),
-            RESULT_PATH_ENV: str(self.result_path),
-            ALLOW_HOSTS_ENV: json.dumps(list(self.allow_hosts)),
-        }
-        optional = {IDEMPOTENCY_KEY_ENV: self.idempotency_key, STEP_TYPE_ENV: self.step_type,
-                    DEADLINE_SECONDS_ENV: None if self.deadline_seconds is None else f"{self.deadline_seconds:g}"}
-        return environ | {name: value for name, value in optional.items() if value is not None}
+        return step_environment(
+            allow_hosts=self.allow_hosts, inputs_path=str(self.inputs_path), credentials_dir=str(self.credentials_dir),
+            result_path=str(self.result_path), idempotency_key=self.idempotency_key, step_type=self.step_type,
+            deadline_seconds=self.deadline_seconds)
 
 
 def result_path_from(environ: Mapping[str, str]) -> Path:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -50,6 +50,31 @@ ALLOW_HOSTS_ENV = "TOWLINE_ALLOW_HOSTS"
 DEFAULT_INPUTS_PATH = "/var/run/towline/step/inputs.json"
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
 DEFAULT_RESULT_PATH = "/dev/termination-log"
+
+
+def step_environment(
+    *, allow_hosts: Sequence[str], inputs_path: str = DEFAULT_INPUTS_PATH,
+    credentials_dir: str = DEFAULT_CREDENTIALS_DIR, result_path: str = DEFAULT_RESULT_PATH,
+    idempotency_key: str | None = None, step_type: str | None = None, deadline_seconds: float | None = None,
+) -> dict[str, str]:
+    """The variables above as a step's container gets them (the SDK's `read_environment` reads them back).
+
+    Written here once: the operator writes them into a step type's pod, the SDK's local harness into the
+    process it runs; unset ones are left out. Seconds are written as a whole number when they are one.
+    """
+    seconds = None if deadline_seconds is None else (
+        str(int(deadline_seconds)) if float(deadline_seconds).is_integer() else repr(float(deadline_seconds)))
+    environ = {
+        PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
+        STEP_TYPE_ENV: step_type,
+        INPUTS_PATH_ENV: inputs_path,
+        CREDENTIALS_DIR_ENV: credentials_dir,
+        RESULT_PATH_ENV: result_path,
+        IDEMPOTENCY_KEY_ENV: idempotency_key,
+        DEADLINE_SECONDS_ENV: seconds,
+        ALLOW_HOSTS_ENV: json.dumps(list(allow_hosts), separators=(",", ":")),
+    }
+    return {name: value for name, value in environ.items() if value is not None}
 
 EXIT_OK = 0
 EXIT_PERMANENT = 1

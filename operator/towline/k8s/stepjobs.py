@@ -39,7 +39,6 @@ from towline_connectors.wire import (
     rfc3339,
 )
 from towline_step.protocol import (
-    ALLOW_HOSTS_ENV,
     CREDENTIALS_DIR_ENV,
     DEADLINE_SECONDS_ENV,
     DEFAULT_CREDENTIALS_DIR,
@@ -47,10 +46,8 @@ from towline_step.protocol import (
     DEFAULT_RESULT_PATH,
     IDEMPOTENCY_KEY_ENV,
     INPUTS_PATH_ENV,
-    PROTOCOL_VERSION,
-    PROTOCOL_VERSION_ENV,
     RESULT_PATH_ENV,
-    STEP_TYPE_ENV,
+    step_environment,
 )
 
 RESULT_MARGIN_SECONDS = 5
@@ -247,16 +244,8 @@ def step_type_pod(
     the user's code never runs before the pod's egress isolation is proven."""
     spec = step_type.spec
     deadline = timeout_seconds or spec.timeout_seconds or settings.default_timeout_seconds
-    user_env = {
-        PROTOCOL_VERSION_ENV: str(PROTOCOL_VERSION),
-        STEP_TYPE_ENV: action,
-        INPUTS_PATH_ENV: DEFAULT_INPUTS_PATH,
-        CREDENTIALS_DIR_ENV: DEFAULT_CREDENTIALS_DIR,
-        RESULT_PATH_ENV: DEFAULT_RESULT_PATH,
-        IDEMPOTENCY_KEY_ENV: idempotency_key,
-        DEADLINE_SECONDS_ENV: str(step_deadline_seconds(deadline)),
-        ALLOW_HOSTS_ENV: compact(list(allow_hosts)),
-    }
+    user_env = step_environment(allow_hosts=allow_hosts, idempotency_key=idempotency_key, step_type=action,
+                                deadline_seconds=step_deadline_seconds(deadline))
     declared = spec.resources
     resources = {"requests": {**DEFAULT_REQUESTS, **declared.requests.model_dump(exclude_none=True)},
                  "limits": {**DEFAULT_LIMITS, **declared.limits.model_dump(exclude_none=True)}}

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from towline_step import AuthError, Context, CredentialSlot, PermanentError, step
 from towline_step.attempt import Deadline, StepContext
 from towline_step.context import StepEnvironment, load_credentials, read_environment
+from towline_step.protocol import step_environment
 from towline_step.redact import Redactor
 
 
@@ -153,6 +154,12 @@ def test_the_environment_the_harness_writes_reads_back_as_it_was_written(tmp_pat
     assert read_environment(written.environ()) == written
     local = StepEnvironment(inputs_path=tmp_path / "i", credentials_dir=tmp_path / "c", result_path=tmp_path / "r")
     assert read_environment(local.environ()) == local
+
+    # What the operator writes into a step type's pod is the same writer: whole seconds as a whole number
+    # (a Rust or Go step may parse an integer), compact JSON, unset values left out.
+    pod = step_environment(allow_hosts=["a.example.com"], step_type="steptype/x", deadline_seconds=1_000_000)
+    assert pod["TOWLINE_DEADLINE_SECONDS"] == "1000000" and pod["TOWLINE_ALLOW_HOSTS"] == '["a.example.com"]'
+    assert "TOWLINE_IDEMPOTENCY_KEY" not in pod and read_environment(pod).deadline_seconds == 1_000_000
 
 
 def test_the_sdk_and_the_runner_share_one_view_of_an_attempt() -> None:
