@@ -25,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import towline.buildinfo  # noqa: F401 - registers towline_build_info on the operator's /metrics
+from towline.api.loops import loop_of
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.api.workflow import Step
@@ -84,7 +85,8 @@ def record_run_transition(
     definitions = _definitions(after)
     old = {entry.id: entry for entry in before.steps}
     for entry in after.steps:
-        _record_step(old.get(entry.id), entry, definitions.get(entry.gate_for or entry.id))
+        declared = entry.gate_for or entry.id
+        _record_step(old.get(entry.id), entry, definitions.get(loop_of(declared) or declared))
 
 
 def _definitions(status: WorkflowRunStatus) -> dict[str, Step]:
@@ -95,8 +97,9 @@ def _definitions(status: WorkflowRunStatus) -> dict[str, Step]:
 
 
 def _record_step(before: StepStatus | None, after: StepStatus, step: Step | None) -> None:
-    if after.reason == "Reused" or (before is not None and before.model_dump() == after.model_dump()):
-        return
+    if after.reason == "Reused" or after.loop is not None or (
+            before is not None and before.model_dump() == after.model_dump()):
+        return  # a loop is no attempt nor decision of its own: its instances are
     if after.gate_for is not None or (step is not None and step.approval is not None):
         if after.phase in ("Succeeded", "Failed") and (before is None or before.phase not in ("Succeeded", "Failed")):
             decision = after.reason if after.reason in ("Rejected", "Expired") else "Approved"
@@ -109,8 +112,11 @@ def _record_step(before: StepStatus | None, after: StepStatus, step: Step | None
         if record.attempt <= known:
             continue
         failed = record.error_class is not None
-        _observe(STEP_DURATION.labels(action, "Failed" if failed else "Succeeded"), record.started_at,
-                 record.finished_at)
+        # An ended loop instance's last record leaves its times to the entry (towline.engine.loops.compact).
+        current = record.attempt == after.attempt and record.started_at is None
+        _observe(STEP_DURATION.labels(action, "Failed" if failed else "Succeeded"),
+                 after.started_at if current else record.started_at,
+                 after.finished_at if current else record.finished_at)
         if failed and (after.phase == "Retrying" or record.attempt < after.attempt):
             STEP_RETRIES.labels(record.error_class or "unknown").inc()
 

@@ -271,9 +271,9 @@ def compact(entry: StepStatus) -> None:
     entry.retry_at = entry.wake_at = entry.expires_at = None
     if entry.error_class != ErrorClass.UNKNOWN_SIDE_EFFECT:
         entry.idempotency_key = None
-    # The last attempt's record says what image ran; its Job and times are the entry's own.
+    # The last attempt's record says what image ran and how it ended; its Job and times are the entry's own.
     entry.history = [
         record.model_copy(update={"message": None, "job_name": None, "started_at": None, "finished_at": None})
         if record.attempt == entry.attempt else record.model_copy(update={"message": None})
-        for record in entry.history[-1:] if record.image is not None or record.attempt != entry.attempt
+        for record in entry.history[-1:]
     ]

@@ -150,3 +150,17 @@ def test_runs_by_phase_and_the_leader_gauge_follow_what_the_operator_sees_now() 
                                                        "phase": "Running"}) is None
     assert value("towline_runs", namespace="metrics-f", workflow="a", phase="Succeeded") == 1
     assert REGISTRY.get_sample_value("towline_leader") == 1
+
+
+def test_each_loop_instance_counts_as_an_attempt_of_its_action_and_the_loop_itself_not_at_all() -> None:
+    before = value("towline_step_duration_seconds_count", action="data.transform", outcome="Succeeded")
+    before_sum = value("towline_step_duration_seconds_sum", action="data.transform", outcome="Succeeded")
+    before_decided = value("towline_approval_decision_seconds_count", decision="Approved")
+    sim = Sim(workflow([{"id": "deploy", "action": "data.transform", "forEach": {"items": [1, 2, 3], "maxParallel": 3},
+                         "with": {"data": {}, "fields": {"n": "1"}}}]))
+    drive(sim, "metrics-f", ["deploy[0]", "deploy[1]", "deploy[2]"])
+    assert sim.phase == "Succeeded"
+    assert value("towline_step_duration_seconds_count", action="data.transform", outcome="Succeeded") == before + 3
+    # All three started together and ended 2, 4 and 6 s later: times read from each entry once it was compacted.
+    assert value("towline_step_duration_seconds_sum", action="data.transform", outcome="Succeeded") == before_sum + 12
+    assert value("towline_approval_decision_seconds_count", decision="Approved") == before_decided
