@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("towline.operator")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> argparse.ArgumentParser:
+    """The `towline` command's parser; `webhook` and `connectors` are listed here and parsed by their own
+    (`send.build_parser`, `connectors.offline_parser`)."""
     parser = argparse.ArgumentParser(prog="towline", description="A GitOps workflow engine inside Kubernetes.")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -86,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     # Listed for `towline --help`; their arguments never reach this parser (see run_passthrough).
     commands.add_parser("webhook", help="`webhook send URL`: sign and send a test delivery")
     commands.add_parser("connectors", help="list the built-in actions and the step types of -f FILEs (--json: schemas)")
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     if args[:1] in (["webhook"], ["connectors"]):
         # These own their options: argparse's REMAINDER would take `connectors --json` for an
         # option of `towline` itself and refuse it, so their arguments are handed over untouched.

@@ -93,14 +93,19 @@ def render(types: Sequence[ResolvedStepType], *, as_json: bool) -> str:
     return json.dumps(catalog_document(types), indent=2) + "\n" if as_json else catalog_table(types)
 
 
-def offline_main(argv: Sequence[str]) -> int:
+def offline_parser() -> argparse.ArgumentParser:
     """`towline connectors [-f FILE ...] [--json]`."""
     parser = argparse.ArgumentParser(
         prog="towline connectors", description="List the built-in actions and the step types in the files given.")
     parser.add_argument("--json", action="store_true", help="print the input/output JSON Schemas instead")
     parser.add_argument("-f", "--file", action="append", default=[], metavar="FILE",
                         help="a StepType or ClusterStepType manifest to include (repeatable)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def offline_main(argv: Sequence[str]) -> int:
+    """`towline connectors [-f FILE ...] [--json]`."""
+    args = offline_parser().parse_args(argv)
     documents: list[Any] = []
     for path in args.file:
         try:

@@ -9,16 +9,14 @@ quantities, Kubernetes affinity and NetworkPolicy peers, whose keys are the user
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-CHART = Path(__file__).parents[3] / "charts" / "towline"
+from towline_dev.chartvalues import CHART, resolve, schema, schema_at, value_paths, values
 
 FREE_FORM = {
     "operator.podAnnotations", "operator.nodeSelector", "operator.affinity",
@@ -40,26 +38,6 @@ FREE_FORM = {
 """Maps whose keys the user chooses: the schema may constrain their values, not their keys."""
 
 
-def values() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
-    return loaded
-
-
-def schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
-    return loaded
-
-
-def resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    """A schema node with its `$ref` (local, #/definitions/...) followed; its own keywords win."""
-    while "$ref" in node:
-        target: Any = root
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
-    return node
-
-
 def object_schemas(node: dict[str, Any], root: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every (dotted path, schema) under `node` that describes an object; `[]` marks a list's items."""
     node = resolve(node, root)
@@ -73,35 +51,6 @@ def object_schemas(node: dict[str, Any], root: dict[str, Any], path: str) -> Ite
         yield from object_schemas(node["items"], root, f"{path}[]")
     if isinstance(node.get("additionalProperties"), dict):
         yield from object_schemas(node["additionalProperties"], root, f"{path}.*")
-
-
-def value_paths(value: Any, path: str = "") -> Iterator[str]:
-    """The dotted path of every key in values.yaml (list items as `[]`)."""
-    if isinstance(value, dict):
-        for key, child in value.items():
-            child_path = f"{path}.{key}" if path else key
-            yield child_path
-            yield from value_paths(child, child_path)
-    elif isinstance(value, list):
-        for item in value:
-            yield from value_paths(item, f"{path}[]")
-
-
-def schema_at(path: str, root: dict[str, Any]) -> dict[str, Any] | None:
-    """The schema of the value at `path`, or None if the schema does not name it (free-form maps name any key)."""
-    node = resolve(root, root)
-    for part in path.replace("[]", ".[]").split("."):
-        if part == "[]":
-            node = resolve(node["items"], root)
-        elif part in node.get("properties", {}):
-            node = resolve(node["properties"][part], root)
-        elif isinstance(node.get("additionalProperties"), dict):
-            node = resolve(node["additionalProperties"], root)
-        elif node.get("type") == "object" and "additionalProperties" not in node and "properties" not in node:
-            return {}  # a free-form map: any key, any value
-        else:
-            return None
-    return node
 
 
 def test_every_value_of_values_yaml_is_in_the_schema() -> None:

@@ -17,7 +17,7 @@ from towline.triggers.ingress import sign
 from towline_connectors.httpxlib import httpx
 
 
-def send_main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="towline webhook send", description=__doc__)
     parser.add_argument("url", help="http(s)://INGRESS/hooks/NAMESPACE/WORKFLOW/TRIGGER")
     parser.add_argument("--scheme", choices=["github", "standard-webhooks", "hmac", "bearer", "gitlab", "slack",
@@ -30,7 +30,11 @@ def send_main(argv: list[str]) -> int:
                         "(stripe and slack: the body's id / event_id names the delivery instead)")
     parser.add_argument("--content-type", default="application/json",
                         help="the body's media type, e.g. application/x-www-form-urlencoded for a Slack slash command")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def send_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     body = Path(args.data[1:]).read_bytes() if args.data.startswith("@") else args.data.encode()
     secret = ""
     if args.scheme != "none":
