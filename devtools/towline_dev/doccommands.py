@@ -24,16 +24,26 @@ from towline_dev.docmarkdown import Found, code_spans
 _CUTS = frozenset({"|", "||", "&", "&&", ";", ";;", "(", ")", "<", ">", ">>", "<(", "$(", "2>", "2>&1"})
 
 
+def typed_commands(path: Path) -> list[Found]:
+    """Every `$ ` command of the document's ```console blocks (continuation lines joined), as typed."""
+    lines = path.read_text().splitlines()
+    return [Found(path, line, text) for block in fenced_blocks(lines) if block.info == "console"
+            for line, text in _typed(block.body, block.line + 1)]
+
+
+def shell_words(text: str) -> list[str]:
+    """A command line's words as the shell splits them, its operators (`|`, `&&`, `$(` ...) words of their
+    own and its comment left out."""
+    lexer = shlex.shlex(text.replace("\\\n", " "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    return list(lexer)
+
+
 def shown_commands(path: Path) -> list[Found]:
     """Every shell command line the document shows that runs `kubectl towline` or `towline`, as its words."""
-    lines = path.read_text().splitlines()
-    found: list[Found] = []
-    for block in fenced_blocks(lines):
-        if block.info != "console":
-            continue
-        for line, text in _typed(block.body, block.line + 1):
-            found += [Found(path, line, shlex.join(words)) for words in towline_commands(text)]
-    return found
+    return [Found(path, typed.line, shlex.join(words)) for typed in typed_commands(path)
+            for words in towline_commands(typed.text)]
 
 
 def named_commands(path: Path) -> list[Found]:
@@ -67,11 +77,8 @@ def _typed(body: tuple[str, ...], first_line: int) -> Iterator[tuple[int, str]]:
 
 def towline_commands(text: str) -> Iterator[list[str]]:
     """The pieces of one shell command line that run `kubectl towline` or `towline`, each as its words."""
-    lexer = shlex.shlex(text.replace("\\\n", " "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
     piece: list[str] = []
-    for word in [*lexer, ";"]:
+    for word in [*shell_words(text), ";"]:
         if word in _CUTS:
             yield from _runs_towline(piece)
             piece = []
