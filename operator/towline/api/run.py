@@ -30,9 +30,10 @@ from towline.api.common import (
 from towline.api.loops import InstanceId, LoopStatus
 from towline.api.runterms import RunPhase, StepPhase
 from towline.api.steptype import ResolvedStepType
+from towline.api.subflows import ParentRef, SubflowRecord
 from towline.api.workflow import ApprovalEvent, ApprovalNotification, ErrorClass, Policy, Step
 
-TriggerType = Literal["manual", "schedule", "webhook"]
+TriggerType = Literal["manual", "schedule", "webhook", "parent"]
 
 MAX_INPUT_BYTES = 64 * 1024
 """Largest `spec.params` or `spec.trigger.data`, as compact JSON: inputs, not payloads to carry around."""
@@ -80,7 +81,20 @@ class WorkflowRef(TowlineModel):
 class TriggerInfo(TowlineModel):
     """What started the run; readable from CEL as `trigger`."""
 
-    type: TriggerType = Field(default="manual", description="manual, schedule or webhook.")
+    model_config = ConfigDict(
+        json_schema_extra=cel_rules(
+            cel_rule(
+                "(has(self.type) && self.type == 'parent') == has(self.parent)",
+                "parent is set exactly on a run of trigger type parent (a subflow's child run, created by the "
+                "operator)",
+                field_path=".parent",
+            ),
+        )
+    )
+
+    type: TriggerType = Field(
+        default="manual", description="manual, schedule, webhook, or parent (a subflow step's child run).",
+    )
     name: str | None = Field(default=None, max_length=63, description="The trigger's name in the Workflow.")
     scheduled_time: datetime | None = Field(default=None, description="A scheduled run's slot.")
     delivery_id: str | None = Field(
@@ -89,6 +103,9 @@ class TriggerInfo(TowlineModel):
     data: dict[str, Any] = Field(
         default_factory=dict, max_length=256, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The trigger's payload (a webhook's parsed body), readable as trigger.data.",
+    )
+    parent: ParentRef | None = Field(
+        default=None, description="A child run's parent run and step (trigger type parent only).",
     )
 
 
@@ -166,6 +183,11 @@ class WorkflowSnapshot(TowlineModel):
     outputs: dict[str, str] | None = Field(
         default=None, description="The Workflow's spec.outputs; absent when it declares none.",
     )
+    subflows: dict[str, SubflowRecord] | None = Field(
+        default=None, max_length=100,
+        description="The Workflows the subflow steps run, by name, with their uid and generation when the run "
+        "started; absent when it has no subflow step.",
+    )
     step_types: dict[str, ResolvedStepType] = Field(
         default_factory=dict, max_length=100,
         description="The user step types the steps name (`steptype/<name>`, `clustersteptype/<name>`), resolved "
@@ -241,6 +263,9 @@ class StepStatus(TowlineModel):
         default_factory=list, description="Names of Secrets mounted for this step; never their values."
     )
     approval_name: str | None = Field(default=None, max_length=253, description="An approval step's Approval.")
+    child_run: str | None = Field(
+        default=None, max_length=253, description="A subflow step's child WorkflowRun, in this namespace.",
+    )
     decided_by: str | None = Field(default=None, max_length=253, description="Who decided an approval step.")
     notifications: list[NotificationRecord] | None = Field(
         default=None, max_length=30,

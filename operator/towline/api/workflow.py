@@ -31,6 +31,7 @@ from towline.api.common import (
     secret_reference_rules,
 )
 from towline.api.loops import ForEach
+from towline.api.subflows import SubflowCall, SubflowPolicy
 from towline_step.protocol import RETRYABLE_CLASSES
 from towline_step.protocol import ErrorClass as ErrorClassEnum
 
@@ -167,13 +168,15 @@ class WaitSpec(TowlineModel):
 
 
 class Step(TowlineModel):
-    """One node of the DAG: exactly one of `action`, `approval` or `wait`."""
+    """One node of the DAG: exactly one of `action`, `approval`, `wait` or `workflow`."""
 
     model_config = ConfigDict(
         json_schema_extra=cel_rules(
             cel_rule(
-                "(has(self.action) ? 1 : 0) + (has(self.approval) ? 1 : 0) + (has(self.wait) ? 1 : 0) == 1",
-                "a step needs exactly one of action (with its inputs under with), approval or wait",
+                "(has(self.action) ? 1 : 0) + (has(self.approval) ? 1 : 0) + (has(self.wait) ? 1 : 0)"
+                " + (has(self.workflow) ? 1 : 0) == 1",
+                "a step needs exactly one of action (with its inputs under with), approval, wait or workflow "
+                "(a subflow)",
             ),
             cel_rule(
                 "!has(self.with) || has(self.action)",
@@ -209,6 +212,11 @@ class Step(TowlineModel):
         default=None, description="Makes this step a gate: the run waits for a person's decision on an Approval.",
     )
     wait: WaitSpec | None = Field(default=None, description="Makes this step a pause: a duration or a time.")
+    workflow: SubflowCall | None = Field(
+        default=None,
+        description="Makes this step a subflow: it runs the named Workflow of this namespace as a child run "
+        "(requested by this run's requester) and ends with its phase; its output is the child's status.outputs.",
+    )
     needs: list[StepId] = Field(
         default_factory=list, max_length=100,
         description="Ids of the steps this one waits for; it may read their outputs (and their upstream steps').",
@@ -255,11 +263,13 @@ class Step(TowlineModel):
     )
 
     @property
-    def kind(self) -> Literal["action", "approval", "wait"]:
+    def kind(self) -> Literal["action", "approval", "wait", "subflow"]:
         if self.approval is not None:
             return "approval"
         if self.wait is not None:
             return "wait"
+        if self.workflow is not None:
+            return "subflow"
         return "action"
 
 
@@ -609,6 +619,11 @@ class WorkflowSpec(TowlineModel):
         default_factory=Policy, description="Parallelism, run timeout, history limits and approval policy.",
     )
     suspend: bool = Field(default=False, description="No new runs start while true; runs in flight continue.")
+    subflow: SubflowPolicy = Field(
+        default_factory=SubflowPolicy,
+        description="Whether steps of other Workflows of this namespace may run this one as a subflow "
+        "(subflow: {allowed: true}); refused unless allowed.",
+    )
     approval_notifications: list[ApprovalNotification] = Field(
         default_factory=list, max_length=10,
         description="Where to announce an approval gate opening, being decided or expiring (Slack, email, a "

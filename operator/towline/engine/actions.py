@@ -104,6 +104,30 @@ class DeleteJob:
 
 
 @dataclass(frozen=True)
+class CreateChildRun:
+    """Start a subflow step's child WorkflowRun, owned by the run; a 409 is adopted only if it is that child."""
+
+    step_id: str
+    name: str
+    workflow: str
+    params: Mapping[str, Any]
+    requested_by: str | None
+    workflow_uid: str | None
+    chain: tuple[str, ...]
+    """The Workflows of the runs above the child, the top-level run's first."""
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class SetChildRun:
+    """Carry the run's cancel or suspend switch to a subflow step's child run (a merge patch of its spec)."""
+
+    name: str
+    cancel: bool | None = None
+    suspend: bool | None = None
+
+
+@dataclass(frozen=True)
 class EmitEvent:
     """A Kubernetes Event on the run for something a person cares about."""
 
@@ -114,7 +138,7 @@ class EmitEvent:
 
 Action = (
     CreateStepJob | CreateNotificationJob | CreateApproval | CloseApproval | RecordApprovalDecision | DeleteJob
-    | EmitEvent
+    | CreateChildRun | SetChildRun | EmitEvent
 )
 
 

@@ -35,6 +35,7 @@ from towline.engine.outputs import OutputsProblem, evaluate_outputs
 from towline.engine.phases import transition_run, transition_step
 from towline.engine.state import Outcome, RunState
 from towline.engine.steps import StepDriver
+from towline.engine.subflows import Subflows
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
 from towline.engine.view import RunView
 from towline.expressions import ExpressionError
@@ -78,6 +79,7 @@ class _Pass:
         self.bindings = Bindings(run, self.state, self._phase_for_expressions)
         self.driver = StepDriver(run, observed, now, catalog, state=self.state, bindings=self.bindings)
         self.gates = Gates(self.driver)
+        self.subflows = Subflows(self.driver)
         self.slots = _Slots(0)
         self.loops = Loops(self.driver, lambda entry_id: self._schedule_step(entry_id, self.slots))
         self.observed = observed
@@ -168,6 +170,8 @@ class _Pass:
                 continue
             if entry.job_name is not None:
                 self.driver.observe_job(entry.id)
+            elif entry.child_run is not None:
+                self.subflows.observe(entry.id)
             elif entry.approval_name is not None:
                 self.gates.observe_approval(entry.id)
             else:
@@ -239,6 +243,8 @@ class _Pass:
             self.gates.open_gate(step_id, step, self.graph.dependants(step_id))
         elif step.kind == "wait":
             self.gates.start_wait(step_id, step)
+        elif step.kind == "subflow":
+            self.subflows.start(step_id)
         else:
             self._start_action(step_id, slots)
 

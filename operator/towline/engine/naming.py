@@ -72,6 +72,12 @@ def approval_name(run_name: str, step_id: str) -> str:
     return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH)
 
 
+def child_run_name(run_name: str, step_id: str) -> str:
+    """`<run>-<step>`: a subflow step's child WorkflowRun (one per run and step; its own children's names are
+    `<run>-<step>-<its step>`, which no step of this run can spell: step ids hold no '-')."""
+    return run_step_label(run_name, step_id, limit=MAX_NAME_LENGTH)
+
+
 def run_step_label(run_name: str, step_id: str, *, limit: int) -> str:
     """`<run>-<step>` (each '_' as '--') when it fits, else a readable prefix and a digits-only hash."""
     text = f"{run_name}-{step_id.replace('_', '--')}"

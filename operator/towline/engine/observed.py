@@ -81,8 +81,27 @@ class ApprovalObservation:
 
 
 @dataclass(frozen=True)
+class ChildRunObservation:
+    """A subflow step's child run, read by name; counted only when it is this run's child (towline.k8s.subflows)."""
+
+    step_id: str
+    name: str
+    phase: str
+    outputs: Mapping[str, Any] | None = None
+    message: str | None = None
+    cancel: bool = False
+    suspend: bool = False
+    finished_at: datetime | None = None
+    foreign: str | None = None
+    """Why a run under the child's name is not this run's child (then nothing else counts); None: it is."""
+
+
+@dataclass(frozen=True)
 class Observed:
-    """Everything the engine knows about the world: Jobs by (step id, attempt), Approvals by step id."""
+    """Everything the engine knows about the world: Jobs by (step id, attempt), Approvals and child runs by step id.
+
+    A subflow step whose child run was not found has no entry in `child_runs`."""
 
     jobs: Mapping[tuple[str, int], JobObservation] = field(default_factory=dict)
     approvals: Mapping[str, ApprovalObservation] = field(default_factory=dict)
+    child_runs: Mapping[str, ChildRunObservation] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from typing import Any
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, TriggerInfo, WorkflowRunSpec, WorkflowSnapshot
 from towline.api.steptype import ResolvedStepType
 from towline.api.steptypenames import step_type_reference
+from towline.api.subflows import SubflowRecord
 from towline.api.workflow import Param, Trigger, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
@@ -28,12 +29,14 @@ from towline.text import clip
 def start_run(
     workflow_spec: WorkflowSpec, generation: int, run_spec: WorkflowRunSpec, *, workflow_uid: str | None = None,
     step_types: Mapping[str, ResolvedStepType | str] | None = None,
+    subflows: Mapping[str, SubflowRecord | str] | None = None,
 ) -> tuple[WorkflowSnapshot, dict[str, Any]] | list[str]:
     """The run's snapshot and resolved params, or the list of problems (each names the field and the fix).
 
     `generation` and `workflow_uid` are the Workflow's metadata.generation and metadata.uid, kept in the
     snapshot so a retry can tell that Workflow from one created later under the same name. `step_types`
-    maps every user type the steps name to the type as it is now, or to why it cannot be used.
+    maps every user type the steps name to the type as it is now, or to why it cannot be used; `subflows` every
+    Workflow a subflow step names to its uid and generation now, or to why it cannot be run as a subflow.
     """
     errors = input_limit_errors(run_spec)
     if errors:
@@ -44,6 +47,8 @@ def start_run(
     errors.extend(param_errors)
     resolved, type_errors = resolve_step_types(workflow_spec, step_types or {})
     errors.extend(type_errors)
+    called, subflow_errors = resolve_subflows(workflow_spec, subflows or {})
+    errors.extend(subflow_errors)
     if errors:
         return errors
     snapshot = WorkflowSnapshot(
@@ -56,6 +61,7 @@ def start_run(
         approval_notifications=[entry.model_copy(deep=True) for entry in workflow_spec.approval_notifications]
         or None,
         outputs=dict(workflow_spec.outputs) or None,
+        subflows=called or None,
         step_types=resolved,
     )
     return snapshot, params
@@ -76,6 +82,24 @@ def resolve_step_types(
         else:
             errors.append(f"step {step.id}: {step.action} {found or 'is not registered'}; "
                           "register it (kubectl apply -f its manifest) or change the step's action")
+    return resolved, errors
+
+
+def resolve_subflows(
+    workflow_spec: WorkflowSpec, available: Mapping[str, SubflowRecord | str]
+) -> tuple[dict[str, SubflowRecord], list[str]]:
+    """The Workflows the subflow steps run, as they are now (recorded in the snapshot), or why one cannot run."""
+    resolved: dict[str, SubflowRecord] = {}
+    errors = []
+    for step in (*workflow_spec.steps, *workflow_spec.finally_, *workflow_spec.compensations):
+        if step.workflow is None or step.workflow.name in resolved:
+            continue
+        found = available.get(step.workflow.name)
+        if isinstance(found, SubflowRecord):
+            resolved[step.workflow.name] = found.model_copy()
+        else:
+            errors.append(f"step {step.id}: workflow.name: Workflow {step.workflow.name!r} "
+                          f"{found or 'does not exist in this namespace'}")
     return resolved, errors
 
 
@@ -103,7 +127,7 @@ def trigger_errors(declared: list[Trigger], trigger: TriggerInfo) -> list[str]:
     cannot read the Workflow: without this check a compromised ingress could start a webhook run of
     any workflow, with trigger data the workflow's author never agreed to receive from outside.
     """
-    if trigger.type == "manual":
+    if trigger.type in ("manual", "parent"):  # a child run is checked against its parent (child_run_errors)
         return []
     found = next((t for t in declared if t.name == trigger.name), None)
     if found is not None and (found.webhook if trigger.type == "webhook" else found.schedule) is not None:

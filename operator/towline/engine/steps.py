@@ -20,6 +20,7 @@ from towline.engine.actions import (
     CreateStepJob,
     DeleteJob,
     EmitEvent,
+    SetChildRun,
 )
 from towline.engine.bindings import Bindings
 from towline.engine.graph import ON_FAILURE_CONTINUE, ON_FAILURE_FAIL
@@ -320,6 +321,9 @@ class StepDriver:
             self._record_attempt(edited, ErrorClass.TIMEOUT if to == "Failed" else None, message, finished_at=self.now)
         if edited.phase == "Running" and edited.approval_name is not None:
             self.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
+        if edited.phase == "Running" and edited.child_run is not None:
+            # A subflow's child is cancelled as a run is (it runs its finally steps); on a deadline too.
+            self.actions.append(SetChildRun(edited.child_run, cancel=True))
         if to == "Failed":
             edited.error_class = ErrorClass.TIMEOUT
         transition_step(edited, to, at=self.now, reason=reason, message=message)

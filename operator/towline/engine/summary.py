@@ -71,7 +71,7 @@ def summarize(state: RunState, *, suspended: bool, now: datetime) -> ActiveSumma
             continue  # a loop is where its instances are
         if entry.phase == "Running":
             current.append(entry.id)
-            if entry.job_name is not None:
+            if entry.job_name is not None or entry.child_run is not None:  # a subflow runs as long as its child
                 kinds.add("job")
             elif entry.approval_name is not None:
                 kinds.add("approval")

@@ -35,6 +35,7 @@ from towline.engine.kstatus import kstatus_fields
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.steptypes import catalog_of, step_types_of
+from towline.handlers.subflows import child_run_problems, subflows_of, with_child_runs
 from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
@@ -109,6 +110,7 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
         decision = reject_run(view, problems, now)
     else:
         observed = await deps.children.observe(namespace, name, meta["uid"], status)
+        observed = await with_child_runs(deps, observed, view, status)
         decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status))
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
@@ -216,14 +218,20 @@ async def snapshot_workflow(
     if spec is None or errors:
         listed = "; ".join(f"{e.field}: {e.message}" for e in errors[:5])
         return status, [f"Workflow {workflow_name!r} is not valid ({listed}); fix it and start a new run"]
-    modules = await module_problems(deps.api, namespace, raw_spec)
+    inherited: list[str] = []
+    refused: list[str] = []
+    if run.spec.trigger.type == "parent":
+        refused, inherited = await child_run_problems(deps, run, raw)
+    modules = [] if refused else await module_problems(deps.api, namespace, raw_spec)
     if modules:
         listed = "; ".join(modules[:5])
-        return status, [f"a code.wasm module of Workflow {workflow_name!r} would be refused ({listed}); "
-                        "fix it and start a new run"]
+        refused = [f"a code.wasm module of Workflow {workflow_name!r} would be refused ({listed}); "
+                   "fix it and start a new run"]
+    if refused:
+        return status, refused
     started = start_run(
         spec, int(raw["metadata"].get("generation", 0)), run.spec, workflow_uid=str(raw["metadata"].get("uid") or ""),
-        step_types=step_types,
+        step_types=step_types, subflows=await subflows_of(deps.api, namespace, spec),
     )
     if isinstance(started, list):
         return status, started
@@ -231,6 +239,8 @@ async def snapshot_workflow(
     updated = status.model_copy(deep=True)
     updated.workflow_spec = snapshot
     updated.params = params
+    if run.spec.trigger.type == "parent":
+        updated.earlier_requesters = inherited  # four eyes in the child refuses whoever it refuses in the parent
     return updated, []
 
 

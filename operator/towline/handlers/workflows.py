@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from towline.api.workflow import HistoryLimits, WorkflowStatus
+from towline.api.workflow import HistoryLimits, WorkflowSpec, WorkflowStatus
 from towline.handlers.context import WorkflowDeps
 from towline.handlers.history import enforce_history_limits
 from towline.handlers.steptypes import catalog_of, step_types_of
-from towline.k8s.client import Conflict
-from towline.k8s.runs import read_workflow, write_workflow_status
+from towline.k8s.client import Conflict, KubeApi
+from towline.k8s.runs import list_workflows, read_workflow, write_workflow_status
 from towline.logs import log_context
 from towline.triggers.cron import fire_due_schedules
 from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_conditions
+from towline.validation.subflows import subflow_reference_errors, workflows_by_name
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ async def _reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> 
     raw_spec = raw.get("spec") or {}
     step_types = await step_types_of(deps.api, deps.definitions, namespace, raw_spec)
     spec, errors = validate_workflow_manifest(raw_spec, catalog_of(deps.definitions, namespace, step_types))
+    if spec is not None and any(step.workflow is not None for step in (*spec.steps, *spec.finally_,
+                                                                           *spec.compensations)):
+        errors = [*errors, *subflow_reference_errors(name, spec, await workflows_of(deps.api, namespace))]
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]
@@ -61,3 +65,8 @@ async def _reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> 
     except Conflict:
         deps.requeue((namespace, name))
     return wake_at
+
+
+async def workflows_of(api: KubeApi, namespace: str) -> dict[str, WorkflowSpec | None]:
+    """The namespace's Workflows by name (None: one whose spec does not parse), for the subflow checks."""
+    return workflows_by_name(await list_workflows(api, namespace))

@@ -36,6 +36,7 @@ from towline.k8s.observe import managed_by_operator
 from towline.k8s.owners import controller_uid
 from towline.k8s.stepjobs import BuiltinAction, Notification, PodCatalog, StepTypeImage, build_step_job
 from towline.k8s.steppods import release_step_pod, start_step_pod
+from towline.k8s.subflows import create_child_run, set_child_run
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
 from towline_connectors.wire import rfc3339
@@ -170,6 +171,10 @@ async def _apply(context: ActionContext, run: RunRef, action: engine_actions.Act
     elif isinstance(action, engine_actions.DeleteJob):
         await release_step_pod(context.api, run.namespace, action.job_name)  # its pod goes with it
         await context.api.delete(JOBS.path(run.namespace, action.job_name))
+    elif isinstance(action, engine_actions.CreateChildRun):
+        await create_child_run(context.api, run, action)
+    elif isinstance(action, engine_actions.SetChildRun):
+        await set_child_run(context.api, run.namespace, action)
     elif isinstance(action, engine_actions.EmitEvent) and action.reason == EGRESS_ISOLATION_MISSING:
         record_isolation_missing(run.namespace)
         report = context.isolation_reports.record(run.namespace)

@@ -28,6 +28,11 @@ async def read_config_map(api: KubeApi, namespace: str, name: str) -> JSON | Non
     return await api.get(CONFIG_MAPS.path(namespace, name))
 
 
+async def list_workflows(api: KubeApi, namespace: str) -> list[JSON]:
+    """The namespace's Workflows (a Workflow with subflow steps is checked against them)."""
+    return await api.list(WORKFLOWS.path(namespace))
+
+
 async def list_runs(api: KubeApi, namespace: str) -> list[JSON]:
     return await api.list(WORKFLOW_RUNS.path(namespace))
 

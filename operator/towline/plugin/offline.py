@@ -25,6 +25,7 @@ from towline.plugin.connectors import ANY_IMAGE
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import StepTypeCatalog, action_of, check_step_type
+from towline.validation.subflows import subflow_reference_errors, workflows_by_name
 from towline.validation.wasmmodules import config_maps, module_reports
 
 
@@ -51,7 +52,11 @@ def validate_documents(
             problems += 1
             continue
         namespace = (document.get("metadata") or {}).get("namespace")
-        _, errors = validate_workflow_manifest(spec, catalog_for(namespace, step_types))
+        parsed, errors = validate_workflow_manifest(spec, catalog_for(namespace, step_types))
+        if parsed is not None and not errors:  # the other Workflows of the file, as the operator sees the namespace
+            errors = subflow_reference_errors(str(name), parsed, workflows_by_name(
+                d for d in documents if isinstance(d, dict) and d.get("kind") == "Workflow" and d is not document),
+                all_known=False)
         module_problems, notes = module_reports(spec, namespace, maps or {})
         if not errors and not module_problems:
             lines.append(f"{label}: {name}: valid")

@@ -196,6 +196,9 @@ class Operator:
         after = self.known.summaries.get(key)
         if before is not None and before.awaiting_archive and not (after is not None and after.awaiting_archive):
             self._archive_released(key[0])
+        parent = _parent_run(body)
+        if parent is not None:  # a subflow's child changed (its own pass's write included): its parent looks
+            self.runs.add((key[0], parent))
         return not echo
 
     def _archive_released(self, namespace: str) -> None:
@@ -369,3 +372,11 @@ class Operator:
 
     async def _give_up_workflow(self, key: Key, attempts: int, error: BaseException) -> None:
         log.error("workflow %s/%s: %d passes failed, the last with %s: %s", *key, attempts, type(error).__name__, error)
+
+
+def _parent_run(body: dict[str, Any]) -> str | None:
+    """The parent run's name of a subflow's child run (trigger type parent); None for any other run."""
+    trigger = (body.get("spec") or {}).get("trigger") or {}
+    parent = trigger.get("parent") if trigger.get("type") == "parent" else None
+    name = parent.get("run") if isinstance(parent, dict) else None
+    return name if isinstance(name, str) and name else None

@@ -54,7 +54,7 @@ def workflow_schema(input_schemas: Mapping[str, Schema] | None = None, step_type
              "clustersteptype/<name>."},
         ],
     }
-    step["oneOf"] = [{"required": [kind]} for kind in ("action", "approval", "wait")]
+    step["oneOf"] = [{"required": [kind]} for kind in ("action", "approval", "wait", "workflow")]
     step["allOf"] = [
         {
             "if": {"properties": {"action": {"const": name}}, "required": ["action"]},

@@ -48,13 +48,14 @@ def step_errors(spec: WorkflowSpec, catalog: ActionCatalog) -> list[ValidationEr
 
 def _kind_errors(item: LocatedStep) -> list[ValidationError]:
     step = item.step
-    kinds = [name for name, value in (("action", step.action), ("approval", step.approval), ("wait", step.wait))
+    kinds = [name for name, value in (("action", step.action), ("approval", step.approval), ("wait", step.wait),
+                                      ("workflow", step.workflow))
              if value is not None]
     errors = []
     if len(kinds) != 1:
         has = f"it has {' and '.join(kinds)}" if kinds else "it has none"
         errors.append(ValidationError(
-            field=item.path, message=f"a step needs exactly one of action, approval or wait; {has}"
+            field=item.path, message=f"a step needs exactly one of action, approval, wait or workflow; {has}"
         ))
     if step.action is None:
         for name, present in (("with", bool(step.with_)), ("credentials", bool(step.credentials)),

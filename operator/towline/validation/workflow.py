@@ -20,6 +20,7 @@ from towline.validation.outputs import output_errors
 from towline.validation.parsing import parse_workflow_spec
 from towline.validation.schemaguard import bounded_schema_work
 from towline.validation.steps import step_errors
+from towline.validation.subflows import subflow_errors
 from towline.validation.triggers import param_errors, trigger_errors
 
 MAX_ERRORS = 100
@@ -38,6 +39,7 @@ def validate_workflow(spec: WorkflowSpec, catalog: ActionCatalog) -> list[Valida
         *step_errors(spec, catalog),
         *expression_errors(spec),
         *loop_errors(spec),
+        *subflow_errors(spec),
         *notification_errors(spec, catalog),
         *output_errors(spec),
     ]

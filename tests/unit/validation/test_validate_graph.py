@@ -96,8 +96,8 @@ def test_ids_ending_like_inserted_gates_are_reserved(check: Check) -> None:
 def test_a_step_needs_exactly_one_kind(check: Check) -> None:
     errors = check({"steps": [{"id": "a"}, {**step("b"), "wait": {"duration": "5m"}}]})
     assert messages(errors) == [
-        "spec.steps[0]: a step needs exactly one of action, approval or wait; it has none",
-        "spec.steps[1]: a step needs exactly one of action, approval or wait; it has action and wait",
+        "spec.steps[0]: a step needs exactly one of action, approval, wait or workflow; it has none",
+        "spec.steps[1]: a step needs exactly one of action, approval, wait or workflow; it has action and wait",
     ]
 
 

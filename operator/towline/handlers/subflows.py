@@ -1,0 +1,71 @@
+"""The reads a run's pass makes for subflows: the Workflows its subflow steps name, its parent, its children.
+
+Glue only: the checks are the engine's (towline.engine.subflows, towline.engine.start) and the API calls
+towline.k8s's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from towline.api.run import WorkflowRun, WorkflowRunStatus
+from towline.api.subflows import SubflowRecord
+from towline.api.workflow import WorkflowSpec
+from towline.engine import RunView
+from towline.engine.observed import Observed
+from towline.engine.subflows import child_run_errors
+from towline.handlers.context import RunDeps
+from towline.k8s.client import KubeApi
+from towline.k8s.owners import controller_uid
+from towline.k8s.runs import read_run, read_workflow
+from towline.k8s.subflows import observe_child_runs
+
+JSON = dict[str, Any]
+
+
+def subflow_allowed(workflow: JSON) -> bool:
+    """The Workflow's spec.subflow.allowed, read off its body."""
+    subflow = (workflow.get("spec") or {}).get("subflow") or {}
+    return isinstance(subflow, dict) and subflow.get("allowed") is True
+
+
+async def subflows_of(api: KubeApi, namespace: str, spec: WorkflowSpec) -> dict[str, SubflowRecord | str]:
+    """Each Workflow a subflow step names, as it is now, or why it cannot run as a subflow (for start_run)."""
+    names = {step.workflow.name for step in (*spec.steps, *spec.finally_, *spec.compensations)
+             if step.workflow is not None}
+    found: dict[str, SubflowRecord | str] = {}
+    for name in sorted(names):
+        body = await read_workflow(api, namespace, name)
+        if body is None:
+            found[name] = "does not exist in this namespace; create it or change the step's workflow.name"
+        elif not subflow_allowed(body):
+            found[name] = ("does not allow runs as a subflow: set spec.subflow.allowed: true in it, or change the "
+                           "step's workflow.name")
+        else:
+            meta = body.get("metadata") or {}
+            found[name] = SubflowRecord(uid=str(meta.get("uid") or ""), generation=int(meta.get("generation") or 0))
+    return found
+
+
+async def child_run_problems(deps: RunDeps, run: WorkflowRun, workflow: JSON) -> tuple[list[str], list[str]]:
+    """A child run's problems (it is not the child its parent's step started), and the parent's earlier requesters
+    (a retried parent's: four eyes in the child refuses them as the parent's gates do)."""
+    parent_ref = run.spec.trigger.parent
+    parent = None
+    if parent_ref is not None:
+        raw = await read_run(deps.api, run.metadata["namespace"], parent_ref.run)
+        parent = WorkflowRun.model_validate(raw) if raw is not None else None
+    uid = str((workflow.get("metadata") or {}).get("uid") or "") or None
+    owner = controller_uid({"metadata": run.metadata})
+    problems = child_run_errors(run.spec, owner, parent, uid, subflow_allowed(workflow))
+    inherited = list(parent.status.earlier_requesters) if parent is not None and parent.status is not None else []
+    return problems, inherited
+
+
+async def with_child_runs(deps: RunDeps, observed: Observed, view: RunView, status: WorkflowRunStatus) -> Observed:
+    """`observed` with the child runs of the run's running subflow steps (none read when there are none)."""
+    if not any(entry.phase == "Running" and entry.child_run is not None for entry in status.steps):
+        return observed
+    children = await observe_child_runs(deps.api, view, status)
+    return dataclasses.replace(observed, child_runs=children)
