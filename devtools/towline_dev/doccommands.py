@@ -52,7 +52,7 @@ def named_commands(path: Path) -> list[Found]:
     (`towline` before anything else is a name, as in the iptables comment `towline world uplink 1`.)"""
     from towline.cli import build_parser  # noqa: PLC0415 - the checks' only import of it
 
-    commands = set(_subcommands(build_parser()))
+    commands = set(subcommands(build_parser()))
     return [Found(path, span.line, shlex.join(words)) for span in code_spans(path)
             if span.text.startswith("kubectl towline ")
             or (span.text.startswith("towline ") and span.text.split()[1] in commands)
@@ -96,7 +96,7 @@ def _runs_towline(words: list[str]) -> Iterator[list[str]]:
 def _strict(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The parser and its subcommands' parsers refusing abbreviated long options (`--foll` for `--follow`)."""
     parser.allow_abbrev = False
-    for child in _subcommands(parser).values():
+    for child in subcommands(parser).values():
         _strict(child)
     return parser
 
@@ -155,7 +155,7 @@ def name_error(words: list[str]) -> str | None:
             if option not in parser._option_string_actions:
                 return f"{parser.prog}: no option {option} (see `{parser.prog} --help`)"
             continue
-        commands = _subcommands(parser)
+        commands = subcommands(parser)
         if word in commands:
             parser = commands[word]
         elif commands and not _placeholder(word):
@@ -163,7 +163,8 @@ def name_error(words: list[str]) -> str | None:
     return None
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's commands and their parsers (none: {})."""
     for action in parser._actions:  # argparse keeps subcommands' parsers here
         if isinstance(action, argparse._SubParsersAction):
             choices: dict[str, argparse.ArgumentParser] = action.choices

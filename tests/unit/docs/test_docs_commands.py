@@ -1,13 +1,24 @@
 """Every `kubectl towline ...` and `towline ...` command the docs show parses with the program's own parser:
 its commands and flags exist and take what the docs give them (abbreviated flags refused). Commands named in
-prose (`kubectl towline run`, `kubectl towline COMMAND --help`) may leave their arguments out."""
+prose (`kubectl towline run`, `kubectl towline COMMAND --help`) may leave their arguments out. And the
+command table of docs/operating.md has a row for every command, naming each of its options."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
-from towline_dev.doccommands import name_error, named_commands, parse_error, shown_commands, towline_commands
+from towline_dev import REPO_ROOT
+from towline_dev.consoleblocks import section_lines
+from towline_dev.doccommands import (
+    name_error,
+    named_commands,
+    parse_error,
+    shown_commands,
+    subcommands,
+    towline_commands,
+)
 from towline_dev.docmarkdown import user_docs
 
 
@@ -57,3 +68,29 @@ def test_a_wrong_flag_command_or_value_fails_naming_the_file_and_line(tmp_path: 
     assert "argument --scheme: invalid choice: 'sha1'" in problems[2]
     assert "invalid choice: 'workflows'" in problems[3]
     assert "--tial" in problems[4]
+
+
+def table_gaps(operating: Path) -> list[str]:
+    """The plugin's commands that docs/operating.md's command table has no row for, and the options a
+    command's rows never name (an option counts as named by any of its spellings, `-f` or `--follow`)."""
+    from towline.plugin.cli import build_parser  # noqa: PLC0415 - as the plugin builds it
+
+    _, section = section_lines(operating.read_text(), "`kubectl towline`")
+    rows = [line for line in section if line.startswith("| `")]
+    gaps = []
+    for name, parser in subcommands(build_parser()).items():
+        # The first cell names the command: `logs RUN ...`, or `cancel` / `suspend` / `resume RUN`.
+        mine = " ".join(row for row in rows if re.search(rf"`{re.escape(name)}[ `]", row.split(" | ")[0]))
+        if not mine:
+            gaps.append(f"{name}: no row")
+            continue
+        for action in parser._actions:
+            spellings = [option for option in action.option_strings if option not in ("-h", "--help")]
+            named = any(re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", mine) for option in spellings)
+            if spellings and not named:
+                gaps.append(f"{name}: {'/'.join(spellings)} is in no row of it")
+    return gaps
+
+
+def test_the_plugins_command_table_has_every_command_and_option() -> None:
+    assert table_gaps(REPO_ROOT / "docs" / "operating.md") == [], "docs/operating.md, `kubectl towline`"
