@@ -1,10 +1,12 @@
 """Every chart value the docs name exists in values.schema.json, and every value in values.yaml is explained
 by a comment: the docs and the chart's own file never promise a knob the chart does not have.
 
-A value is named in three ways: an inline code span whose first part is a top-level key of values.yaml
+A value is named in these ways: an inline code span whose first part is a top-level key of values.yaml
 (`archive.enabled`, `operator.shards`, `egress.requireIsolation=false`; a trailing `.*` names a mapping);
-a `--set`, `--set-string`, `--set-json` or `--set-file` of a command the docs show; and a ```yaml block
-marked `<!-- not-applied: chart values ... -->`, every path of it.
+any dotted code span right after the words "chart value(s)"; the first column of a table headed `value`
+(`stepPods.imagePullSecrets`, `.nodeSelector` for its sibling; `operator`, `ingress`: `nodeSelector` for
+each of the pairs); a `--set`, `--set-string`, `--set-json` or `--set-file` of a command the docs show or of
+a `helm ...` code span; and a ```yaml block marked `<!-- not-applied: chart values ... -->`, every path.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import yaml
 from towline_dev.chartvalues import CHART, schema, schema_at, uncommented_values, values
 from towline_dev.consoleblocks import fenced_blocks
 from towline_dev.doccommands import shell_words, typed_commands
-from towline_dev.docmarkdown import Found, code_spans, user_docs
+from towline_dev.docmarkdown import Found, code_spans, paragraphs, user_docs
 
 NOT_VALUES = {
     "tests.suite": "the test suite's module (CONTRIBUTING.md)",
@@ -45,7 +47,12 @@ def named_values(document: Path) -> list[Found]:
     top = set(values())
     found = [Found(document, span.line, _path(match[1])) for span in code_spans(document)
              if (match := _DOTTED.match(span.text)) and match[1].split(".")[0] in top and span.text not in NOT_VALUES]
-    for typed in typed_commands(document):
+    for paragraph in paragraphs(document):
+        for match in re.finditer(r"chart values?\s+`([a-z][\w.\[\]*-]*\.[\w.\[\]*-]+)", paragraph.text, re.I):
+            found.append(Found(document, paragraph.line + paragraph.text.count("\n", 0, match.start()), match[1]))
+        found += _table_values(paragraph)
+    helm = [Found(document, span.line, span.text) for span in code_spans(document) if span.text.startswith("helm ")]
+    for typed in [*typed_commands(document), *helm]:
         words = shell_words(typed.text)
         for flag, value in itertools.pairwise(words):
             if flag in _SET:
@@ -60,6 +67,26 @@ def named_values(document: Path) -> list[Found]:
         if block.info == "yaml" and re.match(r"<!--\s*not-applied:\s*chart values", above):
             loaded: Any = yaml.safe_load("\n".join(block.body))
             found += [Found(document, block.line, path) for path in _leaf_paths(loaded)]
+    return found
+
+
+def _table_values(table: Found) -> list[Found]:
+    """The values the first column of a table headed `value` names."""
+    rows = table.text.splitlines()
+    if not rows or not re.match(r"^\|\s*value\s*\|", rows[0]):
+        return []
+    found = []
+    for offset, row in enumerate(rows[2:], start=2):
+        cell = row.strip("|").split(" | ")[0]
+        heads, _, tails = cell.rpartition(":") if re.search(r"`:\s", cell) else ("", "", cell)
+        prefixes = re.findall(r"`([^`]+)`", heads) or [""]
+        last = ""
+        for written in re.findall(r"`([^`]+)`", tails):
+            # `.nodeSelector`: a sibling of the value before it
+            name = last.rsplit(".", 1)[0] + written if written.startswith(".") else written
+            last = name
+            found += [Found(table.path, table.line + offset, _path(f"{prefix}.{name}" if prefix else name))
+                      for prefix in prefixes]
     return found
 
 
