@@ -229,8 +229,8 @@ def test_examples_become_ready_and_are_never_written_by_the_operator(
     plane = towline_installed
     for path in EXAMPLES:
         assert kubectl(plane, "apply", "-n", namespace, "-f", str(path)).returncode == 0
-    for path in EXAMPLES:
-        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    names = [document["metadata"]["name"] for path in EXAMPLES for document in yaml.safe_load_all(path.read_text())]
+    for name in names:
         condition = wait_for(f"{name} Ready", lambda name=name: ready_condition(plane, namespace, name))
         assert condition["status"] == "True", condition
         workflow = get(plane, "workflows.towline.dev", name, namespace) or {}

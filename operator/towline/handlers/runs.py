@@ -35,7 +35,7 @@ from towline.engine.kstatus import kstatus_fields
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.steptypes import catalog_of, step_types_of
-from towline.handlers.subflows import child_run_problems, subflows_of, with_child_runs
+from towline.handlers.subflows import child_run_problems, subflows_of, wait_for_parent, with_child_runs
 from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
@@ -85,9 +85,9 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
         return None
     problems: list[str] = []
     held = None
-    held_raw = await _held_for_archive(deps, raw)
+    held_raw, later = await _may_pass(deps, raw, run, status, now)
     if held_raw is None:
-        return None
+        return later
     raw, meta = held_raw, held_raw["metadata"]
     if status.workflow_spec is None:
         # Read once for both: the limit a queued run waits on, and the definition the run snapshots.
@@ -167,6 +167,17 @@ async def _keep_finished_run(deps: RunDeps, raw: dict[str, Any], run: WorkflowRu
     finished = kstatus_fields(status, meta.get("generation"), now)
     if finished != status:
         await _write(deps, raw, finished, run)
+
+
+async def _may_pass(deps: RunDeps, raw: dict[str, Any], run: WorkflowRun, status: WorkflowRunStatus, now: datetime,
+                    ) -> tuple[dict[str, Any] | None, datetime | None]:
+    """The run to decide on (held for the archive), or None and when to look again: somebody wrote first, or a new
+    child run is ahead of its parent's record of it (towline.handlers.subflows.wait_for_parent)."""
+    if status.workflow_spec is None and run.spec.trigger.type == "parent":
+        later = await wait_for_parent(deps, run, now)
+        if later is not None:
+            return None, later
+    return await _held_for_archive(deps, raw), None
 
 
 async def _held_for_archive(deps: RunDeps, raw: dict[str, Any]) -> dict[str, Any] | None:

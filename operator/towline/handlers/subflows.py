@@ -7,6 +7,7 @@ towline.k8s's.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
@@ -20,8 +21,15 @@ from towline.k8s.client import KubeApi
 from towline.k8s.owners import controller_uid
 from towline.k8s.runs import read_run, read_workflow
 from towline.k8s.subflows import observe_child_runs
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
+
+PARENT_RECHECK = timedelta(seconds=1)
+"""How soon a child run looks again at a parent whose status does not show the child yet: the parent's pass creates
+the child before it writes its own status, so for a moment the child is ahead of its parent's record."""
+PARENT_PATIENCE = timedelta(seconds=60)
+"""How long a child run waits for its parent's status to show it; then it is judged on what the parent shows."""
 
 
 def subflow_allowed(workflow: JSON) -> bool:
@@ -69,3 +77,22 @@ async def with_child_runs(deps: RunDeps, observed: Observed, view: RunView, stat
         return observed
     children = await observe_child_runs(deps.api, view, status)
     return dataclasses.replace(observed, child_runs=children)
+
+
+async def wait_for_parent(deps: RunDeps, run: WorkflowRun, now: datetime) -> datetime | None:
+    """When a new child run should look again because its parent's status does not record it yet; None: go on
+    (the parent records it, is gone, or did not within PARENT_PATIENCE: the child's checks then judge it)."""
+    ref = run.spec.trigger.parent
+    if ref is None:
+        return None
+    raw = await read_run(deps.api, run.metadata["namespace"], ref.run)
+    if raw is None or (raw.get("metadata") or {}).get("uid") != ref.uid:
+        return None
+    entries = ((raw.get("status") or {}).get("steps")) or []
+    if any(isinstance(e, dict) and e.get("id") == ref.step and e.get("childRun") == run.metadata.get("name")
+           for e in entries):
+        return None
+    created = run.metadata.get("creationTimestamp")
+    if isinstance(created, str) and now - parse_rfc3339(created) > PARENT_PATIENCE:
+        return None
+    return now + PARENT_RECHECK

@@ -19,7 +19,7 @@ from towline.k8s.runs import list_workflows, read_workflow, write_workflow_statu
 from towline.logs import log_context
 from towline.triggers.cron import fire_due_schedules
 from towline.validation import MAX_ERRORS, validate_workflow_manifest, workflow_conditions
-from towline.validation.subflows import subflow_reference_errors, workflows_by_name
+from towline.validation.subflows import callers_of, calls_subflows, subflow_reference_errors, workflows_by_name
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,14 @@ async def _reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> 
     raw_spec = raw.get("spec") or {}
     step_types = await step_types_of(deps.api, deps.definitions, namespace, raw_spec)
     spec, errors = validate_workflow_manifest(raw_spec, catalog_of(deps.definitions, namespace, step_types))
-    if spec is not None and any(step.workflow is not None for step in (*spec.steps, *spec.finally_,
-                                                                           *spec.compensations)):
-        errors = [*errors, *subflow_reference_errors(name, spec, await workflows_of(deps.api, namespace))]
+    changed = previous.observed_generation != generation
+    if spec is not None and (changed or calls_subflows(spec)):
+        others = await workflows_of(deps.api, namespace)
+        if calls_subflows(spec):
+            errors = [*errors, *subflow_reference_errors(name, spec, others)]
+        if changed:  # once per change (so two that call each other stop): callers judge it as it is now
+            for caller in callers_of(name, others):
+                deps.requeue((namespace, caller))
     status = previous.model_copy(deep=True)
     status.observed_generation = generation
     status.validation_errors = errors[:MAX_ERRORS]

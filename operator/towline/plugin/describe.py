@@ -77,6 +77,8 @@ def _steps(tree: RunTree, now: datetime) -> list[str]:
             lines.append(f"    Compensates: {', '.join(node.compensates)} (their onFailure)")
         if node.message:
             lines.append(f"    Message: {_flat(node.message)}")
+        if node.child_run:
+            lines.append(f"    Child run: {node.child_run} (kubectl towline describe {node.child_run})")
         if node.approval_name:
             decided = f", {decision_text(node)}" if node.decision else ""
             lines.append(f"    Approval: {node.approval_name}{decided}")

@@ -43,6 +43,8 @@ def _label(node: StepNode) -> str:
     label = f"{node.id}\\n{node.label}"
     if node.loop is not None:
         label += f"\\n{node.loop.text}"
+    if node.child_run:
+        label += f"\\nrun {node.child_run}"
     return f"{label}\\n{node.phase}" if node.phase else label
 
 

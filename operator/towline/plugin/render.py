@@ -84,6 +84,8 @@ def step_line(node: StepNode, now: datetime, *, wide: bool = False) -> str:
     parts = [node.phase or "Pending"]
     if wide and node.job_name:
         parts.append(f"job {node.job_name}")
+    if node.child_run:
+        parts.append(f"child run {node.child_run}")
     if node.attempt:
         parts.append(f"attempts {node.attempt}")
     took = duration(node.started_at, node.finished_at, now)

@@ -26,10 +26,10 @@ from towline.plugin.loopcounts import LoopCounts, loop_counts
 
 JSON = dict[str, Any]
 
-StepKind = Literal["action", "code", "step-type", "approval", "policy-gate", "wait"]
+StepKind = Literal["action", "code", "step-type", "approval", "policy-gate", "wait", "subflow"]
 """What a node is, as the Workflow schema says it: a built-in `action`, a `code` action (code.python, code.wasm),
 a user `step-type` (`action: steptype/<name>` or `clustersteptype/<name>`), an `approval` step, the `policy-gate`
-the approval policy inserted before a mutating step, or a `wait`."""
+the approval policy inserted before a mutating step, a `wait`, or a `subflow` (`workflow: {name}`: a child run)."""
 Section = Literal["steps", "compensations", "finally"]
 SECTIONS: tuple[Section, ...] = ("steps", "compensations", "finally")
 """The Workflow's lists of steps, in the order they run and are shown."""
@@ -123,6 +123,10 @@ class StepNode:
     credentials_used: tuple[str, ...] = ()
     approval_name: str | None = None
     decided_by: str | None = None
+    subflow: str | None = None
+    """A subflow step's Workflow."""
+    child_run: str | None = None
+    """A subflow step's child WorkflowRun, once it started (same namespace)."""
     history: tuple[Attempt, ...] = ()
     for_each: bool = False
     """A loop (`forEach`): one node for all its instances."""
@@ -138,6 +142,8 @@ class StepNode:
         if self.kind == "policy-gate":
             return GATE_LABEL
         what = self.kind if self.kind in ("approval", "wait") else self.action or ""
+        if self.kind == "subflow":
+            what = f"workflow {self.subflow}"
         return f"forEach {what}" if self.for_each else what
 
     @property
@@ -236,6 +242,8 @@ def kind_of(step: JSON) -> StepKind:
         return "approval"
     if step.get("wait") is not None:
         return "wait"
+    if isinstance(step.get("workflow"), dict):
+        return "subflow"
     action = str(step.get("action") or "")
     if step_type_reference(action) is not None:
         return "step-type"
@@ -247,7 +255,7 @@ def _declared(step: JSON, section: Section, *, needs: tuple[str, ...], compensat
         id=str(step["id"]), section=section, kind=kind_of(step), action=_text(step.get("action")), needs=needs,
         compensates=compensates, when=_text(step.get("when")), inputs=_mapping(step.get("with")),
         credentials=tuple(sorted(str(name) for name in _mapping(step.get("credentials")).values())),
-        for_each=isinstance(step.get("forEach"), dict),
+        for_each=isinstance(step.get("forEach"), dict), subflow=_text(_mapping(step.get("workflow")).get("name")),
     )
 
 
@@ -304,7 +312,7 @@ def _with_state(node: StepNode, entry: JSON) -> StepNode:
         wake_at=_text(entry.get("wakeAt")), expires_at=_text(entry.get("expiresAt")),
         error_class=_text(entry.get("errorClass")), output=entry.get("output"),
         credentials_used=_names(entry.get("credentialsUsed")), approval_name=_text(entry.get("approvalName")),
-        decided_by=_text(entry.get("decidedBy")),
+        decided_by=_text(entry.get("decidedBy")), child_run=_text(entry.get("childRun")),
         history=tuple(_attempt(record) for record in _items(entry.get("history"))),
     )
 

@@ -47,7 +47,8 @@ def subflow_errors(spec: WorkflowSpec) -> list[ValidationError]:
                 errors.append(ValidationError(field=f"{item.path}.{alias}",
                                               message=f"does not apply to a subflow step: {fix}; remove it"))
         for path, source in template_expressions(call.params):
-            errors += check_expression(f"{item.path}.workflow.params{path}", source, params=params,
+            at = f".{path}" if path and not path.startswith("[") else path
+            errors += check_expression(f"{item.path}.workflow.params{at}", source, params=params,
                                        step_ids=step_ids, readable=readable[item.section, item.index])
     return errors
 
@@ -133,3 +134,13 @@ def workflows_by_name(documents: Iterable[Mapping[str, Any]]) -> dict[str, Workf
         if isinstance(name, str) and document.get("kind", "Workflow") == "Workflow":
             found[name] = parse_workflow_spec(spec)[0] if isinstance(spec, dict) else None
     return found
+
+
+def calls_subflows(spec: WorkflowSpec) -> bool:
+    return any(step.workflow is not None for step in (*spec.steps, *spec.finally_, *spec.compensations))
+
+
+def callers_of(name: str, workflows: Mapping[str, WorkflowSpec | None]) -> list[str]:
+    """The Workflows with a subflow step naming `name` (to judge it again when it changes)."""
+    return sorted(caller for caller, spec in workflows.items()
+                  if caller != name and spec is not None and any(called == name for called, _ in _calls(spec)))

@@ -68,6 +68,7 @@ def step_view(node: StepNode) -> JSON:
         "message": node.message,
         "output": node.output,
         "approvalName": node.approval_name,
+        "childRun": node.child_run,
         "decision": node.decision,
         "decidedBy": node.decided_by,
         "waitingForDecision": node.waiting_for_decision,

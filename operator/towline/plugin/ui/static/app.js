@@ -291,6 +291,7 @@ function stepPanel(panel, run, step, logs) {
       ["Finished", step.finishedAt], ["Duration", duration(step.startedAt, step.finishedAt)],
       ["Retry at", step.retryAt], ["Error class", step.errorClass], ["Message", step.message],
       ["Credentials", step.credentials.join(", ")], ["Approval", step.approvalName],
+      ["Child run", step.childRun ? runLink(step.childRun) : ""],
       ["Decision", step.decision ? `${step.decision} by ${step.decidedBy}` : ""]]),
     waitingForDecision(step) ? decisionControls(step.approvalName) : null,
     instancesTable(step),
