@@ -7,11 +7,12 @@ from typing import Any
 
 from engine_harness import WORKFLOW_UID, Sim, action, workflow
 
-from towline.api.run import WorkflowRunSpec, WorkflowRunStatus
+from towline.api.run import WorkflowRun, WorkflowRunSpec, WorkflowRunStatus
 from towline.api.subflows import MAX_SUBFLOW_DEPTH, SubflowRecord
 from towline.engine import start_run
 from towline.engine.actions import Action, CreateApproval, CreateChildRun, CreateStepJob, SetChildRun
 from towline.engine.observed import ApprovalObservation, ChildRunObservation, JobObservation, Observed
+from towline.engine.subflows import child_run_errors
 
 CHANGE = SubflowRecord(uid="uid-change", generation=3)
 
@@ -151,3 +152,49 @@ def test_a_run_cannot_start_when_a_subflow_workflow_is_missing_or_not_allowed() 
                         "set spec.subflow.allowed: true in it"]
     assert start_run(spec, 1, run_spec) == [
         "step change: workflow.name: Workflow 'change-approval' does not exist in this namespace"]
+
+
+def parent_run(**status_extra: Any) -> WorkflowRun:
+    spec = workflow([call("change")])
+    started = start_run(spec, 1, WorkflowRunSpec.model_validate({"workflowRef": {"name": "release"}}),
+                        subflows={"change-approval": CHANGE})
+    assert not isinstance(started, list)
+    return WorkflowRun.model_validate({
+        "metadata": {"name": "release-1", "uid": "uid-parent"},
+        "spec": {"workflowRef": {"name": "release"}, "requestedBy": "carol"},
+        "status": {"workflowSpec": started[0].to_wire(), **status_extra},
+    })
+
+
+def child_spec(**changes: Any) -> WorkflowRunSpec:
+    wire: dict[str, Any] = {"workflowRef": {"name": "change-approval"}, "requestedBy": "carol",
+                            "trigger": {"type": "parent", "parent": {"run": "release-1", "uid": "uid-parent",
+                                                                     "step": "change", "chain": ["release"],
+                                                                     "workflowUid": "uid-change"}}}
+    wire.update(changes)
+    return WorkflowRunSpec.model_validate(wire)
+
+
+def test_the_child_its_parents_step_started_may_start() -> None:
+    assert child_run_errors(child_spec(), "uid-parent", parent_run(), "uid-change", True) == []
+
+
+def test_a_child_with_another_requester_than_its_parent_is_refused() -> None:
+    [problem] = child_run_errors(child_spec(requestedBy="bob"), "uid-parent", parent_run(), "uid-change", True)
+    assert problem.startswith("spec.requestedBy: 'bob' is not the parent run's requester 'carol'")
+
+
+def test_a_child_not_controlled_by_its_parent_or_of_another_workflow_is_refused() -> None:
+    problems = child_run_errors(child_spec(workflowRef={"name": "other"}), None, parent_run(), "uid-change", True)
+    assert [p.split(":")[0] for p in problems] == ["metadata.ownerReferences", "spec.trigger.parent.step"]
+
+
+def test_a_child_whose_parent_is_gone_or_another_run_is_refused() -> None:
+    assert child_run_errors(child_spec(), "uid-parent", None, "uid-change", True)[0].startswith(
+        "spec.trigger.parent.run: run 'release-1' (uid uid-parent) does not exist")
+
+
+def test_a_child_of_a_workflow_replaced_or_no_longer_allowed_is_refused() -> None:
+    problems = child_run_errors(child_spec(), "uid-parent", parent_run(), "uid-new", False)
+    assert [p.split(":")[0] for p in problems] == ["spec.workflowRef", "spec.workflowRef"]
+    assert "deleted and created again" in problems[0] and "spec.subflow.allowed: true" in problems[1]
