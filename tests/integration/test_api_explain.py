@@ -40,6 +40,9 @@ DEEP_FIELDS = [
     ("clustersteptypes", "spec.credentials.keys"),
     ("workflows", "spec.outputs"),
     ("workflowruns", "status.outputs"),
+    ("workflows", "spec.steps.forEach.maxParallel"),
+    ("workflows", "spec.steps.forEach.items"),
+    ("workflowruns", "status.steps.loop.count"),
 ]
 
 
