@@ -19,7 +19,16 @@ import pytest
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from tests.integration.support import ScriptedServer, apply, bind_role, get, start_run, step_status, wait_for_phase
+from tests.integration.support import (
+    ScriptedServer,
+    apply,
+    bind_role,
+    get,
+    start_run,
+    step_status,
+    wait_for,
+    wait_for_phase,
+)
 
 from towline_dev.browser import headless_chromium, web_view
 from towline_dev.controlplane import ControlPlane
@@ -66,6 +75,25 @@ def chromium() -> Iterator[Any]:
     # Wide enough that the README's screenshot shows the whole twelve-step graph without scrolling.
     with headless_chromium(print, width=2000, height=1000) as driver:
         yield driver
+
+
+@pytest.fixture
+def shown_namespace(request: pytest.FixtureRequest, towline_installed: ControlPlane) -> Iterator[str]:
+    """The namespace of the test that takes the README's screenshots. Writing them
+    (TOWLINE_UPDATE_SCREENSHOTS=1), it is `team`, the namespace of the README's
+    `kubectl towline -n team ui`, made and deleted here; otherwise the test's own generated one."""
+    if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") != "1":
+        yield request.getfixturevalue("team_namespace")
+        return
+    cluster, name = towline_installed, "team"
+    cluster.kubectl("create", "namespace", name)  # fails if it exists: the pictures show only this test's objects
+    try:
+        wait_for("the new namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", name))
+        bind_role(cluster, name, "towline-runner", users=("carol", "alice", "bob"))
+        bind_role(cluster, name, "towline-approver", users=("alice", "bob", "carol"))
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def screenshot(driver: Any, name: str, tmp_path: Path) -> Path:
@@ -174,10 +202,10 @@ def test_without_a_session_or_from_a_foreign_host_or_origin_a_request_is_refused
 
 
 def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, shown_namespace: str,
     chromium: Any, tmp_path: Path,
 ) -> None:
-    cluster, ns = towline_installed, team_namespace
+    cluster, ns = towline_installed, shown_namespace
     bind_role(cluster, ns, "towline-log-reader", users=("carol",))
     cluster.kubectl("create", "secret", "generic", "ledger-api", "-n", ns, f"--from-literal=token={CANARY}")
     browser = chromium
