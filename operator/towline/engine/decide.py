@@ -22,7 +22,7 @@ from typing import Any
 
 from towline.api.run import StepStatus
 from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
-from towline.engine.actions import Decision, DeleteJob
+from towline.engine.actions import CreateChildRun, Decision, DeleteJob
 from towline.engine.admission import leave_queue
 from towline.engine.bindings import Bindings
 from towline.engine.egress import allowed_hosts
@@ -140,6 +140,11 @@ class _Pass:
         write wakes nobody), so the decision asks for it at once.
         """
         return bool(self._stuck_jobs(self.state.status.steps))
+
+    def _started_children(self) -> bool:
+        """This pass starts a child run: the pass after its write reads it, so a run found under its name that is
+        not the child (whose events, unlike the child's, wake nobody) fails the step at once."""
+        return any(isinstance(action, CreateChildRun) for action in self.driver.actions)
 
     def _update_suspension(self) -> None:
         status = self.state.status
@@ -333,7 +338,7 @@ class _Pass:
             set_condition(status, "CredentialsNeedRepair", "False", reason="Resumed",
                           message="the run was resumed after credential repair", now=self.now)
         self._flag_unknown_side_effects()
-        wake_at = self.now if self._leaves_stuck_jobs() else status.wake_at
+        wake_at = self.now if self._leaves_stuck_jobs() or self._started_children() else status.wake_at
         return Decision(status=status, actions=tuple(self.driver.actions), wake_at=wake_at)
 
     def _finish(self) -> None:

@@ -65,6 +65,7 @@ def test_a_subflow_step_starts_its_child_run_as_the_parents_requester_with_bound
     assert (created.workflow, created.requested_by, created.params) == ("change-approval", "alice", {"version": "1.2"})
     assert created.chain == ("renewal-watch",) and created.workflow_uid == "uid-change"
     assert sim.step("change").child_run == created.name == "renewal-watch-1-change"
+    assert sim.last is not None and sim.last.wake_at == sim.now  # the next pass reads what took the child's name
     assert sim.phase_of("change") == "Running" and sim.phase == "Running"
     assert sim.status.workflow_spec is not None and sim.status.workflow_spec.subflows == {"change-approval": CHANGE}
 
