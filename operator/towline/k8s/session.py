@@ -60,14 +60,21 @@ async def list_runs(
     return runs
 
 
-async def create_run(api: KubeApi, namespace: str, body: JSON) -> JSON:
-    """Create a run (usually with `generateName`); the server's copy comes back."""
-    return await api.request("POST", WORKFLOW_RUNS.path(namespace), body=body)
+async def create_run(api: KubeApi, namespace: str, body: JSON, *, dry_run: bool = False) -> JSON:
+    """Create a run (usually with `generateName`); the server's copy comes back. `dry_run`: admission judges
+    it and nothing is stored (`dryRun=All`)."""
+    query = {"dryRun": "All"} if dry_run else None
+    return await api.request("POST", WORKFLOW_RUNS.path(namespace), body=body, query=query)
 
 
 async def patch_run(api: KubeApi, namespace: str, name: str, patch: JSON) -> JSON:
     """A merge patch of the user's switches (spec.cancel, spec.suspend) or the resume annotation."""
     return await api.merge_patch(WORKFLOW_RUNS.path(namespace, name), patch)
+
+
+async def delete_run(api: KubeApi, namespace: str, name: str) -> bool:
+    """Delete a run (its Approvals and Jobs go with it); False if it was gone already."""
+    return await api.delete(WORKFLOW_RUNS.path(namespace, name))
 
 
 async def get_approval(api: KubeApi, namespace: str, name: str) -> JSON | None:

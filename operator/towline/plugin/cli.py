@@ -14,15 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands, errors, filters, history, livecli, output, terminal, views
+from towline.plugin import commands, deleting, errors, filters, history, livecli, output, submitting, terminal, views
 from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
-from towline.plugin.manifests import parse_params
+from towline.plugin.manifests import UsageError, parse_params
 
 Sub = Any  # argparse's _SubParsersAction, which typeshed keeps private
 
@@ -48,21 +49,54 @@ def output_flag(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"json/yaml: {what} as the API server returns it; name: kind/NAME; wide: more columns")
 
 
+def dry_run_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", choices=submitting.DRY_RUNS, default=None,
+                        help="client: print what it would send; server: the API server and admission judge it, "
+                             "nothing is stored")
+
+
 def add_run_commands(sub: Sub) -> None:
     run = command(sub, "run", "start a run of WORKFLOW as yourself", """
 # start a run and return at once
 kubectl towline run release -p env=staging
+# params from a file, a name of your choosing and a label; -p wins over the file
+kubectl towline run release --param-file params.yaml -p env=prod --name release-2-4 --label tier=gold
+# ask the API server (admission included) whether it would accept the run, create nothing
+kubectl towline run release -p env=prod --dry-run=server
 # start one and print its progress until it ends (exit 0 only if it succeeded)
 kubectl towline run nightly --follow
 # start one, wait for it to end and print the finished run (its status.outputs among it)
-kubectl towline run release --wait -o json""")
+kubectl towline run release --wait -o json
+RUN=$(kubectl towline run release -o name)   # workflowrun/NAME, for scripts""")
     run.add_argument("workflow")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+    run.add_argument("--param-file", metavar="FILE", help="params as a YAML or JSON mapping; -p values win over it")
+    run.add_argument("--name", default=None, help="the run's name (default: WORKFLOW- and five random characters)")
+    run.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a label of the run")
     run.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
     run.add_argument("--wait", action="store_true",
                      help="wait until the run ends, then print its phase and outputs (exit 0 only if it succeeded)")
-    run.add_argument("-o", "--output", choices=("json", "yaml"), default=None,
-                     help="with --wait: the finished WorkflowRun as the API server returns it")
+    dry_run_flag(run)
+    run.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
+                     help="the created run (with --wait: the finished one) as the API server returns it, or kind/NAME")
+
+    resubmit = command(sub, "resubmit", "a new run of RUN's Workflow with RUN's params, requested by you", """
+kubectl towline resubmit nightly-x7k2p
+kubectl towline resubmit nightly-x7k2p --follow""")
+    resubmit.add_argument("run")
+    resubmit.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
+    dry_run_flag(resubmit)
+    resubmit.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
+                          help="the created run as the API server returns it, or kind/NAME")
+
+    submit = command(sub, "submit", "create the WorkflowRuns of manifest files as yourself", """
+kubectl towline submit -f run.yaml
+kubectl towline submit -f runs.yaml --dry-run=server -o name""")
+    submit.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                        help="a WorkflowRun manifest or several (YAML documents); - reads stdin; repeatable")
+    dry_run_flag(submit)
+    submit.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
+                        help="each created run as the API server returns it, or kind/NAME")
 
     retry = command(sub, "retry", "a new run that starts again from RUN's failed steps", """
 kubectl towline retry sync-x7k2p
@@ -200,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (add_run_commands, add_list_commands, livecli.add_parsers, add_inspect_commands,
+    for add in (add_run_commands, deleting.add_parser, add_list_commands, livecli.add_parsers, add_inspect_commands,
                 add_authoring_commands, add_archive_commands, add_tool_commands):
         add(sub)
     return parser
@@ -208,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _phase_value(text: str) -> frozenset[str]:
     return frozenset(filters.phases([text]))
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    """--param-file, then -p on top of it."""
+    return {**(submitting.param_file(args.param_file) if args.param_file else {}), **parse_params(args.param)}
 
 
 def run_filter(args: argparse.Namespace) -> filters.RunFilter:
@@ -223,8 +262,13 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
     try:
         calls: dict[str, Any] = {
             "run": lambda: commands.start(
-                api, namespace, io, workflow=args.workflow, params=parse_params(args.param), follow=args.follow,
-                wait=args.wait, form=args.output),
+                api, namespace, io, workflow=args.workflow, params=args.params, follow=args.follow,
+                wait=args.wait, form=args.output, name=args.name, labels=args.labels,
+                dry_run=args.dry_run),
+            "resubmit": lambda: commands.resubmit(
+                api, namespace, io, args.run, follow=args.follow, dry_run=args.dry_run, form=args.output),
+            "submit": lambda: commands.submit(api, namespace, io, args.documents, dry_run=args.dry_run,
+                                              form=args.output),
             "runs": lambda: views.list_runs(
                 api, None if args.all_namespaces else namespace, io, selector=args.selector,
                 narrow=run_filter(args), form=args.output),
@@ -248,6 +292,8 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "verify": lambda: _verify_live(api, args.archive, io, args.key),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
             "ui": lambda: _serve_ui(api, namespace, io, args),
+            "delete": lambda: deleting.delete(
+                api, None if args.all_namespaces else namespace, io, args, datetime.now(UTC)),
             **livecli.calls(api, namespace, io, args),
         }
         code: int = await calls[args.command]()
@@ -281,6 +327,28 @@ async def _serve_ui(api: KubeApi, namespace: str, io: commands.Io, args: argpars
     return await serve(api, namespace, port=args.port, open_browser=args.open, out=io.out)
 
 
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with a command line argparse accepted, if anything; the files and values it names are read
+    here, before any cluster call, so a mistake in them needs no kubeconfig to show."""
+    if args.command == "export" and bool(args.workflow) == bool(args.archive):
+        return "export takes WORKFLOW (a manifest to commit) or --archive NAMESPACE (the record), one of them"
+    if args.command in ("run", "resubmit") and args.dry_run and (args.follow or getattr(args, "wait", False)):
+        return f"{args.command} --dry-run creates no run to follow or wait for; drop --follow/--wait"
+    if args.command == "run" and args.follow and (args.output or args.wait):
+        return ("run -o/--output prints the created run, or with --wait the finished one; not with --follow"
+                if args.output else "run takes --follow (print progress) or --wait (print only the end), not both")
+    if args.command == "delete":
+        return deleting.check(args)
+    try:
+        if args.command == "run":
+            args.params, args.labels = _params(args), submitting.labels(args.label)
+        if args.command == "submit":
+            args.documents = submitting.run_files(args.filename)
+    except UsageError as error:
+        return str(error)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     autocomplete(parser)  # answers a shell's completion request and exits; otherwise does nothing
@@ -289,12 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "completion":
         terminal.out(completion_script(args.shell), end="")
         return 0
-    if args.command == "export" and bool(args.workflow) == bool(args.archive):
-        parser.error("export takes WORKFLOW (a manifest to commit) or --archive NAMESPACE (the record), one of them")
-    if args.command == "run" and args.output and not args.wait:
-        parser.error("run -o/--output prints the finished run, so it needs --wait: run WORKFLOW --wait -o json")
-    if args.command == "run" and args.follow and args.wait:
-        parser.error("run takes --follow (print progress) or --wait (print only the end), not both")
+    if problem := usage_problem(args):
+        parser.error(problem)
     if args.command == "verify" and not args.archive:
         # Offline: no cluster, no kubeconfig; the file and the public key are all it reads.
         from towline.plugin.archived import verify_file  # noqa: PLC0415 - command-only import

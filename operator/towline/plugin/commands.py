@@ -19,7 +19,7 @@ from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.owners import controlling_job
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import approvalrule, follow, graph, manifests, output
+from towline.plugin import approvalrule, follow, graph, manifests, output, submitting
 from towline.plugin.runtree import run_tree, step_nodes
 
 JSON = dict[str, Any]
@@ -46,18 +46,23 @@ async def run_or_fail(api: KubeApi, namespace: str, name: str) -> JSON:
 
 async def start(
     api: KubeApi, namespace: str, io: Io, *, workflow: str, params: JSON, follow: bool, wait: bool = False,
-    form: str | None = None,
+    form: str | None = None, name: str | None = None, labels: dict[str, str] | None = None,
+    dry_run: str | None = None,
 ) -> int:
-    """Create a run as the caller; `follow` prints its progress, `wait` only its end (`form`: the run as JSON/YAML)."""
+    """Create a run as the caller; `follow` prints its progress, `wait` only its end (`form`: the run as
+    JSON/YAML, or its name), else `form` prints the created run. `dry_run`: client (print what it would
+    send) or server (admission judges it, nothing is stored)."""
     if await session.get_workflow(api, namespace, workflow) is None:
         raise NotFound(f"no Workflow {workflow!r} in namespace {namespace}")
     user = await session.who_am_i(api)
-    run = await session.create_run(api, namespace, manifests.run_manifest(workflow, params, user))
-    name = run["metadata"]["name"]
-    (io.err if form else io.out)(f"workflowrun/{name} created (requested by {user})")
+    body = submitting.named(manifests.run_manifest(workflow, params, user), name, labels or {})
+    said = Io(out=io.err if form and wait else io.out, err=io.err)  # with --wait -o, stdout is the end's alone
+    run = await submitting.create(api, namespace, said, body, dry_run=dry_run, form=None if wait or follow else form,
+                                  note=f" (requested by {user})")
+    created = run["metadata"]["name"]
     if follow:
-        return await follow_run(api, namespace, io, name)
-    return await wait_for_run(api, namespace, io, name, form) if wait else 0
+        return await follow_run(api, namespace, io, created)
+    return await wait_for_run(api, namespace, io, created, form) if wait else 0
 
 
 async def wait_for_run(api: KubeApi, namespace: str, io: Io, name: str, form: str | None) -> int:
@@ -66,7 +71,9 @@ async def wait_for_run(api: KubeApi, namespace: str, io: Io, name: str, form: st
     if run is None:
         return 1
     status = run.get("status") or {}
-    if form:
+    if form == "name":
+        io.out(f"workflowrun/{name}")
+    elif form:
         io.out(output.dump(run, form))
     else:
         message = f": {status['message']}" if status.get("message") else ""
@@ -120,6 +127,27 @@ async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -
     reused = body["spec"]["retryOf"]["reuse"]
     io.out(f"workflowrun/{new} created: retry of {name}, reusing {', '.join(reused) or 'no steps'}")
     return await follow_run(api, namespace, io, new) if follow else 0
+
+
+async def resubmit(api: KubeApi, namespace: str, io: Io, name: str, *, follow: bool, dry_run: str | None,
+                   form: str | None) -> int:
+    """A new run of RUN's Workflow with RUN's params, requested by the caller (never RUN's requester)."""
+    old = await run_or_fail(api, namespace, name)
+    user = await session.who_am_i(api)
+    run = await submitting.create(api, namespace, io, submitting.resubmit_manifest(old, user), dry_run=dry_run,
+                                  form=form, note=f": resubmit of {name} (requested by {user})")
+    return await follow_run(api, namespace, io, run["metadata"]["name"]) if follow and not dry_run else 0
+
+
+async def submit(api: KubeApi, namespace: str, io: Io, documents: list[JSON], *, dry_run: str | None,
+                 form: str | None) -> int:
+    """`submit -f FILE...`: each WorkflowRun of the files, created as the caller (all checked before the first)."""
+    user = await session.who_am_i(api)
+    checked = [submitting.as_caller(document, user, f"document {index}")
+               for index, document in enumerate(documents, 1)]
+    for body in checked:
+        await submitting.create(api, namespace, io, body, dry_run=dry_run, form=form, note=f" (requested by {user})")
+    return 0
 
 
 async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:

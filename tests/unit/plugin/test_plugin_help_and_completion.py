@@ -85,7 +85,7 @@ complete_line "kubectl-towline completion "
     lines = result.stdout.splitlines()
     assert lines[0].startswith("complete -") and lines[0].endswith(" kubectl-towline")
     answers = dict(line.split(" => ", 1) for line in lines[1:])
-    assert answers["kubectl-towline de"].split() == ["describe"]
+    assert answers["kubectl-towline de"].split() == ["delete", "describe"]
     assert answers["kubectl-towline runs --ph"].split() == ["--phase"]
     assert answers["kubectl-towline runs -o "].split() == ["json", "yaml", "name", "wide"]
     assert {"bash", "zsh", "fish"} <= set(answers["kubectl-towline completion "].split())
@@ -110,6 +110,6 @@ def test_kubectl_plugin_completion_answers_in_cobras_format() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
                                           "Succeeded", "Failed", "Cancelled", ":4"]
-    assert sorted(candidates(build_parser(), ["s"])) == ["status", "suspend"]
+    assert sorted(candidates(build_parser(), ["s"])) == ["status", "submit", "suspend"]
     assert kubectl_answer(build_parser(), ["completion", "z"]) == "zsh\n:4\n"
     assert candidates(build_parser(), ["-n", "team", "describe", "x", "-o", ""]) == ["json", "yaml", "name"]

@@ -59,7 +59,7 @@ def test_the_run_page_live_and_archived_carries_the_outputs() -> None:
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["run", "release", "-o", "json"], "needs --wait: run WORKFLOW --wait -o json"),
+    (["run", "release", "-o", "json", "--follow"], "prints the created run, or with --wait the finished one"),
     (["run", "release", "--wait", "--follow"], "--follow (print progress) or --wait (print only the end)"),
     (["run", "release", "--wait", "-o", "table"], "argument -o/--output: invalid choice: 'table'"),
 ])
@@ -75,7 +75,7 @@ def test_run_refuses_a_bad_wait_or_output_flag_in_one_line_naming_the_fix(
 
 def test_run_completes_wait_and_the_output_formats() -> None:
     assert "--wait" in candidates(build_parser(), ["run", "release", "--w"])
-    assert candidates(build_parser(), ["run", "release", "--wait", "-o", ""]) == ["json", "yaml"]
+    assert candidates(build_parser(), ["run", "release", "--wait", "-o", ""]) == ["json", "yaml", "name"]
 
 
 @pytest.mark.parametrize(("form", "printed"), [
