@@ -7,12 +7,21 @@ the API, the engine, validation and the displays share. Pure data: nothing here 
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
 
 from towline.api.common import TowlineModel
+from towline.api.loopids import (
+    INSTANCE_ID_PATTERN,
+    LOOP_KEY_PATTERN,
+    instance_id,
+    instance_key,
+    is_loop_key,
+    loop_of,
+)
+
+__all__ = ["INSTANCE_ID_PATTERN", "LOOP_KEY_PATTERN", "instance_id", "instance_key", "is_loop_key", "loop_of"]
 
 MAX_LOOP_ITEMS = 1000
 """Items one `forEach` may run over (literal, or what its expression yields at run time)."""
@@ -22,13 +31,6 @@ DEFAULT_LOOP_PARALLEL = 10
 """`forEach.maxParallel` when unset: as many instances at once as a run's default `policy.parallelism`."""
 MAX_LOOP_ITEMS_BYTES = 64 * 1024
 """The items of one loop as compact JSON: the run keeps them (each instance reads its `item`) until the loop ends."""
-LOOP_KEY_PATTERN = r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,38}[A-Za-z0-9])?"
-"""A `forEach.key` value: what goes between the brackets of an instance id, at most 40 characters."""
-INSTANCE_ID_PATTERN = rf"^[a-z][a-z0-9_]{{0,62}}(\[{LOOP_KEY_PATTERN}\])?$"
-"""A step id, or an instance's: `deploy`, `deploy[0]`, `deploy[eu-west-1]`."""
-_INSTANCE = re.compile(rf"^([a-z][a-z0-9_]{{0,62}})\[({LOOP_KEY_PATTERN})\]$")
-_KEY = re.compile(rf"^{LOOP_KEY_PATTERN}$")
-
 InstanceId = Annotated[str, Field(pattern=INSTANCE_ID_PATTERN, max_length=106)]
 """What `status.steps[].id` and an Approval's `spec.step` hold: a step's id, or a loop instance's."""
 
@@ -57,27 +59,6 @@ class ForEach(TowlineModel):
         "the instance is then step[<key>] instead of step[<index>]. Keys are unique, 1 to 40 letters, digits, "
         "'.', '_' or '-'.",
     )
-
-
-def instance_id(step_id: str, key: str | int) -> str:
-    """`deploy[0]` or `deploy[eu-west-1]`."""
-    return f"{step_id}[{key}]"
-
-
-def loop_of(entry_id: str) -> str | None:
-    """The loop step an instance id belongs to (`deploy` for `deploy[0]`); None for a plain step id."""
-    match = _INSTANCE.match(entry_id)
-    return match.group(1) if match else None
-
-
-def instance_key(entry_id: str) -> str | None:
-    """What is between an instance id's brackets; None for a plain step id."""
-    match = _INSTANCE.match(entry_id)
-    return match.group(2) if match else None
-
-
-def is_loop_key(value: str) -> bool:
-    return _KEY.match(value) is not None
 
 
 _ANY_LIST: dict[str, Any] = {

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from towline.api.loops import loop_of
+from towline.api.loopids import loop_of
 from towline.api.steptypenames import step_type_reference
 from towline.plugin.loopcounts import LoopCounts, loop_counts
 
