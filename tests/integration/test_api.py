@@ -79,7 +79,7 @@ def test_every_example_applies_cleanly(crds_installed: ControlPlane, namespace: 
 def test_there_are_examples_for_every_story() -> None:
     names = {path.stem for path in EXAMPLES}
     assert {"scheduled-http-check", "webhook-deploy-with-approval", "order-fulfilment-with-compensation",
-            "ai-ticket-triage"} <= names
+            "ai-ticket-triage", "multi-cluster-rollout"} <= names
 
 
 # (case, changes to WORKFLOW, what the API server's error must say)
