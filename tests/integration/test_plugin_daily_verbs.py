@@ -1,6 +1,7 @@
 """`kubectl towline`'s daily verbs (argo's, tkn's) against the local control plane, as the people who use
-them: `delete` by name and by selection (alice, a workflow author; carol, a runner, may not); `run` with a
-param file, name, labels, a server dry run and `-o`; `submit -f`; `resubmit` by somebody else than the requester."""
+them: `logs --tail/--since/--timestamps/-c` (carol, a log reader; alice is not one); `delete` by name and
+by selection (alice, a workflow author; carol, a runner, may not); `run` with a param file, name, labels,
+a server dry run and `-o`; `submit -f`; `resubmit` by somebody else than the requester; `workflows`."""
 
 from __future__ import annotations
 
@@ -83,7 +84,9 @@ def test_run_submit_and_resubmit_request_as_the_caller(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path
 ) -> None:
     cluster, ns = towline_installed, team_namespace
-    apply(cluster, gate_only(ns, "gate"))
+    gate = gate_only(ns, "gate")
+    gate["spec"]["triggers"] = [{"name": "new_year", "schedule": {"cron": "0 0 1 1 *", "timeZone": "UTC"}}]
+    apply(cluster, gate)
     (tmp_path / "params.yaml").write_text("n: 7\nenv: staging\n")
 
     def runs() -> list[str]:
@@ -119,3 +122,42 @@ def test_run_submit_and_resubmit_request_as_the_caller(
     for name in submitted:
         created = get(cluster, "workflowruns.towline.dev", name.removeprefix("workflowrun/"), ns)
         assert created is not None and created["spec"]["requestedBy"] == "carol"
+
+
+def test_logs_tail_since_timestamps_and_container(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    bind_role(cluster, ns, "towline-log-reader", users=("carol",))
+    apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "shape", "namespace": ns},
+                    "spec": {"steps": [{"id": "shape", "action": "data.transform",
+                                        "with": {"data": {}, "fields": {"ok": "true"}}}]}})
+    run = created_name(ok(towline(cluster, ns, "run", "shape", "--wait")))
+    whole = ok(towline(cluster, ns, "logs", run)).splitlines()
+    assert whole[0].startswith("==> step shape attempt 1 ") and len(whole) > 2, whole
+    assert ok(towline(cluster, ns, "logs", run, "--tail", "1")).splitlines() == [whole[0], whole[-1]]
+    assert ok(towline(cluster, ns, "logs", run, "--since", "1h")).splitlines() == whole
+    stamped = ok(towline(cluster, ns, "logs", run, "shape", "--timestamps")).splitlines()
+    assert [line.split(" ", 1)[1] for line in stamped[1:]] == whole[1:]
+    assert all(line[:4].isdigit() and line.split(" ", 1)[0].endswith("Z") for line in stamped[1:]), stamped
+    followed = ok(towline(cluster, ns, "logs", "-f", run, "--tail", "1")).splitlines()
+    assert followed == [f"shape: {whole[-1]}"], followed
+    prepare = towline(cluster, ns, "logs", run, "-c", "prepare")  # a built-in step's pod has no prepare container
+    assert prepare.returncode == 1 and "has no prepare container" in prepare.stderr
+    assert "Traceback" not in prepare.stderr
+    refused = towline(cluster, ns, "logs", run, "--tail", "1", user="alice")  # no towline-log-reader binding
+    assert refused.returncode == 1 and "forbidden: you may not list pods" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+
+    # The Workflow as carol sees it: Ready, its last run, its next slot; in full with `show`.
+    wait_for("gate to be Ready with its next slot", lambda: (get(cluster, "workflows.towline.dev", "gate", ns) or {})
+             .get("status", {}).get("nextScheduleTime"), 60)
+    table = ok(towline(cluster, ns, "workflows")).splitlines()
+    assert table[0].split()[:2] == ["NAME", "READY"] and table[1].split()[:2] == ["gate", "True"], table
+    assert " in " in table[1], table
+    shown = ok(towline(cluster, ns, "workflows", "show", "gate"))
+    assert "  n: integer = 1" in shown and "  manual: kubectl towline run gate (always allowed)" in shown
+    assert "  new_year: schedule 0 0 1 1 * (UTC, Allow); next in " in shown, shown
+    missing = towline(cluster, ns, "workflows", "show", "nope")
+    assert missing.returncode == 1 and "no Workflow 'nope'" in missing.stderr and missing.stderr.count("\n") == 1

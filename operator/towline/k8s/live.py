@@ -38,9 +38,10 @@ def watch_objects(
                    persistent=False, what="person's")
 
 
-async def follow_log(api: KubeApi, path: str) -> AsyncIterator[str]:
-    """A pod's log (`path` is its log subresource) line by line as the container writes it, until it exits."""
-    response = await open_stream(api, path, {"follow": "true"}, _CONNECT)
+async def follow_log(api: KubeApi, path: str, query: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """A pod's log (`path` is its log subresource) line by line as the container writes it, until it exits;
+    `query`: more of the log API's parameters (tailLines, sinceSeconds, timestamps, container)."""
+    response = await open_stream(api, path, {**(query or {}), "follow": "true"}, _CONNECT)
     try:
         async for line in lines(response):
             yield line.decode(errors="replace").rstrip("\r")

@@ -41,7 +41,8 @@ async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOWS.path(namespace, name))
 
 
-async def list_workflows(api: KubeApi, namespace: str) -> list[JSON]:
+async def list_workflows(api: KubeApi, namespace: str | None) -> list[JSON]:
+    """One namespace's Workflows, or those of every namespace the caller may list (`None`)."""
     return await api.list(WORKFLOWS.path(namespace))
 
 
@@ -99,9 +100,10 @@ async def step_pods(api: KubeApi, namespace: str, run: str, step: str | None = N
     return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
 
 
-async def pod_log(api: KubeApi, namespace: str, pod: str) -> str:
-    """The pod's log as the kubelet serves it; raises ApiError when it cannot."""
-    return await api.read_text(PODS.path(namespace, pod, "log"))
+async def pod_log(api: KubeApi, namespace: str, pod: str, query: dict[str, str] | None = None) -> str:
+    """The pod's log as the kubelet serves it (`query`: the log API's tailLines, sinceSeconds, timestamps,
+    container); raises ApiError when it cannot."""
+    return await api.read_text(PODS.path(namespace, pod, "log"), query=query or None)
 
 
 def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:

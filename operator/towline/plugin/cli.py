@@ -21,7 +21,19 @@ from typing import Any
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
-from towline.plugin import commands, deleting, errors, filters, history, livecli, output, submitting, terminal, views
+from towline.plugin import (
+    commands,
+    deleting,
+    errors,
+    filters,
+    history,
+    livecli,
+    output,
+    submitting,
+    terminal,
+    views,
+    workflowviews,
+)
 from towline.plugin.completion import SHELLS, autocomplete, complete_with, completion_script, kubectl_answer
 from towline.plugin.manifests import UsageError, parse_params
 
@@ -234,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (add_run_commands, deleting.add_parser, add_list_commands, livecli.add_parsers, add_inspect_commands,
+    for add in (add_run_commands, deleting.add_parser, add_list_commands, workflowviews.add_parser,
+                livecli.add_parsers, add_inspect_commands,
                 add_authoring_commands, add_archive_commands, add_tool_commands):
         add(sub)
     return parser
@@ -292,6 +305,9 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "verify": lambda: _verify_live(api, args.archive, io, args.key),
             "connectors": lambda: commands.connectors(api, namespace, io, args.json),
             "ui": lambda: _serve_ui(api, namespace, io, args),
+            "workflows": lambda: (
+                workflowviews.show(api, namespace, io, args.name, args.output) if args.show else
+                workflowviews.list_workflows(api, None if args.all_namespaces else namespace, io, args.output)),
             "delete": lambda: deleting.delete(
                 api, None if args.all_namespaces else namespace, io, args, datetime.now(UTC)),
             **livecli.calls(api, namespace, io, args),
@@ -337,8 +353,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.command == "run" and args.follow and (args.output or args.wait):
         return ("run -o/--output prints the created run, or with --wait the finished one; not with --follow"
                 if args.output else "run takes --follow (print progress) or --wait (print only the end), not both")
-    if args.command == "delete":
-        return deleting.check(args)
+    if args.command in ("delete", "workflows"):
+        return deleting.check(args) if args.command == "delete" else workflowviews.check(args)
     try:
         if args.command == "run":
             args.params, args.labels = _params(args), submitting.labels(args.label)

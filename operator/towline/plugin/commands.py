@@ -150,7 +150,8 @@ async def submit(api: KubeApi, namespace: str, io: Io, documents: list[JSON], *,
     return 0
 
 
-async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None) -> int:
+async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None, *,
+               query: dict[str, str] | None = None) -> int:
     run = await run_or_fail(api, namespace, name)
     pods = runs_own_pods(run, await session.step_pods(api, namespace, name, step))
     if not pods:
@@ -161,10 +162,16 @@ async def logs(api: KubeApi, namespace: str, io: Io, name: str, step: str | None
     for pod in pods:
         pod_name = pod["metadata"]["name"]
         labels = pod["metadata"].get("labels") or {}
-        io.out(f"==> step {labels.get('towline.dev/step', '?')} attempt {labels.get('towline.dev/attempt', '?')} "
-               f"(pod {pod_name}) <==")
+        header = f"step {labels.get('towline.dev/step', '?')} attempt {labels.get('towline.dev/attempt', '?')}"
+        wanted = (query or {}).get("container")
+        if wanted and wanted not in {c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []}:
+            missing += 1
+            io.err(f"{header} (pod {pod_name}) has no {wanted} container: only a step type's pod has one; "
+                   "drop -c to read the step's own container")
+            continue
+        io.out(f"==> {header} (pod {pod_name}) <==")
         try:
-            io.out((await session.pod_log(api, namespace, pod_name)).rstrip("\n"))
+            io.out((await session.pod_log(api, namespace, pod_name, query)).rstrip("\n"))
         except ApiError as error:
             missing += 1
             io.err(f"logs of pod {pod_name} are not available from the API server ({error.status}: "

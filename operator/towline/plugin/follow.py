@@ -140,7 +140,8 @@ async def _merged(*streams: AsyncIterator[tuple[str, JSON]]) -> AsyncGenerator[t
                 await task
 
 
-async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None, *, out: Print, err: Print) -> int:
+async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None, *, out: Print, err: Print,
+                      query: dict[str, str] | None = None) -> int:
     """Stream the logs of the run's step pods (or one step's) as they start, until the run has ended and
     every started pod's log has been read to its end. 0 when the run ended, whatever its result."""
     selector = f"{LABEL_RUN}={name}" + (f",{LABEL_STEP}={identifier_label(step)}" if step else "")
@@ -158,7 +159,7 @@ async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None,
             # that ran one after another are not interleaved; running pods stream at once, side by side.
             after = followers[-1] if followers and pod["status"]["phase"] != "Running" else None
             followers.append(asyncio.create_task(
-                _stream(api, namespace, pod_name, label, out=out, err=err, after=after)))
+                _stream(api, namespace, pod_name, label, out=out, err=err, after=after, query=query)))
 
     run_events = live.watch_objects(api, WORKFLOW_RUNS.path(namespace), field_selector=f"metadata.name={name}")
     pod_events = live.watch_objects(api, PODS.path(namespace), label_selector=selector)
@@ -197,11 +198,12 @@ async def follow_logs(api: KubeApi, namespace: str, name: str, step: str | None,
 
 async def _stream(
     api: KubeApi, namespace: str, pod: str, label: str, *, out: Print, err: Print, after: asyncio.Task[None] | None,
+    query: dict[str, str] | None = None,
 ) -> None:
     if after is not None:
         await asyncio.wait([after])
     try:
-        async for line in live.follow_log(api, PODS.path(namespace, pod, "log")):
+        async for line in live.follow_log(api, PODS.path(namespace, pod, "log"), query):
             out(label + line)
     except ApiError as error:
         err(f"{label}logs of pod {pod} are not available from the API server ({error.status}: {error.message})")

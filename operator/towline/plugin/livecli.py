@@ -20,7 +20,10 @@ _EXAMPLES = {
     "logs": """Examples:
   kubectl towline logs release-x7k2p                 # every step's log so far
   kubectl towline logs release-x7k2p check           # one step's
-  kubectl towline logs -f release-x7k2p              # follow each step as it starts, until the run ends""",
+  kubectl towline logs -f release-x7k2p              # follow each step as it starts, until the run ends
+  kubectl towline logs release-x7k2p --tail 20 --timestamps   # each pod's last 20 lines, with their times
+  kubectl towline logs release-x7k2p deploy --since 10m       # what step deploy printed in the last 10 minutes
+  kubectl towline logs release-x7k2p build -c prepare         # a step type's prepare init container""",
     "watch": """Examples:
   kubectl towline watch release-x7k2p && echo released   # exit 0 only if the run succeeded""",
     "approvals": """Examples:
@@ -33,6 +36,30 @@ _EXAMPLES = {
   kubectl towline approve release-x7k2p              # the run's one pending gate
   kubectl towline approve release-x7k2p-review --reason "checked the diff"   # an Approval by name""",
 }
+
+
+CONTAINERS = ("step", "prepare")
+
+
+def _lines(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of lines; use e.g. --tail 20")
+    return int(text)
+
+
+def log_query(args: argparse.Namespace) -> dict[str, str]:
+    """The log API's parameters for `logs --tail/--since/--timestamps/-c` (none: the whole log of the step's own
+    container, the pod's only non-init container)."""
+    query: dict[str, str] = {}
+    if args.tail is not None:
+        query["tailLines"] = str(args.tail)
+    if args.since is not None:
+        query["sinceSeconds"] = str(int(args.since.total_seconds()))
+    if args.timestamps:
+        query["timestamps"] = "true"
+    if args.container == "prepare":
+        query["container"] = "prepare"
+    return query
 
 
 def _parser(sub: Any, name: str, text: str, examples: str) -> argparse.ArgumentParser:
@@ -48,6 +75,12 @@ def add_parsers(sub: Any) -> None:
     logs.add_argument("step", nargs="?")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="stream each step's log as it runs, lines prefixed with the step id, until the run ends")
+    logs.add_argument("--tail", type=_lines, default=None, metavar="N", help="only each pod's last N lines")
+    logs.add_argument("--since", type=filters.duration, default=None, metavar="DURATION",
+                      help="only lines written within DURATION (e.g. 10m, 2h)")
+    logs.add_argument("--timestamps", action="store_true", help="each line with the time it was written (RFC 3339)")
+    logs.add_argument("-c", "--container", choices=CONTAINERS, default="step",
+                      help="step: the step's own container (default); prepare: a step type's prepare init container")
 
     _parser(sub, "watch", "print each phase and current-step change of RUN until it ends; exit 0 iff it succeeded",
             _EXAMPLES["watch"]).add_argument("run")
@@ -90,14 +123,17 @@ def calls(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespac
         sys.stdout.flush()  # a pipe (`| grep`) sees each line as it comes
 
     async def logs() -> int:
+        query = log_query(args)
         if args.follow:
             await _require_run(api, namespace, args.run)
-            return await follow.follow_logs(api, namespace, args.run, args.step, out=out, err=io.err)
+            return await follow.follow_logs(api, namespace, args.run, args.step, out=out, err=io.err, query=query)
         live = await session.get_run(api, namespace, args.run)
         if live is None or not await session.step_pods(api, namespace, args.run, args.step):
             # The run was pruned or its pods went with their Jobs' TTL: the archive keeps what they printed.
+            if query:
+                io.err("note: --tail, --since, --timestamps and -c apply to step pods; the archive's copy is whole")
             return await history.archived_logs(api, namespace, io, args.run, args.step, run_exists=live is not None)
-        return await commands.logs(api, namespace, io, args.run, args.step)
+        return await commands.logs(api, namespace, io, args.run, args.step, query=query)
 
     async def watch() -> int:
         await _require_run(api, namespace, args.run)

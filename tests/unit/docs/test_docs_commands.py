@@ -60,13 +60,13 @@ def test_a_wrong_flag_command_or_value_fails_naming_the_file_and_line(tmp_path: 
         "$ kubectl towline runs --foll\n"
         "$ kubectl towline graph RUN --kind steps \\\n    -o dot | dot -Tsvg\n"
         "$ towline webhook send URL --secret-file s --scheme sha1\n"
-        "$ kubectl towline workflows\n```\n")
+        "$ kubectl towline pipelines\n```\n")
     problems = command_problems([tmp_path / "a.md"], tmp_path)
     assert [problem.split(": ", 1)[0] for problem in problems] == ["a.md:5", "a.md:6", "a.md:8", "a.md:9", "a.md:1"]
     assert "unrecognized arguments: --foll" in problems[0]
     assert "argument --kind: invalid choice: 'steps'" in problems[1]
     assert "argument --scheme: invalid choice: 'sha1'" in problems[2]
-    assert "invalid choice: 'workflows'" in problems[3]
+    assert "invalid choice: 'pipelines'" in problems[3]
     assert "--tial" in problems[4]
 
 
