@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from towline.api.workflow import ValidationError, WorkflowSpec
@@ -41,22 +42,41 @@ def referenced_params(source: str) -> set[str]:
     return set(_PARAM_DOTTED.findall(code)) | set(_PARAM_INDEXED.findall(source))
 
 
+@dataclass(frozen=True)
+class ExpressionScope:
+    """What a Workflow's expressions may read: its declared params, its steps, and for each step the steps
+    upstream of it (whose outputs exist by the time it runs). Built once per Workflow; every check of a
+    binding, `when`, loop items or subflow params goes through `check`."""
+
+    params: frozenset[str]
+    step_ids: frozenset[str]
+    readable: dict[tuple[str, int], set[str]]
+    located: list[LocatedStep]
+
+    @classmethod
+    def of(cls, spec: WorkflowSpec) -> ExpressionScope:
+        located = locate_steps(spec)
+        return cls(params=frozenset(param.name for param in spec.params),
+                   step_ids=frozenset(item.step.id for item in located), readable=readable_steps(spec), located=located)
+
+    def check(self, field: str, source: str, at: LocatedStep | None, *, in_loop: bool = False) -> list[ValidationError]:
+        """`check_expression` for an expression of the step `at` (None: outside every step, reading no step)."""
+        readable = self.readable[at.section, at.index] if at is not None else set()
+        return check_expression(field, source, params=set(self.params), step_ids=set(self.step_ids),
+                                readable=readable, in_loop=in_loop)
+
+
 def expression_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every CEL problem in steps, finally steps, compensations and trigger params."""
-    params = {param.name for param in spec.params}
-    step_ids = {item.step.id for item in locate_steps(spec)}
-    readable = readable_steps(spec)
+    scope = ExpressionScope.of(spec)
     errors: list[ValidationError] = []
-    for item in locate_steps(spec):
-        allowed = readable[item.section, item.index]
+    for item in scope.located:
         in_loop = item.step.for_each is not None
         for field, source in _step_expressions(item, errors):
-            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=allowed,
-                                       in_loop=in_loop)
+            errors += scope.check(field, source, item, in_loop=in_loop)
     for index, trigger in enumerate(spec.triggers):
         for path, source in template_expressions(trigger.params):
-            field = f"spec.triggers[{index}].params.{path}"
-            errors += check_expression(field, source, params=params, step_ids=step_ids, readable=set())
+            errors += scope.check(f"spec.triggers[{index}].params.{path}", source, None)
         errors += _unclosed(f"spec.triggers[{index}].params", trigger.params)
     return errors
 

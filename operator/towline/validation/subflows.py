@@ -16,8 +16,8 @@ from typing import Any
 from towline.api.subflows import subflow_chain_text
 from towline.api.workflow import Step, ValidationError, WorkflowSpec
 from towline.expressions import template_expressions
-from towline.validation.bindings import check_expression
-from towline.validation.graph import locate_steps, readable_steps
+from towline.validation.bindings import ExpressionScope
+from towline.validation.graph import locate_steps
 from towline.validation.parsing import parse_workflow_spec
 
 _NOT_FOR_SUBFLOWS = (
@@ -32,12 +32,9 @@ _NOT_FOR_SUBFLOWS = (
 
 def subflow_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every problem of a subflow step that the Workflow shows alone, at `spec.<section>[i].<field>`."""
-    params = {param.name for param in spec.params}
-    located = locate_steps(spec)
-    step_ids = {item.step.id for item in located}
-    readable = readable_steps(spec)
+    scope = ExpressionScope.of(spec)
     errors: list[ValidationError] = []
-    for item in located:
+    for item in scope.located:
         call = item.step.workflow
         if call is None:
             continue
@@ -48,8 +45,7 @@ def subflow_errors(spec: WorkflowSpec) -> list[ValidationError]:
                                               message=f"does not apply to a subflow step: {fix}; remove it"))
         for path, source in template_expressions(call.params):
             at = f".{path}" if path and not path.startswith("[") else path
-            errors += check_expression(f"{item.path}.workflow.params{at}", source, params=params,
-                                       step_ids=step_ids, readable=readable[item.section, item.index])
+            errors += scope.check(f"{item.path}.workflow.params{at}", source, item)
     return errors
 
 
