@@ -31,7 +31,9 @@ async def reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> d
 
 async def _reconcile_workflow(deps: WorkflowDeps, namespace: str, name: str) -> datetime | None:
     raw = await read_workflow(deps.api, namespace, name)
-    if raw is None:
+    if raw is None:  # deleted: its callers judge themselves again, now without it
+        for caller in callers_of(name, await workflows_of(deps.api, namespace)):
+            deps.requeue((namespace, caller))
         return None
     now = deps.now()
     generation = int(raw["metadata"].get("generation", 0))

@@ -120,6 +120,7 @@ class Operator:
         if deleted:
             self.workflow_keys.discard(key)
             self.workflows.forget(key)
+            self.workflows.add(key)  # one pass, which finds it gone and has its callers judged again
             return
         self.workflow_keys.add(key)
         self.workflows.add(key)

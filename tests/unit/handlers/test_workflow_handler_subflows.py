@@ -8,6 +8,7 @@ import asyncio
 from handler_fakes import NAMESPACE, WORKFLOW_KIND, MemoryContext, setup, status_of, workflow
 
 from towline.handlers.workflows import reconcile_workflow
+from towline.k8s.client import WORKFLOWS
 
 STEP = {"id": "noop", "action": "data.transform", "with": {"data": {}, "fields": {"x": "1"}}}
 
@@ -52,3 +53,21 @@ def test_a_changed_workflow_has_its_callers_judged_again_once(context: MemoryCon
     assert sorted(context.requeued_workflows) == [(NAMESPACE, "release"), (NAMESPACE, "rollback")]
     reconcile(context, "shared")  # no change since: nobody is asked again
     assert len(context.requeued_workflows) == 2
+
+
+def test_a_deleted_workflow_has_its_callers_judged_again_and_made_not_ready_naming_it(
+    context: MemoryContext,
+) -> None:
+    setup(context, workflow("shared", {"steps": [STEP], "subflow": {"allowed": True}}),
+          workflow("release", calls("shared")), workflow("unrelated", {"steps": [STEP]}))
+    reconcile(context, "release")
+    assert errors_of(context, "release") == []
+    asyncio.run(context.api.request("DELETE", WORKFLOWS.path(NAMESPACE, "shared")))
+    reconcile(context, "shared")  # the pass its deletion queues: it is gone
+    assert context.requeued_workflows == [(NAMESPACE, "release")]
+    reconcile(context, "release")
+    assert errors_of(context, "release") == [("spec.steps[0].workflow.name", "no Workflow 'shared' in this namespace; "
+                                              "a subflow runs a Workflow of the same namespace: create it or correct "
+                                              "the name")]
+    status = status_of(context, "release", WORKFLOW_KIND)
+    assert [c["status"] for c in status["conditions"] if c["type"] == "Ready"] == ["False"]
