@@ -30,7 +30,7 @@ from towline.api.common import (
 from towline.api.loops import InstanceId, LoopStatus
 from towline.api.runterms import RunPhase, StepPhase
 from towline.api.steptype import ResolvedStepType
-from towline.api.subflows import ParentRef, SubflowRecord
+from towline.api.subflows import ChildRetry, ParentRef, SubflowRecord
 from towline.api.workflow import ApprovalEvent, ApprovalNotification, ErrorClass, Policy, Step
 
 TriggerType = Literal["manual", "schedule", "webhook", "parent"]
@@ -366,6 +366,11 @@ class WorkflowRunStatus(TowlineModel):
         default_factory=list, max_length=MAX_EARLIER_REQUESTERS,
         description="A retry's: who requested the runs it repeats (whose params it runs), oldest first. "
         "Four-eyes gates count them as requesters too.",
+    )
+    retried_children: dict[str, ChildRetry] | None = Field(
+        default=None, max_length=100,
+        description="A retry's: its subflow steps whose child run in the run retried ended Failed or Cancelled, "
+        "by step id; each such step's new child is a retry of that child run. Absent when there is none.",
     )
 
 

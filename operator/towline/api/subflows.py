@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from towline.api.common import ObjectName, TowlineModel
+from towline.api.common import ObjectName, StepId, TowlineModel
 from towline.api.loops import InstanceId
 
 MAX_SUBFLOW_DEPTH = 5
@@ -67,6 +67,24 @@ class SubflowRecord(TowlineModel):
 
     uid: str = Field(max_length=128, description="The Workflow's metadata.uid.")
     generation: int = Field(ge=0, description="The Workflow's metadata.generation when the parent run started.")
+
+
+class ChildRetry(TowlineModel):
+    """A retry's subflow step whose child run, in the run retried, ended Failed or Cancelled: the step's new child
+    is a retry of that child (its Succeeded steps reused). Recorded by the operator from the retried run's status
+    and the child as read from the API server, never from what the retry's creator wrote."""
+
+    run: ObjectName = Field(description="The child run of the run retried, in this namespace.")
+    uid: str = Field(max_length=128, description="That child run's metadata.uid (a run created later under its "
+                     "name is another run, never retried as it).")
+    reuse: list[StepId] = Field(
+        default_factory=list, max_length=1000,
+        description="That child run's Succeeded steps the new child reuses (as kubectl towline retry picks them).",
+    )
+    params_digest: str = Field(
+        max_length=64, description="SHA-256 of that child run's spec.params (canonical JSON): a new child whose "
+        "params differ (a step it binds ran again) starts from the start instead.",
+    )
 
 
 def subflow_chain_text(chain: list[str], last: str) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from towline.api.common import Approvers
-from towline.api.run import WorkflowRunStatus
+from towline.api.run import RetryOf, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 
 
@@ -116,6 +116,8 @@ class CreateChildRun:
     chain: tuple[str, ...]
     """The Workflows of the runs above the child, the top-level run's first."""
     suspend: bool = False
+    retry_of: RetryOf | None = None
+    """A retried parent's: the child is a retry of the earlier child (its spec.retryOf)."""
 
 
 @dataclass(frozen=True)

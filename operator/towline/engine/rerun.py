@@ -25,11 +25,15 @@ retry asks again.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from towline.api.common import MAX_EARLIER_REQUESTERS
-from towline.api.run import RetryOf, StepStatus, WorkflowRunSpec, WorkflowRunStatus, WorkflowSnapshot
+from towline.api.run import RetryOf, StepStatus, WorkflowRun, WorkflowRunSpec, WorkflowRunStatus, WorkflowSnapshot
 from towline.api.runterms import TERMINAL_RUN_PHASES
+from towline.api.subflows import ChildRetry
 from towline.engine.steps import output_size
 
 REUSED_REASON = "Reused"
@@ -37,12 +41,14 @@ REUSED_REASON = "Reused"
 
 def start_retry(
     spec: WorkflowRunSpec, previous_workflow: str, previous: WorkflowRunStatus, workflow_generation: int,
-    *, workflow_uid: str,
+    *, workflow_uid: str, previous_params: Mapping[str, Any] | None = None,
 ) -> tuple[WorkflowSnapshot, dict[str, Any], list[StepStatus], int] | list[str]:
     """The snapshot, params, reused step entries and their output bytes; or why it cannot retry.
 
     `previous_workflow` and `previous` are the finished run's `spec.workflowRef.name` and status;
     `workflow_generation` and `workflow_uid` are the Workflow's `metadata.generation` and `metadata.uid` now.
+    A subflow's child retrying its parent's earlier child carries the params its parent's step passes, which
+    must be `previous_params` (that child's spec.params): the retry still runs with the params of the run it retries.
     """
     retry = spec.retry_of
     assert retry is not None, "start_retry is for runs with spec.retryOf"
@@ -54,7 +60,9 @@ def start_retry(
         )
     if previous.phase not in TERMINAL_RUN_PHASES or previous.workflow_spec is None:
         errors.append(f"spec.retryOf.run: run {retry.run!r} is {previous.phase}; retry it once it has finished")
-    if spec.params:
+    same_child_params = spec.trigger.type == "parent" and previous_params is not None \
+        and dict(spec.params) == dict(previous_params)
+    if spec.params and not same_child_params:
         errors.append("spec.params: a retry runs with the params of the run it retries; remove spec.params")
     if errors or previous.workflow_spec is None:
         return errors
@@ -88,16 +96,48 @@ def start_retry(
     return snapshot, dict(previous.params), reused, sum(output_size(entry.output) for entry in reused)
 
 
-def earlier_requesters(previous_requested_by: str | None, previous: WorkflowRunStatus) -> list[str]:
+def earlier_requesters(previous_requested_by: str | None, previous: WorkflowRunStatus,
+                       also: Iterable[str] = ()) -> list[str]:
     """Who requested the runs a retry of `previous` repeats, oldest first: they chose its params.
 
     Read from the finished run's spec.requestedBy (admission makes it the creator) and its
-    status (the operator's), never from the retry. A long chain keeps the first and the latest.
+    status (the operator's), never from the retry; `also`: a child retry's parent's earlier requesters.
+    A long chain keeps the first and the latest.
     """
-    names = list(dict.fromkeys([*previous.earlier_requesters, *filter(None, [previous_requested_by])]))
+    names = list(dict.fromkeys([*also, *previous.earlier_requesters, *filter(None, [previous_requested_by])]))
     if len(names) > MAX_EARLIER_REQUESTERS:
         names = [names[0], *names[len(names) - MAX_EARLIER_REQUESTERS + 1:]]
     return names
+
+
+def reusable_steps(status: WorkflowRunStatus) -> list[str]:
+    """A finished run's Succeeded main-DAG steps whose needs are all reusable too; never an approval (what
+    `kubectl towline retry` lists in spec.retryOf.reuse)."""
+    if status.workflow_spec is None:
+        return []
+    phases = {entry.id: entry.phase for entry in status.steps}
+    reuse: list[str] = []
+    for step in status.workflow_spec.steps:
+        if step.approval is None and phases.get(step.id) == "Succeeded" and all(need in reuse for need in step.needs):
+            reuse.append(step.id)
+    return reuse
+
+
+def params_digest(params: Mapping[str, Any]) -> str:
+    """SHA-256 of params as canonical JSON: whether a new child passes what an earlier child was passed."""
+    text = json.dumps(dict(params), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def child_retry(child: WorkflowRun) -> ChildRetry | None:
+    """What a retried parent's subflow step needs to retry its earlier child (read from the API server, and
+    already found to be the retried run's own child); None when that child did not end Failed or Cancelled, or
+    never started (nothing of it to reuse)."""
+    status = child.status
+    if status is None or status.phase not in ("Failed", "Cancelled") or status.workflow_spec is None:
+        return None
+    return ChildRetry(run=child.metadata["name"], uid=str(child.metadata.get("uid") or ""),
+                      reuse=reusable_steps(status), params_digest=params_digest(child.spec.params))
 
 
 def workflow_changed(

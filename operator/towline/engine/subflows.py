@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from towline.api.loops import loop_of
-from towline.api.run import WorkflowRun, WorkflowRunSpec
+from towline.api.run import RetryOf, WorkflowRun, WorkflowRunSpec
 from towline.api.subflows import MAX_SUBFLOW_DEPTH, subflow_chain_text
 from towline.engine.actions import CreateChildRun, SetChildRun
 from towline.engine.naming import child_run_name
 from towline.engine.phases import transition_step
+from towline.engine.rerun import params_digest
 from towline.engine.steps import StepDriver
 from towline.expressions import ExpressionError, render, template_expressions
 from towline.text import clip
@@ -62,13 +63,31 @@ class Subflows:
         entry.attempt += 1
         entry.child_run = child_run_name(driver.run.name, step_id)
         entry.error_class = entry.message = None
+        retry_of = self._retry_of(step_id, entry.child_run, params)
         driver.actions.append(CreateChildRun(
             step_id=step_id, name=entry.child_run, workflow=step.workflow.name, params=params,
             requested_by=driver.run.spec.requested_by, workflow_uid=record.uid if record else None,
-            chain=tuple(chain), suspend=driver.run.spec.suspend,
+            chain=tuple(chain), suspend=driver.run.spec.suspend, retry_of=retry_of,
         ))
+        retrying = "" if retry_of is None else (f", a retry of child run {retry_of.run} reusing "
+                                                 f"{', '.join(retry_of.reuse) or 'no step'}")
         driver.event("Normal", "SubflowStarted", f"step {step_id} started child run {entry.child_run} "
-                     f"of Workflow {step.workflow.name}")
+                     f"of Workflow {step.workflow.name}{retrying}")
+
+    def _retry_of(self, step_id: str, name: str, params: dict[str, Any]) -> RetryOf | None:
+        """In a retry: the earlier child this step's new child retries (its Succeeded steps reused), when that
+        child ended Failed or Cancelled (status.retriedChildren, written by the operator) and was passed the same
+        params; None: the child starts from the start."""
+        driver = self.driver
+        retried = (driver.run.status.retried_children or {}).get(step_id)
+        if retried is None:
+            return None
+        if params_digest(params) != retried.params_digest:
+            driver.event("Normal", "SubflowNotRetried", f"step {step_id} starts child run {name} from the start, "
+                         f"not as a retry of child run {retried.run}: the params it passes differ from that run's "
+                         "(a step they bind ran again)")
+            return None
+        return RetryOf(run=retried.run, reuse=list(retried.reuse))
 
     def _params(self, step_id: str) -> dict[str, Any]:
         step = self.driver.state.graph.steps[step_id]
@@ -125,7 +144,7 @@ class Subflows:
 
 def child_run_errors(
     run_spec: WorkflowRunSpec, controller_uid: str | None, parent: WorkflowRun | None, workflow_uid: str | None,
-    allowed: bool,
+    allowed: bool, *, retried_uid: str | None = None,
 ) -> list[str]:
     """Why a run of trigger type parent is not the child its parent's subflow step started; [] when it is.
 
@@ -133,6 +152,9 @@ def child_run_errors(
     is the operator's own check that the run is the one a subflow step of its parent asked for: owned by that run,
     requested by its requester, of the Workflow the step names, at the depth the parent's chain gives, of the
     Workflow the parent recorded (`workflow_uid`, this run's Workflow's uid now) and still `allowed` as a subflow.
+    A child that retries an earlier child (spec.retryOf) retries the one its parent recorded for that step
+    (status.retriedChildren: that run, by uid as `retried_uid` reads now, with those steps reused), so nobody can
+    pass another run, or a run created later under that child's name, off as the child it retries.
     """
     ref = run_spec.trigger.parent
     if ref is None:
@@ -162,6 +184,14 @@ def child_run_errors(
         errors.append(f"spec.workflowRef: Workflow {run_spec.workflow_ref.name!r} was deleted and created again "
                       f"since the parent run started (uid {ref.workflow_uid}, now {workflow_uid}); retry the parent "
                       "run to run the new one")
+    if run_spec.retry_of is not None:
+        status = parent.status
+        record = (status.retried_children or {}).get(ref.step) if status is not None else None
+        if record is None or record.run != run_spec.retry_of.run or record.uid != retried_uid \
+                or list(record.reuse) != list(run_spec.retry_of.reuse):
+            errors.append(f"spec.retryOf: run {run_spec.retry_of.run!r} (reusing "
+                          f"{', '.join(run_spec.retry_of.reuse) or 'nothing'}) is not the earlier child the parent "
+                          f"run {ref.run!r} retries for step {ref.step!r}; {fix}")
     if not allowed:
         errors.append(f"spec.workflowRef: Workflow {run_spec.workflow_ref.name!r} does not allow runs as a subflow; "
                       "set spec.subflow.allowed: true in it to allow them")

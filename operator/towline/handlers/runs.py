@@ -35,7 +35,13 @@ from towline.engine.kstatus import kstatus_fields
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.steptypes import catalog_of, step_types_of
-from towline.handlers.subflows import child_run_problems, subflows_of, wait_for_parent, with_child_runs
+from towline.handlers.subflows import (
+    child_run_problems,
+    retried_children_of,
+    subflows_of,
+    wait_for_parent,
+    with_child_runs,
+)
 from towline.handlers.wasmmodules import module_problems
 from towline.k8s.actions import apply_actions
 from towline.k8s.client import Conflict
@@ -267,10 +273,15 @@ async def snapshot_retry(
     previous = WorkflowRun.model_validate(raw)
     if workflow is None:
         return status, [f"Workflow {run.spec.workflow_ref.name!r} does not exist in this namespace"]
+    inherited: list[str] = []
+    if run.spec.trigger.type == "parent":  # a retried parent's child retrying its earlier child
+        refused, inherited = await child_run_problems(deps, run, workflow, retried_uid=previous.metadata.get("uid"))
+        if refused:
+            return status, refused
     generation = int(workflow["metadata"].get("generation", 0))
     started = start_retry(
         run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation,
-        workflow_uid=str(workflow["metadata"].get("uid") or ""),
+        workflow_uid=str(workflow["metadata"].get("uid") or ""), previous_params=previous.spec.params,
     )
     if isinstance(started, list):
         return status, started
@@ -283,7 +294,9 @@ async def snapshot_retry(
     updated.params = params
     updated.steps = reused
     updated.output_bytes = output_bytes
-    updated.earlier_requesters = earlier_requesters(previous.spec.requested_by, previous.status or WorkflowRunStatus())
+    updated.earlier_requesters = earlier_requesters(previous.spec.requested_by, previous.status or WorkflowRunStatus(),
+                                                    also=inherited)
+    updated.retried_children = await retried_children_of(deps, previous, snapshot, {entry.id for entry in reused})
     return updated, []
 
 

@@ -10,17 +10,18 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
-from towline.api.run import WorkflowRun, WorkflowRunStatus
-from towline.api.subflows import SubflowRecord
+from towline.api.run import WorkflowRun, WorkflowRunStatus, WorkflowSnapshot
+from towline.api.subflows import ChildRetry, SubflowRecord
 from towline.api.workflow import WorkflowSpec
 from towline.engine import RunView
 from towline.engine.observed import Observed
+from towline.engine.rerun import child_retry
 from towline.engine.subflows import child_run_errors
 from towline.handlers.context import RunDeps
 from towline.k8s.client import KubeApi
 from towline.k8s.owners import controller_uid
 from towline.k8s.runs import read_run, read_workflow
-from towline.k8s.subflows import observe_child_runs
+from towline.k8s.subflows import foreign_child, observe_child_runs
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
@@ -56,9 +57,11 @@ async def subflows_of(api: KubeApi, namespace: str, spec: WorkflowSpec) -> dict[
     return found
 
 
-async def child_run_problems(deps: RunDeps, run: WorkflowRun, workflow: JSON) -> tuple[list[str], list[str]]:
+async def child_run_problems(deps: RunDeps, run: WorkflowRun, workflow: JSON, *, retried_uid: str | None = None,
+                             ) -> tuple[list[str], list[str]]:
     """A child run's problems (it is not the child its parent's step started), and the parent's earlier requesters
-    (a retried parent's: four eyes in the child refuses them as the parent's gates do)."""
+    (a retried parent's: four eyes in the child refuses them as the parent's gates do). `retried_uid`: a child
+    retry's, the uid of the run its spec.retryOf names, as just read."""
     parent_ref = run.spec.trigger.parent
     parent = None
     if parent_ref is not None:
@@ -66,9 +69,30 @@ async def child_run_problems(deps: RunDeps, run: WorkflowRun, workflow: JSON) ->
         parent = WorkflowRun.model_validate(raw) if raw is not None else None
     uid = str((workflow.get("metadata") or {}).get("uid") or "") or None
     owner = controller_uid({"metadata": run.metadata})
-    problems = child_run_errors(run.spec, owner, parent, uid, subflow_allowed(workflow))
+    problems = child_run_errors(run.spec, owner, parent, uid, subflow_allowed(workflow), retried_uid=retried_uid)
     inherited = list(parent.status.earlier_requesters) if parent is not None and parent.status is not None else []
     return problems, inherited
+
+
+async def retried_children_of(deps: RunDeps, previous: WorkflowRun, snapshot: WorkflowSnapshot,
+                              reused: set[str]) -> dict[str, ChildRetry] | None:
+    """A retry's subflow steps that run again and whose child in the run retried (`previous`, as read from the API
+    server) ended Failed or Cancelled: each new child retries that child. The child is read by the name the
+    retried run's status records and counts only when it is that run's own child (towline.k8s.subflows)."""
+    entries = {entry.id: entry for entry in (previous.status.steps if previous.status is not None else [])}
+    meta = previous.metadata
+    found: dict[str, ChildRetry] = {}
+    for step in (*snapshot.steps, *snapshot.finally_, *snapshot.compensations):
+        entry = entries.get(step.id)
+        if step.workflow is None or step.id in reused or entry is None or entry.child_run is None:
+            continue
+        body = await read_run(deps.api, meta["namespace"], entry.child_run)
+        if body is None or foreign_child(body, meta["name"], meta["uid"], step.id, previous.spec.requested_by):
+            continue
+        retry = child_retry(WorkflowRun.model_validate(body))
+        if retry is not None:
+            found[step.id] = retry
+    return found or None
 
 
 async def with_child_runs(deps: RunDeps, observed: Observed, view: RunView, status: WorkflowRunStatus) -> Observed:

@@ -41,6 +41,8 @@ def build_child_run(run: RunRef, action: CreateChildRun) -> JSON:
     }
     if action.requested_by is not None:
         spec["requestedBy"] = action.requested_by
+    if action.retry_of is not None:
+        spec["retryOf"] = {"run": action.retry_of.run, "reuse": list(action.retry_of.reuse)}
     if action.suspend:
         spec["suspend"] = True
     return {

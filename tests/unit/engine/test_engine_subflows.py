@@ -7,12 +7,15 @@ from typing import Any
 
 from engine_harness import WORKFLOW_UID, Sim, action, workflow
 
-from towline.api.run import WorkflowRun, WorkflowRunSpec, WorkflowRunStatus
-from towline.api.subflows import MAX_SUBFLOW_DEPTH, SubflowRecord
+from towline.api.run import RetryOf, WorkflowRun, WorkflowRunSpec, WorkflowRunStatus
+from towline.api.subflows import MAX_SUBFLOW_DEPTH, ChildRetry, SubflowRecord
 from towline.engine import start_run
 from towline.engine.actions import Action, CreateApproval, CreateChildRun, CreateStepJob, SetChildRun
 from towline.engine.observed import ApprovalObservation, ChildRunObservation, JobObservation, Observed
+from towline.engine.rerun import child_retry, earlier_requesters, params_digest, start_retry
 from towline.engine.subflows import child_run_errors
+from towline.k8s.objects import RunRef
+from towline.k8s.subflows import build_child_run
 
 CHANGE = SubflowRecord(uid="uid-change", generation=3)
 
@@ -199,3 +202,114 @@ def test_a_child_of_a_workflow_replaced_or_no_longer_allowed_is_refused() -> Non
     problems = child_run_errors(child_spec(), "uid-parent", parent_run(), "uid-new", False)
     assert [p.split(":")[0] for p in problems] == ["spec.workflowRef", "spec.workflowRef"]
     assert "deleted and created again" in problems[0] and "spec.subflow.allowed: true" in problems[1]
+
+
+def retried(sim: SubflowSim, params: dict[str, Any]) -> SubflowSim:
+    """The sim's run as a retry whose run retried had a child for step change that failed after `open`."""
+    sim.status.retried_children = {"change": ChildRetry(run="release-0-change", uid="uid-old-child", reuse=["open"],
+                                                        params_digest=params_digest(params))}
+    return sim
+
+
+def test_a_retried_parents_step_retries_the_child_that_failed_reusing_its_succeeded_steps() -> None:
+    sim = retried(SubflowSim(workflow([call("change", version="1.2")])), {"version": "1.2"})
+    sim.reconcile()
+    [created] = sim.of_type(CreateChildRun)
+    assert created.retry_of == RetryOf(run="release-0-change", reuse=["open"])
+    assert created.params == {"version": "1.2"} and created.requested_by == "alice"
+    [started] = sim.events("SubflowStarted")
+    assert started.message.endswith("a retry of child run release-0-change reusing open")
+    assert build_child_run(RunRef(name="r", namespace="ns", uid="u", workflow="w"), created)["spec"]["retryOf"] == {
+        "run": "release-0-change", "reuse": ["open"]}
+
+
+def test_a_retried_parents_step_passing_other_params_starts_its_child_from_the_start_saying_so() -> None:
+    sim = retried(SubflowSim(workflow([call("change", version="1.3")])), {"version": "1.2"})
+    sim.reconcile()
+    [created] = sim.of_type(CreateChildRun)
+    assert created.retry_of is None
+    assert "spec" in build_child_run(RunRef(name="r", namespace="ns", uid="u", workflow="w"), created)
+    [fresh] = sim.events("SubflowNotRetried")
+    assert "not as a retry of child run release-0-change: the params it passes differ" in fresh.message
+
+
+def test_a_step_of_a_run_that_is_no_retry_starts_its_child_from_the_start() -> None:
+    sim = SubflowSim(workflow([call("change")]))
+    sim.reconcile()
+    [created] = sim.of_type(CreateChildRun)
+    assert created.retry_of is None
+
+
+def finished_child(phase: str, **status: Any) -> WorkflowRun:
+    spec = workflow([action("open"), action("apply", "open"), action("close", "apply")])
+    started = start_run(spec, 1, WorkflowRunSpec.model_validate({"workflowRef": {"name": "change-approval"}}),
+                        workflow_uid=WORKFLOW_UID)
+    assert not isinstance(started, list)
+    return WorkflowRun.model_validate({
+        "metadata": {"name": "release-0-change", "uid": "uid-old-child"},
+        "spec": {"workflowRef": {"name": "change-approval"}, "params": {"version": "1.2"}},
+        "status": {"phase": phase, "workflowSpec": started[0].to_wire(),
+                   "steps": [{"id": "open", "phase": "Succeeded"}, {"id": "apply", "phase": "Failed"}], **status},
+    })
+
+
+def test_a_failed_or_cancelled_child_is_retried_reusing_its_succeeded_steps_others_are_not() -> None:
+    for phase in ("Failed", "Cancelled"):
+        assert child_retry(finished_child(phase)) == ChildRetry(run="release-0-change", uid="uid-old-child",
+                                                                reuse=["open"],
+                                                                params_digest=params_digest({"version": "1.2"}))
+    assert child_retry(finished_child("Succeeded")) is None
+    never_started = finished_child("Failed").model_copy(update={"status": WorkflowRunStatus(phase="Failed")})
+    assert child_retry(never_started) is None
+
+
+RETRY_RECORD = {"change": {"run": "release-0-change", "uid": "uid-old-child", "reuse": ["open"],
+                           "paramsDigest": params_digest({})}}
+
+
+def test_a_child_retrying_the_earlier_child_its_parent_recorded_may_start() -> None:
+    spec = child_spec(retryOf={"run": "release-0-change", "reuse": ["open"]})
+    parent = parent_run(retriedChildren=RETRY_RECORD)
+    assert child_run_errors(spec, "uid-parent", parent, "uid-change", True, retried_uid="uid-old-child") == []
+
+
+def test_a_child_retrying_another_run_than_its_parent_recorded_is_refused() -> None:
+    parent = parent_run(retriedChildren=RETRY_RECORD)
+    cases = [
+        (child_spec(retryOf={"run": "bobs-own-run", "reuse": ["open"]}), "uid-bobs"),  # another run
+        (child_spec(retryOf={"run": "release-0-change", "reuse": ["open"]}), "uid-squatter"),  # created again
+        (child_spec(retryOf={"run": "release-0-change", "reuse": ["open", "apply"]}), "uid-old-child"),  # more reuse
+    ]
+    for spec, uid in cases:
+        [problem] = child_run_errors(spec, "uid-parent", parent, "uid-change", True, retried_uid=uid)
+        assert problem.startswith("spec.retryOf: run ") and "is not the earlier child the parent run 'release-1' " \
+            "retries for step 'change'" in problem, problem
+    spec = child_spec(retryOf={"run": "release-0-change", "reuse": ["open"]})
+    [problem] = child_run_errors(spec, "uid-parent", parent_run(), "uid-change", True, retried_uid="uid-old-child")
+    assert problem.startswith("spec.retryOf: "), "a parent that records no retried child has none to retry"
+
+
+def test_a_child_retry_carries_its_parents_params_only_when_they_are_the_earlier_childs() -> None:
+    old = finished_child("Failed")
+    assert old.status is not None
+    for params, refused in (({"version": "1.2"}, False), ({"version": "6.6.6"}, True)):
+        spec = child_spec(params=params, retryOf={"run": "release-0-change", "reuse": ["open"]})
+        started = start_retry(spec, "change-approval", old.status, 1, workflow_uid=WORKFLOW_UID,
+                              previous_params=old.spec.params)
+        assert isinstance(started, list) == refused, started
+    same = child_spec(params={"version": "1.2"}, retryOf={"run": "release-0-change", "reuse": ["open"]})
+    assert start_retry(same, "change-approval", old.status, 2, workflow_uid=WORKFLOW_UID,
+                       previous_params=old.spec.params) == [
+        "spec.retryOf.run: workflow 'change-approval' changed since run 'release-0-change' (generation 1, now 2); a "
+        "retry runs only what that run ran: start a new run instead"], "a changed child Workflow: as a plain retry"
+    manual = WorkflowRunSpec.model_validate({"workflowRef": {"name": "change-approval"}, "params": {"version": "1.2"},
+                                             "retryOf": {"run": "release-0-change"}})
+    assert start_retry(manual, "change-approval", old.status, 1, workflow_uid=WORKFLOW_UID,
+                       previous_params=old.spec.params) == [
+        "spec.params: a retry runs with the params of the run it retries; remove spec.params"]
+
+
+def test_a_child_retry_refuses_whom_the_parent_and_the_earlier_child_refuse_under_four_eyes() -> None:
+    old = finished_child("Failed", earlierRequesters=["dave"])
+    assert old.status is not None
+    assert earlier_requesters("carol", old.status, also=["erin", "carol"]) == ["erin", "carol", "dave"]
