@@ -1,7 +1,9 @@
 """Subflows on the real node: a parent run runs a shared change-approval Workflow as a child run, whose gate an
 approver decides (and the parent's requester may not, under four eyes); the parent's outputs carry the child's;
-cancelling the parent cancels the child; a Workflow that does not allow subflows is refused as one; the child's
-requestedBy is the parent's requester and cannot be forged through the parent; the depth limit's message."""
+cancelling the parent cancels the child; retrying a parent whose child failed retries that child, reusing its
+Succeeded steps; a Workflow that does not allow subflows is refused as one, and one deleted makes its callers not
+Ready; the child's requestedBy is the parent's requester and cannot be forged through the parent; the depth limit's
+message."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from typing import Any
 import pytest
 from tests.integration.attacks.attack_support import create_as, refused, run_manifest, wait_until_policies_enforced
 from tests.integration.support import (
+    ScriptedServer,
     apply,
     decide,
     get,
+    list_objects,
     ready,
     start_run,
     step_status,
@@ -118,6 +122,61 @@ def test_cancelling_the_parent_cancels_the_child(
                     json.dumps({"spec": {"cancel": True}}), user="carol")
     assert wait_for_phase(cluster, ns, name, {"Cancelled"})["spec"]["cancel"] is True
     assert wait_for_phase(cluster, ns, "release-2", {"Cancelled"})["status"]["phase"] == "Cancelled"
+
+
+def test_retrying_a_parent_retries_its_failed_child_reusing_the_childs_succeeded_step(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+) -> None:
+    cluster, ns = towline_installed, team_namespace
+    with ScriptedServer() as api:
+        fetch = api.script("/fetch", (200, {"n": 3}, {}))
+        push = api.script("/push", (400, {"error": "quota"}, {}), (200, {"pushed": 3}, {}))
+        http = {"action": "http.request"}
+        child_workflow = {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "sync", "namespace": ns},
+            "spec": {"subflow": {"allowed": True}, "steps": [
+                {"id": "fetch", **http, "with": {"url": f"{api.url}/fetch", "select": "response.body"}},
+                {"id": "push", "needs": ["fetch"], **http, "retry": {"limit": 0},
+                 "with": {"url": f"{api.url}/push", "method": "POST", "json": {"n": "${{ steps.fetch.output.n }}"},
+                          "select": "response.body"}},
+            ], "outputs": {"pushed": "steps.push.output.pushed"}}}
+        parent_workflow = {
+            "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "nightly", "namespace": ns},
+            "spec": {"steps": [{"id": "sync", "workflow": {"name": "sync"}}],
+                     "outputs": {"pushed": "steps.sync.output.pushed"}}}
+        install(cluster, child_workflow, parent_workflow)
+        start_run(cluster, ns, "nightly", "nightly-1", user="carol")
+        assert wait_for_phase(cluster, ns, "nightly-1", {"Succeeded", "Failed"})["status"]["phase"] == "Failed"
+        first_child = child_of(cluster, ns, "nightly-1", "sync")
+        assert step_status(first_child, "fetch")["phase"] == "Succeeded"
+        assert step_status(first_child, "push")["phase"] == "Failed"
+
+        # The cause is fixed (the server answers 200 now); bob retries carol's run.
+        retry = run_manifest(ns, "nightly", "nightly-2", "bob")
+        retry["spec"]["retryOf"] = {"run": "nightly-1", "reuse": []}
+        assert create_as(cluster, "bob", retry).returncode == 0
+        done = wait_for_phase(cluster, ns, "nightly-2", {"Succeeded", "Failed"})
+        assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+        assert done["status"]["outputs"] == {"pushed": 3}
+        child = child_of(cluster, ns, "nightly-2", "sync")
+        assert child["spec"]["retryOf"] == {"run": first_child["metadata"]["name"], "reuse": ["fetch"]}
+        assert child["spec"]["requestedBy"] == "bob"
+        assert "carol" in child["status"]["earlierRequesters"]
+        assert step_status(child, "fetch")["reason"] == "Reused"
+        assert len(fetch.requests) == 1, "the child's Succeeded step did not run again"
+        assert len(push.requests) == 2
+        jobs = list_objects(cluster, "jobs", ns, f"towline.dev/run={child['metadata']['name']}")
+        assert [job["metadata"]["labels"]["towline.dev/step"] for job in jobs] == ["push"]
+
+    # The called Workflow deleted: its caller is no longer Ready, naming it at the step's field.
+    cluster.kubectl("delete", "workflows.towline.dev", "sync", "-n", ns)
+
+    def missing() -> list[dict[str, Any]]:
+        stored = get(cluster, "workflows.towline.dev", "nightly", ns) or {}
+        return [error for error in (stored.get("status") or {}).get("validationErrors") or []
+                if error["field"] == "spec.steps[0].workflow.name" and "no Workflow 'sync'" in error["message"]]
+
+    wait_for("nightly not Ready naming the deleted Workflow sync", missing)
 
 
 def test_a_workflow_not_marked_usable_as_a_subflow_is_refused_as_one(
