@@ -123,6 +123,18 @@ def test_run_submit_and_resubmit_request_as_the_caller(
         created = get(cluster, "workflowruns.towline.dev", name.removeprefix("workflowrun/"), ns)
         assert created is not None and created["spec"]["requestedBy"] == "carol"
 
+    # The Workflow as carol sees it: Ready, its last run, its next slot; in full with `show`.
+    wait_for("gate to be Ready with its next slot", lambda: (get(cluster, "workflows.towline.dev", "gate", ns) or {})
+             .get("status", {}).get("nextScheduleTime"), 60)
+    table = ok(towline(cluster, ns, "workflows")).splitlines()
+    assert table[0].split()[:2] == ["NAME", "READY"] and table[1].split()[:2] == ["gate", "True"], table
+    assert " in " in table[1], table
+    shown = ok(towline(cluster, ns, "workflows", "show", "gate"))
+    assert "  n: integer = 1" in shown and "  manual: kubectl towline run gate (always allowed)" in shown
+    assert "  new_year: schedule 0 0 1 1 * (UTC, Allow); next in " in shown, shown
+    missing = towline(cluster, ns, "workflows", "show", "nope")
+    assert missing.returncode == 1 and "no Workflow 'nope'" in missing.stderr and missing.stderr.count("\n") == 1
+
 
 def test_logs_tail_since_timestamps_and_container(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
@@ -149,15 +161,3 @@ def test_logs_tail_since_timestamps_and_container(
     refused = towline(cluster, ns, "logs", run, "--tail", "1", user="alice")  # no towline-log-reader binding
     assert refused.returncode == 1 and "forbidden: you may not list pods" in refused.stderr
     assert refused.stderr.count("\n") == 1
-
-    # The Workflow as carol sees it: Ready, its last run, its next slot; in full with `show`.
-    wait_for("gate to be Ready with its next slot", lambda: (get(cluster, "workflows.towline.dev", "gate", ns) or {})
-             .get("status", {}).get("nextScheduleTime"), 60)
-    table = ok(towline(cluster, ns, "workflows")).splitlines()
-    assert table[0].split()[:2] == ["NAME", "READY"] and table[1].split()[:2] == ["gate", "True"], table
-    assert " in " in table[1], table
-    shown = ok(towline(cluster, ns, "workflows", "show", "gate"))
-    assert "  n: integer = 1" in shown and "  manual: kubectl towline run gate (always allowed)" in shown
-    assert "  new_year: schedule 0 0 1 1 * (UTC, Allow); next in " in shown, shown
-    missing = towline(cluster, ns, "workflows", "show", "nope")
-    assert missing.returncode == 1 and "no Workflow 'nope'" in missing.stderr and missing.stderr.count("\n") == 1
