@@ -191,10 +191,30 @@ class KubeApi:
     """A thin JSON client over kubernetes-asyncio's transport and authentication."""
 
     def __init__(self, api_client: Any, may_write: Callable[[str], bool] | None = None, *,
-                 transport: _Transport | None = None) -> None:
+                 transport: _Transport | None = None, bearer: str | None = None) -> None:
         self._client = api_client
         self._may_write = may_write
         self._transport = transport or _Transport(api_client)
+        self._bearer = bearer
+
+    @classmethod
+    def without_credentials(cls, host: str, ca_file: str) -> KubeApi:
+        """A connection to `host` trusting `ca_file` that carries no credential at all: the in-cluster web view's
+        base, which only ever calls as a person (`as_bearer`). Anonymous calls on it are the API server's to
+        refuse."""
+        configuration = client.Configuration()
+        configuration.host = host
+        configuration.ssl_ca_cert = ca_file
+        configuration.api_key = {}
+        return cls(client.ApiClient(configuration=configuration))
+
+    def as_bearer(self, token: str) -> KubeApi:
+        """The same connection pool, every call carrying `token` (a person's ID token) in place of the
+        configuration's token. Meant for a `without_credentials` base: a client certificate of the connection's
+        own would still be presented in its TLS handshake."""
+        if not token:
+            raise ValueError("as_bearer needs a token")
+        return KubeApi(self._client, self._may_write, transport=self._transport, bearer=token)
 
     def fenced(self, may_write: Callable[[str], bool]) -> KubeApi:
         """The same connection, refusing every write to a path while `may_write(path)` is false.
@@ -219,7 +239,7 @@ class KubeApi:
     def separate(self) -> KubeApi:
         """A second connection pool to the same server with the same credentials, for long-lived watches:
         held apart, they never take the slots the requests of passes need."""
-        return KubeApi(client.ApiClient(configuration=self._client.configuration))
+        return KubeApi(client.ApiClient(configuration=self._client.configuration), bearer=self._bearer)
 
     @property
     def api_client(self) -> Any:
@@ -279,8 +299,11 @@ class KubeApi:
         headers = {**self._client.default_headers, "Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        for setting in (await configuration.auth_settings()).values():
-            headers[setting["key"]] = setting["value"]
+        if self._bearer is not None:
+            headers["Authorization"] = f"Bearer {self._bearer}"
+        else:
+            for setting in (await configuration.auth_settings()).values():
+                headers[setting["key"]] = setting["value"]
         url = configuration.host + path
         if query:
             url += "?" + urlencode(list(query.items()))

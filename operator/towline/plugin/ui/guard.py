@@ -45,7 +45,7 @@ def allowed_hosts(port: int) -> frozenset[str]:
     return frozenset({f"127.0.0.1:{port}", f"localhost:{port}"})
 
 
-def _same(given: str | None, expected: str | None) -> bool:
+def same_secret(given: str | None, expected: str | None) -> bool:
     return given is not None and expected is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
@@ -61,17 +61,19 @@ class Launch:
 
     def __init__(self, clock: Callable[[], float], *, code_seconds: float = CODE_SECONDS) -> None:
         self.code = new_secret()
+        self.csrf = new_secret()
+        """The token the pages' writes carry (towline.plugin.ui.person.CSRF_HEADER), besides the Origin check."""
         self._clock = clock
         self._expires = clock() + code_seconds
         self._used = False
         self._session: str | None = None
 
     def signed_in(self, session: str | None) -> bool:
-        return _same(session, self._session)
+        return same_secret(session, self._session)
 
     def redeem(self, code: str | None, session: str | None) -> Opened | str:
         """Exchange the code for a session, or say why not (the text the browser shows)."""
-        if not _same(code, self.code):
+        if not same_secret(code, self.code):
             return "not this launch's code: open the URL `kubectl towline ui` printed"
         if self.signed_in(session):
             return Opened(None)  # this browser again (Back, a reload): nothing new to hand out

@@ -19,7 +19,7 @@ from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.history import archived_log, runs_path
 from towline.plugin.runtree import archived_run_tree, run_facts
-from towline.plugin.ui import views
+from towline.plugin.ui import person, views
 
 JSON = dict[str, Any]
 PageRenderer = Callable[[web.Request, str, str], web.Response]
@@ -155,12 +155,11 @@ def _from_archive(error: ApiError) -> bool:
     return (isinstance(details, dict) and details.get("group") == "archive.towline.dev") or "archive" in error.message
 
 
-def add_routes(app: web.Application, *, api: web.AppKey[KubeApi], settings: web.AppKey[dict[str, Any]],
-               page: PageRenderer) -> None:
+def add_routes(app: web.Application, *, page: PageRenderer) -> None:
     """Register the History pages and their JSON on the web view's application."""
 
     def context(request: web.Request) -> tuple[KubeApi, str, str]:
-        return request.app[api], str(request.app[settings]["namespace"]), str(request.app[settings]["user"])
+        return person.api(request), person.namespace(request), person.user(request)
 
     def refused(request: web.Request, error: ApiError, action: str) -> web.Response:
         _, namespace, user = context(request)
@@ -209,8 +208,8 @@ def add_routes(app: web.Application, *, api: web.AppKey[KubeApi], settings: web.
             return refused(request, error, "log")
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
-    app.router.add_get("/history", history_page)
-    app.router.add_get("/history/{name}", archived_page)
-    app.router.add_get("/api/history", list_json)
-    app.router.add_get("/api/history/{name}", run_json)
-    app.router.add_get("/api/history/{name}/log", log_text)
+    person.add_get(app, "/history", history_page)
+    person.add_get(app, "/history/{name}", archived_page)
+    person.add_get(app, "/api/history", list_json)
+    person.add_get(app, "/api/history/{name}", run_json)
+    person.add_get(app, "/api/history/{name}/log", log_text)

@@ -1,9 +1,10 @@
-"""The local web server of `kubectl towline ui`: pages, JSON, live streams and decisions, as one person.
+"""The web view's application: pages, JSON, live streams and decisions, as the person the door admitted.
 
-Every handler reaches the API server through towline.k8s with the person's
-kubeconfig client; nothing is cached across requests and nothing is decided
-here that RBAC or admission decide. The guard (towline.plugin.ui.guard) runs
-before any handler; `/login` trades the launch's one-time code for the session cookie.
+One app for both modes. `build_app` is `kubectl towline ui`'s (the door is the launch code, the person is the
+kubeconfig's user; `/login` trades the code for the session cookie); the in-cluster view
+(towline.plugin.ui.serving) builds the same app behind the OpenID Connect door. Every handler reaches the API
+server through `person.api(request)`; nothing is cached across requests and nothing is decided here that RBAC or
+admission decide. Every write must carry the page's CSRF token, in both modes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
 from towline.plugin.runtree import run_tree
-from towline.plugin.ui import guard, history, views
+from towline.plugin.ui import guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
 
@@ -39,19 +40,23 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-API = web.AppKey("api", KubeApi)
 SETTINGS = web.AppKey("settings", dict)
 LAUNCH = web.AppKey("launch", guard.Launch)
 
 
 @web.middleware
 async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
-    port = request.app[SETTINGS]["port"]
-    signed_in = request.app[LAUNCH].signed_in(request.cookies.get(guard.cookie_name(port)))
-    why = guard.refusal(method=request.method, path=request.path, headers=request.headers, signed_in=signed_in,
-                        port=port)
-    if why is not None:
-        return web.Response(status=403, text=f"refused: {why}\n", headers=SECURITY_HEADERS)
+    admitted = await request.app[person.DOOR].admit(request)
+    if isinstance(admitted, web.StreamResponse):
+        admitted.headers.update(SECURITY_HEADERS)
+        return admitted
+    if admitted is not None:
+        request[person.PERSON] = admitted
+        if request.method not in {"GET", "HEAD"} and not guard.same_secret(
+                request.headers.get(person.CSRF_HEADER), admitted.csrf):
+            return web.Response(status=403, headers=SECURITY_HEADERS,
+                                text=f"refused: a write must carry the page's {person.CSRF_HEADER} header (its "
+                                     "<meta name=\"towline-csrf\">): reload the page and try again\n")
     try:
         response = await handler(request)
     except ApiError as error:
@@ -62,17 +67,35 @@ async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     return response
 
 
+class LocalDoor:
+    """`kubectl towline ui`'s door: the browser that redeemed the launch code acts as the kubeconfig's user."""
+
+    def __init__(self, api: KubeApi, *, namespace: str, user: str, launch: guard.Launch) -> None:
+        self.launch = launch
+        self.person = person.Person(api=api, user=user, csrf=launch.csrf, default_namespace=namespace)
+
+    async def admit(self, request: web.Request) -> person.Person | web.StreamResponse | None:
+        port = request.app[SETTINGS]["port"]
+        signed_in = self.launch.signed_in(request.cookies.get(guard.cookie_name(port)))
+        why = guard.refusal(method=request.method, path=request.path, headers=request.headers, signed_in=signed_in,
+                            port=port)
+        if why is not None:
+            return web.Response(status=403, text=f"refused: {why}\n")
+        return self.person if signed_in else None
+
+
 def _page(request: web.Request, page: str, subject: str = "") -> web.Response:
-    settings = request.app[SETTINGS]
+    who = person.person(request)
     text = Template((STATIC / "page.html").read_text()).substitute(
-        page=page, subject=html.escape(subject), user=html.escape(settings["user"]),
-        namespace=html.escape(settings["namespace"]),
+        page=page, subject=html.escape(subject), user=html.escape(who.user),
+        namespace=html.escape(person.namespace(request)), base=html.escape(person.page_base(request)),
+        csrf=html.escape(who.csrf), signout=request.app[SETTINGS].get("signout", ""),
     )
     return web.Response(text=text, content_type="text/html", headers=SECURITY_HEADERS)
 
 
-def _see_runs() -> web.Response:
-    return web.Response(status=303, headers={**SECURITY_HEADERS, "Location": "/runs"})
+def _see_runs(base: str = "") -> web.Response:
+    return web.Response(status=303, headers={**SECURITY_HEADERS, "Location": f"{base}/runs"})
 
 
 async def login(request: web.Request) -> web.StreamResponse:
@@ -88,7 +111,7 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 
 async def index(request: web.Request) -> web.StreamResponse:
-    return _see_runs()
+    return _see_runs(person.page_base(request))
 
 
 async def runs_page(request: web.Request) -> web.StreamResponse:
@@ -103,6 +126,11 @@ async def approvals_page(request: web.Request) -> web.StreamResponse:
     return _page(request, "approvals")
 
 
+async def approval_page(request: web.Request) -> web.StreamResponse:
+    """One approval (a notification's link): the approvals page showing only it."""
+    return _page(request, "approvals", request.match_info["name"])
+
+
 async def workflows_page(request: web.Request) -> web.StreamResponse:
     return _page(request, "workflows")
 
@@ -112,7 +140,7 @@ async def workflow_page(request: web.Request) -> web.StreamResponse:
 
 
 def _namespace(request: web.Request) -> str:
-    return str(request.app[SETTINGS]["namespace"])
+    return person.namespace(request)
 
 
 async def _follow(
@@ -121,7 +149,7 @@ async def _follow(
 ) -> web.StreamResponse:
     """A live stream of one collection in the person's namespace: `snapshot(items)`, then `change` for each event."""
     response, send = await open_stream(request)
-    await follow_collection(request.app[API], resource.path(_namespace(request)), send,
+    await follow_collection(person.api(request), resource.path(_namespace(request)), send,
                             snapshot=snapshot, change=change, field_selector=field_selector)
     return response
 
@@ -155,19 +183,19 @@ async def approvals_events(request: web.Request) -> web.StreamResponse:
 
 async def step_logs_events(request: web.Request) -> web.StreamResponse:
     response, send = await open_stream(request)
-    await stream_step_logs(request.app[API], _namespace(request), request.match_info["name"],
+    await stream_step_logs(person.api(request), _namespace(request), request.match_info["name"],
                            request.match_info["step"], send)
     return response
 
 
 async def workflows_json(request: web.Request) -> web.StreamResponse:
-    workflows = await session.list_workflows(request.app[API], _namespace(request))
+    workflows = await session.list_workflows(person.api(request), _namespace(request))
     return web.json_response([views.workflow_summary(w) for w in sorted(
         workflows, key=lambda w: w["metadata"]["name"])])
 
 
 async def workflow_json(request: web.Request) -> web.StreamResponse:
-    api, namespace, name = request.app[API], _namespace(request), request.match_info["name"]
+    api, namespace, name = person.api(request), _namespace(request), request.match_info["name"]
     workflow = await session.get_workflow(api, namespace, name)
     if workflow is None:
         return web.json_response({"status": 404, "message": f"no Workflow {name!r}"}, status=404)
@@ -183,34 +211,41 @@ async def decide(request: web.Request) -> web.StreamResponse:
     decision = body.get("decision") if isinstance(body, dict) else None
     if decision not in {"Approved", "Rejected"}:
         return web.json_response({"status": 400, "message": "decision must be Approved or Rejected"}, status=400)
-    api, name = request.app[API], request.match_info["name"]
+    api, name = person.api(request), request.match_info["name"]
     reason = body.get("reason") if isinstance(body, dict) else None
     text = reason.strip()[:1024] if isinstance(reason, str) else None
-    spec = decision_patch(request.app[SETTINGS]["user"], decision, text or None)
+    spec = decision_patch(person.user(request), decision, text or None)
     decided = await session.decide_approval(api, _namespace(request), name, spec)
     return web.json_response(views.approval_view(decided))
 
 
 def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch) -> web.Application:
-    """The application; `settings["port"]` is filled in once the socket is bound."""
-    app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
-    app[API] = api
+    """`kubectl towline ui`'s application; `settings["port"]` is filled in once the socket is bound."""
+    app = build_app_behind(LocalDoor(api, namespace=namespace, user=user, launch=launch))
     app[LAUNCH] = launch
-    app[SETTINGS] = {"namespace": namespace, "user": user, "port": 0}
-    app.router.add_get("/", index)
     app.router.add_get(guard.LOGIN_PATH, login)
-    app.router.add_get("/runs", runs_page)
-    app.router.add_get("/runs/{name}", run_page)
-    app.router.add_get("/approvals", approvals_page)
-    app.router.add_get("/workflows", workflows_page)
-    app.router.add_get("/workflows/{name}", workflow_page)
-    app.router.add_get("/events/runs", runs_events)
-    app.router.add_get("/events/runs/{name}", run_events)
-    app.router.add_get("/events/runs/{name}/logs/{step}", step_logs_events)
-    app.router.add_get("/events/approvals", approvals_events)
-    app.router.add_get("/api/workflows", workflows_json)
-    app.router.add_get("/api/workflows/{name}", workflow_json)
-    app.router.add_post("/api/approvals/{name}", decide)
-    history.add_routes(app, api=API, settings=SETTINGS, page=_page)
+    return app
+
+
+def build_app_behind(door: person.Door, *, signout: str = "") -> web.Application:
+    """The web view's pages and data behind `door`; `signout` is the sign-out path, if the mode has one."""
+    app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
+    app[person.DOOR] = door
+    app[SETTINGS] = {"port": 0, "signout": signout}
+    person.add_get(app, "/", index)
+    person.add_get(app, "/runs", runs_page)
+    person.add_get(app, "/runs/{name}", run_page)
+    person.add_get(app, "/approvals", approvals_page)
+    person.add_get(app, "/approvals/{name}", approval_page)
+    person.add_get(app, "/workflows", workflows_page)
+    person.add_get(app, "/workflows/{name}", workflow_page)
+    person.add_get(app, "/events/runs", runs_events)
+    person.add_get(app, "/events/runs/{name}", run_events)
+    person.add_get(app, "/events/runs/{name}/logs/{step}", step_logs_events)
+    person.add_get(app, "/events/approvals", approvals_events)
+    person.add_get(app, "/api/workflows", workflows_json)
+    person.add_get(app, "/api/workflows/{name}", workflow_json)
+    person.add_post(app, "/api/approvals/{name}", decide)
+    history.add_routes(app, page=_page)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

@@ -4,6 +4,8 @@
 "use strict";
 
 const SUBJECT = document.body.dataset.subject;
+// "" for `kubectl towline ui`'s one namespace, "/ns/<namespace>" when the address named one (the in-cluster view).
+const BASE = document.body.dataset.base || "";
 const main = document.getElementById("main");
 const RUN_PHASES = ["Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled", "Succeeded", "Failed",
   "Cancelled"];
@@ -35,7 +37,7 @@ function s(tag, attrs, ...children) {
 }
 
 function link(path, params) {
-  const url = new URL(path, location.origin);
+  const url = new URL(BASE + path, location.origin);
   for (const [key, value] of Object.entries(params || {})) if (value) url.searchParams.set(key, value);
   return url.pathname + url.search;
 }
@@ -51,6 +53,27 @@ function live(path, handlers) {
     source.addEventListener(event, (message) => handle(JSON.parse(message.data)));
   }
   return source;
+}
+
+// Every write carries the page's CSRF token; the server refuses a write without it.
+const csrfToken = () => document.querySelector('meta[name="towline-csrf"]').content;
+
+function write(path, body, method = "POST") {
+  return fetch(link(path), {
+    method, headers: { "Content-Type": "application/json", "X-Towline-CSRF": csrfToken() },
+    body: JSON.stringify(body === undefined ? {} : body),
+  });
+}
+
+// The in-cluster view signs out on the server (the session is forgotten there), then shows the signed-out page.
+function signOutButton() {
+  const path = document.body.dataset.signout;
+  if (!path) return;
+  const button = h("button", { type: "button", id: "sign-out", onclick: async () => {
+    const response = await fetch(path, { method: "POST", headers: { "X-Towline-CSRF": csrfToken() } });
+    location.assign(response.ok ? `${path}/done` : location.href);
+  } }, "Sign out");
+  document.querySelector("header").append(button);
 }
 
 async function getJson(path) {
@@ -252,10 +275,8 @@ function decisionControls(approvalName, onDone) {
   const send = (decision) => async () => {
     result.className = "result";
     result.textContent = "sending…";
-    const response = await fetch(link(`/api/approvals/${encodeURIComponent(approvalName)}`), {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ decision, reason: reason.value }),
-    });
+    const response = await write(`/api/approvals/${encodeURIComponent(approvalName)}`,
+      { decision, reason: reason.value });
     const body = await response.json();
     if (response.ok) {
       result.className = "result done";
@@ -379,7 +400,9 @@ function approvalsPage() {
     h("table", {}, h("thead", {}, h("tr", {}, ["Approval", "Run", "Step", "Decision", "By", "Reason", "Phase"]
       .map((t) => h("th", {}, t)))), decided));
   const redraw = scheduler(() => {
-    const all = [...approvals.values()].sort((a, b) => (b.created || "").localeCompare(a.created || ""));
+    // A notification's link (/approvals/<name>) shows that approval only.
+    const all = [...approvals.values()].filter((a) => !SUBJECT || a.name === SUBJECT)
+      .sort((a, b) => (b.created || "").localeCompare(a.created || ""));
     const waiting = all.filter((a) => !a.decision && a.phase === "Pending");
     for (const card of [...open.children]) {
       if (!waiting.some((a) => a.name === card.dataset.approval)) card.remove();
@@ -448,6 +471,7 @@ async function workflowPage() {
 const PAGES = { runs: runsPage, run: runPage, approvals: approvalsPage, workflows: workflowsPage,
   workflow: workflowPage, history: historyPage, archived: archivedRunPage };
 
+signOutButton();
 Promise.resolve(PAGES[document.body.dataset.page]()).catch((error) => {
   fill(main, h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
 });
