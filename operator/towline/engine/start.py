@@ -153,25 +153,34 @@ def nesting_depth(value: Any, *, limit: int) -> int:
 
 def resolve_params(declared: list[Param], supplied: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Supplied values over defaults, each checked against its declared type."""
-    errors: list[str] = []
+    params, problems = param_problems(declared, supplied)
+    return params, [message for _, message in problems]
+
+
+def param_problems(
+    declared: list[Param], supplied: dict[str, Any],
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """`resolve_params` with each problem keyed by the param it is about (a form shows it at that field)."""
+    errors: list[tuple[str, str]] = []
     names = {param.name for param in declared}
     for name in sorted(set(supplied) - names):
         known = ", ".join(sorted(names)) or "none"
-        errors.append(f"spec.params.{name}: the workflow declares no such param (declared: {known}); remove it")
+        errors.append((name, f"spec.params.{name}: the workflow declares no such param (declared: {known}); "
+                             "remove it"))
     params: dict[str, Any] = {}
     for param in declared:
         if param.name in supplied:
             value = supplied[param.name]
         elif param.required:
-            errors.append(f"spec.params.{param.name}: required ({param.type}); add it to the run's spec.params")
+            errors.append((param.name, f"spec.params.{param.name}: required ({param.type}); add it to the run's "
+                                       "spec.params"))
             continue
         else:
             value = param.default
         if value is not None and not fits_param_type(value, param.type):
             origin = "spec.params" if param.name in supplied else "the workflow's default for"
-            errors.append(
-                f"{origin} {param.name}: expected {param.type}, got {type(value).__name__} {_shown(value)}"
-            )
+            errors.append((param.name,
+                           f"{origin} {param.name}: expected {param.type}, got {type(value).__name__} {_shown(value)}"))
             continue
         params[param.name] = value
     return params, errors

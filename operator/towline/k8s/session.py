@@ -19,6 +19,7 @@ JSON = dict[str, Any]
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 
 
 async def who_am_i(api: KubeApi) -> str:
@@ -35,6 +36,11 @@ async def user_info(api: KubeApi) -> JSON:
     if not info.get("username"):
         raise ApiError(500, "the API server's SelfSubjectReview carried no user name")
     return info
+
+
+async def list_namespaces(api: KubeApi) -> list[JSON]:
+    """The cluster's namespaces (raises ApiError 403 when the caller may not list them)."""
+    return await api.list(NAMESPACES.path())
 
 
 async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
-from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
+from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.owners import controlling_job
 from towline.k8s.steptypes import list_step_types
-from towline.plugin import approvalrule, follow, graph, manifests, output, submitting
+from towline.plugin import approvalrule, follow, graph, manifests, output, runactions, submitting
 from towline.plugin.runtree import run_tree, step_nodes
 
 JSON = dict[str, Any]
@@ -97,34 +96,17 @@ async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decisio
     return 0
 
 
-async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: str) -> int:
+async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: runactions.Switch) -> int:
     """cancel, suspend or resume: the user's switches on a run."""
-    run = await run_or_fail(api, namespace, name)
-    if action == "cancel":
-        patch: JSON = {"spec": {"cancel": True}}
-    elif action == "suspend":
-        patch = {"spec": {"suspend": True}}
-    else:
-        # Resume lifts a suspension and, for a step paused for credential repair, asks for a retry.
-        token = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        patch = {"metadata": {"annotations": {RESUME_ANNOTATION: token}}}
-        if (run.get("spec") or {}).get("suspend"):
-            patch["spec"] = {"suspend": False}
-    await session.patch_run(api, namespace, name, patch)
+    await runactions.switch(api, namespace, await run_or_fail(api, namespace, name), action)
     io.out(f"workflowrun/{name} {_DONE[action]}")
     return 0
 
 
 async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -> int:
     old = await run_or_fail(api, namespace, name)
-    phase = (old.get("status") or {}).get("phase", "Pending")
-    if phase not in TERMINAL:
-        raise manifests.UsageError(f"run {name} is {phase}; retry it once it has finished (or cancel it first)")
-    user = await session.who_am_i(api)
-    body = manifests.retry_manifest(old, user)
-    run = await session.create_run(api, namespace, body)
+    run, reused = await runactions.retry(api, namespace, old, await session.who_am_i(api))
     new = run["metadata"]["name"]
-    reused = body["spec"]["retryOf"]["reuse"]
     io.out(f"workflowrun/{new} created: retry of {name}, reusing {', '.join(reused) or 'no steps'}")
     return await follow_run(api, namespace, io, new) if follow else 0
 

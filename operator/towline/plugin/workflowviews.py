@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -87,37 +88,106 @@ def webhook_path(namespace: str, workflow: str, trigger: str) -> str:
     return f"/hooks/{namespace}/{workflow}/{trigger}"
 
 
-def workflow_detail(workflow: JSON, now: datetime) -> str:
+@dataclass(frozen=True)
+class ParamShown:
+    name: str
+    type: str
+    required: bool
+    has_default: bool
+    default: Any
+    description: str
+
+
+@dataclass(frozen=True)
+class TriggerShown:
+    """A trigger as `workflows show` lists it; `detail` is its line's text after the name."""
+
+    name: str
+    type: str  # manual | schedule | webhook
+    detail: str
+    cron: str | None = None
+    time_zone: str | None = None
+    concurrency_policy: str | None = None
+    next_schedule_time: str | None = None
+    last_schedule_time: str | None = None
+    scheme: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowShown:
+    """One Workflow as `kubectl towline workflows show` and the web view's workflow page show it: one model, two
+    renderings (`workflow_detail` as text; the web view as JSON)."""
+
+    name: str
+    namespace: str
+    generation: int | None
+    ready: str
+    ready_message: str
+    suspended: bool
+    params: tuple[ParamShown, ...]
+    triggers: tuple[TriggerShown, ...]
+    next_schedule_time: str | None
+    last_run: tuple[str, str] | None
+    problems: tuple[tuple[str, str], ...]
+
+
+def _trigger_shown(namespace: str, workflow: str, trigger: JSON, slots: dict[Any, JSON]) -> TriggerShown | None:
+    name = trigger.get("name", "?")
+    if trigger.get("schedule"):
+        schedule, slot = trigger["schedule"], slots.get(name) or {}
+        zone, policy = schedule.get("timeZone", "UTC"), schedule.get("concurrencyPolicy", "Allow")
+        return TriggerShown(name, "schedule", f"schedule {schedule.get('cron')} ({zone}, {policy})",
+                            cron=schedule.get("cron"), time_zone=zone, concurrency_policy=policy,
+                            next_schedule_time=slot.get("nextScheduleTime"),
+                            last_schedule_time=slot.get("lastScheduleTime"))
+    if trigger.get("webhook"):
+        scheme = ((trigger["webhook"].get("verify") or {}).get("scheme")) or "?"
+        path = webhook_path(namespace, workflow, name)
+        return TriggerShown(name, "webhook", f"webhook ({scheme}) POST {path} at the webhook ingress "
+                            "(docs/ingress.md)", scheme=scheme, path=path)
+    return None
+
+
+def workflow_shown(workflow: JSON) -> WorkflowShown:
     meta, spec, status = workflow["metadata"], workflow.get("spec") or {}, workflow.get("status") or {}
+    namespace, name = meta.get("namespace", ""), meta["name"]
     state, message = ready(workflow)
-    lines = [f"Workflow {meta['name']}  namespace {meta.get('namespace', '')}  generation {meta.get('generation')}",
-             f"Ready {state}" + (f": {message}" if message else "")]
-    if spec.get("suspend"):
-        lines.append("Suspended: no new runs start (spec.suspend); runs in flight continue")
-    lines.append("Params:" if spec.get("params") else "Params: none")
-    for param in spec.get("params") or []:
-        default = f" = {json.dumps(param['default'], ensure_ascii=False)}" if "default" in param else " (required)"
-        lines.append(f"  {param['name']}: {param.get('type', 'any')}{default}")
-    lines.append("Triggers:")
-    lines.append("  manual: kubectl towline run " + meta["name"] + " (always allowed)")
     slots = {entry.get("trigger"): entry for entry in status.get("schedules") or []}
-    for trigger in spec.get("triggers") or []:
-        name = trigger.get("name", "?")
-        if trigger.get("schedule"):
-            schedule = trigger["schedule"]
-            slot = slots.get(name) or {}
-            nxt = until(slot.get("nextScheduleTime"), now) or "none"
-            lines.append(f"  {name}: schedule {schedule.get('cron')} ({schedule.get('timeZone', 'UTC')}, "
-                         f"{schedule.get('concurrencyPolicy', 'Allow')}); next {nxt}, "
-                         f"last {slot.get('lastScheduleTime') or 'never'}")
-        elif trigger.get("webhook"):
-            scheme = ((trigger["webhook"].get("verify") or {}).get("scheme")) or "?"
-            path = webhook_path(meta.get("namespace", ""), meta["name"], name)
-            lines.append(f"  {name}: webhook ({scheme}) POST {path} at the webhook ingress (docs/ingress.md)")
+    manual = TriggerShown("manual", "manual", f"kubectl towline run {name} (always allowed)")
+    triggers = [t for t in (_trigger_shown(namespace, name, trigger, slots) for trigger in spec.get("triggers") or [])
+                if t is not None]
     last = status.get("lastRun") or {}
-    lines.append(f"Last run: {last['name']} {last.get('phase', '')}".rstrip() if last.get("name") else "Last run: none")
-    for problem in status.get("validationErrors") or []:
-        lines.append(f"Problem: {problem.get('field')}: {problem.get('message')}")
+    return WorkflowShown(
+        name=name, namespace=namespace, generation=meta.get("generation"), ready=state, ready_message=message,
+        suspended=bool(spec.get("suspend")),
+        params=tuple(ParamShown(p["name"], p.get("type", "any"), bool(p.get("required")), "default" in p,
+                                p.get("default"), p.get("description", "")) for p in spec.get("params") or []),
+        triggers=(manual, *triggers), next_schedule_time=status.get("nextScheduleTime"),
+        last_run=(last["name"], last.get("phase", "")) if last.get("name") else None,
+        problems=tuple((str(p.get("field")), str(p.get("message"))) for p in status.get("validationErrors") or []),
+    )
+
+
+def workflow_detail(workflow: JSON, now: datetime) -> str:
+    shown = workflow_shown(workflow)
+    lines = [f"Workflow {shown.name}  namespace {shown.namespace}  generation {shown.generation}",
+             f"Ready {shown.ready}" + (f": {shown.ready_message}" if shown.ready_message else "")]
+    if shown.suspended:
+        lines.append("Suspended: no new runs start (spec.suspend); runs in flight continue")
+    lines.append("Params:" if shown.params else "Params: none")
+    for param in shown.params:
+        default = f" = {json.dumps(param.default, ensure_ascii=False)}" if param.has_default else " (required)"
+        lines.append(f"  {param.name}: {param.type}{default}")
+    lines.append("Triggers:")
+    for trigger in shown.triggers:
+        line = f"  {trigger.name}: {trigger.detail}"
+        if trigger.type == "schedule":
+            line += (f"; next {until(trigger.next_schedule_time, now) or 'none'}, "
+                     f"last {trigger.last_schedule_time or 'never'}")
+        lines.append(line)
+    lines.append(f"Last run: {' '.join(shown.last_run)}".rstrip() if shown.last_run else "Last run: none")
+    lines.extend(f"Problem: {field}: {message}" for field, message in shown.problems)
     return "\n".join(lines)
 
 

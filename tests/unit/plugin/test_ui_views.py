@@ -66,7 +66,9 @@ def test_workflow_summary_lists_manual_and_declared_triggers_and_readiness() -> 
     }
     summary = views.workflow_summary(workflow)
     assert [t["name"] for t in summary["triggers"]] == ["manual", "daily", "hook"]
-    assert summary["triggers"][1]["detail"] == "0 8 * * * (Europe/Berlin)"
+    daily, hook = summary["triggers"][1:]
+    assert daily["detail"] == "schedule 0 8 * * * (Europe/Berlin, Allow)" and daily["cron"] == "0 8 * * *"
+    assert hook["path"] == "/hooks//wf/hook" and hook["scheme"] == "github"
     assert summary["ready"]["status"] == "True" and summary["nextScheduleTime"] == "2026-12-02T07:00:00Z"
 
 

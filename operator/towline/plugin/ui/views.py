@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from towline.plugin.manifests import clean_workflow
-from towline.plugin.runtree import RunFacts, RunTree, StepNode, run_facts
+from towline.plugin.runtree import RunFacts, RunTree, StepNode, run_facts, step_nodes
+from towline.plugin.workflowviews import TriggerShown, workflow_shown
 
 JSON = dict[str, Any]
 
@@ -128,36 +129,42 @@ def _condition(obj: JSON, kind: str) -> JSON:
     return {"status": "Unknown", "reason": None, "message": None}
 
 
-def _triggers(spec: JSON) -> list[JSON]:
-    found = [{"name": "manual", "type": "manual", "detail": ""}]
-    for trigger in spec.get("triggers") or []:
-        if "schedule" in trigger:
-            schedule = trigger["schedule"]
-            detail = f"{schedule.get('cron')} ({schedule.get('timeZone', 'UTC')})"
-            found.append({"name": trigger.get("name"), "type": "schedule", "detail": detail})
-        elif "webhook" in trigger:
-            scheme = ((trigger["webhook"].get("verify") or {}).get("scheme")) or "unsigned"
-            found.append({"name": trigger.get("name"), "type": "webhook", "detail": scheme})
-    return found
+def trigger_view(trigger: TriggerShown) -> JSON:
+    """A trigger as `kubectl towline workflows show` lists it (a webhook's path at the ingress, a schedule's
+    next and last slot)."""
+    return {
+        "name": trigger.name, "type": trigger.type, "detail": trigger.detail, "cron": trigger.cron,
+        "timeZone": trigger.time_zone, "concurrencyPolicy": trigger.concurrency_policy,
+        "nextScheduleTime": trigger.next_schedule_time, "lastScheduleTime": trigger.last_schedule_time,
+        "scheme": trigger.scheme, "path": trigger.path,
+    }
 
 
 def workflow_summary(workflow: JSON) -> JSON:
     spec, status = workflow.get("spec") or {}, workflow.get("status") or {}
+    shown = workflow_shown(workflow)
     return {
-        "name": _meta(workflow).get("name"),
+        "name": shown.name,
         "ready": _condition(workflow, "Ready"),
-        "suspend": bool(spec.get("suspend")),
-        "triggers": _triggers(spec),
-        "nextScheduleTime": status.get("nextScheduleTime"),
+        "suspend": shown.suspended,
+        "triggers": [trigger_view(trigger) for trigger in shown.triggers],
+        "nextScheduleTime": shown.next_schedule_time,
         "lastRun": status.get("lastRun"),
         "steps": len(spec.get("steps") or []) + len(spec.get("finally") or []),
     }
 
 
 def workflow_detail(workflow: JSON, runs: list[JSON]) -> JSON:
-    """A workflow's page: its summary, its definition as the YAML one would commit, its runs."""
+    """A workflow's page: `workflows show`'s model (params, triggers, schedules), its steps as the graph the
+    run page draws, its definition as the YAML one would commit, its runs."""
+    shown = workflow_shown(workflow)
     return {
         **workflow_summary(workflow),
+        "namespace": shown.namespace,
+        "readyText": shown.ready_message,
+        "params": [{"name": p.name, "type": p.type, "required": p.required, "hasDefault": p.has_default,
+                    "default": p.default, "description": p.description} for p in shown.params],
+        "graph": [step_view(node) for node in step_nodes(workflow.get("spec") or {})],
         "yaml": yaml.safe_dump(clean_workflow(workflow), sort_keys=False),
         "validationErrors": (workflow.get("status") or {}).get("validationErrors") or [],
         "runs": [run_summary(run) for run in newest_first(runs)],
