@@ -36,10 +36,10 @@ typecheck:
 imports:
 	lint-imports
 
-# The chart ships the same generated CRDs (Helm installs charts/towline/crds/ first).
+# The chart ships the same generated CRDs as a template (installed and upgraded with the release when crds.enabled).
 crds: schemas
 	$(PYTHON) -m towline_dev.generated crds --out crds
-	$(PYTHON) -m towline_dev.generated crds --out charts/towline/crds
+	$(PYTHON) -m towline_dev.generated chart-crds --out charts/towline/templates/crds.yaml
 
 # The editor schema (yaml-language-server) comes from the same models and the built-in actions' inputs.
 schemas:
@@ -47,7 +47,7 @@ schemas:
 
 crds-check:
 	$(PYTHON) -m towline_dev.generated crds --check crds
-	$(PYTHON) -m towline_dev.generated crds --check charts/towline/crds
+	$(PYTHON) -m towline_dev.generated chart-crds --check charts/towline/templates/crds.yaml
 	$(PYTHON) -m towline_dev.generated schema --check schemas/workflow.schema.json
 
 # The picture of the operator's layers in docs/runtime.md, drawn from the imports (grimp, as import-linter reads them).

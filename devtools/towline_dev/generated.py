@@ -6,6 +6,7 @@ tool parses the command line and reads and writes the files. A user's own editor
 step types' inputs is `towline editor-schema` (towline.cli).
 
     python -m towline_dev.generated crds --out DIR | --check DIR
+    python -m towline_dev.generated chart-crds --out FILE | --check FILE   (the chart's CRD template)
     python -m towline_dev.generated schema --out FILE | --check FILE
 """
 
@@ -20,6 +21,7 @@ from towline.api.common import GROUP
 from towline.api.crdgen import generated_files
 from towline.api.structural import SchemaError
 from towline.validation.editorschema import render, workflow_schema
+from towline_dev.chartcrds import crds_template
 
 
 def write_crds(directory: Path) -> list[Path]:
@@ -58,20 +60,32 @@ def _holds(path: Path, text: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m towline_dev.generated", description=__doc__.splitlines()[0])
     kinds = parser.add_subparsers(dest="kind", required=True)
-    for kind, target, what in (("crds", "DIR", "the CRDs"), ("schema", "FILE", "the editor schema")):
+    for kind, target, what in (("crds", "DIR", "the CRDs"), ("chart-crds", "FILE", "the chart's CRD template"),
+                               ("schema", "FILE", "the editor schema")):
         mode = kinds.add_parser(kind, help=f"write or check {what}").add_mutually_exclusive_group(required=True)
         mode.add_argument("--out", type=Path, metavar=target, help=f"write {what} into {target}")
         mode.add_argument("--check", type=Path, metavar=target, help=f"exit 1 if {what} in {target} are stale")
     args = parser.parse_args(argv)
     if args.kind == "crds":
         return _crds(args.out, args.check)
-    text = render(workflow_schema())
-    if args.out is not None:
-        write_if_changed(args.out, text)
-        print(f"wrote {args.out}")
+    if args.kind == "chart-crds":
+        try:
+            text = crds_template(generated_files())
+        except SchemaError as error:
+            print(f"cannot generate the CRDs: {error}", file=sys.stderr)
+            return 1
+        return _file(text, args.out, args.check, "chart CRD template", "make crds")
+    return _file(render(workflow_schema()), args.out, args.check, "editor schema", "make schemas")
+
+
+def _file(text: str, out: Path | None, check: Path | None, what: str, command: str) -> int:
+    if out is not None:
+        write_if_changed(out, text)
+        print(f"wrote {out}")
         return 0
-    if not _holds(args.check, text):
-        print(f"stale editor schema {args.check}; run `make schemas` and commit the result", file=sys.stderr)
+    assert check is not None
+    if not _holds(check, text):
+        print(f"stale {what} {check}; run `{command}` and commit the result", file=sys.stderr)
         return 1
     return 0
 

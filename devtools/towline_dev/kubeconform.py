@@ -169,7 +169,8 @@ def validate(
     return Validation(report["resources"], report["summary"], command)
 
 
-CHART_CRDS = Path(__file__).resolve().parents[2] / "charts" / "towline" / "crds"
+CHART_CRDS = Path(__file__).resolve().parents[2] / "crds"
+"""The generated CRDs: the same documents as the chart's templates/crds.yaml, without its labels."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

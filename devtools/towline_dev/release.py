@@ -85,6 +85,18 @@ def printable(argv: list[str]) -> str:
     return " \\\n    ".join(lines)
 
 
+CRD_SELECTOR = "app.kubernetes.io/part-of=towline"
+"""The label every Towline CRD carries, generated or rendered by the chart."""
+
+
+def adopt_crds(cluster: ControlPlane, release: str = RELEASE, namespace: str = NAMESPACE) -> None:
+    """Let `release` manage the Towline CRDs already on the cluster (applied with kubectl, or by a chart from
+    its crds/), as README.md's "Upgrade" says: the ownership label and annotations Helm looks for."""
+    cluster.kubectl("label", "crd", "-l", CRD_SELECTOR, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+    cluster.kubectl("annotate", "crd", "-l", CRD_SELECTOR, f"meta.helm.sh/release-name={release}",
+                    f"meta.helm.sh/release-namespace={namespace}", "--overwrite")
+
+
 def install_release(cluster: ControlPlane, values: dict[str, str], *, helm: Path | None = None) -> list[str]:
     """`helm install` with `values`, then wait until every Deployment of the release rolled out.
 

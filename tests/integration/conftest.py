@@ -33,6 +33,7 @@ from towline_dev.install import (
     render_chart,
 )
 from towline_dev.node.probehosts import TestHostNetwork
+from towline_dev.release import adopt_crds
 
 _SESSION: dict[str, OperatorProcess] = {}
 """The session operator once started, for fixtures that must stop it without starting it."""
@@ -134,6 +135,9 @@ def chart_left_to_helm(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     if applied:
         control_plane.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-",
                               stdin=render_chart(control_plane), timeout=120)
+    # The session applied the CRDs with kubectl: release `towline` manages them from here on (crds.enabled),
+    # as README's "Upgrade" lets a release take over CRDs applied by hand.
+    adopt_crds(control_plane)
     try:
         yield control_plane
     finally:

@@ -24,6 +24,7 @@ from tests.integration.helmsupport import helm, render, template
 
 from towline_dev.binaries import BinarySet
 from towline_dev.kubeconform import (
+    CHART_CRDS,
     SKIPPED_KINDS,
     Validation,
     find_kubeconform,
@@ -41,6 +42,7 @@ EVERY_OPTIONAL_OBJECT = REPO / "tests" / "fixtures" / "chart" / "every-optional-
 SERVICE_MONITORS = ("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
                     "--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
 NOTHING_OPTIONAL = {
+    "crds.enabled": "false",
     "admissionPolicies.enabled": "false", "networkPolicy.enabled": "false", "ingress.enabled": "false",
     "tests.enabled": "false", "operator.podDisruptionBudget.enabled": "false",
     "rbac.aggregateToDefaultRoles": "false", "archive.enabled": "false",
@@ -62,7 +64,7 @@ class Kubeconform:
 @pytest.fixture(scope="module")
 def kubeconform(tmp_path_factory: pytest.TempPathFactory) -> Kubeconform:
     crds = tmp_path_factory.mktemp("crd-schemas")
-    written = write_crd_schemas(sorted((CHART / "crds").glob("*.yaml")), crds)
+    written = write_crd_schemas(sorted(CHART_CRDS.glob("*.yaml")), crds)
     assert written == [f"{kind}-towline-v1alpha1.json" for kind in
                        ("approval", "clustersteptype", "steptype", "workflow", "workflowrun")]
     return Kubeconform(find_kubeconform(), [kubernetes_schema_location(), crds])
@@ -88,8 +90,8 @@ def assert_every_document_checked(result: Validation, documents: list[dict[str, 
 
 
 def rendered(binaries: BinarySet, directory: Path, values: dict[str, str], *extra: str) -> Path:
-    """What `helm install` would apply, the CRDs of crds/ included."""
-    result = template(binaries, values, "--include-crds", *extra)
+    """What `helm install` would apply, the CRDs (templates/crds.yaml, with crds.enabled) included."""
+    result = template(binaries, values, *extra)
     assert result.returncode == 0, result.stderr
     path = directory / "rendered.yaml"
     path.write_text(result.stdout)
@@ -104,7 +106,7 @@ def test_the_rendered_chart_is_valid(
     documents = documents_in(path)
     assert_every_document_checked(kubeconform.check(path), documents)
     assert kinds(documents)[("apps/v1", "Deployment")] == (3 if not values else 1)
-    assert kinds(documents)[("apiextensions.k8s.io/v1", "CustomResourceDefinition")] == 5
+    assert kinds(documents)[("apiextensions.k8s.io/v1", "CustomResourceDefinition")] == (5 if not values else 0)
 
 
 def test_the_chart_with_every_optional_object_is_valid(

@@ -106,7 +106,8 @@ def test_watch_namespaces_confines_the_operator_to_them(
     uninstall(cluster, RELEASE, NAMESPACE)
     for namespace in ("watched", "unwatched"):
         cluster.kubectl("create", "namespace", namespace, check=False)
-    install(cluster, "scoped", release_namespace, {"watchNamespaces": '["watched"]'})
+    # The CRDs stay with release towline (crds.keep): a second release leaves them alone.
+    install(cluster, "scoped", release_namespace, {"watchNamespaces": '["watched"]', "crds.enabled": "false"})
     operator: OperatorProcess | None = None
     try:
         kubeconfig = operator_kubeconfig(cluster, tmp_path / "operator.kubeconfig", namespace=release_namespace)

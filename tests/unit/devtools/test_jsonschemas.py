@@ -99,7 +99,7 @@ def test_two_kinds_kubeconform_could_not_tell_apart_are_refused() -> None:
 
 
 def test_a_crd_schema_checks_the_resource_and_its_object_meta() -> None:
-    crd = yaml.safe_load((REPO / "charts" / "towline" / "crds" / "workflows.towline.dev.yaml").read_text())
+    crd = yaml.safe_load((REPO / "crds" / "workflows.towline.dev.yaml").read_text())
     (name, schema), = crd_schemas(crd, OPENAPI).items()
     assert name == "workflow-towline-v1alpha1.json"
     example = yaml.safe_load((REPO / "examples" / "hello-towline.yaml").read_text())
