@@ -34,6 +34,7 @@ from towline.api.common import (
     cel_rules,
     list_map,
 )
+from towline.api.resources import StepResources
 from towline.api.steptypenames import StepTypeKind
 from towline.api.workflow import Port, RetryPolicy
 
@@ -45,8 +46,6 @@ IMAGE_PATTERN = (
 SLOT_PATTERN = IDENTIFIER_PATTERN
 """A credential slot's name: the directory its keys are mounted under, and the key of a step's `credentials`,
 so the very pattern of those keys (a slot with a `-` could be declared but never bound)."""
-QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
-"""A resource quantity as people write them for CPU and memory: `100m`, `0.5`, `128Mi`, `1Gi`."""
 
 EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 
@@ -64,7 +63,6 @@ def _check_slot_name(text: str) -> str:
 SlotName = Annotated[str, Field(max_length=63, json_schema_extra={"pattern": SLOT_PATTERN}),
                      AfterValidator(_check_slot_name)]
 SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253, description="A key of a Secret's data.")]
-Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
 JsonSchema = Annotated[
     dict[str, Any],
     Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
@@ -88,20 +86,6 @@ class StepEgress(TowlineModel):
     """Where the type's container may connect: these ports, to the step's `allowHosts` only."""
 
     ports: list[Port] = Field(default_factory=list, max_length=16, description="TCP ports, e.g. [443].")
-
-
-class ResourceAmounts(TowlineModel):
-    """CPU and memory, as Kubernetes quantities."""
-
-    cpu: Quantity | None = Field(default=None, description="CPU, e.g. 100m or 0.5.")
-    memory: Quantity | None = Field(default=None, description="Memory, e.g. 128Mi or 1Gi.")
-
-
-class StepResources(TowlineModel):
-    """The container's requests and limits; unset ones take the built-in steps' defaults."""
-
-    requests: ResourceAmounts = Field(default_factory=ResourceAmounts, description="What the container is given.")
-    limits: ResourceAmounts = Field(default_factory=ResourceAmounts, description="The most the container may use.")
 
 
 class StepTypeSpec(TowlineModel):

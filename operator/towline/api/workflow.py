@@ -31,6 +31,7 @@ from towline.api.common import (
     secret_reference_rules,
 )
 from towline.api.loops import ForEach
+from towline.api.resources import StepResources
 from towline.api.subflows import SubflowCall, SubflowPolicy
 from towline_step.protocol import RETRYABLE_CLASSES
 from towline_step.protocol import ErrorClass as ErrorClassEnum
@@ -184,6 +185,11 @@ class Step(TowlineModel):
                 field_path=".with",
             ),
             cel_rule(
+                "!has(self.resources) || has(self.action)",
+                "resources size an action's pod; approval, wait and subflow steps run none",
+                field_path=".resources",
+            ),
+            cel_rule(
                 "!has(self.credentials) || has(self.action)",
                 "credentials are mounted into an action's Job; approval and wait steps take none",
                 field_path=".credentials",
@@ -238,6 +244,11 @@ class Step(TowlineModel):
         default=None, ge=1, le=86400 * 7,
         description="Seconds one attempt may run (its Job's deadline, counted from the Job's start); unset, the "
         "step type's timeoutSeconds, else 600.",
+    )
+    resources: StepResources | None = Field(
+        default=None,
+        description="CPU and memory requests and limits of the step's container (a step type's own container); "
+        "unset ones take the step type's, else the chart's stepPods.resources. A limit is at least its request.",
     )
     on_failure: str = Field(
         default="fail", max_length=63, pattern=IDENTIFIER_PATTERN,

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from towline.api.common import Approvers
+from towline.api.resources import StepResources
 from towline.api.run import RetryOf, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 
@@ -37,6 +38,8 @@ class CreateStepJob:
     mutating: bool
     step_type: ResolvedStepType | None = None
     """The user type the step runs, as the run resolved it when it started; None for a built-in action."""
+    resources: StepResources | None = None
+    """The step's own requests and limits, over the step type's and the chart's."""
 
 
 @dataclass(frozen=True)

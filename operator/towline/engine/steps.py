@@ -107,7 +107,7 @@ class StepDriver:
             egress=tuple(rule.to_wire() for rule in step.egress),
             allow_private_networks=tuple(step.allow_private_networks), allow_hosts=allow_hosts,
             timeout_seconds=step.timeout_seconds or (step_type.spec.timeout_seconds if step_type else None),
-            idempotency_key=entry.idempotency_key, mutating=mutating, step_type=step_type,
+            idempotency_key=entry.idempotency_key, mutating=mutating, step_type=step_type, resources=step.resources,
         ))
 
     def step_type(self, action: str | None) -> ResolvedStepType | None:

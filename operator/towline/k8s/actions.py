@@ -247,6 +247,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         settings=context.pod_settings,
         created_at=datetime.now(UTC),
         egress_group=policy["metadata"]["labels"][LABEL_EGRESS],
+        resources=action.resources,
     )
     created = await create_or_adopt_job(context, run, job)
     if created:

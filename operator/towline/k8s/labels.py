@@ -38,6 +38,16 @@ STEP_POD_FINALIZER = "towline.dev/step-result"
 without a pod never had one (towline.k8s.steppods)."""
 
 
+TOWLINE_PREFIX = "towline.dev"
+
+
+def is_towline_key(key: str) -> bool:
+    """A label or annotation key under towline.dev (or a subdomain of it): Towline's alone to set, since its
+    NetworkPolicies, admission policies and watches select on them."""
+    prefix, _, _ = key.rpartition("/")
+    return prefix == TOWLINE_PREFIX or prefix.endswith(f".{TOWLINE_PREFIX}")
+
+
 def identifier_label(identifier: str) -> str:
     """A step id or trigger name as LABEL_STEP's or LABEL_TRIGGER's value: label values are DNS-safe, so `_` is
     written as `-` (lossy). A loop instance's `deploy[eu_1]` is `deploy.eu-1` (no step id holds a '.'); one past

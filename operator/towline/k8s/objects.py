@@ -28,6 +28,7 @@ from towline.k8s.labels import (
     MANAGER,
     STEP_JOB_MANAGER,
     identifier_label,
+    is_towline_key,
 )
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
 from towline_connectors.wire import parse_address_port
@@ -35,6 +36,14 @@ from towline_connectors.wire import parse_address_port
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
 JSON = dict[str, Any]
+
+DEFAULT_STEP_RESOURCES: Mapping[str, Mapping[str, str]] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"},
+}
+"""The chart's stepPods.resources default."""
+MESH_OPT_OUT_ANNOTATIONS: Mapping[str, str] = {"sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"}
+"""The chart's stepPods.annotations default: a sidecar proxy would route the step's traffic around its egress policy
+and make a pod the step-objects admission policy refuses (docs/configuration.md, "Service meshes")."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,15 @@ class StepPodSettings:
     their own to carry them."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    priority_class_name: str = ""
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: dict(DEFAULT_STEP_RESOURCES))
+    """Every step container's requests and limits unless its step (or step type) sets its own (stepPods.resources):
+    a CPU limit too, so a namespace ResourceQuota on limits.cpu admits step pods."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """More labels for every step pod (stepPods.labels): never a towline.dev/ one, which Towline's own win over."""
+    annotations: Mapping[str, str] = field(default_factory=lambda: dict(MESH_OPT_OUT_ANNOTATIONS))
+    """Annotations of every step pod (stepPods.annotations); by default, keep a service mesh's sidecar out."""
 
 
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
@@ -113,7 +131,9 @@ def step_job_manifest(
 
     `image_pull_secrets` (a step type's own) come before the operator-wide ones, each name once.
     """
-    pod_labels = {**labels, LABEL_STEP_POD: "true"}
+    # Towline's own labels last: the NetworkPolicies and admission policies select on them.
+    own_labels = {key: value for key, value in settings.labels.items() if not is_towline_key(key)}
+    pod_labels = {**own_labels, **labels, LABEL_STEP_POD: "true"}
     user = settings.run_as_user if run_as_user is None else run_as_user
     pod_spec: JSON = {
         "restartPolicy": "Never",
@@ -139,11 +159,19 @@ def step_job_manifest(
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
         pod_spec["tolerations"] = [dict(toleration) for toleration in settings.tolerations]
+    if settings.affinity:
+        pod_spec["affinity"] = dict(settings.affinity)
+    if settings.priority_class_name:
+        pod_spec["priorityClassName"] = settings.priority_class_name
+    template_meta: JSON = {"labels": pod_labels}
+    annotations = {key: value for key, value in settings.annotations.items() if not is_towline_key(key)}
+    if annotations:
+        template_meta["annotations"] = annotations
     job_spec: JSON = {
         "managedBy": STEP_JOB_MANAGER,
         "backoffLimit": 0,
         "activeDeadlineSeconds": deadline,
-        "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+        "template": {"metadata": template_meta, "spec": pod_spec},
     }
     if settings.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished

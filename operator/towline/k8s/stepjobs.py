@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from towline.api.resources import StepResources, quantity_value
 from towline.api.steptype import ResolvedStepType
 from towline.k8s.labels import LABEL_EGRESS, LABEL_NOTIFICATION
 from towline.k8s.mounts import credential_keys, credential_volumes, slot_keys
@@ -54,8 +55,6 @@ RESULT_MARGIN_SECONDS = 5
 """A step is told its deadline this much before its pod's `activeDeadlineSeconds`: it stops its work in time to
 still write its result document, which the kubelet would otherwise kill it in the middle of."""
 STEP_DIR = DEFAULT_INPUTS_PATH.rsplit("/", 1)[0]
-DEFAULT_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
-DEFAULT_LIMITS = {"memory": "256Mi"}
 CODE_USER_IDS = (1_000_000, 2_000_000_000)
 """The range code steps' per-pod user ids come from: above every distribution's and the images' own users."""
 
@@ -144,6 +143,7 @@ def build_step_job(
     settings: StepPodSettings,
     created_at: datetime | None = None,
     egress_group: str | None = None,
+    resources: StepResources | None = None,
 ) -> JSON:
     """One Job per step attempt of any kind; `backoffLimit: 0` because the engine owns retries.
 
@@ -151,16 +151,18 @@ def build_step_job(
     kubelet counts `activeDeadlineSeconds` from the Job's start, while the runner's own clock starts
     only once its interpreter is up, which on a busy node can be many seconds later. `egress_group`
     labels the pod for the shared egress policy of its run's steps that reach the same places
-    (towline.k8s.egresspolicies).
+    (towline.k8s.egresspolicies). `resources` (the step's own) size the container that runs the step: the runner,
+    or a step type's image.
     """
     if isinstance(kind, StepTypeImage):
         pod = step_type_pod(kind.step_type, action=action, inputs=inputs, credentials=credentials,
                             idempotency_key=idempotency_key, timeout_seconds=timeout_seconds,
-                            allow_hosts=allow_hosts, settings=settings)
+                            allow_hosts=allow_hosts, settings=settings, resources=resources)
     else:
         pod = action_pod(kind, job_name=job_name, action=action, inputs=inputs, credentials=credentials,
                          idempotency_key=idempotency_key, timeout_seconds=timeout_seconds, allow_hosts=allow_hosts,
-                         allow_private_networks=allow_private_networks, settings=settings, created_at=created_at)
+                         allow_private_networks=allow_private_networks, settings=settings, created_at=created_at,
+                         resources=resources)
     env = {
         INPUT_ENV: compact(dict(inputs)),
         DEADLINE_SECONDS_ENV: str(step_deadline_seconds(pod.deadline)),
@@ -214,6 +216,7 @@ def action_pod(
     kind: BuiltinAction | Notification, *, job_name: str, action: str, inputs: Mapping[str, Any],
     credentials: Mapping[str, str], idempotency_key: str, timeout_seconds: int | None, allow_hosts: Sequence[str],
     allow_private_networks: Sequence[str], settings: StepPodSettings, created_at: datetime | None,
+    resources: StepResources | None = None,
 ) -> StepPod:
     """The runner runs the action itself, behind the in-pod guard's network rules."""
     deadline = timeout_seconds or settings.default_timeout_seconds
@@ -229,7 +232,7 @@ def action_pod(
         deadline=deadline,
         keys=credential_keys(kind.catalog.credential_refs(action, inputs), credentials),
         runner_env=env,
-        runner_resources=pod_resources(needs),
+        runner_resources=container_resources(settings.resources, resources, code_step_limits(needs)),
         runner_volumes=() if needs.config_map_file is None else (config_map_file_volume(*needs.config_map_file),),
         run_as_user=code_user_id(job_name) if needs.own_user else None,
         labels={LABEL_NOTIFICATION: f"{kind.event}-{kind.index}"} if isinstance(kind, Notification) else {},
@@ -239,6 +242,7 @@ def action_pod(
 def step_type_pod(
     step_type: ResolvedStepType, *, action: str, inputs: Mapping[str, Any], credentials: Mapping[str, str],
     idempotency_key: str, timeout_seconds: int | None, allow_hosts: Sequence[str], settings: StepPodSettings,
+    resources: StepResources | None = None,
 ) -> StepPod:
     """The runner prepares as an init container; the kubelet starts the type's image only once it exited 0, so
     the user's code never runs before the pod's egress isolation is proven."""
@@ -246,17 +250,15 @@ def step_type_pod(
     deadline = timeout_seconds or spec.timeout_seconds or settings.default_timeout_seconds
     user_env = step_environment(allow_hosts=allow_hosts, idempotency_key=idempotency_key, step_type=action,
                                 deadline_seconds=step_deadline_seconds(deadline))
-    declared = spec.resources
-    resources = {"requests": {**DEFAULT_REQUESTS, **declared.requests.model_dump(exclude_none=True)},
-                 "limits": {**DEFAULT_LIMITS, **declared.limits.model_dump(exclude_none=True)}}
     user = container("step", spec.image, user_env,
                      [SCRATCH_MOUNT, {"name": STEP_VOLUME["name"], "mountPath": STEP_DIR, "readOnly": True}],
-                     resources, command=spec.command, args=spec.args)
+                     container_resources(settings.resources, spec.resources, resources),
+                     command=spec.command, args=spec.args)
     return StepPod(
         deadline=deadline,
         keys=slot_keys(step_type, credentials),
         runner_env={INPUTS_PATH_ENV: DEFAULT_INPUTS_PATH},
-        runner_resources={"requests": dict(DEFAULT_REQUESTS), "limits": dict(DEFAULT_LIMITS)},
+        runner_resources=container_resources(settings.resources),
         containers=(user,),
         volumes_before=(STEP_VOLUME,),
         image_pull_secrets=tuple(spec.image_pull_secrets),
@@ -295,14 +297,43 @@ def container_security_context() -> JSON:
     }
 
 
-def pod_resources(needs: PodNeeds) -> JSON:
-    """The built-in defaults, with the memory and CPU limits a code step declares."""
-    limits: JSON = dict(DEFAULT_LIMITS)
-    if needs.memory_limit_bytes is not None:
-        limits["memory"] = str(needs.memory_limit_bytes)
-    if needs.cpu_limit is not None:
-        limits["cpu"] = needs.cpu_limit
-    return {"requests": dict(DEFAULT_REQUESTS), "limits": limits}
+def code_step_limits(needs: PodNeeds) -> StepResources | None:
+    """The memory and CPU limits a code step declares in its inputs (the sandbox's size), as resources."""
+    limits = {"memory": None if needs.memory_limit_bytes is None else str(needs.memory_limit_bytes),
+              "cpu": needs.cpu_limit}
+    if limits == {"memory": None, "cpu": None}:
+        return None
+    return StepResources.model_validate({"limits": {name: value for name, value in limits.items() if value}})
+
+
+def container_resources(defaults: Mapping[str, Mapping[str, str]], *layers: StepResources | None) -> JSON:
+    """The chart's defaults (stepPods.resources) with each layer's amounts over them, the later winning.
+
+    A layer that raises a request above a limit it leaves alone raises that limit with it, and one that lowers a
+    limit below a request it leaves alone lowers the request: a step asking for 512Mi gets a pod the API server
+    accepts whatever the chart's default limit, never one it refuses for a request above its limit.
+    """
+    requests = dict(defaults.get("requests") or {})
+    limits = dict(defaults.get("limits") or {})
+    for layer in layers:
+        if layer is None:
+            continue
+        own_requests = layer.requests.model_dump(exclude_none=True)
+        own_limits = layer.limits.model_dump(exclude_none=True)
+        for name, value in own_requests.items():
+            requests[name] = value
+            if name in limits and name not in own_limits and quantity_value(limits[name]) < quantity_value(value):
+                limits[name] = value
+        for name, value in own_limits.items():
+            limits[name] = value
+            if name in requests and name not in own_requests and quantity_value(requests[name]) > quantity_value(value):
+                requests[name] = value
+    body: JSON = {}
+    if requests:
+        body["requests"] = requests
+    if limits:
+        body["limits"] = limits
+    return body
 
 
 def code_user_id(job_name: str) -> int:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import os
-import re
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
 from towline.k8s.shards import MAX_SHARDS
+from towline.runtime.steppodconfig import (
+    step_affinity,
+    step_annotations_setting,
+    step_image_pull_secrets,
+    step_labels_setting,
+    step_node_selector,
+    step_priority_class_name,
+    step_resources,
+    step_tolerations,
+)
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy
@@ -158,115 +164,6 @@ def archive_max_runs_awaiting(env: Mapping[str, str]) -> int:
     return int(text)
 
 
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_TOLERATION_FIELDS = {"key", "operator", "value", "effect", "tolerationSeconds"}
-_TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
-
-
-def step_image_pull_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    """TOWLINE_STEP_IMAGE_PULL_SECRETS (comma separated names, from the chart's stepPods.imagePullSecrets or the
-    top-level imagePullSecrets).
-
-    This and the other step pod settings are checked here as the API server would check them, so a bad value
-    stops the operator at start, naming the chart value, rather than failing every step Job.
-    """
-    text = env.get("TOWLINE_STEP_IMAGE_PULL_SECRETS", "")
-    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    for name in names:
-        if len(name) > 253 or not re.match(DNS_SUBDOMAIN_PATTERN, name):
-            raise ValueError(f"TOWLINE_STEP_IMAGE_PULL_SECRETS: {name!r} is not a Secret name; set "
-                             "stepPods.imagePullSecrets (or imagePullSecrets) in the chart values to "
-                             "[{name: regcred}] with the names of kubernetes.io/dockerconfigjson Secrets")
-    return names
-
-
-def _label_key_problem(key: str) -> str | None:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not re.match(DNS_SUBDOMAIN_PATTERN, prefix)):
-        return f"the prefix of label key {key!r} is not a DNS subdomain"
-    if len(name) > 63 or not _LABEL_NAME.match(name):
-        return (f"label key {key!r} must end in a name of at most 63 letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit")
-    return None
-
-
-def _is_label_value(value: str) -> bool:
-    return not value or (len(value) <= 63 and _LABEL_NAME.match(value) is not None)
-
-
-def _json_setting(env: Mapping[str, str], name: str, empty: Any, fix: str) -> Any:
-    text = env.get(name, "").strip()
-    if not text:
-        return empty
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{name} is not JSON ({exc.msg}){fix}") from None
-
-
-def step_node_selector(env: Mapping[str, str]) -> dict[str, str]:
-    """TOWLINE_STEP_NODE_SELECTOR (a JSON object of labels, from the chart's stepPods.nodeSelector)."""
-    fix = "; set stepPods.nodeSelector in the chart values to a map of node labels, e.g. {pool: steps}"
-    selector = _json_setting(env, "TOWLINE_STEP_NODE_SELECTOR", {}, fix)
-    if not isinstance(selector, dict):
-        raise ValueError(f"TOWLINE_STEP_NODE_SELECTOR must be a JSON object{fix}")
-    for key, value in selector.items():
-        problem = _label_key_problem(key)
-        if problem is None and not isinstance(value, str):
-            problem = f"the value of {key!r} must be a string, not {json.dumps(value)}"
-        elif problem is None and not _is_label_value(value):
-            problem = f"the value of {key!r}, {value!r}, is not a label value"
-        if problem:
-            raise ValueError(f"TOWLINE_STEP_NODE_SELECTOR: {problem}{fix}")
-    return selector
-
-
-def _toleration_problems(toleration: Any) -> Iterator[str]:
-    """What the API server would refuse in one toleration (core/v1 validation)."""
-    if not isinstance(toleration, dict):
-        yield f"{json.dumps(toleration)} is not an object"
-        return
-    unknown = sorted(set(toleration) - _TOLERATION_FIELDS)
-    if unknown:
-        yield f"unknown field {unknown[0]!r} (a toleration has {', '.join(sorted(_TOLERATION_FIELDS))})"
-    if not all(isinstance(toleration.get(name, ""), str) for name in ("key", "operator", "value", "effect")):
-        yield "key, operator, value and effect must be strings"
-        return
-    key, operator = toleration.get("key", ""), toleration.get("operator", "Equal")
-    if operator not in ("Equal", "Exists"):
-        yield f"operator must be Equal or Exists, not {operator!r}"
-    if operator == "Exists" and toleration.get("value"):
-        yield "a toleration with operator Exists has no value"
-    if operator == "Equal" and not _is_label_value(toleration.get("value", "")):
-        yield f"value {toleration['value']!r} is not a label value"
-    if not key and operator != "Exists":
-        yield "a toleration without a key must have operator Exists"
-    if key and (problem := _label_key_problem(key)):
-        yield problem
-    if toleration.get("effect", "") not in _TOLERATION_EFFECTS:
-        yield f"effect must be one of NoSchedule, PreferNoSchedule, NoExecute, not {toleration['effect']!r}"
-    if "tolerationSeconds" in toleration:
-        seconds = toleration["tolerationSeconds"]
-        if not isinstance(seconds, int) or isinstance(seconds, bool):
-            yield "tolerationSeconds must be a whole number"
-        if toleration.get("effect") != "NoExecute":
-            yield "tolerationSeconds applies only to effect NoExecute"
-
-
-def step_tolerations(env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
-    """TOWLINE_STEP_TOLERATIONS (a JSON list of tolerations, from the chart's stepPods.tolerations)."""
-    fix = ("; set stepPods.tolerations in the chart values to a list of tolerations, e.g. "
-           "[{key: dedicated, operator: Equal, value: steps, effect: NoSchedule}]")
-    tolerations = _json_setting(env, "TOWLINE_STEP_TOLERATIONS", [], fix)
-    if not isinstance(tolerations, list):
-        raise ValueError(f"TOWLINE_STEP_TOLERATIONS must be a JSON list{fix}")
-    for index, toleration in enumerate(tolerations):
-        problem = next(_toleration_problems(toleration), None)
-        if problem:
-            raise ValueError(f"TOWLINE_STEP_TOLERATIONS[{index}]: {problem}{fix}")
-    return tuple(tolerations)
-
-
 @dataclass(frozen=True)
 class OperatorConfig:
     namespace: str
@@ -310,6 +207,11 @@ class OperatorConfig:
             image_pull_secrets=step_image_pull_secrets(env),
             node_selector=step_node_selector(env),
             tolerations=step_tolerations(env),
+            affinity=step_affinity(env),
+            priority_class_name=step_priority_class_name(env),
+            resources=step_resources(env),
+            labels=step_labels_setting(env),
+            annotations=step_annotations_setting(env),
         )
         retries_text = env.get("TOWLINE_RECONCILE_MAX_RETRIES", str(DEFAULT_MAX_RETRIES))
         if not retries_text.isdigit():

@@ -48,4 +48,4 @@ def test_a_url_module_mounts_nothing_and_built_ins_keep_the_defaults() -> None:
     spec = pod("code.wasm", {"module": {"url": "https://m.example/e.wasm", "sha256": "0" * 64}})
     assert not [v for v in spec["volumes"] if "configMap" in v]
     (container,) = pod("data.transform", {"fields": {"a": "1"}})["containers"]
-    assert container["resources"]["limits"] == {"memory": "256Mi"}
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}

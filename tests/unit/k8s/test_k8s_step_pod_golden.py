@@ -33,6 +33,9 @@ SETTINGS = StepPodSettings(
     extra_env={"TOWLINE_LOG_LEVEL": "debug"}, cluster_cidrs=("10.244.0.0/16", "10.96.0.0/12"),
     isolation_probe="10.96.0.1:443", image_pull_secrets=("runner-pull",), node_selector={"pool": "steps"},
     tolerations=({"key": "steps", "operator": "Exists", "effect": "NoSchedule"},),
+    labels={"cost-center": "ops-42"}, priority_class_name="towline-steps",
+    affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["steps"]}]}}]}},
 )
 STEP_TYPE = ResolvedStepType(kind="StepType", name="deploy", spec=StepTypeSpec.model_validate({
     "image": "registry.example.com/team/deploy:1.4.0",

@@ -58,7 +58,40 @@ def test_node_selector_and_tolerations_are_read_as_json() -> None:
     ({"TOWLINE_STEP_TOLERATIONS": '[{"key": "a", "effect": "NoExecute", "tolerationSeconds": "5"}]'},
      r"tolerationSeconds must be a whole number"),
     ({"TOWLINE_STEP_TOLERATIONS": '[{}, {"key": 1}]'}, r"TOWLINE_STEP_TOLERATIONS\[0\]: a toleration without a key"),
+    ({"TOWLINE_STEP_LABELS": '{"towline.dev/step-pod": "false"}'},
+     r"label 'towline.dev/step-pod' is Towline's own .*stepPods\.labels"),
+    ({"TOWLINE_STEP_LABELS": '{"egress.towline.dev/x": "y"}'}, r"'egress.towline.dev/x' is Towline's own"),
+    ({"TOWLINE_STEP_LABELS": '{"team": "two words"}'}, r"'two words', is not a label value; set stepPods\.labels"),
+    ({"TOWLINE_STEP_ANNOTATIONS": '{"towline.dev/step-id": "x"}'},
+     r"annotation 'towline.dev/step-id' is Towline's own .*stepPods\.annotations"),
+    ({"TOWLINE_STEP_ANNOTATIONS": '{"sidecar.istio.io/inject": false}'}, r"must be a string, not false \(quote it\)"),
+    ({"TOWLINE_STEP_AFFINITY": '{"nodeAffinty": {}}'}, r"unknown field 'nodeAffinty'.*stepPods\.affinity"),
+    ({"TOWLINE_STEP_PRIORITY_CLASS_NAME": "Steps_High"}, r"not a PriorityClass name; set stepPods\.priorityClassName"),
+    ({"TOWLINE_STEP_RESOURCES": '{"limits": {"cpu": "one"}}'},
+     r"limits\.cpu 'one' is not a quantity .*stepPods\.resources"),
+    ({"TOWLINE_STEP_RESOURCES": '{"limits": {"gpu": "1"}}'}, r"limits must be an object of cpu and memory"),
+    ({"TOWLINE_STEP_RESOURCES": '{"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}'},
+     r"limits\.cpu \(1\) is below requests\.cpu \(2\): raise stepPods\.resources\.limits\.cpu"),
 ])
 def test_a_bad_setting_stops_the_operator_at_start_naming_the_chart_value(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         settings(**env)
+
+
+def test_without_the_variables_step_pods_get_cpu_and_memory_limits_and_keep_a_mesh_out() -> None:
+    pod = settings().pod_settings
+    assert pod.resources == {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+    assert dict(pod.annotations) == {"sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"}
+    assert (dict(pod.labels), dict(pod.affinity), pod.priority_class_name) == ({}, {}, "")
+
+
+def test_labels_annotations_resources_affinity_and_priority_class_are_read() -> None:
+    pod = settings(
+        TOWLINE_STEP_LABELS='{"cost-center": "ops-42"}', TOWLINE_STEP_ANNOTATIONS="{}",
+        TOWLINE_STEP_RESOURCES='{"requests": {"cpu": 0.1}, "limits": {"cpu": 2, "memory": "1Gi"}}',
+        TOWLINE_STEP_AFFINITY='{"nodeAffinity": {}}', TOWLINE_STEP_PRIORITY_CLASS_NAME="towline-steps",
+    ).pod_settings
+    assert (dict(pod.labels), dict(pod.annotations)) == ({"cost-center": "ops-42"}, {})
+    # Numbers as YAML writes them (`cpu: 2`) become the quantities Kubernetes reads them as.
+    assert pod.resources == {"requests": {"cpu": "0.1"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    assert (dict(pod.affinity), pod.priority_class_name) == ({"nodeAffinity": {}}, "towline-steps")
