@@ -21,8 +21,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
-from towline.plugin.runtree import run_tree
-from towline.plugin.ui import guard, history, person, views
+from towline.plugin.ui import actions, guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
 
@@ -30,7 +29,7 @@ JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC = resources.files("towline.plugin.ui") / "static"
-PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived")
+PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived", "start", "allruns")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
@@ -172,8 +171,8 @@ async def runs_events(request: web.Request) -> web.StreamResponse:
 async def run_events(request: web.Request) -> web.StreamResponse:
     return await _follow(
         request, WORKFLOW_RUNS, field_selector=f"metadata.name={request.match_info['name']}",
-        snapshot=lambda items: views.run_detail(run_tree(items[0])) if items else None,
-        change=lambda kind, run: None if kind == "DELETED" else views.run_detail(run_tree(run)),
+        snapshot=lambda items: actions.run_page_view(items[0]) if items else None,
+        change=actions.run_stream_change,
     )
 
 
@@ -247,5 +246,6 @@ def build_app_behind(door: person.Door, *, signout: str = "") -> web.Application
     person.add_get(app, "/api/workflows/{name}", workflow_json)
     person.add_post(app, "/api/approvals/{name}", decide)
     history.add_routes(app, page=_page)
+    actions.add_routes(app, page=_page)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

@@ -346,7 +346,8 @@ function runPage() {
   let selected = new URLSearchParams(location.search).get("step");
   let logSource = null;
   const logs = h("pre", { class: "logs", id: "logs" });
-  fill(main, head, banner, h("div", { class: "run-layout" }, graph, panel));
+  const bar = h("div", { id: "run-actions", class: "decide-box" });
+  fill(main, head, bar, banner, h("div", { class: "run-layout" }, graph, panel), runEvents(name));
   const select = (id) => {
     selected = id;
     history.replaceState(null, "", link(`/runs/${encodeURIComponent(name)}`, { step: id }));
@@ -362,6 +363,7 @@ function runPage() {
         ["Duration", duration(run.startedAt, run.finishedAt)], ["Message", run.message],
         ["Params", Object.keys(run.params).length ? JSON.stringify(run.params) : ""],
         ["Outputs", run.outputs ? JSON.stringify(run.outputs) : ""]]));
+    runActions(bar, run);
     const gates = run.steps.filter(waitingForDecision);
     fill(banner, ...gates.map((gate) => h("div", { class: "banner" },
       `Step ${gate.id} waits for a decision on approval ${gate.approvalName}. `,
@@ -442,7 +444,8 @@ function runsTable(runs) {
     h("td", {}, run.trigger), h("td", {}, age(run.created))))));
 }
 
-const triggerText = (triggers) => triggers.map((t) => (t.detail ? `${t.name} (${t.type}: ${t.detail})` : t.name))
+// The list names each trigger and its kind; the workflow page shows each in full (a webhook's path, a schedule).
+const triggerText = (triggers) => triggers.map((t) => (t.type === "manual" ? t.name : `${t.name} (${t.type})`))
   .join(", ");
 
 async function workflowsPage() {
@@ -457,21 +460,12 @@ async function workflowsPage() {
     h("td", {}, w.steps))))));
 }
 
-async function workflowPage() {
-  const w = await getJson(`/api/workflows/${encodeURIComponent(SUBJECT)}`);
-  fill(main, h("h1", {}, `Workflow ${w.name} `, badge(w.ready.status)),
-    facts([["Ready", `${w.ready.reason || ""} ${w.ready.message || ""}`], ["Triggers", triggerText(w.triggers)],
-      ["Next schedule", w.nextScheduleTime], ["Runs", h("a", { href: link("/runs", { workflow: w.name }) },
-        "live list")]]),
-    w.validationErrors.length ? [h("h2", {}, "Validation errors"), asJson(w.validationErrors)] : null,
-    h("h2", {}, "Definition"), h("pre", { id: "definition" }, w.yaml),
-    h("h2", {}, "Runs"), runsTable(w.runs));
-}
-
 const PAGES = { runs: runsPage, run: runPage, approvals: approvalsPage, workflows: workflowsPage,
-  workflow: workflowPage, history: historyPage, archived: archivedRunPage };
+  workflow: workflowShowPage, history: historyPage, archived: archivedRunPage, start: startPage,
+  allruns: allRunsPage };
 
 signOutButton();
+namespaceSwitcher();
 Promise.resolve(PAGES[document.body.dataset.page]()).catch((error) => {
   fill(main, h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
 });
