@@ -3,7 +3,8 @@
 A `ControlPlane` owns a state directory (certificates, tokens, kubeconfigs, etcd
 data, one log file per component) and three child processes on free loopback
 ports. It serves HTTPS with a CA of its own, authenticates people and components
-with static tokens generated per start, authorises with RBAC (and the Node
+with static tokens generated per start (and ID tokens of the tests' OpenID Connect
+provider, towline_dev.idp), authorises with RBAC (and the Node
 authorizer), and signs ServiceAccount tokens. It has no kubelet and no scheduler
 of its own: `towline_dev.node` runs a real node (with kube-scheduler) next to it,
 for which the API server serves on the node's address instead of loopback.
@@ -37,6 +38,7 @@ import yaml
 
 from towline_dev.binaries import BinarySet
 from towline_dev.certs import FRONT_PROXY_CLIENT, ControlPlaneCerts, generate_certs
+from towline_dev.idp import issuer
 from towline_dev.kubeconfig import (
     CONTROLLER_MANAGER,
     PEOPLE,
@@ -133,6 +135,11 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """Contexts for the people (admin, alice, bob, carol); admin is current."""
         return self.state_dir / "kubeconfig"
+
+    @property
+    def authentication_config(self) -> Path:
+        """The API server's structured authentication configuration: the tests' OpenID Connect issuer."""
+        return self.state_dir / "authentication.yaml"
 
     @property
     def ca_cert(self) -> Path:
@@ -332,6 +339,8 @@ class ControlPlane:
 
         kubeconfig(self.kubeconfig, tuple(user.name for user in PEOPLE))
         kubeconfig(self.state_dir / "controller-manager.kubeconfig", (CONTROLLER_MANAGER.name,))
+        # The provider's serving certificate is signed by this plane's CA when it starts (towline_dev.idp.provider).
+        self.authentication_config.write_text(yaml.safe_dump(issuer.authentication_config(ca_pem.decode("ascii"))))
 
     def _start(self, component: str, argv: list[str]) -> None:
         self._argv[component] = argv
@@ -366,6 +375,8 @@ class ControlPlane:
             f"--tls-private-key-file={certs.serving_key}",
             f"--client-ca-file={certs.ca_cert}",
             f"--token-auth-file={self.state_dir / 'tokens.csv'}",
+            # The tests' OpenID Connect provider (towline_dev.idp): its ID tokens for the web view's client.
+            f"--authentication-config={self.authentication_config}",
             "--authorization-mode=Node,RBAC",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={certs.service_account_public_key}",

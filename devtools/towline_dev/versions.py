@@ -49,6 +49,10 @@ PROMETHEUS_VERSION = "v0.316.0"
 """github.com/prometheus/prometheus at Prometheus 3.16.0 (its Go module versions are v0.3XX.Y for v3.XX.Y):
 `promtool check rules` and `promtool test rules` over the chart's alerts (towline_dev.promtool)."""
 
+HYDRA_VERSION = "v2.3.0"
+"""github.com/ory/hydra/v2: the OpenID Connect provider the tests sign people in with (towline_dev.idp), built
+with its SQLite store (cgo) and run in memory; the test control plane's API server trusts it."""
+
 CLI_UTILS_VERSION = "v0.37.2"
 """sigs.k8s.io/cli-utils: its kstatus package, which Flux, kpt and Config Sync read object health with;
 a small command over it (towline_dev/kstatus.go) shows what they make of a WorkflowRun (towline_dev.kstatus)."""
