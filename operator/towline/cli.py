@@ -1,5 +1,5 @@
-"""The `towline` command: the operator, the webhook ingress, the archive, the connectors catalogue and the
-editor schema."""
+"""The `towline` command: the operator, the webhook ingress, the archive, the in-cluster web view, the connectors
+catalogue and the editor schema."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     archive.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
     archive.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("TOWLINE_LOG_FORMAT", "text"))
 
+    add_ui_parser(commands)
+
     schema = commands.add_parser(
         "editor-schema", help="write the JSON Schema editors check Workflow files with (yaml-language-server)")
     schema.add_argument("--out", type=Path, required=True, metavar="FILE", help="write the schema to FILE")
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_archive_command(parsed)
     if parsed.command == "editor-schema":
         return write_editor_schema(parsed.out, parsed.step_type)
+    if parsed.command == "ui":
+        return run_web_view(parsed)
     return run_ingress(parsed)
 
 
@@ -169,6 +173,49 @@ def write_editor_schema(out: Path, step_type_manifests: list[Path]) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(workflow_schema(step_types=step_type_inputs(documents))), encoding="utf-8")
     print(f"wrote {out}")
+    return 0
+
+
+def add_ui_parser(commands: Any) -> None:
+    ui = commands.add_parser("ui", help="serve the web view in the cluster, behind OpenID Connect sign-in (ui.enabled)")
+    ui.add_argument("--url", required=True, help="where people open the view (ui.url), an https:// origin")
+    ui.add_argument("--issuer", required=True, help="the OpenID Connect issuer the API server trusts too")
+    ui.add_argument("--client-id", required=True)
+    ui.add_argument("--client-secret-file", required=True, help="a file holding the client secret (a mounted Secret)")
+    ui.add_argument("--scopes", default="openid email profile groups", help="space-separated; must include openid")
+    ui.add_argument("--default-namespace", default="default", help="the namespace of / and of a link naming none")
+    ui.add_argument("--api-server", default=None, help="default: https://$KUBERNETES_SERVICE_HOST:$..._PORT")
+    ui.add_argument("--api-ca-file", default=None, help="the API server's CA (default: the mounted kube-root-ca.crt)")
+    ui.add_argument("--provider-ca-file", default=None, help="a CA bundle for the provider's TLS (default: system)")
+    ui.add_argument("--idle-minutes", type=positive_float, default="30", help="a session ends after this idle time")
+    ui.add_argument("--absolute-hours", type=positive_float, default="8", help="and this long after sign-in")
+    ui.add_argument("--host", default="0.0.0.0")  # noqa: S104 - a pod's port, reached through its Service
+    ui.add_argument("--port", type=port_number, default="8080")
+    ui.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
+    ui.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("TOWLINE_LOG_FORMAT", "text"))
+
+
+def run_web_view(parsed: argparse.Namespace) -> int:
+    """`towline ui`: the in-cluster web view (towline.plugin.ui.serving)."""
+    import asyncio  # noqa: PLC0415 - keep other subcommands fast
+
+    from towline.logs import configure_logging  # noqa: PLC0415
+    from towline.plugin.ui import serving  # noqa: PLC0415
+
+    configure_logging(parsed.log_level, parsed.log_format)
+    try:
+        settings = serving.ServeSettings(
+            url=parsed.url, issuer=parsed.issuer, client_id=parsed.client_id,
+            client_secret=serving.read_secret_file(parsed.client_secret_file), scopes=tuple(parsed.scopes.split()),
+            default_namespace=parsed.default_namespace, api_server=parsed.api_server or serving.in_cluster_api_server(),
+            api_ca_file=parsed.api_ca_file or serving.DEFAULT_API_CA, provider_ca_file=parsed.provider_ca_file,
+            idle_seconds=parsed.idle_minutes * 60, absolute_seconds=parsed.absolute_hours * 3600)
+        serving.check_settings(settings)
+    except serving.SettingsError as error:
+        print(f"towline ui: {error}", file=sys.stderr)
+        return 2
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(serving.serve(settings, parsed.host, parsed.port))
     return 0
 
 
