@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +24,11 @@ LAUNCH_URL = re.compile(r"(http://127\.0\.0\.1:\d+)/login\?code=([A-Za-z0-9_-]+)
 
 
 @contextmanager
-def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 1000) -> Iterator[Any]:
-    """A selenium WebDriver on Debian's headless Chromium; quit on exit."""
+def headless_chromium(
+    progress: Progress, *, width: int = 1500, height: int = 1000, arguments: Sequence[str] = ()
+) -> Iterator[Any]:
+    """A selenium WebDriver on Debian's headless Chromium; quit on exit. `arguments`: more command-line flags
+    (the test identity provider's `chromium_arguments()`, which make it trust the provider's certificate)."""
     ensure_debian_packages(BROWSER_TEST_PACKAGES, progress, purpose="the web view's browser tests")
     from selenium import webdriver  # noqa: PLC0415 - only the browser tests need selenium
     from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
@@ -33,7 +36,7 @@ def headless_chromium(progress: Progress, *, width: int = 1500, height: int = 10
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+                 f"--window-size={width},{height}", "--no-first-run", "--disable-extensions", *arguments):
         options.add_argument(flag)
     service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
     driver = webdriver.Chrome(options=options, service=service)

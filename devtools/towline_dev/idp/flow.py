@@ -79,6 +79,32 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, challenge
 
 
+@dataclass(frozen=True)
+class Authorization:
+    """One authorization request: where to send the browser, and what the callback must match."""
+
+    url: str
+    state: str
+    verifier: str
+    redirect_uri: str
+
+
+def authorization_request(
+    provider: IdentityProvider, client: OAuthClient, *, scope: str = "openid profile groups",
+    redirect_uri: str | None = None,
+) -> Authorization:
+    """The authorization request (code flow, PKCE S256, a fresh state and nonce) for `client` at `provider`."""
+    verifier, challenge = pkce_pair()
+    state = secrets.token_urlsafe(16)
+    redirect = redirect_uri or client.redirect_uris[0]
+    url = f"{provider.issuer}/oauth2/auth?" + urllib.parse.urlencode({
+        "response_type": "code", "client_id": client.client_id, "redirect_uri": redirect, "scope": scope,
+        "state": state, "nonce": secrets.token_urlsafe(16), "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    })
+    return Authorization(url, state, verifier, redirect)
+
+
 def sign_in(
     provider: IdentityProvider, client: OAuthClient, name: str, password: str | None = None, *,
     scope: str = "openid profile groups", max_hops: int = 12,
@@ -87,26 +113,19 @@ def sign_in(
 
     Raises SignInRefused when no code comes back (a wrong password: the form again, with 401)."""
     context = ssl.create_default_context(cafile=str(provider.ca_bundle))
-    jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(
-        urllib.request.HTTPSHandler(context=context), urllib.request.HTTPCookieProcessor(jar), _NoRedirects()
+        urllib.request.HTTPSHandler(context=context), urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
+        _NoRedirects(),
     )
-    verifier, challenge = pkce_pair()
-    state = secrets.token_urlsafe(16)
-    redirect_uri = client.redirect_uris[0]
-    url = f"{provider.issuer}/oauth2/auth?" + urllib.parse.urlencode({
-        "response_type": "code", "client_id": client.client_id, "redirect_uri": redirect_uri, "scope": scope,
-        "state": state, "nonce": secrets.token_urlsafe(16), "code_challenge": challenge,
-        "code_challenge_method": "S256",
-    })
-    data: bytes | None = None
+    authorization = authorization_request(provider, client, scope=scope)
+    url, data = authorization.url, None
     for _ in range(max_hops):
         status, headers, page = _open(opener, url, data)
         data = None
         if status in {301, 302, 303, 307}:
             url = urllib.parse.urljoin(url, headers["Location"])
-            if url.startswith(redirect_uri):
-                return _redeem(provider, client, context, url, state, verifier, redirect_uri)
+            if url.startswith(authorization.redirect_uri):
+                return redeem(provider, client, authorization, url)
             continue
         form = _Form()
         form.feed(page)
@@ -132,16 +151,14 @@ def _open(opener: urllib.request.OpenerDirector, url: str, data: bytes | None) -
         return answer.code, answer.headers, answer.read().decode(errors="replace")
 
 
-def _redeem(  # noqa: PLR0917 - private, called from one place
-    provider: IdentityProvider, client: OAuthClient, context: ssl.SSLContext, callback: str, state: str,
-    verifier: str, redirect_uri: str,
-) -> Tokens:
+def redeem(provider: IdentityProvider, client: OAuthClient, authorization: Authorization, callback: str) -> Tokens:
+    """The tokens for the code the provider sent the browser back to `callback` with (the client's part)."""
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(callback).query)
-    if query.get("state") != [state] or "code" not in query:
+    if query.get("state") != [authorization.state] or "code" not in query:
         raise SignInRefused(f"the provider came back without a code for this sign-in: {callback}", 0, "")
     body = urllib.parse.urlencode({
-        "grant_type": "authorization_code", "code": query["code"][0], "redirect_uri": redirect_uri,
-        "code_verifier": verifier,
+        "grant_type": "authorization_code", "code": query["code"][0], "redirect_uri": authorization.redirect_uri,
+        "code_verifier": authorization.verifier,
     }).encode()
     basic = base64.b64encode(
         f"{urllib.parse.quote(client.client_id)}:{urllib.parse.quote(client.client_secret)}".encode()
@@ -151,7 +168,8 @@ def _redeem(  # noqa: PLR0917 - private, called from one place
         "Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded",
     })
     try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:  # noqa: S310
+        trusted = ssl.create_default_context(cafile=str(provider.ca_bundle))
+        with urllib.request.urlopen(request, context=trusted, timeout=30) as response:  # noqa: S310
             answer = json.loads(response.read())
     except urllib.error.HTTPError as refused:
         raise SignInRefused(f"the token endpoint refused the code ({refused.code})", refused.code,

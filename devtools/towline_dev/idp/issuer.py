@@ -22,6 +22,9 @@ ISSUER_URL = f"https://{ISSUER_ADDRESS}"
 LOGIN_APP_PORT = 8443
 LOGIN_APP_URL = f"https://{ISSUER_ADDRESS}:{LOGIN_APP_PORT}"
 """The login and consent app Hydra sends the browser to (towline_dev.idp.loginapp)."""
+TEST_REDIRECT_URI = f"{LOGIN_APP_URL}/callback"
+"""A redirect URI for tests that redeem the code themselves: the login app answers it with a plain page (never
+showing the code), so a browser sent there lands somewhere real."""
 WEB_VIEW_CLIENT_ID = "towline-web"
 """The web view's OAuth2 client id: the audience the API server accepts, and no other."""
 USERNAME_PREFIX = "oidc:"

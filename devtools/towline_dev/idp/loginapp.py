@@ -7,7 +7,8 @@
   and sends the browser back to Hydra; a wrong one gets the form again with 401 and accepts nothing;
 - `GET /consent?consent_challenge=...`: grants what the client asked for, with the person's `groups` and
   `preferred_username` in the ID token, and sends the browser back to Hydra (test people consent to everything);
-- `GET /error`: Hydra's error page, its error shown as text.
+- `GET /error`: Hydra's error page, its error shown as text;
+- `GET /callback`: a plain page for `TEST_REDIRECT_URI` (the code stays in the address, never in the page).
 
 It reaches Hydra's admin API only through the provider's Unix socket (towline_dev.idp.provider).
 """
@@ -109,6 +110,12 @@ async def error(request: web.Request) -> web.Response:
     return web.Response(status=400, text=what)
 
 
+async def callback(request: web.Request) -> web.Response:
+    del request
+    return web.Response(text="<!doctype html><title>Signed in</title><p id=signed-in>Signed in.</p>",
+                        content_type="text/html")
+
+
 async def healthz(request: web.Request) -> web.Response:
     del request
     return web.Response(text="ok")
@@ -135,6 +142,7 @@ def build_app(state_dir: Path) -> web.Application:
     app.router.add_post("/login", submit_login)
     app.router.add_get("/consent", consent)
     app.router.add_get("/error", error)
+    app.router.add_get("/callback", callback)
     app.router.add_get("/healthz", healthz)
     return app
 

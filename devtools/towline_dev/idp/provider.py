@@ -107,7 +107,8 @@ class IdentityProvider:
 
     @property
     def logs_dir(self) -> Path:
-        return self.state_dir / "logs"
+        """Under the plane's logs, so a failed test keeps them with the control plane's."""
+        return self.plane_state_dir / "logs" / "idp"
 
     def password(self, name: str) -> str:
         """The password of test person `name` for this start."""
@@ -149,7 +150,8 @@ class IdentityProvider:
         hydra = self._hydra or find_hydra()
         self.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
-        self.logs_dir.mkdir(parents=True)
+        self.state_dir.mkdir(parents=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)
         self._network.start()
         self._network.add([ISSUER_ADDRESS])
