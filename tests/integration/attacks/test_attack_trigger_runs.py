@@ -20,7 +20,7 @@ from tests.integration.support import bind_role, get, list_objects, step_status,
 
 from towline.engine import job_name
 from towline_dev.controlplane import ControlPlane
-from towline_dev.install import OperatorProcess
+from towline_dev.install import OPERATOR_USER, OperatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
@@ -157,3 +157,60 @@ def test_runs_whose_names_differ_only_in_dots_get_their_own_jobs(
     assert outputs == {"team.deploy": "dotted", "team-deploy": "dashed"}
     assert job_name("team.deploy", "deploy", 1) != job_name("team-deploy", "deploy", 1)
     assert len(list_objects(cluster, "jobs", ns)) == 2
+
+
+AS_OPERATOR = (f"--as={OPERATOR_USER}", "--as-group=system:serviceaccounts", "--as-group=system:authenticated")
+"""kubectl arguments (for admin) that act as the operator: a trusted trigger-run creator."""
+
+
+def child_manifest(
+    namespace: str, name: str, parent: dict[str, Any], *, owner: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A child run of `echo` whose trigger names `parent` (a run's metadata) and whose controller is `owner`."""
+    manifest = run_manifest(namespace, "echo", name, "carol", trigger={
+        "type": "parent",
+        "parent": {"run": parent["name"], "uid": parent["uid"], "step": "deploy", "chain": ["echo"]},
+    })
+    if owner is not None:
+        manifest["metadata"]["ownerReferences"] = [{
+            "apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun", "name": owner["name"], "uid": owner["uid"],
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+    return manifest
+
+
+def test_a_child_run_must_be_controlled_by_the_run_its_trigger_names_even_for_the_operator(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str
+) -> None:
+    """Policy towline-trigger-runs: a `parent` run claims a parent only as that parent's controlled child.
+
+    Even the operator's identity (a trusted trigger-run creator) cannot make a run that names one run as its
+    parent while nothing, or another run, controls it: the claim (which the operator reads to hand outputs to
+    the parent) and the owner (which the garbage collector and the cancel/retry paths follow) are one. Carol
+    cannot make a `parent` run at all. Each create is a server-side dry run (admission runs in full; nothing stays).
+    """
+    cluster, ns = towline_installed, team_namespace
+    install(cluster, echo_workflow(ns))
+    runs = {}
+    for name in ("parent-run", "other-run"):
+        assert create_as(cluster, "carol", run_manifest(ns, "echo", name, "carol")).returncode == 0
+        made = get(cluster, RUNS, name, ns)
+        assert made is not None, name
+        runs[name] = made["metadata"]
+    parent, other = runs["parent-run"], runs["other-run"]
+
+    def as_operator(manifest: dict[str, Any]) -> Any:
+        return create_as(cluster, "admin", manifest, "--dry-run=server", *AS_OPERATOR)
+
+    claim = "must be controlled by the WorkflowRun spec.trigger.parent names"
+    forged_uid = {**parent, "uid": other["uid"]}
+    for case, owner in (("unowned", None), ("owned-by-another", other), ("owner-uid-forged", forged_uid)):
+        message = refused(as_operator(child_manifest(ns, f"child-{case}", parent, owner=owner)))
+        assert claim in " ".join(message.split()), f"{case}: {message}"
+
+    admitted = as_operator(child_manifest(ns, "child-of-parent", parent, owner=parent))
+    assert admitted.returncode == 0, admitted.stderr
+
+    refused(create_as(cluster, "carol", child_manifest(ns, "child-by-carol", parent, owner=parent)),
+            "spec.trigger.type parent runs are started by Towline's operator for a subflow step of their parent run")
+    assert get(cluster, RUNS, "child-of-parent", ns) is None
