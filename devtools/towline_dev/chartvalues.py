@@ -65,6 +65,8 @@ def schema_at(path: str, root: dict[str, Any]) -> dict[str, Any] | None:
             node = resolve(node["properties"][part], root)
         elif isinstance(node.get("additionalProperties"), dict):
             node = resolve(node["additionalProperties"], root)
+            if node.get("type") not in ("object", "array"):
+                return node  # a map of plain values: the rest is its key's own dots (sidecar.istio.io/inject)
         elif node.get("type") == "object" and "additionalProperties" not in node and "properties" not in node:
             return {}  # a free-form map: any key, any value
         else:

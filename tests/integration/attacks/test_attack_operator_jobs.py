@@ -147,6 +147,8 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "host-network": (lambda j: _pod(j).update(hostNetwork=True), HOST),
     "host-pid": (lambda j: _pod(j).update(hostPID=True), HOST),
     "pinned-to-a-node": (lambda j: _pod(j).update(nodeName="control-plane-1"), HOST),
+    # Only stepPods.priorityClassName (none in the tests' chart): another class would preempt the cluster's pods.
+    "a-priority-class-that-preempts": (lambda j: _pod(j).update(priorityClassName="system-node-critical"), HOST),
     "privilege-escalation": (lambda j: _container(j)["securityContext"].update(allowPrivilegeEscalation=True),
                              RESTRICTED),
     "added-capability": (lambda j: _container(j)["securityContext"].update(

@@ -31,7 +31,7 @@ FREE_FORM = {
     "tests.podAnnotations", "tests.nodeSelector", "tests.affinity",
     "tests.resources.requests", "tests.resources.limits",
     "tests.topologySpreadConstraints[].labelSelector",
-    "stepPods.nodeSelector",
+    "stepPods.nodeSelector", "stepPods.affinity", "stepPods.labels", "stepPods.annotations",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
     "serviceMonitor.labels", "prometheusRule.labels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
 }
