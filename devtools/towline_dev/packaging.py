@@ -8,6 +8,8 @@ dist/ is emptied, then holds for VERSION:
   `towline_dev.images` builds (the same manifests the tests run, so the same digests), their
   archives naming `<image.repository>:VERSION` and `<image.repository>-runner:VERSION`;
 - the wheel and sdist of the `towline` distribution at VERSION (the `kubectl-towline` plugin);
+- the wheel and sdist of the `towline-step` distribution at VERSION (stepkit/: the step kit alone, what
+  a step type's image installs);
 - `workflow.schema.json`: the JSON Schema editors check Workflow YAML with (schemas/ in the checkout,
   which must be what the models generate: a stale one is refused);
 - `images.txt` (each image's reference and manifest digest) and `SHA256SUMS` of every file.
@@ -52,6 +54,8 @@ CHART = Path("charts") / "towline"
 CHART_NAME = "towline"
 PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors", "stepkit")
 """What the wheel and the sdist are built from: pyproject.toml, its readme and its package directories."""
+STEP_KIT = "stepkit"
+"""The `towline-step` distribution's directory: its own pyproject.toml, readme and the `towline_step` package."""
 EDITOR_SCHEMA = Path("schemas") / "workflow.schema.json"
 """The editor schema in the checkout; the release publishes it under its own name."""
 RUNNER_ENV = "TOWLINE_RUNNER_IMAGE"
@@ -289,13 +293,17 @@ def retag_archive(source: Path, target: Path, reference: str) -> str:
     return digest
 
 
-def python_source_files(root: Path) -> list[str]:
-    """The checkout's files the Python distribution is built from (caches and build debris excluded)."""
+def python_source_files(root: Path, project: str = ".") -> list[str]:
+    """The checkout's files a Python distribution is built from (caches and build debris excluded): the
+    operator's (`project` "."), or the step kit's (`project` STEP_KIT, its directory)."""
+    if project != ".":
+        return [name for name in context_files(root) if name.startswith(f"{project}/")]
     return [name for name in context_files(root) if name.split("/", 1)[0] in PYTHON_SOURCES]
 
 
-def build_python(root: Path, version: str, out: Path) -> list[Path]:
-    """The sdist, and the wheel built from it (so a file the sdist lacks fails here), at `version`.
+def build_python(root: Path, version: str, out: Path, project: str = ".") -> list[Path]:
+    """The sdist, and the wheel built from it (so a file the sdist lacks fails here), at `version`, of the
+    distribution whose pyproject.toml is in `project` (the operator's, or STEP_KIT).
 
     From a copy whose pyproject.toml says `version`; the build backend's own tools (setuptools,
     wheel) at the versions images/constraints.txt pins, as in the images.
@@ -303,8 +311,9 @@ def build_python(root: Path, version: str, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
     with tempfile.TemporaryDirectory(prefix="towline-python-") as scratch:
-        source = Path(scratch) / "towline"
-        stage_files(root, python_source_files(root), source)
+        staged = Path(scratch) / "towline"
+        stage_files(root, python_source_files(root, project), staged)
+        source = staged / project
         pyproject = source / "pyproject.toml"
         pyproject.write_text(pyproject_with_version(pyproject.read_text(), version))
         env = {**os.environ, "PIP_CONSTRAINT": str(root / "images" / "constraints.txt")}
@@ -347,6 +356,8 @@ def build_release(version: str, dist: Path, progress: Progress) -> Release:
                                                      image.reference)
         progress(f"python: sdist and wheel at {version} (python -m build)")
         build_python(REPO_ROOT, version, staging)
+        progress(f"python: the step kit's sdist and wheel (towline-step, {STEP_KIT}/) at {version}")
+        build_python(REPO_ROOT, version, staging, STEP_KIT)
         (staging / "images.txt").write_text(images_text(digests))
         sums = {path.name: file_sha256(path) for path in staging.iterdir() if path.is_file()}
         (staging / "SHA256SUMS").write_text(sha256sums_text(sums))

@@ -17,6 +17,7 @@ from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
 from towline_dev.ocilayout import ANNOTATION_CONTAINERD_NAME, ANNOTATION_REF_NAME, read_archive, write_archive
 from towline_dev.packaging import (
     EDITOR_SCHEMA,
+    STEP_KIT,
     PackagingFailed,
     changelog_heading,
     changelog_problem,
@@ -132,6 +133,13 @@ def test_the_python_sources_are_the_packages_pyproject_and_readme_without_build_
     assert {"pyproject.toml", "README.md", "operator/towline/plugin/cli.py"} <= set(files)
     assert {name.split("/", 1)[0] for name in files} == {"pyproject.toml", "README.md", "operator", "connectors",
                                                          "stepkit"}
+    assert not [name for name in files if "egg-info" in name or "__pycache__" in name]
+
+
+def test_the_step_kits_sources_are_its_directory_alone() -> None:
+    files = python_source_files(REPO_ROOT, STEP_KIT)
+    assert {"stepkit/pyproject.toml", "stepkit/README.md", "stepkit/towline_step/protocol.py"} <= set(files)
+    assert all(name.startswith("stepkit/") for name in files), files
     assert not [name for name in files if "egg-info" in name or "__pycache__" in name]
 
 
