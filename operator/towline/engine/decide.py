@@ -47,8 +47,10 @@ from towline_connectors.wire import rfc3339
 from towline_step.protocol import ErrorClass
 
 
-def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog) -> Decision:
-    """The next status of `run`, the actions to carry out before writing it, and when to look again."""
+def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog, *,
+           web_view_url: str | None = None) -> Decision:
+    """The next status of `run`, the actions to carry out before writing it, and when to look again.
+    `web_view_url`: the web view's origin, which approval notifications link to."""
     if now.tzinfo is None:
         raise ValueError("decide needs a timezone-aware `now`")
     if run.status.phase in TERMINAL_RUN_PHASES:
@@ -56,7 +58,7 @@ def decide(run: RunView, observed: Observed, now: datetime, catalog: ActionCatal
     if run.status.workflow_spec is None:
         raise ValueError("status.workflowSpec is not set; call start_run on the run's first reconcile")
     with bounded_schema_work():  # every step type's schema check in this pass, together
-        return _Pass(run, observed, now, catalog).run()
+        return _Pass(run, observed, now, catalog, web_view_url).run()
 
 
 class _Slots:
@@ -67,7 +69,8 @@ class _Slots:
 
 
 class _Pass:
-    def __init__(self, run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog) -> None:
+    def __init__(self, run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog,
+                 web_view_url: str | None = None) -> None:
         assert run.status.workflow_spec is not None
         self.view = run
         self.now = now
@@ -77,7 +80,8 @@ class _Pass:
         self.state = RunState(run.status, self.graph)
         expand_loops(self.state)
         self.bindings = Bindings(run, self.state, self._phase_for_expressions)
-        self.driver = StepDriver(run, observed, now, catalog, state=self.state, bindings=self.bindings)
+        self.driver = StepDriver(run, observed, now, catalog, state=self.state, bindings=self.bindings,
+                                 web_view_url=web_view_url)
         self.gates = Gates(self.driver)
         self.subflows = Subflows(self.driver)
         self.slots = _Slots(0)

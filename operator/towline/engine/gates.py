@@ -177,6 +177,7 @@ class Gates:
             message_from_inputs=gate is not None and gate.approval is not None and is_template(gate.approval.message),
             expires_at=entry.expires_at, decision=decision, decided_by=entry.decided_by,
             reason=observation.reason if observation is not None and decision is not None else None,
+            web_view_url=self.driver.web_view_url,
         )
 
     # --- the policy's gate ----------------------------------------------------------------

@@ -55,6 +55,15 @@ class GateFacts:
     reason: str | None = None
     message_from_inputs: bool = False
     """The gate's message binds run values: whoever started the run wrote part of it."""
+    web_view_url: str | None = None
+    """The web view's origin (the chart's ui.url): the message links to the approval's page there."""
+
+    @property
+    def link(self) -> str | None:
+        """The approval's page in the web view (a stable deep link; sign-in returns to it), if there is a view."""
+        if self.web_view_url is None:
+            return None
+        return f"{self.web_view_url}/ns/{self.namespace}/approvals/{self.approval}"
 
 
 def gate_events(entry: StepStatus) -> list[Event]:
@@ -176,9 +185,10 @@ def message_text(facts: GateFacts, event: Event) -> str:
             asked = (" The gate asks, quoting the run's inputs (not written by the Workflow's author): "
                      f'"{facts.message}".')
 
+        decide = f"Decide at {facts.link} or approve with" if facts.link else "Approve with"
         return (
             f"Approval {facts.approval} requested for {where}.{asked} Approvers: {approvers_text(facts.approvers)}. "
-            f"Expires at {expiry}. Approve with: {approve_command(facts)} "
+            f"Expires at {expiry}. {decide}: {approve_command(facts)} "
             f"(reject: kubectl towline -n {facts.namespace} reject {facts.approval}), or: {patch_command(facts)}"
         )
     if event == "decided":
@@ -201,6 +211,8 @@ def message_document(facts: GateFacts, event: Event) -> dict[str, Any]:
         "expiresAt": rfc3339(facts.expires_at, timespec="seconds") if facts.expires_at else None,
         "approveCommand": approve_command(facts),
     }
+    if facts.link:
+        document["url"] = facts.link
     if event == "opened":
         document.update({"message": facts.message, "messageFromInputs": facts.message_from_inputs})
     if event == "decided":

@@ -64,9 +64,11 @@ class StepDriver:
 
     def __init__(
         self, run: RunView, observed: Observed, now: datetime, catalog: ActionCatalog, *,
-        state: RunState, bindings: Bindings,
+        state: RunState, bindings: Bindings, web_view_url: str | None = None,
     ) -> None:
         self.run = run
+        self.web_view_url = web_view_url
+        """The web view's origin, which approval notifications link to (None: they carry commands only)."""
         self.observed = observed
         self.now = now
         self.catalog = catalog

@@ -158,3 +158,5 @@ class RunDeps:
     finished: Callable[[JSON], Awaitable[None]]
     """The pass that finished the run (its body with the final status) wrote it; its Workflow's pass trims the
     history."""
+    web_view_url: str | None = None
+    """The in-cluster web view's origin (ui.url): approval notifications link to the gate's page there."""

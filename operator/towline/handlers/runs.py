@@ -117,7 +117,8 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
     else:
         observed = await deps.children.observe(namespace, name, meta["uid"], status)
         observed = await with_child_runs(deps, observed, view, status)
-        decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status))
+        decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status),
+                          web_view_url=deps.web_view_url)
     clear_reconcile_failure(decision.status, now)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
     written = kstatus_fields(decision.status, generation, now)

@@ -189,6 +189,8 @@ class OperatorConfig:
     archive_max_runs_awaiting: int = DEFAULT_MAX_RUNS_AWAITING_ARCHIVE
     """While the archive is on: at this many ended runs of a namespace not yet archived, no new run starts there
     (0: no limit; the chart's archive.maxRunsAwaiting)."""
+    web_view_url: str | None = None
+    """TOWLINE_UI_URL (the chart's ui.url): approval notifications link to the gate's page there."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -232,4 +234,16 @@ class OperatorConfig:
             code_steps=code_step_policy(env),
             archive=archive_enabled(env),
             archive_max_runs_awaiting=archive_max_runs_awaiting(env),
+            web_view_url=web_view_url(env),
         )
+
+
+def web_view_url(env: Mapping[str, str]) -> str | None:
+    """TOWLINE_UI_URL: an http(s) origin, or empty for none (notifications then carry the kubectl commands only)."""
+    url = env.get("TOWLINE_UI_URL", "").strip().rstrip("/")
+    if not url:
+        return None
+    if not url.startswith(("https://", "http://")) or "/" in url.split("://", 1)[1] or "?" in url or "#" in url:
+        raise ValueError(f"TOWLINE_UI_URL={url!r} must be the web view's origin, like https://towline.example.com; "
+                         "set ui.url in the chart's values")
+    return url

@@ -106,6 +106,7 @@ class Operator:
             archive=ArchiveHold(finalizer=RUN_ARCHIVE_FINALIZER if archive else None,
                                 max_runs_awaiting=self.config.archive_max_runs_awaiting if archive else 0),
             now=SYSTEM_CLOCK.now, decided=self._decided_run, finished=self.on_run_finished,
+            web_view_url=self.config.web_view_url,
         )
         self.workflow_deps = WorkflowDeps(
             api=self.api, definitions=definitions, runs=self.known, now=self.clock.now, creator=self.identity_user,

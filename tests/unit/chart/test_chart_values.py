@@ -28,6 +28,8 @@ FREE_FORM = {
     "archive.podAnnotations", "archive.nodeSelector", "archive.affinity",
     "archive.resources.requests", "archive.resources.limits",
     "archive.topologySpreadConstraints[].labelSelector",
+    "ui.podAnnotations", "ui.nodeSelector", "ui.affinity", "ui.resources.requests", "ui.resources.limits",
+    "ui.topologySpreadConstraints[].labelSelector", "ui.expose.ingress.annotations",
     "tests.podAnnotations", "tests.nodeSelector", "tests.affinity",
     "tests.resources.requests", "tests.resources.limits",
     "tests.topologySpreadConstraints[].labelSelector",

@@ -96,6 +96,8 @@ class Sim:
         assert not isinstance(started, list), started
         snapshot, params = started
         self.status = WorkflowRunStatus(workflow_spec=snapshot, params=params)
+        self.web_view_url: str | None = None
+        """The web view's origin decide() links approval notifications to."""
         self.resume_token: str | None = None
         self.jobs: dict[tuple[str, int], JobObservation] = {}
         self.approvals: dict[str, ApprovalObservation] = {}
@@ -116,7 +118,8 @@ class Sim:
         )
 
     def reconcile(self, *, persist: bool = True) -> Decision:
-        decision = decide(self.view(), self.observed(), self.now, self.catalog)
+        decision = decide(self.view(), self.observed(), self.now, self.catalog,
+                          web_view_url=self.web_view_url)
         for item in decision.actions:
             self.apply(item)
         if persist:

@@ -97,6 +97,23 @@ def test_the_opened_message_names_run_step_approvers_expiry_and_the_command() ->
         assert part in text, part
 
 
+def test_with_a_web_view_the_opened_message_links_to_the_approval_page_and_keeps_the_commands() -> None:
+    sim = gated_run(SLACK, HOOK)
+    sim.web_view_url = "https://towline.example.com"
+    sim.reconcile()
+    slack, hook = notifications(sim)
+    link = "https://towline.example.com/ns/sales-ops/approvals/renewal-watch-1-review"
+    assert f"Decide at {link} or approve with: kubectl towline -n sales-ops approve" in slack.inputs["text"]
+    assert hook.inputs["payload"]["url"] == link
+
+
+def test_without_a_web_view_the_message_carries_commands_only() -> None:
+    sim = gated_run(HOOK)
+    sim.reconcile()
+    payload = notifications(sim)[0].inputs["payload"]
+    assert "url" not in payload and "Decide at" not in payload["text"]
+
+
 def test_credentials_are_secret_names_and_the_hosts_come_from_the_workflow() -> None:
     sim = gated_run({**HOOK, "allowHosts": ["hooks.example.com"]})
     sim.reconcile()

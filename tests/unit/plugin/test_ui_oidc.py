@@ -105,7 +105,7 @@ def test_a_token_naming_an_unknown_key_asks_for_the_keys_again() -> None:
 def test_discovery_must_name_the_configured_issuer_exactly() -> None:
     document = {"issuer": ISSUER + "/", "authorization_endpoint": f"{ISSUER}/auth",
                 "token_endpoint": f"{ISSUER}/token", "jwks_uri": f"{ISSUER}/jwks"}
-    with pytest.raises(SignInError, match="set ui.oidc.issuer to exactly"):
+    with pytest.raises(SignInError, match=r"set ui\.oidc\.issuer to exactly"):
         endpoints_from(document, ISSUER)
     assert endpoints_from({**document, "issuer": ISSUER}, ISSUER).token == f"{ISSUER}/token"
 
@@ -125,4 +125,5 @@ def test_the_authorization_request_carries_pkce_s256_state_and_nonce() -> None:
     assert "state=st" in url and "nonce=nn" in url and "code_challenge_method=S256" in url
     assert f"code_challenge={code_challenge('v' * 64)}" in url and "v" * 64 not in url, "the verifier stays here"
     # RFC 7636 appendix B's example.
-    assert code_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk") == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+    verifier, challenge = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+    assert code_challenge(verifier) == challenge
