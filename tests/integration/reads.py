@@ -2,7 +2,7 @@
 
 The waits of the integration tests poll (`support.wait_for`) several times a second. Through
 kubectl every poll was a process (about 50 ms of CPU, plus its discovery requests), and the
-concurrent part spent a seventh of the machine's two cores on them (docs/benchmarks.md, "Where
+concurrent part spent a seventh of the machine's two cores on them (docs/benchmarks-history.md, "Where
 the suite's CPU goes"). Here a poll is a GET on a kept resource path, as the cluster's admin
 (`ControlPlane.api_get`: its bearer token; on an existing cluster `kubectl get --raw`).
 
