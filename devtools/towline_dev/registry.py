@@ -358,6 +358,10 @@ class LocalRegistry:
         """The URIs this registry answered 200 to a containerd (a node pulling) authenticated as `user`."""
         return fetched_by_containerd(self.log_text(), user, methods)
 
+    def fetched_by_helm(self, user: str, methods: tuple[str, ...] = ("GET",)) -> set[str]:
+        """The URIs this registry answered 200 to helm (pulling a chart) authenticated as `user`."""
+        return fetched_by(self.log_text(), user, methods, agent="Helm/")
+
 
 # Distribution logs one "response completed" line per request, its fields sorted by name (logrus), a value
 # holding ':' (a digest in a URI, the user agent) quoted.
@@ -369,11 +373,17 @@ def fetched_by_containerd(log: str, user: str, methods: tuple[str, ...] = ("GET"
 
     The user agent tells the node's pulls from a push tool's reads (crane and skopeo log in as the same user).
     """
+    return fetched_by(log, user, methods, agent="containerd/")
+
+
+def fetched_by(log: str, user: str, methods: tuple[str, ...], *, agent: str) -> set[str]:
+    """The URIs a registry log shows answered 200 to `methods` from a client whose user agent starts with
+    `agent`, authenticated as `user`."""
     fetched = set()
     for line in log.splitlines():
         fields = {key: value.strip('"') for key, value in _FIELD.findall(line)}
         if (fields.get("msg") == "response completed" and fields.get("auth.user.name") == user
-                and fields.get("http.request.useragent", "").startswith("containerd/")
+                and fields.get("http.request.useragent", "").startswith(agent)
                 and fields.get("http.request.method") in methods and fields.get("http.response.status") == "200"):
             fetched.add(fields["http.request.uri"])
     return fetched

@@ -1,5 +1,7 @@
 """An upgrade from the previous chart and operator to this checkout's, with runs in flight, done as
-README.md's "Upgrade" section says: the new chart's CRDs applied server-side, then `helm upgrade`.
+README.md's "Upgrade" section says: the previous chart installed its CRDs from its crds/, which no release
+manages, so `helm upgrade` refuses them naming the two commands that hand them to the release; after those,
+`helm upgrade` upgrades the CRDs with the release (crds.enabled).
 
 The previous release is built from PREVIOUS_COMMIT of this repository (`towline_dev.previous`: its
 chart packaged, its images built and tagged `:prev`, cached by commit) and installed with Helm on
@@ -40,12 +42,23 @@ from tests.integration.support import (
 
 from towline.archive import load_private_key, public_key_pem
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP
+from towline_dev.chartcrds import TEMPLATE_PATH
 from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE
 from towline_dev.node.layout import POD_CIDR, SERVICE_CIDR
 from towline_dev.node.realnode import NodeCluster
 from towline_dev.packaging import package_chart
 from towline_dev.previous import PreviousRelease, ensure_previous_release
-from towline_dev.release import CHART, NAMESPACE, RELEASE, api_server_egress, name_prefix, set_args, wait_rolled_out
+from towline_dev.release import (
+    CHART,
+    CRD_SELECTOR,
+    NAMESPACE,
+    RELEASE,
+    adopt_crds,
+    api_server_egress,
+    name_prefix,
+    set_args,
+    wait_rolled_out,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
@@ -178,6 +191,10 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             assert crds.returncode == 0 and "CustomResourceDefinition" in crds.stdout, crds.stderr
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=helm", "-f", "-",
                             stdin=crds.stdout)
+            # As on a cluster where only that chart ever installed them: no release's ownership on them.
+            cluster.kubectl("annotate", "crd", "-l", CRD_SELECTOR, "meta.helm.sh/release-name-",
+                            "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
+            cluster.kubectl("label", "crd", "-l", CRD_SELECTOR, "app.kubernetes.io/managed-by-")
             cluster.kubectl("create", "namespace", NAMESPACE, check=False)
             cluster.kubectl("label", "namespace", NAMESPACE, "--overwrite",
                             "pod-security.kubernetes.io/enforce=restricted")
@@ -210,16 +227,28 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             assert started_steps == {"fetch"}, running["status"]
 
             # The upgrade, as README.md's "Upgrade" section does it from a release package, with this
-            # checkout's images (their tags were set at the install, so the new ones are set).
+            # checkout's images (their tags were set at the install, so the new ones are set). The CRDs the previous
+            # chart installed belong to no release: the upgrade refuses them, saying how to hand them over.
             started = time.monotonic()
-            crds = on(cluster, "show", "crds", str(new_chart))
-            assert crds.returncode == 0, crds.stderr
-            cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crds.stdout)
             repository, tag = TOWLINE_IMAGE.rsplit(":", 1)
             assert repository == previous_images["image.repository"]
-            upgraded = on(cluster, "upgrade", RELEASE, str(new_chart), "-n", NAMESPACE, "--reset-then-reuse-values",
-                          *set_args({"image.tag": tag, "runner.image": RUNNER_IMAGE}))
+            upgrade = ("upgrade", RELEASE, str(new_chart), "-n", NAMESPACE, "--reset-then-reuse-values",
+                       *set_args({"image.tag": tag, "runner.image": RUNNER_IMAGE}))
+            refused = on(cluster, *upgrade)
+            assert refused.returncode != 0 and "no Helm release manages it" in refused.stderr, refused.stderr
+            assert deployment(cluster)["spec"]["template"]["spec"]["containers"][0]["image"] == \
+                "localhost/towline:prev", "a refused upgrade changed the release"
+            adopt_crds(cluster)  # README's `kubectl label crd ...` and `kubectl annotate crd ...`
+            upgraded = on(cluster, *upgrade)
             assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+            # The release now upgrades the CRDs itself: they are the new chart's, kept on uninstall.
+            rendered = on(cluster, "template", RELEASE, str(new_chart), "--show-only", TEMPLATE_PATH)
+            assert rendered.returncode == 0, rendered.stderr
+            for crd in (d for d in yaml.safe_load_all(rendered.stdout) if d):
+                live = json.loads(cluster.kubectl("get", "crd", crd["metadata"]["name"], "-o", "json").stdout)
+                schemas = [[v["schema"] for v in d["spec"]["versions"]] for d in (live, crd)]
+                assert schemas[0] == schemas[1], crd["metadata"]["name"]
+                assert live["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", live["metadata"]
             wait_rolled_out(cluster)
             wait_for("only the new operator's pods to be left", lambda: all(
                 p["spec"]["containers"][0]["image"] == TOWLINE_IMAGE

@@ -17,6 +17,8 @@ Prepared here, outside the README's text, because it assumes them:
   exactly as `make release` builds them (`towline_dev.releasecache`: built once per content, then reused);
 - skopeo (Debian's package at the version versions.py pins), logged in to the registry (`skopeo login`,
   its auth file in a temporary REGISTRY_AUTH_FILE) and trusting its CA (/etc/containers/certs.d);
+- helm trusting the registry's CA beside the system's (SSL_CERT_FILE, a bundle of both): the README logs
+  helm in (`helm registry login`) and pushes and installs the chart as an OCI artifact;
 - the pinned kubectl and helm on PATH, KUBECONFIG the cluster's admin context, HOME a fresh directory
   (the plugin goes to ~/.local) and ~/.local/bin on PATH, as the README asks;
 - a node that holds no copy of the two images, so every pod pulls them from the registry with the pull
@@ -66,8 +68,10 @@ NOT_RUN = {
                     "archives are copied with skopeo instead (\"From a release\")",
     "helm install towline charts/towline": "the chart directory, for images pulled without credentials; the "
                                            "release package with a private registry is installed instead",
-    "kubectl apply --server-side --force-conflicts -f charts/towline/crds/": "the upgrade from this checkout; "
-                                                                            "the release package's is run",
+    "helm template towline": "Applying the CRDs yourself (crds.enabled=false) instead of the release upgrading "
+                             "them: tests/integration/helm/test_helm_upgrade_crds.py runs it",
+    "kubectl label crd": "handing CRDs applied by hand to a release: test_helm_upgrade_crds.py and the upgrade "
+                         "from the previous release run it",
     "helm install team-a": "Two releases on one cluster: one release per team instead of the walkthrough's one "
                            "for every namespace (beside which, the README says, the install is refused)",
 }
@@ -77,8 +81,11 @@ HELLO = "towline-hello"
 COMMAND_TIMEOUT = 420.0
 """Longer than the README's longest `--timeout` (5m)."""
 CERTS_DIR = Path("/etc/containers/certs.d")
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 CHECKS = {
     "skopeo copy": r"Writing manifest to image destination",
+    "helm push": r"Pushed: \S+/charts/towline:\d+\.\d+\.\d+",
+    "helm registry login": r"Login Succeeded",
     "helm test": r"TEST SUITE:\s+towline-test-operator\s.*Phase:\s+Succeeded",
     "kubectl towline --help": r"(?i)usage: kubectl[- ]towline",
 }
@@ -155,6 +162,9 @@ def walkthrough(
                 "PATH": f"{home}/.local/bin:{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip")}  # this machine's, not a fresh download
         repository = f"{registry.host}/{REGISTRY_PATH}"
+        bundle = work / "ca-bundle.crt"
+        bundle.write_text(Path(SYSTEM_CA_BUNDLE).read_text() + registry.ca_file.read_text())
+        env["SSL_CERT_FILE"] = str(bundle)
         try:
             certs.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(registry.ca_file, certs / "ca.crt")
@@ -277,6 +287,10 @@ def test_the_readme_walkthrough_runs_as_written(walkthrough: Walkthrough) -> Non
     for name in ("towline", "towline-runner"):
         assert any(path.startswith(f"{name}/blobs/sha256:") for path in fetched), (name, sorted(fetched))
     assert "towline/manifests/0.2.0" in fetched, sorted(fetched)
+    # The chart of both the install and the upgrade came from the registry too, as an OCI artifact helm pulled.
+    charts = {uri.removeprefix(prefix) for uri in walk.registry.fetched_by_helm(walk.registry.username)
+              if uri.startswith(prefix)}
+    assert {f"charts/towline/manifests/{version}" for version in VERSIONS} <= charts, sorted(charts)
     assert not (walk.checkout / "hello-webhook.secret").exists()  # the Uninstall section removed it
     left = json.loads(walk.cluster.kubectl("get", "namespace", HELLO, "--ignore-not-found", "-o", "json").stdout
                       or "{}")
