@@ -145,11 +145,11 @@ def test_a_value_without_a_comment_is_found_unless_its_parent_explains_it() -> N
 def test_a_value_the_chart_lacks_fails_naming_the_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text(
         "Set `archive.enabled=false`, `operator.shards`, `ingress.expose.ingress.*`; not `archive.enable`.\n\n"
-        "```console\n$ helm install t charts/towline --set ui.url=x,image.tag=1 \\\n"
+        "```console\n$ helm install t charts/towline --set web.url=x,image.tag=1 \\\n"
         "    --set-json 'networkPolicy.apiServer.ports=[1]' --set-string=stepPods.nodeSelektor.a=b\n```\n\n"
         "<!-- not-applied: chart values (helm install --values), not an object -->\n"
         "```yaml\narchive:\n  persistence: {size: 1Gi, storageClas: fast}\n```\n")
     assert unknown_values([tmp_path / "a.md"], tmp_path) == [
         f"a.md:{line}: {path} is not a chart value (charts/towline/values.schema.json); name one it has, or add it "
-        "to the chart" for line, path in ((1, "archive.enable"), (4, "ui.url"),
+        "to the chart" for line, path in ((1, "archive.enable"), (4, "web.url"),
                                           (4, "stepPods.nodeSelektor.a"), (9, "archive.persistence.storageClas"))]
