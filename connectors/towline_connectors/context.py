@@ -137,6 +137,8 @@ class ActionContext(StepContext):
     connector: Connector | None = None
     clock: Callable[[], float] = time.time
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("towline_connectors"))
+    traceparent: str | None = None
+    """The attempt's W3C traceparent while the operator exports traces: outbound calls may carry it."""
 
     def secret(self, ref: CredentialRef) -> str:
         return self.credentials.get(ref)

@@ -13,7 +13,7 @@ import re
 import urllib.parse
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
@@ -86,6 +86,10 @@ class HttpRequestInput(InputModel):
     follow_redirects: bool = True
     max_redirects: int = Field(default=5, ge=0, le=20)
     accept_statuses: list[int] = Field(default_factory=list, description="Error statuses to treat as success.")
+    trace_context: StrictBool = Field(
+        default=True, description="Send the attempt's W3C `traceparent` header while the operator exports traces; "
+        "false keeps the run's trace ids from this host.",
+    )
     response_headers: list[str] = Field(default_factory=lambda: ["content-type", "location", "etag"])
     response_format: Literal["auto", "json", "text", "base64"] = "auto"
     select: str | None = Field(
@@ -192,6 +196,8 @@ async def run_http_request(inputs: HttpRequestInput, ctx: ActionContext) -> Acti
     sensitive = apply_auth(inputs.auth, headers, ctx)
     if mutating and "idempotency-key" not in lower_names:
         headers["Idempotency-Key"] = ctx.idempotency_key
+    if inputs.trace_context and ctx.traceparent and "traceparent" not in lower_names:
+        headers["traceparent"] = ctx.traceparent
     url = parse_url(inputs.url)
     if inputs.query:  # merging re-encodes the query string, so only when there is something to add
         url = url.copy_merge_params({k: _query_value(v) for k, v in inputs.query.items()})

@@ -89,6 +89,8 @@ from towline_step.protocol import (
     IDEMPOTENCY_KEY_ENV,
     RESULT_LIMIT_BYTES,
     RESULT_PATH_ENV,
+    TRACEPARENT_ENV,
+    parse_traceparent,
 )
 
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
@@ -140,6 +142,8 @@ class StepConfig:
     namespace: str = ""
     credential_keys: Mapping[str, list[str]] = field(default_factory=dict)
     """alias -> the keys the step reads (names only), from TOWLINE_CREDENTIAL_KEYS."""
+    traceparent: str | None = None
+    """The attempt's span (TRACEPARENT, well formed), which http.request and webhook.send pass on; None: untraced."""
 
 
 def _usage_error(message: str) -> ActionError:
@@ -182,8 +186,9 @@ def read_config(environ: Mapping[str, str], actions: Mapping[str, ActionSpec], n
     probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
     probe = ProbeTarget.parse(probe_text) if probe_text else None
     secrets = credential_secrets(environ)
+    trace = parse_traceparent(environ.get(TRACEPARENT_ENV, "").strip())
     return StepConfig(spec, inputs, key, deadline, network, probe, secrets, environ.get(NAMESPACE_ENV, "").strip(),
-                      credential_keys(environ))
+                      credential_keys(environ), traceparent=trace.header() if trace is not None else None)
 
 
 def _within_deadline_at(text: str, deadline: float, now: float) -> float:
@@ -382,6 +387,7 @@ def _prepare_and_execute(
             connector=seams.connector,
             clock=seams.clock,
             log=logger,
+            traceparent=config.traceparent,
         )
     except (OSError, ssl.SSLError) as exc:
         logger.error("could not prepare the step: %s", exc)

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
@@ -65,6 +65,10 @@ class WebhookInput(InputModel):
     secret: CredentialRef = Field(default=DEFAULT_SECRET, description="whsec_/whsk_ signing secret(s).")
     headers: dict[str, str] = Field(default_factory=dict, description="Extra headers; not the signed ones.")
     timeout_seconds: float = Field(default=30.0, gt=0, le=300)
+    trace_context: StrictBool = Field(
+        default=True, description="Send the attempt's W3C `traceparent` header while the operator exports traces; "
+        "false keeps the run's trace ids from this receiver.",
+    )
 
     @field_validator("headers")
     @classmethod
@@ -136,6 +140,8 @@ async def run_webhook(inputs: WebhookInput, ctx: ActionContext) -> ActionResult:
         "webhook-signature": sign(ctx.secret(inputs.secret), msg_id, timestamp, body),
         "Idempotency-Key": ctx.idempotency_key,
     }
+    if inputs.trace_context and ctx.traceparent and "traceparent" not in {name.lower() for name in headers}:
+        headers["traceparent"] = ctx.traceparent
     reply = await send(
         ctx,
         HttpCall(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -46,6 +47,10 @@ DEADLINE_SECONDS_ENV = "TOWLINE_DEADLINE_SECONDS"
 """The attempt's time budget in seconds (a number); the pod is stopped (SIGTERM, then SIGKILL) past it."""
 ALLOW_HOSTS_ENV = "TOWLINE_ALLOW_HOSTS"
 """A JSON list of the host names the step's egress policy allows (its `allowHosts`)."""
+TRACEPARENT_ENV = "TRACEPARENT"
+"""The attempt's span as a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), set while the operator exports
+traces: a span the step makes with it as its parent joins the run's trace. The one name outside `TOWLINE_`: the
+name OpenTelemetry's environment carrier reads."""
 
 DEFAULT_INPUTS_PATH = "/var/run/towline/step/inputs.json"
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
@@ -56,6 +61,7 @@ def step_environment(
     *, allow_hosts: Sequence[str], inputs_path: str = DEFAULT_INPUTS_PATH,
     credentials_dir: str = DEFAULT_CREDENTIALS_DIR, result_path: str = DEFAULT_RESULT_PATH,
     idempotency_key: str | None = None, step_type: str | None = None, deadline_seconds: float | None = None,
+    traceparent: str | None = None,
 ) -> dict[str, str]:
     """The variables above as a step's container gets them (the SDK's `read_environment` reads them back).
 
@@ -73,8 +79,40 @@ def step_environment(
         IDEMPOTENCY_KEY_ENV: idempotency_key,
         DEADLINE_SECONDS_ENV: seconds,
         ALLOW_HOSTS_ENV: json.dumps(list(allow_hosts), separators=(",", ":")),
+        TRACEPARENT_ENV: traceparent,
     }
     return {name: value for name, value in environ.items() if value is not None}
+
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+@dataclass(frozen=True)
+class TraceParent:
+    """A W3C Trace Context `traceparent` (version 00): the trace, the parent span in it, and its flags."""
+
+    trace_id: int
+    span_id: int
+    flags: int = 1
+
+    def header(self) -> str:
+        """The header's text, as it is sent and as TRACEPARENT holds it."""
+        return f"00-{self.trace_id:032x}-{self.span_id:016x}-{self.flags:02x}"
+
+
+def parse_traceparent(text: str | None) -> TraceParent | None:
+    """`text` as a version-00 `traceparent`, or None for anything else (an all-zero trace or span id included).
+
+    Strict, as the W3C recommendation asks of a receiver: lowercase hex, exact lengths, nothing around it. A
+    traceparent only ever names where a span belongs, so one that is not understood is dropped, never an error.
+    """
+    found = _TRACEPARENT.fullmatch(text or "")
+    if found is None:
+        return None
+    trace_id, span_id, flags = (int(part, 16) for part in found.groups())
+    if trace_id == 0 or span_id == 0:
+        return None
+    return TraceParent(trace_id, span_id, flags)
 
 EXIT_OK = 0
 EXIT_PERMANENT = 1

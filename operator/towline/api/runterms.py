@@ -22,3 +22,6 @@ TERMINAL_RUN_PHASES: frozenset[RunPhase] = frozenset({"Succeeded", "Failed", "Ca
 
 RESUME_ANNOTATION = "towline.dev/resume"
 """A person sets (or changes) this annotation on a run to resume it after repairing credentials."""
+TRACEPARENT_ANNOTATION = "towline.dev/traceparent"
+"""A W3C traceparent the run's trace continues (the webhook ingress sets it to its delivery's span); set only when
+the run is created, and it only ever says which trace the run's spans join (docs/runtime.md, "Traces")."""

@@ -10,7 +10,7 @@ these, never on the runtime; a reconciler's tests fake exactly its interface.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -20,6 +20,7 @@ from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
+from towline.engine.traces import SpanRecord
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
@@ -114,6 +115,12 @@ class RunMemory(Protocol):
         """The pass's write lost to somebody else's: forget what is known of the run and look again soon."""
 
 
+class SpanEmitter(Protocol):
+    """Where the spans a status write finished go (towline.runtime.tracing.SpanSink); it never blocks."""
+
+    def emit(self, records: Sequence[SpanRecord]) -> None: ...
+
+
 class RunChildren(Protocol):
     """A run's Jobs, pods and Approvals (towline.k8s.observe, towline.k8s.steppods)."""
 
@@ -160,3 +167,5 @@ class RunDeps:
     history."""
     web_view_url: str | None = None
     """The in-cluster web view's origin (ui.url): approval notifications link to the gate's page there."""
+    spans: SpanEmitter | None = None
+    """The trace export (the chart's tracing.endpoint); None: no traces."""

@@ -32,6 +32,7 @@ from towline.engine import (
 )
 from towline.engine.actions import Action, Decision
 from towline.engine.kstatus import kstatus_fields
+from towline.engine.traces import TracedRun, finished_spans, traced_run
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
 from towline.handlers.steptypes import catalog_of, step_types_of
@@ -120,13 +121,16 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
         decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status),
                           web_view_url=deps.web_view_url)
     clear_reconcile_failure(decision.status, now)
-    ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name)
+    trace = None if deps.spans is None else traced_run(meta, workflow=run.spec.workflow_ref.name,
+                                                       trigger=run.spec.trigger.type)
+    ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name, trace=trace)
     written = kstatus_fields(decision.status, generation, now)
     pod_check = await act_and_keep_pods(deps, ref, decision.actions, now, upkeep=held is None and not problems,
                                         run_over=written.phase in TERMINAL_RUN_PHASES)
     if await _write(deps, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
+        _emit_spans(deps, trace, previous, written, meta)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
             deps.decided((namespace, name), written.phase)
     if written.phase in TERMINAL_RUN_PHASES:
@@ -135,6 +139,14 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
     if held is not None:
         return now + QUEUED_RECHECK
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
+
+
+def _emit_spans(deps: RunDeps, trace: TracedRun | None, before: WorkflowRunStatus, after: WorkflowRunStatus,
+                meta: dict[str, Any]) -> None:
+    """The spans this write ended (attempts, approval waits, the run), queued for export: derived from the write
+    that was made, so the process that made it emits them once, whichever process started them."""
+    if deps.spans is not None and trace is not None:
+        deps.spans.emit(finished_spans(trace, before, after, created_at=parse_rfc3339(meta["creationTimestamp"])))
 
 
 async def hold_if_queued(
@@ -155,8 +167,8 @@ async def hold_if_queued(
     me = RunInLine(meta["name"], parse_rfc3339(meta["creationTimestamp"]), started=False, finished=False)
 
     def ask(others: Iterable[RunInLine]) -> Decision | None:
-        return held_in_queue(status, cancel=run.spec.cancel, namespace=namespace, workflow=workflow, run=me,
-                             others=others, limits=limits, now=now)
+        return held_in_queue(status, cancel=run.spec.cancel or run.spec.stop, namespace=namespace,
+                             workflow=workflow, run=me, others=others, limits=limits, now=now)
 
     held = ask(deps.runs.in_line(namespace, workflow))
     if held is None and limits.counts_runs:

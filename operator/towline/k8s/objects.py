@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.engine.traces import TracedRun
 from towline.k8s.labels import (
     ANNOTATION_ALLOW_HOSTS,
     ANNOTATION_STEP_ID,
@@ -54,6 +55,8 @@ class RunRef:
     namespace: str
     uid: str
     workflow: str
+    trace: TracedRun | None = None
+    """The run's trace while the operator exports traces: each step attempt's containers get its TRACEPARENT."""
 
     def owner_reference(self) -> JSON:
         return {

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from towline.api.resources import StepResources, quantity_value
 from towline.api.steptype import ResolvedStepType
+from towline.engine.traces import attempt_traceparent
 from towline.k8s.labels import LABEL_EGRESS, LABEL_NOTIFICATION
 from towline.k8s.mounts import credential_keys, credential_volumes, slot_keys
 from towline.k8s.objects import JSON, RunRef, StepPodSettings, step_job_manifest, step_labels
@@ -48,6 +49,7 @@ from towline_step.protocol import (
     IDEMPOTENCY_KEY_ENV,
     INPUTS_PATH_ENV,
     RESULT_PATH_ENV,
+    TRACEPARENT_ENV,
     step_environment,
 )
 
@@ -154,10 +156,12 @@ def build_step_job(
     (towline.k8s.egresspolicies). `resources` (the step's own) size the container that runs the step: the runner,
     or a step type's image.
     """
+    traceparent = None if run.trace is None or isinstance(kind, Notification) else attempt_traceparent(
+        run.trace, step_id, attempt)
     if isinstance(kind, StepTypeImage):
         pod = step_type_pod(kind.step_type, action=action, inputs=inputs, credentials=credentials,
                             idempotency_key=idempotency_key, timeout_seconds=timeout_seconds,
-                            allow_hosts=allow_hosts, settings=settings, resources=resources)
+                            allow_hosts=allow_hosts, settings=settings, resources=resources, traceparent=traceparent)
     else:
         pod = action_pod(kind, job_name=job_name, action=action, inputs=inputs, credentials=credentials,
                          idempotency_key=idempotency_key, timeout_seconds=timeout_seconds, allow_hosts=allow_hosts,
@@ -174,6 +178,8 @@ def build_step_job(
         NAMESPACE_ENV: run.namespace,
         **pod.runner_env,
     }
+    if traceparent is not None:
+        env[TRACEPARENT_ENV] = traceparent
     runner_env = {name: env[name] for name in RUNNER_ENV_ORDER if name in env}
     runner_env.update(settings.extra_env)
     runner_env.update({name: env[name] for name in RUNNER_ENV_LAST if name in env})
@@ -203,8 +209,8 @@ RUNNER_ENV_ORDER = (
     ACTION_ENV, INPUT_ENV, IDEMPOTENCY_KEY_ENV, INPUTS_PATH_ENV, DEADLINE_SECONDS_ENV, CREDENTIALS_DIR_ENV,
     RESULT_PATH_ENV, NETWORK_ENV, CREDENTIAL_SECRETS_ENV, CREDENTIAL_KEYS_ENV, NAMESPACE_ENV,
 )
-RUNNER_ENV_LAST = (DEADLINE_AT_ENV,)
-"""Set after the chart's extra environment, which cannot move the deadline."""
+RUNNER_ENV_LAST = (DEADLINE_AT_ENV, TRACEPARENT_ENV)
+"""Set after the chart's extra environment, which cannot move the deadline or the attempt's span."""
 
 
 def step_deadline_seconds(deadline: int) -> int:
@@ -242,14 +248,14 @@ def action_pod(
 def step_type_pod(
     step_type: ResolvedStepType, *, action: str, inputs: Mapping[str, Any], credentials: Mapping[str, str],
     idempotency_key: str, timeout_seconds: int | None, allow_hosts: Sequence[str], settings: StepPodSettings,
-    resources: StepResources | None = None,
+    resources: StepResources | None = None, traceparent: str | None = None,
 ) -> StepPod:
     """The runner prepares as an init container; the kubelet starts the type's image only once it exited 0, so
     the user's code never runs before the pod's egress isolation is proven."""
     spec = step_type.spec
     deadline = timeout_seconds or spec.timeout_seconds or settings.default_timeout_seconds
     user_env = step_environment(allow_hosts=allow_hosts, idempotency_key=idempotency_key, step_type=action,
-                                deadline_seconds=step_deadline_seconds(deadline))
+                                deadline_seconds=step_deadline_seconds(deadline), traceparent=traceparent)
     user = container("step", spec.image, user_env,
                      [SCRATCH_MOUNT, {"name": STEP_VOLUME["name"], "mountPath": STEP_DIR, "readOnly": True}],
                      container_resources(settings.resources, spec.resources, resources),

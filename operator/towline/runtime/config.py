@@ -22,6 +22,7 @@ from towline.runtime.steppodconfig import (
     step_resources,
     step_tolerations,
 )
+from towline.runtime.tracing import TracingConfig
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy
@@ -191,6 +192,8 @@ class OperatorConfig:
     (0: no limit; the chart's archive.maxRunsAwaiting)."""
     web_view_url: str | None = None
     """TOWLINE_UI_URL (the chart's ui.url): approval notifications link to the gate's page there."""
+    tracing: TracingConfig = field(default_factory=TracingConfig)
+    """TOWLINE_TRACING_* (the chart's tracing values): where runs' traces go, if anywhere."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -235,6 +238,7 @@ class OperatorConfig:
             archive=archive_enabled(env),
             archive_max_runs_awaiting=archive_max_runs_awaiting(env),
             web_view_url=web_view_url(env),
+            tracing=TracingConfig.from_environment(env),
         )
 
 

@@ -39,6 +39,7 @@ from towline.runtime.reconcilers import RememberedRuns, WatchedChildren
 from towline.runtime.runstore import RunStore, RunSummary
 from towline.runtime.runwatch import RunEvents, watch_runs
 from towline.runtime.steptypes import StepTypeCache
+from towline.runtime.tracing import span_sink
 from towline.runtime.workqueue import WorkQueue
 from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import check_step_type
@@ -100,13 +101,14 @@ class Operator:
                                   step_types_for=self.step_types.available,
                                   check_step_type=lambda body: check_step_type(body, policy))
         archive = self.config.archive
+        self.spans = span_sink(self.config.tracing)
         self.run_deps = RunDeps(
             api=self.api, actions=self.action_context, definitions=definitions, runs=self.known,
             memory=RememberedRuns(self.known, self.runs.add), children=self.children,
             archive=ArchiveHold(finalizer=RUN_ARCHIVE_FINALIZER if archive else None,
                                 max_runs_awaiting=self.config.archive_max_runs_awaiting if archive else 0),
             now=SYSTEM_CLOCK.now, decided=self._decided_run, finished=self.on_run_finished,
-            web_view_url=self.config.web_view_url,
+            web_view_url=self.config.web_view_url, spans=self.spans,
         )
         self.workflow_deps = WorkflowDeps(
             api=self.api, definitions=definitions, runs=self.known, now=self.clock.now, creator=self.identity_user,
@@ -293,6 +295,8 @@ class Operator:
             await self._watches.close()
         await self.shards.release()
         await self.connection.close()
+        if self.spans is not None:  # the spans still queued, sent within the exporter's timeout
+            await asyncio.to_thread(self.spans.shutdown)
 
     def _leading(self, process: Callable[[Key], Awaitable[None]]) -> Callable[[Key], Awaitable[None]]:
         """Only the holder of the key's shard acts; others re-queue the shard's keys when they take it over."""
