@@ -48,6 +48,7 @@ from tests import durations
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS
 from tests.workers import IN_THE_WORLDS, SHARED_NODE
 from towline_dev.existing import ENVIRONMENT_VARIABLE
+from towline_dev.idp.provider import IdentityProvider
 from towline_dev.images import ensure_images
 from towline_dev.install import install_chart, install_crds
 from towline_dev.node import world
@@ -77,6 +78,7 @@ def shared_node() -> Iterator[NodeCluster]:
     """The node every worker of the concurrent part attaches to, ready for tests; stopped after."""
     cluster = NodeCluster(progress=progress).start()
     hosts = TestHostNetwork()
+    identity: list[IdentityProvider] = []
     try:
         assert cluster.node is not None and cluster.plane is not None
         loaded = set(cluster.node.images())
@@ -85,11 +87,15 @@ def shared_node() -> Iterator[NodeCluster]:
                 cluster.node.load_image(archive)
         hosts.start()
         hosts.add([TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS])
+        # Every worker's `identity_provider` uses this one: one issuer address per node.
+        identity.append(IdentityProvider(cluster.plane.state_dir).start())
         install_crds(cluster.plane)
         install_chart(cluster.plane)
         progress(f"shared node ready in {cluster.startup_seconds or 0:.1f} s ({cluster.state_dir})")
         yield cluster
     finally:
+        for provider in identity:
+            provider.stop()
         hosts.stop()
         cluster.stop()
 

@@ -1,8 +1,8 @@
 """`make binaries` (a step of `make test` and `make integration`): build what the tests need, visibly:
 the Kubernetes and node binaries (the node's volume provisioner among them), the private-registry tools,
 kubeconform and its schemas (which check the rendered chart), promtool (which tests the chart's alerts),
-the kstatus command (which reads runs as Flux and kpt do), kwok (the simulated node of the shard tests)
-and, as root (the real node's tests need root too), the two images.
+the kstatus command (which reads runs as Flux and kpt do), kwok (the simulated node of the shard tests),
+Hydra (the tests' OpenID Connect provider) and, as root (the real node's tests need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -17,6 +17,7 @@ import time
 
 from towline_dev.binaries import BinariesUnavailable, find_binaries, find_kwok, find_local_path_provisioner
 from towline_dev.debpackages import PackagesUnavailable
+from towline_dev.idp.hydra import find_hydra
 from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import ensure_images
 from towline_dev.kstatus import find_kstatus
@@ -62,6 +63,9 @@ def main() -> int:
         started = time.monotonic()
         kwok = find_kwok(progress=_say)
         _say(f"kwok: {kwok} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        hydra = find_hydra(progress=_say)
+        _say(f"hydra (the tests' OpenID Connect provider): {hydra} ({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -14,13 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role
+from tests.integration.oidcsupport import whoami
+from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role, wait_for
 from tests.keptlogs import kept_logs_root
 from tests.workers import SHARED_NODE, namespace_prefix, operator_scope, worker_id
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.existing import ENVIRONMENT_VARIABLE, ExistingCluster
 from towline_dev.fakeclock import MovableClock
+from towline_dev.idp.flow import sign_in
+from towline_dev.idp.issuer import TEST_REDIRECT_URI
+from towline_dev.idp.provider import IdentityProvider, OAuthClient
 from towline_dev.install import (
     OPERATOR_NAMESPACE,
     SERVICE_ACCOUNT,
@@ -171,3 +175,34 @@ def test_hosts(request: pytest.FixtureRequest, existing_cluster: ExistingCluster
     network.add([TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS])
     yield TEST_SERVER_ADDRESS
     network.stop()
+
+
+@pytest.fixture(scope="session")
+def identity_provider(
+    request: pytest.FixtureRequest, existing_cluster: ExistingCluster | None
+) -> Iterator[IdentityProvider]:
+    """The tests' OpenID Connect provider (towline_dev.idp): Hydra at ISSUER_URL with the login app, whose ID tokens
+    for the web view's client the control plane's API server trusts. `.issuer`, `.ca_bundle`, `.register_client`,
+    `.password(name)`, `.chromium_arguments()`; `towline_dev.idp.flow.sign_in` signs a person in.
+    On the suite's shared node the suite started it; otherwise this session starts it on first use."""
+    if existing_cluster is not None:
+        pytest.skip(f"the cluster {ENVIRONMENT_VARIABLE} names does not trust this machine's test identity provider")
+    cluster = request.getfixturevalue("real_node")  # root, the plane's CA, and the node's routes to the test hosts
+    if os.environ.get(SHARED_NODE):
+        yield IdentityProvider.attach(cluster.plane.state_dir)
+        return
+    provider = IdentityProvider(cluster.plane.state_dir).start()
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture(scope="session")
+def web_view_client(request: pytest.FixtureRequest, identity_provider: IdentityProvider) -> OAuthClient:
+    """The web view's OAuth2 client (`towline-web`, the audience the API server accepts), with TEST_REDIRECT_URI
+    among its redirect URIs; `identity_provider.register_client([uri])` adds another. Once the API server takes
+    its ID tokens: its authenticator fetches the issuer's keys on its own schedule (every 10 s until it has them)."""
+    client = identity_provider.register_client([TEST_REDIRECT_URI])
+    plane = request.getfixturevalue("real_node").plane
+    token = sign_in(identity_provider, client, "dave").id_token
+    wait_for("the API server to take the provider's ID tokens", lambda: whoami(plane, token), 60)
+    return client
