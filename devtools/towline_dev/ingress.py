@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -59,6 +59,8 @@ class IngressProcess:
     min_body_rate: float = 8192.0
     body_timeout: float = 10.0
     header_timeout: float = 15.0
+    settings: dict[str, str] = field(default_factory=dict)
+    """Extra TOWLINE_* settings of its environment, e.g. TOWLINE_TRACING_ENDPOINT."""
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -72,7 +74,7 @@ class IngressProcess:
     def start(self, *, wait_ready: bool = True) -> IngressProcess:
         self.port = self.port or free_loopback_port()
         self.admin_port = self.admin_port or free_loopback_port()
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), **self.settings)
         self.process = spawn(
             [sys.executable, "-m", "towline.cli", "ingress", "--kubeconfig", str(self.kubeconfig),
              "--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port),

@@ -53,6 +53,10 @@ HYDRA_VERSION = "v2.3.0"
 """github.com/ory/hydra/v2: the OpenID Connect provider the tests sign people in with (towline_dev.idp), built
 with its SQLite store (cgo) and run in memory; the test control plane's API server trusts it."""
 
+JAEGER_VERSION = "v1.75.0"
+"""github.com/jaegertracing/jaeger: the tracing tests' collector (its all-in-one command: OTLP in, the query API
+out, spans kept in memory), built by towline_dev.jaeger; never part of a release."""
+
 CLI_UTILS_VERSION = "v0.37.2"
 """sigs.k8s.io/cli-utils: its kstatus package, which Flux, kpt and Config Sync read object health with;
 a small command over it (towline_dev/kstatus.go) shows what they make of a WorkflowRun (towline_dev.kstatus)."""

@@ -13,10 +13,10 @@ a message (it may quote a provider's answer), params, trigger data, or anything 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from towline.api.loopids import loop_of
 from towline.api.run import StepStatus, WorkflowRunStatus
@@ -58,6 +58,12 @@ class SpanRecord:
     error: bool = False
     remote_parent: bool = False
     """The parent is another process's span (the ingress's delivery)."""
+
+
+class SpanEmitter(Protocol):
+    """Where finished spans go (towline.tracing.SpanSink): queued for export, never waited for."""
+
+    def emit(self, records: Sequence[SpanRecord]) -> None: ...
 
 
 def traced_run(metadata: Mapping[str, Any], *, workflow: str, trigger: str) -> TracedRun:

@@ -10,7 +10,7 @@ these, never on the runtime; a reconciler's tests fake exactly its interface.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -20,7 +20,7 @@ from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
-from towline.engine.traces import SpanRecord
+from towline.engine.traces import SpanEmitter
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
@@ -113,12 +113,6 @@ class RunMemory(Protocol):
 
     def conflicted(self, key: Key) -> None:
         """The pass's write lost to somebody else's: forget what is known of the run and look again soon."""
-
-
-class SpanEmitter(Protocol):
-    """Where the spans a status write finished go (towline.runtime.tracing.SpanSink); it never blocks."""
-
-    def emit(self, records: Sequence[SpanRecord]) -> None: ...
 
 
 class RunChildren(Protocol):

@@ -22,7 +22,7 @@ from towline.runtime.steppodconfig import (
     step_resources,
     step_tolerations,
 )
-from towline.runtime.tracing import TracingConfig
+from towline.tracing import TracingConfig
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.api.runterms import TRACEPARENT_ANNOTATION
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import create_run
@@ -26,6 +27,7 @@ from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
 from towline.triggers.ingress.providers import slack_challenge
 from towline.triggers.ingress.runname import DeliveryIdentity, delivery_identity, webhook_run_name
+from towline.triggers.ingress.tracing import DeliveryTracer
 from towline.triggers.ingress.verify import BodyMac, SigningKeys, body_mac, decode_keys, precheck, verify_delivery
 from towline.triggers.ingress.workflows import Target
 
@@ -63,8 +65,11 @@ def _keys(scheme: str, secret: bytes | None, public_key: bytes | None) -> Signin
 class DeliveryHandler:
     """Verifies, limits, maps and records deliveries for resolved targets."""
 
-    def __init__(self, api: KubeApi, secrets: SecretKeyReader, requested_by: str) -> None:
+    def __init__(self, api: KubeApi, secrets: SecretKeyReader, requested_by: str,
+                 tracer: DeliveryTracer | None = None) -> None:
         self._api = api
+        self._tracer = tracer
+        """Set while traces are exported: each run a delivery starts continues the delivery's span."""
         self._secrets = secrets
         self._limiter = RateLimiter()
         self.requested_by = requested_by
@@ -156,6 +161,9 @@ class DeliveryHandler:
                 "requestedBy": self.requested_by,
             },
         }
+        delivery = self._tracer.begin() if self._tracer is not None else None
+        if delivery is not None:
+            body["metadata"]["annotations"] = {TRACEPARENT_ANNOTATION: delivery.traceparent}
         try:
             run, created = await create_run(self._api, target.namespace, body)
         except ApiError as error:
@@ -166,6 +174,9 @@ class DeliveryHandler:
                                "again", retry_after=max(1, round(error.retry_after or 1)))
             return Refusal(502, "RunRefused", f"the API server refused the run: {error.message[:300]}")
         if created:
+            if self._tracer is not None and delivery is not None:
+                self._tracer.created(delivery, namespace=target.namespace, workflow=target.workflow,
+                                     trigger=target.trigger.name, run=name)
             return Accepted(202, name, "run created")
         spec = run.get("spec") or {}
         same = (spec.get("workflowRef", {}).get("name") == target.workflow

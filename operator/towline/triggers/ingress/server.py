@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 
 from aiohttp import web
@@ -31,12 +32,16 @@ from towline.k8s.client import KubeApi
 from towline.k8s.identity import whoami
 from towline.k8s.secrets import SecretKeyReader
 from towline.k8s.workflowcache import WorkflowCache
+from towline.tracing import TracingConfig, span_sink
 from towline.triggers.ingress.app import Ingress, IngressSettings
 from towline.triggers.ingress.deliveries import DeliveryHandler
+from towline.triggers.ingress.tracing import DeliveryTracer
 
 log = logging.getLogger(__name__)
 
 LINGERING_SECONDS = 1.0
+INGRESS_SERVICE = "towline-ingress"
+"""The service.name of the deliveries' spans (the operator's are towline-operator)."""
 
 
 async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings, admin_port: int) -> None:
@@ -44,7 +49,9 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
     cache = WorkflowCache(api)
     try:
         identity = await whoami(api)
-        deliveries = DeliveryHandler(api, SecretKeyReader(api), requested_by=identity)
+        spans = span_sink(TracingConfig.from_environment(os.environ), service=INGRESS_SERVICE)
+        deliveries = DeliveryHandler(api, SecretKeyReader(api), requested_by=identity,
+                                     tracer=DeliveryTracer(spans) if spans is not None else None)
         ingress = Ingress(cache, deliveries, settings)
         cache.start()
         runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
@@ -65,6 +72,8 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         log.info("webhook ingress stopping")
         await runner.cleanup()
         await admin.cleanup()
+        if spans is not None:  # the deliveries' spans still queued, sent within the exporter's timeout
+            await asyncio.to_thread(spans.shutdown)
     finally:
         await cache.stop()
         await api.close()

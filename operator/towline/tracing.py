@@ -1,4 +1,5 @@
-"""The operator's trace export: OTLP over HTTP (protobuf) to the chart's tracing.endpoint, off by default.
+"""The trace export of the operator and the webhook ingress: OTLP over HTTP (protobuf) to the chart's
+tracing.endpoint, off by default.
 
 The spans are towline.engine.traces' records, made after a status write; here they become OpenTelemetry spans
 with the ids and times they carry (never the SDK's random ids or its clock) and go to a BatchSpanProcessor:
@@ -73,7 +74,8 @@ class SpanSink:
         self._processor.shutdown()
 
 
-def span_sink(config: TracingConfig, *, exporter: SpanExporter | None = None) -> SpanSink | None:
+def span_sink(config: TracingConfig, *, service: str = SERVICE_NAME, exporter: SpanExporter | None = None,
+              ) -> SpanSink | None:
     """The process's sink; None when tracing is off. `exporter` replaces OTLP (tests)."""
     if config.endpoint is None and exporter is None:
         return None
@@ -81,7 +83,7 @@ def span_sink(config: TracingConfig, *, exporter: SpanExporter | None = None) ->
     processor = BatchSpanProcessor(chosen, max_queue_size=config.queue_size,
                                    max_export_batch_size=min(512, config.queue_size), schedule_delay_millis=2000)
     log.info("exporting traces over OTLP/HTTP to %s", config.endpoint)
-    return SpanSink(processor, Resource.create({"service.name": SERVICE_NAME}))
+    return SpanSink(processor, Resource.create({"service.name": service}))
 
 
 def readable_span(record: SpanRecord, resource: Resource) -> ReadableSpan:

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from towline.engine.traces import SpanRecord
-from towline.runtime.tracing import TracingConfig, span_sink
+from towline.tracing import TracingConfig, span_sink
 
 T0 = datetime(2026, 12, 7, 1, 2, 3, 456789, tzinfo=UTC)
 
