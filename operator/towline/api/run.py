@@ -126,7 +126,7 @@ class RetryOf(TowlineModel):
 
 
 class WorkflowRunSpec(TowlineModel):
-    """What to run. Immutable after creation, except the `cancel` and `suspend` switches."""
+    """What to run. Immutable after creation, except the `cancel`, `stop` and `suspend` switches."""
 
     model_config = ConfigDict(
         json_schema_extra=cel_rules(
@@ -139,6 +139,11 @@ class WorkflowRunSpec(TowlineModel):
                 "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
                 "a cancelled run stays cancelled; create a new WorkflowRun to run again",
                 field_path=".cancel",
+            ),
+            cel_rule(
+                "!has(oldSelf.stop) || !oldSelf.stop || (has(self.stop) && self.stop)",
+                "a stopped run stays stopped; create a new WorkflowRun to run again",
+                field_path=".stop",
             ),
         )
     )
@@ -159,6 +164,11 @@ class WorkflowRunSpec(TowlineModel):
         default=None, description="Makes this run a retry of a finished run (`kubectl towline retry`).",
     )
     cancel: bool = Field(default=False, description="Set true to cancel the run; it cannot be undone.")
+    stop: bool = Field(
+        default=False,
+        description="Set true to end the run at once without its finally steps or compensations (argo terminate): "
+        "running Jobs are deleted, open Approvals closed; it cannot be undone. cancel runs finally steps.",
+    )
     suspend: bool = Field(default=False, description="While true, no new step starts; running steps finish.")
 
 
@@ -378,7 +388,7 @@ class WorkflowRun(TowlineResource):
     """One execution of a Workflow, with its auditable history in status."""
 
     kind: Literal["WorkflowRun"] = "WorkflowRun"
-    spec: WorkflowRunSpec = Field(description="What to run; immutable except cancel and suspend.")
+    spec: WorkflowRunSpec = Field(description="What to run; immutable except cancel, stop and suspend.")
     # One field for server-side apply: only the operator writes status, so tracking each step's fields in
     # managedFields (a third of a 50-step run's bytes) bought nothing, and every status write paid for it
     # (docs/benchmarks.md).

@@ -125,11 +125,12 @@ class CreateChildRun:
 
 @dataclass(frozen=True)
 class SetChildRun:
-    """Carry the run's cancel or suspend switch to a subflow step's child run (a merge patch of its spec)."""
+    """Carry the run's cancel, stop or suspend switch to a subflow step's child run (a merge patch of its spec)."""
 
     name: str
     cancel: bool | None = None
     suspend: bool | None = None
+    stop: bool | None = None
 
 
 @dataclass(frozen=True)

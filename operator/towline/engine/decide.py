@@ -32,8 +32,8 @@ from towline.engine.loops import Loops, expand_loops
 from towline.engine.naming import gate_id
 from towline.engine.observed import JobObservation, Observed
 from towline.engine.outputs import OutputsProblem, evaluate_outputs
-from towline.engine.phases import transition_run, transition_step
-from towline.engine.state import Outcome, RunState
+from towline.engine.phases import is_finished_step, transition_run, transition_step
+from towline.engine.state import STOPPED, Outcome, RunState
 from towline.engine.steps import StepDriver
 from towline.engine.subflows import Subflows
 from towline.engine.summary import current_step_text, has_condition, phase_message, set_condition, summarize
@@ -89,8 +89,10 @@ class _Pass:
         self.observed = observed
         self._deleted: set[str] = set()
         self.cancelling = run.spec.cancel
+        # Stop (argo terminate) wins over cancel: nothing more starts, not even finally steps.
+        self.stopping = run.spec.stop
         # Cancel wins over suspend: a cancelled run still runs its finally steps and ends.
-        self.suspended = run.spec.suspend and not run.spec.cancel
+        self.suspended = run.spec.suspend and not run.spec.cancel and not run.spec.stop
 
     def run(self) -> Decision:
         status = self.state.status
@@ -103,12 +105,14 @@ class _Pass:
         self._update_suspension()
         self._consume_resume_token()
         self._observe_running_steps()
-        if self.cancelling:
+        if self.stopping:
+            self._stop()
+        elif self.cancelling:
             self._cancel()
         deadline = self.state.deadline()
         if deadline is not None and self.now >= deadline and not self.state.main_finished():
             self._stop_at_deadline()
-        if not self.suspended:
+        if not self.suspended and not self.stopping:
             self._schedule()
         self.gates.announce()
         self.loops.compact_the_rest()
@@ -192,6 +196,23 @@ class _Pass:
         for entry in self.state.entries():
             if entry.paused_for_credentials:  # a finally step: it keeps Failed, nobody will repair it now
                 self.driver.stop(entry.id, "Cancelled", "Cancelled", "given up: the run was cancelled")
+
+    def _stop(self) -> None:
+        """spec.stop: end every unfinished step now (Jobs deleted, Approvals closed, child runs stopped), and
+        keep every finally step and compensation that has not started from starting; the run ends this pass."""
+        message = "stopped: the run was stopped (spec.stop)"
+        unfinished = [*self.state.unfinished_before_finally(),
+                      *(e.id for e in self.state.entries()
+                        if self.state.stage_of(e) == "finally" and not is_finished_step(e))]
+        for step_id in unfinished:
+            if self.state.phase(step_id) == "Pending":
+                self._skip(step_id, STOPPED, message)
+            else:
+                self.driver.stop(step_id, "Cancelled", STOPPED, message)
+        for step_id in self.graph.finally_order:
+            if self.state.get(step_id) is None:
+                self._skip(step_id, STOPPED, "not run: the run was stopped (spec.stop)")
+        self.driver.event("Warning", "RunStopped", f"{message}; ended {len(unfinished)} step(s), started no other")
 
     def _stop_at_deadline(self) -> None:
         deadline = self.state.deadline()
@@ -347,7 +368,8 @@ class _Pass:
 
     def _finish(self) -> None:
         status = self.state.status
-        outcome = self._with_outputs(self.state.outcome(cancel_requested=self.cancelling))
+        outcome = self._with_outputs(self.state.outcome(cancel_requested=self.cancelling,
+                                                        stop_requested=self.stopping))
         transition_run(status, outcome.phase)
         status.finished_at = self.now
         status.wake_at = None

@@ -25,6 +25,8 @@ from towline.engine.phases import is_finished_step
 Verdict = Literal["wait", "ready", "skip"]
 
 BLOCKING_SKIP_REASONS = frozenset({"NeedFailed", "RunTimeout"})
+STOPPED = "Stopped"
+"""The reason of a run ended by spec.stop, and of each step it ended or kept from starting."""
 """A step skipped for one of these reasons blocks its dependants even when they set runIfSkipped."""
 
 
@@ -215,9 +217,12 @@ class RunState:
         what = {"Failed": "failed", "Cancelled": "was cancelled"}.get(entry.phase, "did not run because a step failed")
         return NeedsVerdict("skip", "NeedFailed", f"not run: needs {need}, which {what}")
 
-    def outcome(self, *, cancel_requested: bool) -> Outcome:
+    def outcome(self, *, cancel_requested: bool, stop_requested: bool = False) -> Outcome:
         """The run's final phase and reason, from the steps' final states."""
         entries = [e for e in self.status.steps if not self.in_loop(e)]
+        if stop_requested:
+            return Outcome("Cancelled", STOPPED, "the run was stopped (spec.stop): its running steps were ended and "
+                           "no step started after, finally steps and compensations included")
         if cancel_requested or any(e.phase == "Cancelled" and self.stage_of(e) != "finally" for e in entries):
             return Outcome("Cancelled", "Cancelled", "the run was cancelled (spec.cancel)")
         failed = self._main_failure() or self._finally_failure()

@@ -29,7 +29,7 @@ from towline.engine.naming import job_name
 from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED, Observed
 from towline.engine.phases import transition_step
 from towline.engine.retry import jitter_seed, may_retry, retry_delay_seconds
-from towline.engine.state import RunState
+from towline.engine.state import STOPPED, RunState
 from towline.engine.view import RunView
 from towline.expressions import ExpressionError
 from towline.text import clip
@@ -233,7 +233,7 @@ class StepDriver:
         attempt = f"step {step_id} attempt {entry.attempt} failed ({error_class}): {message}"
         if message == EGRESS_NOT_ISOLATED_MESSAGE:
             self.event("Warning", EGRESS_ISOLATION_MISSING, attempt)
-        cancelling = self.run.spec.cancel
+        cancelling = self.run.spec.cancel or self.run.spec.stop
         if error_class == ErrorClass.AUTH and not cancelling:
             transition_step(entry, "Failed", at=ended, reason="CredentialsNeedRepair")
             entry.paused_for_credentials = True
@@ -325,7 +325,8 @@ class StepDriver:
             self.actions.append(CloseApproval(edited.approval_name, "Cancelled"))
         if edited.phase == "Running" and edited.child_run is not None:
             # A subflow's child is cancelled as a run is (it runs its finally steps); on a deadline too.
-            self.actions.append(SetChildRun(edited.child_run, cancel=True))
+            # A stopped run stops its child (no finally steps there either).
+            self.actions.append(SetChildRun(edited.child_run, cancel=True, stop=True if reason == STOPPED else None))
         if to == "Failed":
             edited.error_class = ErrorClass.TIMEOUT
         transition_step(edited, to, at=self.now, reason=reason, message=message)

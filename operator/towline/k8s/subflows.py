@@ -64,12 +64,14 @@ async def create_child_run(api: KubeApi, run: RunRef, action: CreateChildRun) ->
 
 
 async def set_child_run(api: KubeApi, namespace: str, action: SetChildRun) -> None:
-    """The parent's cancel or suspend switch onto the child's spec (the user switches a runner may set too)."""
+    """The parent's cancel, stop or suspend switch onto the child's spec (the user switches a runner may set too)."""
     spec: JSON = {}
     if action.cancel is not None:
         spec["cancel"] = action.cancel
     if action.suspend is not None:
         spec["suspend"] = action.suspend
+    if action.stop is not None:
+        spec["stop"] = action.stop
     if not spec:
         return
     try:

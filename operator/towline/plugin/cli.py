@@ -116,7 +116,10 @@ kubectl towline retry sync-x7k2p --follow""")
     retry.add_argument("run")
     retry.add_argument("-f", "--follow", action="store_true")
 
-    for verb, text in (("cancel", "cancel a run (final)"), ("suspend", "start no new step until resumed"),
+    for verb, text in (("cancel", "cancel a run (final): running steps end, then its finally steps run"),
+                       ("stop", "end a run at once without its finally steps or compensations (argo terminate; "
+                                "final)"),
+                       ("suspend", "start no new step until resumed"),
                        ("resume", "lift a suspension; retry a step paused for credential repair")):
         command(sub, verb, text, f"kubectl towline {verb} release-x7k2p").add_argument("run")
 
@@ -288,6 +291,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "status": lambda: views.status(api, namespace, io, args.run, args.output),
             "describe": lambda: views.describe(api, namespace, io, args.run, args.output),
             "cancel": lambda: commands.switch(api, namespace, io, args.run, "cancel"),
+            "stop": lambda: commands.switch(api, namespace, io, args.run, "stop"),
             "suspend": lambda: commands.switch(api, namespace, io, args.run, "suspend"),
             "resume": lambda: commands.switch(api, namespace, io, args.run, "resume"),
             "retry": lambda: commands.retry(api, namespace, io, args.run, args.follow),

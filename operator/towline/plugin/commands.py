@@ -23,7 +23,7 @@ from towline.plugin.runtree import run_tree, step_nodes
 
 JSON = dict[str, Any]
 TERMINAL = TERMINAL_RUN_PHASES
-_DONE = {"cancel": "cancelled", "suspend": "suspended", "resume": "resumed"}
+_DONE = {"cancel": "cancelled", "stop": "stopped (no finally steps)", "suspend": "suspended", "resume": "resumed"}
 
 
 @dataclass
@@ -97,7 +97,7 @@ async def decide(api: KubeApi, namespace: str, io: Io, *, approval: str, decisio
 
 
 async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: runactions.Switch) -> int:
-    """cancel, suspend or resume: the user's switches on a run."""
+    """cancel, stop, suspend or resume: the user's switches on a run."""
     await runactions.switch(api, namespace, await run_or_fail(api, namespace, name), action)
     io.out(f"workflowrun/{name} {_DONE[action]}")
     return 0

@@ -1,6 +1,6 @@
-"""What a person does to a run: cancel, suspend, resume, retry from the failed step, resubmit with its params.
+"""What a person does to a run: cancel, stop, suspend, resume, retry from the failed step, resubmit with its params.
 
-`kubectl towline cancel|suspend|resume|retry|resubmit` and the web view's buttons call these, so each
+`kubectl towline cancel|stop|suspend|resume|retry|resubmit` and the web view's buttons call these, so each
 operation has one meaning: the same patch or the same new run, sent as the person (their API client), and
 the API server's RBAC and admission decide. `available` says which apply to a run as it stands; it only
 decides what a page offers, never what is allowed. No resource models are loaded (the plugin starts fast).
@@ -17,17 +17,20 @@ from towline.k8s.client import KubeApi
 from towline.plugin import manifests, submitting
 
 JSON = dict[str, Any]
-Switch = Literal["cancel", "suspend", "resume"]
-SWITCHES: tuple[Switch, ...] = ("cancel", "suspend", "resume")
+Switch = Literal["cancel", "stop", "suspend", "resume"]
+SWITCHES: tuple[Switch, ...] = ("cancel", "stop", "suspend", "resume")
 ACTIONS = (*SWITCHES, "retry", "resubmit")
 RETRYABLE_PHASES = frozenset({"Failed", "Cancelled"})
 """Runs `retry` starts again from: one that ended without succeeding (its Succeeded steps are reused)."""
 
 
 def switch_patch(run: JSON, action: Switch, now: datetime) -> JSON:
-    """The merge patch of the person's switch on the run (spec.cancel, spec.suspend, the resume annotation)."""
+    """The merge patch of the person's switch on the run (spec.cancel, spec.stop, spec.suspend, the resume
+    annotation). Cancel runs the run's finally steps and compensations; stop (argo terminate) runs none."""
     if action == "cancel":
         return {"spec": {"cancel": True}}
+    if action == "stop":
+        return {"spec": {"stop": True}}
     if action == "suspend":
         return {"spec": {"suspend": True}}
     # Resume lifts a suspension and, for a step paused for credential repair, asks for a retry.
@@ -75,9 +78,11 @@ def available(run: JSON) -> list[str]:
     phase = status.get("phase", "Pending")
     offered: list[str] = []
     if phase not in TERMINAL_RUN_PHASES:
-        if not spec.get("cancel"):
+        if not spec.get("cancel") and not spec.get("stop"):
             offered.append("cancel")
-        if not spec.get("suspend") and not spec.get("cancel"):
+        if not spec.get("stop"):
+            offered.append("stop")  # also once cancelled: its finally steps may be what takes too long
+        if not spec.get("suspend") and not spec.get("cancel") and not spec.get("stop"):
             offered.append("suspend")
         if spec.get("suspend") or _needs_credential_repair(run):
             offered.append("resume")

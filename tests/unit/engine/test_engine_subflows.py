@@ -33,6 +33,7 @@ class SubflowSim(Sim):
 
     def __post_init__(self) -> None:
         self.resume_token = None
+        self.web_view_url = None
         self.jobs = dict[tuple[str, int], JobObservation]()
         self.approvals = dict[str, ApprovalObservation]()
         self.created = list[CreateStepJob]()

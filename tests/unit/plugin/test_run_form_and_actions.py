@@ -84,10 +84,11 @@ def run(phase: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("the_run", "offered"), [
-    (run("Running"), ["cancel", "suspend", "resubmit"]),
-    (run("AwaitingApproval"), ["cancel", "suspend", "resubmit"]),
-    (run("Running", suspend=True), ["cancel", "resume", "resubmit"]),
-    (run("Running", cancel=True), ["resubmit"]),
+    (run("Running"), ["cancel", "stop", "suspend", "resubmit"]),
+    (run("AwaitingApproval"), ["cancel", "stop", "suspend", "resubmit"]),
+    (run("Running", suspend=True), ["cancel", "stop", "resume", "resubmit"]),
+    (run("Running", cancel=True), ["stop", "resubmit"]),
+    (run("Running", cancel=True, stop=True), ["resubmit"]),
     (run("Failed"), ["retry", "resubmit"]),
     (run("Cancelled"), ["retry", "resubmit"]),
     (run("Succeeded"), ["resubmit"]),
@@ -101,12 +102,13 @@ def test_each_operation_is_offered_only_where_it_applies(the_run: dict[str, Any]
 def test_resume_is_offered_to_a_run_paused_for_credential_repair() -> None:
     paused = run("Running")
     paused["status"]["conditions"] = [{"type": "CredentialsNeedRepair", "status": "True"}]
-    assert runactions.available(paused) == ["cancel", "suspend", "resume", "resubmit"]
+    assert runactions.available(paused) == ["cancel", "stop", "suspend", "resume", "resubmit"]
 
 
 def test_the_switches_are_the_patches_kubectl_towline_sends() -> None:
     now = datetime(2026, 12, 7, 1, 2, 3, 4, tzinfo=UTC)
     assert runactions.switch_patch(run("Running"), "cancel", now) == {"spec": {"cancel": True}}
+    assert runactions.switch_patch(run("Running"), "stop", now) == {"spec": {"stop": True}}
     assert runactions.switch_patch(run("Running"), "suspend", now) == {"spec": {"suspend": True}}
     assert runactions.switch_patch(run("Running", suspend=True), "resume", now) == {
         "metadata": {"annotations": {RESUME_ANNOTATION: "20261207T010203.000004Z"}}, "spec": {"suspend": False}}
