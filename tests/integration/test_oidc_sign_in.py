@@ -17,17 +17,24 @@ from towline_dev.idp.browser import fill_login_form
 from towline_dev.idp.flow import SignInRefused, authorization_request, redeem, sign_in
 from towline_dev.idp.issuer import ISSUER_URL, TEST_REDIRECT_URI, WEB_VIEW_CLIENT_ID
 from towline_dev.idp.provider import IdentityProvider, OAuthClient
+from towline_dev.node.realnode import NodeCluster
 
 pytestmark = pytest.mark.integration
 
 
+def plane(cluster: NodeCluster) -> ControlPlane:
+    """The node's control plane: these tests need no images, so not `control_plane`, which loads them."""
+    assert cluster.plane is not None
+    return cluster.plane
+
+
 def test_bobs_id_token_is_bob_with_his_groups_at_the_api_server(
-    control_plane: ControlPlane, identity_provider: IdentityProvider, web_view_client: OAuthClient
+    real_node: NodeCluster, identity_provider: IdentityProvider, web_view_client: OAuthClient
 ) -> None:
     tokens = sign_in(identity_provider, web_view_client, "bob")
     claims = tokens.claims()
     assert (claims["iss"], claims["aud"], claims["sub"]) == (ISSUER_URL, [WEB_VIEW_CLIENT_ID], "bob")
-    user = whoami(control_plane, tokens.id_token)
+    user = whoami(plane(real_node), tokens.id_token)
     assert user is not None, "the API server refused bob's ID token"
     assert user["username"] == BOB == "oidc:bob"
     assert sorted(user["groups"]) == ["oidc:approvers", "oidc:team-b", "system:authenticated"]
@@ -46,7 +53,7 @@ def test_a_wrong_password_at_the_login_app_gets_no_code(
 
 
 def test_chromium_signs_bob_in_at_the_login_form(
-    control_plane: ControlPlane, identity_provider: IdentityProvider, web_view_client: OAuthClient
+    real_node: NodeCluster, identity_provider: IdentityProvider, web_view_client: OAuthClient
 ) -> None:
     from selenium.webdriver.common.by import By  # noqa: PLC0415 - only the browser tests need selenium
 
@@ -63,5 +70,5 @@ def test_chromium_signs_bob_in_at_the_login_form(
                  lambda: driver.current_url.startswith(TEST_REDIRECT_URI), 30, explain=lambda: driver.current_url)
         callback = driver.current_url
     tokens = redeem(identity_provider, web_view_client, authorization, callback)
-    user = whoami(control_plane, tokens.id_token)
+    user = whoami(plane(real_node), tokens.id_token)
     assert user is not None and user["username"] == BOB
