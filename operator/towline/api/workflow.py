@@ -662,9 +662,14 @@ class ScheduleStatus(TowlineModel):
 
     trigger: Identifier = Field(description="The schedule trigger's name.")
     next_schedule_time: datetime | None = Field(
-        default=None, description="Its next slot; unset while the workflow is suspended.",
+        default=None, description="Its next slot; unset while the workflow or the trigger is suspended.",
     )
     last_schedule_time: datetime | None = Field(default=None, description="Its last slot that fired.")
+    suspended: bool = Field(
+        default=False,
+        description="The trigger is suspended by its suspend.towline.dev/<trigger> annotation "
+        "(kubectl towline schedule suspend): its slots start no run.",
+    )
 
 
 class LastRun(TowlineModel):

@@ -47,6 +47,17 @@ async def get_workflow(api: KubeApi, namespace: str, name: str) -> JSON | None:
     return await api.get(WORKFLOWS.path(namespace, name))
 
 
+async def apply_workflow_annotations(api: KubeApi, namespace: str, name: str, annotations: dict[str, str],
+                                     field_manager: str) -> JSON:
+    """Server-side apply of exactly these annotations as `field_manager` (without force): the keys it applied
+    before and leaves out now are removed unless another manager also owns them; a key another manager set to
+    another value is a conflict (409) the API server names."""
+    body = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations}}
+    return await api.request("PATCH", WORKFLOWS.path(namespace, name), body=body,
+                             query={"fieldManager": field_manager}, content_type="application/apply-patch+yaml")
+
+
 async def list_workflows(api: KubeApi, namespace: str | None) -> list[JSON]:
     """One namespace's Workflows, or those of every namespace the caller may list (`None`)."""
     return await api.list(WORKFLOWS.path(namespace))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from towline.api.schedulesuspend import suspended_triggers
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import output, render
@@ -112,6 +113,8 @@ class TriggerShown:
     last_schedule_time: str | None = None
     scheme: str | None = None
     path: str | None = None
+    suspended: bool = False
+    """A schedule trigger suspended by `kubectl towline schedule suspend` (its annotation)."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ class WorkflowShown:
     problems: tuple[tuple[str, str], ...]
 
 
-def _trigger_shown(namespace: str, workflow: str, trigger: JSON, slots: dict[Any, JSON]) -> TriggerShown | None:
+def _trigger_shown(namespace: str, workflow: str, trigger: JSON, slots: dict[Any, JSON],
+                   paused: frozenset[str] = frozenset()) -> TriggerShown | None:
     name = trigger.get("name", "?")
     if trigger.get("schedule"):
         schedule, slot = trigger["schedule"], slots.get(name) or {}
@@ -140,7 +144,7 @@ def _trigger_shown(namespace: str, workflow: str, trigger: JSON, slots: dict[Any
         return TriggerShown(name, "schedule", f"schedule {schedule.get('cron')} ({zone}, {policy})",
                             cron=schedule.get("cron"), time_zone=zone, concurrency_policy=policy,
                             next_schedule_time=slot.get("nextScheduleTime"),
-                            last_schedule_time=slot.get("lastScheduleTime"))
+                            last_schedule_time=slot.get("lastScheduleTime"), suspended=name in paused)
     if trigger.get("webhook"):
         scheme = ((trigger["webhook"].get("verify") or {}).get("scheme")) or "?"
         path = webhook_path(namespace, workflow, name)
@@ -155,8 +159,9 @@ def workflow_shown(workflow: JSON) -> WorkflowShown:
     state, message = ready(workflow)
     slots = {entry.get("trigger"): entry for entry in status.get("schedules") or []}
     manual = TriggerShown("manual", "manual", f"kubectl towline run {name} (always allowed)")
-    triggers = [t for t in (_trigger_shown(namespace, name, trigger, slots) for trigger in spec.get("triggers") or [])
-                if t is not None]
+    paused = suspended_triggers(meta.get("annotations"))
+    triggers = [t for t in (_trigger_shown(namespace, name, trigger, slots, paused)
+                            for trigger in spec.get("triggers") or []) if t is not None]
     last = status.get("lastRun") or {}
     return WorkflowShown(
         name=name, namespace=namespace, generation=meta.get("generation"), ready=state, ready_message=message,
@@ -182,7 +187,10 @@ def workflow_detail(workflow: JSON, now: datetime) -> str:
     lines.append("Triggers:")
     for trigger in shown.triggers:
         line = f"  {trigger.name}: {trigger.detail}"
-        if trigger.type == "schedule":
+        if trigger.suspended:
+            line += (f"; suspended (kubectl towline schedule resume {shown.name} {trigger.name}), "
+                     f"last {trigger.last_schedule_time or 'never'}")
+        elif trigger.type == "schedule":
             line += (f"; next {until(trigger.next_schedule_time, now) or 'none'}, "
                      f"last {trigger.last_schedule_time or 'never'}")
         lines.append(line)

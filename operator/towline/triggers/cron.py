@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.api.schedulesuspend import suspended_triggers
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.k8s.client import KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import cancel_run, create_run, list_runs
 from towline.metrics import record_schedule_fired
-from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name
+from towline.triggers.schedule import due_slot, next_fire_time, scheduled_run_name, slot_passed_while_suspended
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ async def fire_due_schedules(
     meta = workflow["metadata"]
     created_at = parse_rfc3339(meta["creationTimestamp"])
     previous = {entry.trigger: entry for entry in status.schedules}
+    paused = suspended_triggers(meta.get("annotations"))
     entries: list[ScheduleStatus] = []
     for trigger in spec.triggers:
         if trigger.schedule is None:
@@ -48,7 +50,14 @@ async def fire_due_schedules(
         entry = previous.get(trigger.name) or ScheduleStatus(trigger=trigger.name)
         # A trigger seen for the first time never back-fills slots before now.
         not_before = created_at if trigger.name in previous else max(created_at, now)
-        if not spec.suspend:
+        if entry.suspended and trigger.name not in paused:  # resumed in this pass
+            passed = slot_passed_while_suspended(trigger.schedule, now=now, last_scheduled=entry.last_schedule_time)
+            if passed is not None:
+                log.info("%s/%s: %s resumed; slot %s passed while suspended, not run",
+                         meta["namespace"], meta["name"], trigger.name, passed)
+                entry.last_schedule_time = passed
+        entry.suspended = trigger.name in paused
+        if not spec.suspend and not entry.suspended:
             due = due_slot(trigger.schedule, now=now, last_scheduled=entry.last_schedule_time, not_before=not_before)
             if due is not None and due.missed_deadline:
                 log.warning("%s/%s: slot %s missed its starting deadline", meta["namespace"], meta["name"], due.slot)
@@ -58,7 +67,7 @@ async def fire_due_schedules(
                     record_schedule_fired(meta["namespace"], meta["name"], (now - due.slot).total_seconds())
                     log.info("%s/%s: fired %s for %s", meta["namespace"], meta["name"], trigger.name, due.slot)
                 entry.last_schedule_time = due.slot
-        entry.next_schedule_time = None if spec.suspend else next_fire_time(trigger.schedule, now)
+        entry.next_schedule_time = None if spec.suspend or entry.suspended else next_fire_time(trigger.schedule, now)
         entries.append(entry)
     status.schedules = entries
     upcoming = [e.next_schedule_time for e in entries if e.next_schedule_time]

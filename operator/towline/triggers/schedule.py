@@ -68,6 +68,17 @@ def due_slot(
     return DueSlot(slot)
 
 
+def slot_passed_while_suspended(schedule: ScheduleTrigger, *, now: datetime,
+                                last_scheduled: datetime | None) -> datetime | None:
+    """At a trigger's resume: the latest slot that came while it was suspended, to record as passed (not fired),
+    or None to leave it to `due_slot`. Resuming backfills nothing unless the trigger's catch-up policy,
+    startingDeadlineSeconds, says so: with one, the latest slot within it still runs, as after an outage."""
+    if schedule.starting_deadline_seconds is not None:
+        return None
+    slot = latest_slot(schedule, now)
+    return slot if last_scheduled is None or slot > last_scheduled else None
+
+
 def scheduled_run_name(workflow: str, trigger: str, slot: datetime) -> str:
     """`<workflow>-<trigger>-<YYYYMMDDHHMM>` as a DNS label, hashed when too long."""
     suffix = "-" + slot.astimezone(UTC).strftime("%Y%m%d%H%M")

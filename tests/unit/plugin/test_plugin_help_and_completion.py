@@ -110,6 +110,6 @@ def test_kubectl_plugin_completion_answers_in_cobras_format() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
                                           "Succeeded", "Failed", "Cancelled", ":4"]
-    assert sorted(candidates(build_parser(), ["s"])) == ["status", "submit", "suspend"]
+    assert sorted(candidates(build_parser(), ["s"])) == ["schedule", "status", "stop", "submit", "suspend"]
     assert kubectl_answer(build_parser(), ["completion", "z"]) == "zsh\n:4\n"
     assert candidates(build_parser(), ["-n", "team", "describe", "x", "-o", ""]) == ["json", "yaml", "name"]
