@@ -92,7 +92,8 @@ def test_the_schema_left_aside_the_operator_still_refuses_towlines_own_labels(k8
 def test_the_step_objects_policy_admits_the_chart_priority_class_and_no_other(k8s_binaries: BinarySet) -> None:
     def host_rule(values: dict[str, str]) -> str:
         policy = find(render(k8s_binaries, values), "ValidatingAdmissionPolicy", "towline-step-objects")
-        return next(str(v["expression"]) for v in policy["spec"]["validations"] if "priorityClassName" in v["expression"])
+        rules = policy["spec"]["validations"]
+        return next(str(v["expression"]) for v in rules if "priorityClassName" in v["expression"])
 
     assert 'variables.pod.priorityClassName == ""' in host_rule({})
     assert 'variables.pod.priorityClassName == "towline-steps"' in host_rule(

@@ -61,7 +61,8 @@ def test_a_steps_own_resources_win_over_the_step_types_and_size_only_its_contain
 
 def test_a_request_above_the_default_limit_raises_that_limit_with_it() -> None:
     (container,) = containers(job(resources={"requests": {"memory": "1Gi", "cpu": "2"}})).values()
-    assert container["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
+                                      "limits": {"cpu": "2", "memory": "1Gi"}}
 
 
 def test_a_limit_below_the_default_request_lowers_that_request_with_it() -> None:
@@ -79,7 +80,8 @@ def test_a_code_steps_declared_limits_win_over_the_steps_resources() -> None:
 
 @pytest.mark.parametrize(("resources", "field"), [
     ({"requests": {"cpu": "500m"}, "limits": {"cpu": "200m"}}, "limits.cpu (200m) is below requests.cpu (500m)"),
-    ({"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}, "limits.memory (1000Mi) is below requests.memory"),
+    ({"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}},
+     "limits.memory (1000Mi) is below requests.memory"),
 ])
 def test_a_step_whose_limit_is_below_its_request_is_refused_naming_the_field(
     resources: dict[str, Any], field: str
