@@ -8,9 +8,10 @@
   nothing, GOCACHE under the cache directory), then the example's own Containerfile puts
   it alone into an empty image (`FROM scratch`, uid 65532).
 - `localhost/towline-steps/greeter:dev`, the Python SDK example, from
-  `images/step-greeter.Containerfile` on the runner's Debian base: a venv with pydantic at
-  the runner's pin, `towline_step` and the example. Built only when the tree holds
-  `stepkit/towline_step` and `examples/step-types/greeter-python`; until then it is left out.
+  `images/step-greeter.Containerfile` on the runner's Debian base: a venv with the step kit's
+  `towline-step` distribution (stepkit/, with pydantic at the runner's pin) and the example.
+  Built only when the tree holds stepkit/ and `examples/step-types/greeter-python`; until then
+  it is left out.
 
 Each image has its own content key (the files its build reads, the pinned tools, the Go
 toolchain's version and architecture, the base), its own cache directory and the same
@@ -100,6 +101,8 @@ GREETER = StepImage(
         "images/step-greeter.Containerfile",
         "images/step-greeter.Containerfile.dockerignore",
         "images/constraints.txt",
+        "stepkit/pyproject.toml",
+        "stepkit/README.md",
         "stepkit/towline_step",
         "examples/step-types/greeter-python",
     ),

@@ -7,9 +7,11 @@ own) listens on the node's address; the node's containerd trusts its CA and hold
 so it pulls only with what the kubelet hands it from a pod's `imagePullSecrets`. Both images are
 pushed there (`crane push`) as `.../towline-private/towline:<chart version>` and `...-runner:<...>`,
 and the node's own copies of them are removed for the module, so what runs was pulled from the
-registry, layers included. The chart is `helm package`d as `make release` packages it and
-installed from that .tgz with only `image.repository` pointing at the registry: the tags are the
-package's appVersion, the runner image the chart's default beside the operator's.
+registry, layers included. The chart is `helm package`d as `make release` packages it, pushed to
+the same registry as an OCI artifact (`helm push`, after `helm registry login`) and installed from
+`oci://.../charts/towline --version <chart version>`, as README's "Install on your own cluster" does,
+with only `image.repository` pointing at the registry: the tags are the package's appVersion, the
+runner image the chart's default beside the operator's.
 
 Pull secrets: `regcred` in the release namespace (`imagePullSecrets`: operator, ingress, the
 `helm test` pod), `regcred-steps` only in the workflow namespace (`stepPods.imagePullSecrets`:
@@ -112,8 +114,16 @@ def private_release(
                 **api_server_egress(cluster),
             }
             began = time.monotonic()
-            result = on(cluster, "install", RELEASE, str(package), "--namespace", NAMESPACE, *set_args(values))
+            chart = _push_chart(cluster, registry, package, work / "helm-registry.json")
+            seconds["helm registry login, helm push of the chart"] = time.monotonic() - began
+            began = time.monotonic()
+            result = on(cluster, "install", RELEASE, chart, "--version", str(version), "--namespace", NAMESPACE,
+                        "--ca-file", str(registry.ca_file), "--registry-config", str(work / "helm-registry.json"),
+                        *set_args(values))
             assert result.returncode == 0, result.stdout + result.stderr
+            # The chart came from the registry: helm fetched its manifest there, authenticated.
+            assert f"/v2/towline-private/charts/towline/manifests/{version}" in \
+                registry.fetched_by_helm(registry.username), registry.log_text()[-2000:]
             wait_rolled_out(cluster)
             seconds["helm install to rolled out (pulls included)"] = time.monotonic() - began
             pushed = {operator.reference: archives[TOWLINE_IMAGE], runner.reference: archives[RUNNER_IMAGE]}
@@ -195,6 +205,22 @@ def _assert_fetched_from_the_registry(release: PrivateRelease, image: PushedImag
 def _container_image(pod: dict[str, Any]) -> tuple[str, str]:
     (status,) = pod["status"]["containerStatuses"]
     return status["image"], status["imageID"]
+
+
+def _push_chart(cluster: Cluster, registry: LocalRegistry, package: Path, config: Path) -> str:
+    """README's `helm registry login` and `helm push`, to `towline-private/charts`; the chart's oci:// reference."""
+    login = on(cluster, "registry", "login", registry.host, "--username", registry.username, "--password",
+               registry.password, "--ca-file", str(registry.ca_file), "--registry-config", str(config))
+    assert login.returncode == 0, login.stdout + login.stderr
+    # Without the login, the registry refuses the push: it takes no anonymous writes.
+    anonymous = on(cluster, "push", str(package), f"oci://{registry.host}/towline-private/charts",
+                   "--ca-file", str(registry.ca_file), "--registry-config", str(config.with_suffix(".none")))
+    assert anonymous.returncode != 0, anonymous.stdout + anonymous.stderr
+    pushed = on(cluster, "push", str(package), f"oci://{registry.host}/towline-private/charts",
+                "--ca-file", str(registry.ca_file), "--registry-config", str(config))
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert f"Pushed: {registry.host}/towline-private/charts/towline:" in pushed.stdout + pushed.stderr
+    return f"oci://{registry.host}/towline-private/charts/towline"
 
 
 def test_a_pod_without_the_pull_secret_cannot_pull_from_the_registry(private_release: PrivateRelease) -> None:
