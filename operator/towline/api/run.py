@@ -123,6 +123,12 @@ class RetryOf(TowlineModel):
         default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Ids of that run's Succeeded steps whose outputs this run reuses instead of running them.",
     )
+    workflow_changed: bool = Field(
+        default=False,
+        description="Run the Workflow as it is now (a new snapshot, e.g. after a fix in git) instead of the finished "
+        "run's copy; refused, naming them, when a reused step differs in it (definition or needs). "
+        "(kubectl towline retry --workflow-changed)",
+    )
 
 
 class WorkflowRunSpec(TowlineModel):

@@ -35,6 +35,7 @@ from towline.engine.kstatus import kstatus_fields
 from towline.engine.traces import TracedRun, finished_spans, traced_run
 from towline.handlers.context import Definitions, RunDeps
 from towline.handlers.failures import clear_reconcile_failure
+from towline.handlers.retrybasis import retry_basis
 from towline.handlers.steptypes import catalog_of, step_types_of
 from towline.handlers.subflows import (
     child_run_problems,
@@ -292,9 +293,10 @@ async def snapshot_retry(
         if refused:
             return status, refused
     generation = int(workflow["metadata"].get("generation", 0))
-    started = start_retry(
+    basis = await retry_basis(deps, run, previous.status or WorkflowRunStatus(), workflow)
+    started = basis if isinstance(basis, list) else start_retry(
         run.spec, previous.spec.workflow_ref.name, previous.status or WorkflowRunStatus(), generation,
-        workflow_uid=str(workflow["metadata"].get("uid") or ""), previous_params=previous.spec.params,
+        workflow_uid=str(workflow["metadata"].get("uid") or ""), previous_params=previous.spec.params, basis=basis,
     )
     if isinstance(started, list):
         return status, started

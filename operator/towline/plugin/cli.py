@@ -113,9 +113,17 @@ kubectl towline submit -f runs.yaml --dry-run=server -o name""")
 
     retry = command(sub, "retry", "a new run that starts again from RUN's failed steps", """
 kubectl towline retry sync-x7k2p
-kubectl towline retry sync-x7k2p --follow""")
+kubectl towline retry sync-x7k2p --follow
+# fixed in git: rerun the failed steps under the Workflow now (refused if a succeeded step changed)
+kubectl towline retry sync-x7k2p --workflow-changed
+kubectl towline retry sync-x7k2p -p env=prod   # steps reading env run again""")
     retry.add_argument("run")
     retry.add_argument("-f", "--follow", action="store_true")
+    retry.add_argument("--workflow-changed", action="store_true",
+                       help="run the Workflow's current generation, reusing the succeeded steps that are unchanged "
+                            "in it (refused naming those that changed)")
+    retry.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="a param of the retry over RUN's; succeeded steps reading a changed param run again")
 
     for verb, text in (("cancel", "cancel a run (final): running steps end, then its finally steps run"),
                        ("stop", "end a run at once without its finally steps or compensations (argo terminate; "
@@ -295,7 +303,8 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
             "stop": lambda: commands.switch(api, namespace, io, args.run, "stop"),
             "suspend": lambda: commands.switch(api, namespace, io, args.run, "suspend"),
             "resume": lambda: commands.switch(api, namespace, io, args.run, "resume"),
-            "retry": lambda: commands.retry(api, namespace, io, args.run, args.follow),
+            "retry": lambda: commands.retry(api, namespace, io, args.run, args.follow,
+                                            workflow_changed=args.workflow_changed, params=args.params),
             "graph": lambda: commands.draw(
                 api, namespace, io, name=args.name, kind=args.kind, form=args.output),
             "export": lambda: (history.export_archive(api, args.archive, io, args.since) if args.archive else
@@ -364,6 +373,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     try:
         if args.command == "run":
             args.params, args.labels = _params(args), submitting.labels(args.label)
+        if args.command == "retry":
+            args.params = parse_params(args.param)
         if args.command == "submit":
             args.documents = submitting.run_files(args.filename)
     except UsageError as error:

@@ -103,11 +103,14 @@ async def switch(api: KubeApi, namespace: str, io: Io, name: str, action: runact
     return 0
 
 
-async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool) -> int:
+async def retry(api: KubeApi, namespace: str, io: Io, name: str, follow: bool, *, workflow_changed: bool = False,
+                params: JSON | None = None) -> int:
     old = await run_or_fail(api, namespace, name)
-    run, reused = await runactions.retry(api, namespace, old, await session.who_am_i(api))
+    run, reused = await runactions.retry(api, namespace, old, await session.who_am_i(api),
+                                         workflow_changed=workflow_changed, params=params)
     new = run["metadata"]["name"]
-    io.out(f"workflowrun/{new} created: retry of {name}, reusing {', '.join(reused) or 'no steps'}")
+    under = " under the Workflow as it is now" if workflow_changed else ""
+    io.out(f"workflowrun/{new} created: retry of {name}{under}, reusing {', '.join(reused) or 'no steps'}")
     return await follow_run(api, namespace, io, new) if follow else 0
 
 

@@ -55,9 +55,22 @@ def retry_body(run: JSON, user: str) -> JSON:
     return manifests.retry_manifest(run, user)
 
 
-async def retry(api: KubeApi, namespace: str, run: JSON, user: str) -> tuple[JSON, list[str]]:
-    """Create the retry as the caller: the new run and the steps it reuses."""
+async def retry(api: KubeApi, namespace: str, run: JSON, user: str, *, workflow_changed: bool = False,
+                params: JSON | None = None) -> tuple[JSON, list[str]]:
+    """Create the retry as the caller: the new run and the steps it reuses. `workflow_changed`: under the
+    Workflow as it is now ("fix it in git, then retry"); `params`: over the run's own. Either is checked here as
+    the operator would (towline.plugin.retryplan) before anything is created; the operator decides again."""
     body = retry_body(run, user)
+    if workflow_changed or params:
+        from towline.plugin.retryplan import plan_retry  # noqa: PLC0415 - these flags alone load the models
+
+        workflow = await session.get_workflow(api, namespace, run["spec"]["workflowRef"]["name"])
+        plan = plan_retry(run, workflow, params or {}, workflow_changed=workflow_changed)
+        body["spec"]["retryOf"]["reuse"] = plan.reuse
+        if workflow_changed:
+            body["spec"]["retryOf"]["workflowChanged"] = True
+        if params:
+            body["spec"]["params"] = params
     created = await session.create_run(api, namespace, body)
     return created, list(body["spec"]["retryOf"]["reuse"])
 
