@@ -104,7 +104,7 @@ def test_the_python_example_follows_the_runners_base_and_go_does_not_matter() ->
 def test_the_python_example_is_built_only_once_its_sources_are_in_the_tree(tmp_path: Path) -> None:
     for source in GREETER.sources:
         path = tmp_path / source
-        if source.endswith((".Containerfile", ".dockerignore", ".txt")):
+        if source.endswith((".Containerfile", ".dockerignore", ".txt", ".toml", ".md")):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("x\n")
     assert not available(GREETER, tmp_path)
@@ -114,7 +114,7 @@ def test_the_python_example_is_built_only_once_its_sources_are_in_the_tree(tmp_p
     (tmp_path / "examples" / "step-types" / "greeter-python" / "greeter").mkdir(parents=True)
     (tmp_path / "examples" / "step-types" / "greeter-python" / "greeter" / "__main__.py").write_text("")
     assert available(GREETER, tmp_path)
-    assert "stepkit/towline_step/__init__.py" in source_files(GREETER, tmp_path)
+    assert {"stepkit/towline_step/__init__.py", "stepkit/pyproject.toml"} <= set(source_files(GREETER, tmp_path))
 
 
 def test_the_go_build_is_static_stripped_and_offline(tmp_path: Path) -> None:
