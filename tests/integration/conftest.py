@@ -204,5 +204,5 @@ def web_view_client(request: pytest.FixtureRequest, identity_provider: IdentityP
     client = identity_provider.register_client([TEST_REDIRECT_URI])
     plane = request.getfixturevalue("real_node").plane
     token = sign_in(identity_provider, client, "dave").id_token
-    wait_for("the API server to take the provider's ID tokens", lambda: whoami(plane, token), 60)
+    wait_for("the API server to take the provider's ID tokens", lambda: whoami(plane, token), 120)
     return client

@@ -86,14 +86,15 @@ def traced_workflow(namespace: str, api: str) -> dict[str, Any]:
         "spec": {
             "triggers": [{"name": "hook", "webhook": {
                 "verify": {"scheme": "standard-webhooks", "secretRef": {"name": "traced-key",
-                                                                          "key": "signing-secret"}}}}],
+                                                                          "key": "signing-secret"}},
+                "data": {"note": "body.note"}}}],
             "steps": [
                 {"id": "check", "action": "http.request", "with": {"url": f"{api}/status", "select": "response.body"},
                  "retry": {"limit": 2, "backoff": "fixed", "baseDelaySeconds": 1}},
                 {"id": "review", "needs": ["check"], "approval": {"approvers": {"users": ["bob"]}}},
                 {"id": "release", "needs": ["review"], "action": "http.request", "credentials": {"api": "canary"},
                  "with": {"url": f"{api}/release", "method": "POST",
-                          "json": {"note": "${{ trigger.data.note }}"},
+                          "json": {"version": "${{ steps.check.output.version }}", "note": "${{ trigger.data.note }}"},
                           "auth": {"bearer": {"credential": "api", "key": "token"}}}},
             ],
         },

@@ -322,6 +322,6 @@ class IdentityProvider:
 
     def _wait(self, what: str, ready: Any) -> None:
         try:
-            wait_for(ready, timeout=60, interval=0.1, what=what)
+            wait_for(ready, timeout=180, interval=0.1, what=what)  # minutes on a machine loaded tenfold
         except TimeoutError as error:
             raise ProviderError(f"{error}; logs in {self.logs_dir}") from None

@@ -23,6 +23,7 @@ from tests.integration.support import wait_for, wait_for_phase
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
+from towline.engine.traces import traced_run
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.stepjobs import BuiltinAction, StepTypeImage, build_step_job
 from towline.k8s.steppods import build_step_pod
@@ -60,9 +61,12 @@ def as_operator(towline_installed: ControlPlane, tmp_path: Path) -> AsOperator:
     return run
 
 
-def step_job(namespace: str) -> dict[str, Any]:
+def step_job(namespace: str, *, traced: bool = False) -> dict[str, Any]:
     """A Job exactly as the operator builds one, mounting the namespace's Secret `crown-jewels`."""
-    run = RunRef(name="victim-run", namespace=namespace, uid="00000000-0000-0000-0000-000000000019", workflow="wf")
+    uid = "00000000-0000-0000-0000-000000000019"
+    trace = traced_run({"uid": uid, "name": "victim-run", "namespace": namespace}, workflow="wf",
+                       trigger="manual") if traced else None
+    run = RunRef(name="victim-run", namespace=namespace, uid=uid, workflow="wf", trace=trace)
     return build_step_job(
         run, BuiltinAction(connector_catalog()),
         job_name=job_name(run.name, "call", 1), step_id="call", attempt=1, action="http.request",
@@ -126,6 +130,11 @@ ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
                           CONTAINERS),
     "python-environment": (lambda j: _container(j)["env"].append({"name": "PYTHONWARNINGS", "value": "x"}),
                            CONTAINERS),
+    # TRACEPARENT is the one name outside TOWLINE_ (a traced run's attempt span): 55 characters, never a reference.
+    "a-traceparent-carrying-more-than-a-span": (lambda j: _container(j)["env"].append(
+        {"name": "TRACEPARENT", "value": "00-" + "a" * 32 + "-" + "b" * 16 + "-01;" + "x" * 200}), CONTAINERS),
+    "a-traceparent-from-a-secret": (lambda j: _container(j)["env"].append(
+        {"name": "TRACEPARENT", "valueFrom": {"secretKeyRef": {"name": "crown-jewels", "key": "token"}}}), CONTAINERS),
     "post-start-hook": (lambda j: _container(j).update(
         lifecycle={"postStart": {"exec": {"command": ["python3", "-c", "1"]}}}), CONTAINERS),
     "exec-probe": (lambda j: _container(j).update(livenessProbe={"exec": {"command": ["python3", "-c", "1"]}}),
@@ -212,6 +221,15 @@ def test_a_step_types_job_admits_no_other_shape(
     mutate, reason = USER_STEP_ESCAPES[escape]
     mutate(job)
     refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), reason)
+
+
+def test_a_traced_runs_step_job_is_admitted_with_its_traceparent(
+    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+) -> None:
+    job = step_job(namespace, traced=True)
+    assert any(item["name"] == "TRACEPARENT" for item in _container(job)["env"])
+    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job))
+    assert created.returncode == 0, created.stderr
 
 
 @pytest.mark.parametrize("escape", list(ESCAPES))
