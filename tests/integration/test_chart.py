@@ -249,6 +249,9 @@ BAD_VALUES = [
     ({"archive.database.urlSecret.nmae": "db"}, "nmae"),
     # A misspelt key inside each top-level object, a wrong type for each top-level list or number.
     ({"image.repo": "r.example/towline"}, "repo"),
+    ({"global.imagePullSecret": '[{"name": "regcred"}]'}, "imagePullSecret"),
+    ({"commonLabels": '{"team": 1}'}, "commonLabels"),
+    ({"podLabels": '{"bad key": "x"}'}, "bad key"),
     ({"imagePullSecrets": '"regcred"'}, "imagePullSecrets"),
     ({"imagePullSecrets": '[{"secret": "regcred"}]'}, "secret"),
     ({"runner.imag": "r.example/runner:1"}, "imag"),

@@ -99,6 +99,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- include "towline.commonLabels" . }}
 {{- end }}
 
 {{- define "towline.operatorUser" -}}
@@ -230,15 +231,16 @@ priorityClassName: {{ . | quote }}
 
 {{/*
 The pull secrets of step pods, comma separated (the operator's TOWLINE_STEP_IMAGE_PULL_SECRETS):
-stepPods.imagePullSecrets, else the top-level imagePullSecrets. `default dict`: a release upgraded
-with --reuse-values from a chart without stepPods renders too.
+stepPods.imagePullSecrets, else global.imagePullSecrets and the top-level imagePullSecrets. `default dict`:
+a release upgraded with --reuse-values from a chart without stepPods renders too.
 */}}
 {{- define "towline.stepImagePullSecrets" -}}
 {{- $names := list }}
-{{- range (.Values.stepPods | default dict).imagePullSecrets | default .Values.imagePullSecrets }}
+{{- $release := concat ((.Values.global | default dict).imagePullSecrets | default list) (.Values.imagePullSecrets | default list) }}
+{{- range (.Values.stepPods | default dict).imagePullSecrets | default $release }}
 {{- $names = append $names .name }}
 {{- end }}
-{{- join "," $names }}
+{{- join "," (uniq $names) }}
 {{- end }}
 
 {{/* Egress rules of Towline's own pods: the API server and cluster DNS only. */}}

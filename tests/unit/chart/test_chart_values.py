@@ -4,7 +4,7 @@ Helm checks values against the schema before it renders anything, so a misspelt 
 `helm install` naming it, but only where the schema says `additionalProperties: false`. These tests
 keep it so as values are added: every key of values.yaml has a schema, and every object in the
 schema is closed, except the free-form maps below (labels, annotations, selectors, resource
-quantities, Kubernetes affinity and NetworkPolicy peers, whose keys are the user's).
+quantities, Kubernetes affinity, volumes, relabelings and NetworkPolicy peers, whose keys are the user's).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ FREE_FORM = {
     "tests.resources.requests", "tests.resources.limits",
     "tests.topologySpreadConstraints[].labelSelector",
     "stepPods.nodeSelector", "stepPods.affinity", "stepPods.labels", "stepPods.annotations",
+    "commonLabels", "podLabels", "serviceAccount.annotations", "ingress.service.annotations",
+    "operator.extraVolumes[]", "ingress.extraVolumes[]", "archive.extraVolumes[]",
+    "serviceMonitor.relabelings[]", "serviceMonitor.metricRelabelings[]",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
     "serviceMonitor.labels", "prometheusRule.labels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
 }
