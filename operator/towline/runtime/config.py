@@ -22,8 +22,8 @@ from towline.runtime.steppodconfig import (
     step_resources,
     step_tolerations,
 )
-from towline.tracing import TracingConfig
 from towline.runtime.workqueue import DEFAULT_MAX_RETRIES
+from towline.tracing import TracingConfig
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy
 from towline_connectors.wire import parse_address_port
