@@ -44,12 +44,15 @@ function runEvents(name) {
     h("td", {}, e.type || ""), h("td", {}, e.reason || ""), h("td", { title: e.last || e.first || "" },
       age(e.last || e.first)), h("td", {}, e.count > 1 ? `×${e.count}` : ""), h("td", {}, e.from || ""),
     h("td", {}, e.message || ""))));
+  const note = h("p", { class: "muted", id: "events-note" });
   live(`/events/runs/${encodeURIComponent(name)}/events`, {
+    // Events are core/v1 objects: a person may read runs without them (RBAC). Say so here, not as a page error.
+    problem: ({ status, message }) => { note.textContent = `You may not list Events here (${status}): ${message}`; },
     snapshot: (items) => { events.clear(); for (const e of items) events.set(e.uid, e); redraw(); },
     change: ({ type, event }) => { if (type === "DELETED") events.delete(event.uid); else events.set(event.uid, event);
       redraw(); },
   });
-  return [h("h2", {}, "Events"), h("table", { id: "events" }, h("thead", {}, h("tr", {},
+  return [h("h2", {}, "Events"), note, h("table", { id: "events" }, h("thead", {}, h("tr", {},
     ["Type", "Reason", "Age", "Count", "From", "Message"].map((t) => h("th", {}, t)))), rows)];
 }
 
