@@ -11,6 +11,8 @@ Prints Markdown tables: throughput and the ratio to the raw client; p50/p95/p99
 of run created -> first Job and step over (its pod succeeded or its Job Complete) -> next Job; API requests per step
 by verb from the API server (all clients) and from the operator's own counter;
 the operator process's CPU (utime + stime from /proc) per step over the batch.
+With BENCH_TRACING=1 each operator batch runs once more with tracing on (every run's spans exported over
+OTLP/HTTP to a loopback receiver, tests/bench/otlpsink.py) and the operator CPU per step of both is printed.
 Asserts nothing about time.
 """
 
@@ -24,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tests.bench.figures import counts_by, delta, latency_row, split_reads_writes, table
+from tests.bench.otlpsink import OtlpSink
 from tests.bench.rawclient import drive_run
 from tests.bench.scaleload import Observations, Shape, chain, create_runs, fan_out_in, run_manifest, watching, workflow
 from tests.bench.simcluster import RUNNER, SimCluster, operator_cpu_seconds, operator_metrics, serving, sim_cluster
@@ -35,6 +38,8 @@ SCENARIOS = ((chain(5), int(os.environ.get("BENCH_CHAIN_RUNS", "200"))),
              (fan_out_in(48), int(os.environ.get("BENCH_FAN_RUNS", "20"))))
 PASSES = "towline_workqueue_work_duration_seconds_count"
 TIMEOUT = float(os.environ.get("BENCH_TIMEOUT_SECONDS", "1800"))
+TRACING = os.environ.get("BENCH_TRACING") == "1"
+"""Also run each batch with tracing on (spans to a loopback OTLP receiver, tests/bench/otlpsink.py)."""
 
 
 @dataclass
@@ -101,11 +106,13 @@ async def raw_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outcome:
     return Outcome(shape, runs, seconds, seen, server, Counter())
 
 
-async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int) -> Outcome:
-    namespace = f"towline-{shape.name}"
+async def towline_scenario(cluster: SimCluster, shape: Shape, runs: int, *, traces_to: str | None = None) -> Outcome:
+    """The operator's batch; with `traces_to` (an OTLP/HTTP traces URL) it exports every run's spans there."""
+    namespace = f"towline-{shape.name}" + ("-traced" if traces_to else "")
     cluster.namespace(namespace)
     cluster.apply(workflow(shape, namespace))
-    operator = cluster.start_operator(namespaces=(namespace,))
+    operator = cluster.start_operator(namespaces=(namespace,),
+                                      settings={"TOWLINE_TRACING_ENDPOINT": traces_to} if traces_to else None)
     admin = await KubeApi.connect(str(cluster.plane.kubeconfig))
     carol = await KubeApi.connect(str(cluster.plane.kubeconfig), context=RUNNER)
     seen = Observations(expected_runs=runs)
@@ -194,6 +201,22 @@ async def scenarios(cluster: SimCluster) -> None:
         raw = await raw_scenario(cluster, shape, runs)
         towline = await towline_scenario(cluster, shape, runs)
         report(raw, towline)
+        if TRACING:
+            with OtlpSink() as sink:
+                traced = await towline_scenario(cluster, shape, runs, traces_to=sink.url)
+                await asyncio.sleep(3)  # the last batch (sent every 2 s) arrives
+            report_tracing(towline, traced, sink.spans)
+
+
+def report_tracing(untraced: Outcome, traced: Outcome, spans: int) -> None:
+    """Operator CPU per step with every run's spans exported (to a loopback OTLP receiver) and without."""
+    print(f"\n#### tracing: {traced.runs} runs of {traced.shape.name}, spans exported to a loopback OTLP receiver\n")
+    print(table(["", "operator CPU per step", "steps/s", "spans received"], [
+        ["tracing off", f"{untraced.operator_cpu / untraced.steps * 1000:.1f} ms",
+         f"{untraced.steps_per_second:.1f}", "-"],
+        ["tracing on", f"**{traced.operator_cpu / traced.steps * 1000:.1f} ms**", f"{traced.steps_per_second:.1f}",
+         str(spans)],
+    ]))
 
 
 def main() -> None:

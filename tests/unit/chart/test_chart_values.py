@@ -38,6 +38,7 @@ FREE_FORM = {
     "operator.extraVolumes[]", "ingress.extraVolumes[]", "archive.extraVolumes[]",
     "serviceMonitor.relabelings[]", "serviceMonitor.metricRelabelings[]",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
+    "tracing.egress[].to[]", "tracing.egress[].ports[]",  # NetworkPolicy peers and ports, passed through
     "serviceMonitor.labels", "prometheusRule.labels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
 }
 """Maps whose keys the user chooses: the schema may constrain their values, not their keys."""
