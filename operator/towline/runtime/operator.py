@@ -39,8 +39,8 @@ from towline.runtime.reconcilers import RememberedRuns, WatchedChildren
 from towline.runtime.runstore import RunStore, RunSummary
 from towline.runtime.runwatch import RunEvents, watch_runs
 from towline.runtime.steptypes import StepTypeCache
-from towline.tracing import span_sink
 from towline.runtime.workqueue import WorkQueue
+from towline.tracing import span_sink
 from towline.validation.catalog import connector_catalog
 from towline.validation.steptypes import check_step_type
 
