@@ -1,0 +1,324 @@
+"""The in-cluster web view (`towline ui`, the chart's ui.enabled) with a real OpenID Connect sign-in.
+
+The chart's own ui.yaml, rendered by helm and applied into the test's namespace, runs the towline image as a pod
+on the real node, with no ServiceAccount token. The browser (headless Chromium) reaches it through a port-forward
+on 127.0.0.1, signs in at the tests' provider (ORY Hydra and its login form, towline_dev.idp) and is sent back to
+the page it asked for; the pod trades the code at Hydra and calls the API server with the person's ID token,
+which the API server trusts (oidc:bob, oidc:carol, ...). Nothing here stands in for the provider, the API server
+or the admission policies: bob's approval records decidedBy oidc:bob because the API server said so, and
+carol's refusal is the admission policy's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from tests.integration.helmsupport import render
+from tests.integration.oidcsupport import BOB, CAROL, DAVE, grant_oidc_people, kubectl_with_token
+from tests.integration.support import get, wait_for
+
+from towline_dev.browser import headless_chromium
+from towline_dev.controlplane import ControlPlane
+from towline_dev.idp.flow import sign_in
+from towline_dev.idp.issuer import ISSUER_URL, WEB_VIEW_CLIENT_ID
+from towline_dev.idp.provider import IdentityProvider
+from towline_dev.install import OperatorProcess
+from towline_dev.release import local_image_values
+
+pytestmark = [pytest.mark.integration]
+
+SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
+SERVICE_ACCOUNT = "towline-ui"
+SESSION_COOKIE = "__Host-towline-session"
+
+
+@dataclass(frozen=True)
+class InClusterView:
+    url: str
+    namespace: str
+    cluster: ControlPlane
+    provider: IdentityProvider
+
+    def link(self, path: str) -> str:
+        return f"{self.url}/ns/{self.namespace}{path}"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _deploy(cluster: ControlPlane, provider: IdentityProvider, namespace: str, url: str, secret: str,
+            **values: str) -> None:
+    """The chart's ui.yaml (nothing else of the chart) into `namespace`, as helm renders it."""
+    cluster.kubectl("-n", namespace, "create", "secret", "generic", "ui-oidc", f"--from-literal=client-secret={secret}")
+    cluster.kubectl("-n", namespace, "create", "configmap", "ui-oidc-ca", f"--from-file=ca.crt={provider.ca_bundle}")
+    documents = render(cluster.binaries, {
+        **local_image_values(), "ui.enabled": "true", "ui.url": url, "ui.defaultNamespace": namespace,
+        "ui.oidc.issuer": ISSUER_URL, "ui.oidc.clientId": WEB_VIEW_CLIENT_ID,
+        "ui.oidc.clientSecret.name": "ui-oidc", "ui.oidc.caConfigMap.name": "ui-oidc-ca", **values,
+    }, "--show-only", "templates/ui.yaml", namespace=namespace)
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/towline-ui", "--timeout=180s")
+
+
+@contextmanager
+def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str, **values: str) -> Iterator[InClusterView]:
+    """The view in a namespace of its own (the OIDC people granted there), reached at 127.0.0.1 through a
+    port-forward to its Service, while the block runs."""
+    namespace = f"{name}-{os.getpid()}"
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.kubectl("label", "namespace", namespace, "towline.dev/test=true")
+    wait_for("the namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", namespace))
+    grant_oidc_people(cluster, namespace)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    client = provider.register_client([f"{url}/auth/callback"])
+    forward: subprocess.Popen[str] | None = None
+    try:
+        _deploy(cluster, provider, namespace, url, client.client_secret, **values)
+        forward = subprocess.Popen(
+            [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(cluster.kubeconfig), "-n", namespace,
+             "port-forward", "--address", "127.0.0.1", "service/towline-ui", f"{port}:80"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for("the view through the port-forward", lambda: _answers(f"{url}/healthz"), 60)
+        yield InClusterView(url, namespace, cluster, provider)
+    finally:
+        if forward is not None:
+            forward.terminate()
+            forward.wait(10)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def in_cluster_view(
+    towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
+) -> Iterator[InClusterView]:
+    with _serving(towline_installed, identity_provider, "web-sso") as view:
+        yield view
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _gated_run(view: InClusterView, requester_token: str) -> tuple[str, str]:
+    """A Workflow whose first step is a four-eyes gate bob and carol may decide, and a run carol started with her
+    own ID token (so its requester is oidc:carol, as the API server saw her); (run, approval) once it waits."""
+    cluster, namespace = view.cluster, view.namespace
+    workflow = {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "close-quarter", "namespace": namespace},
+        "spec": {"steps": [
+            {"id": "review", "approval": {"message": "Close the quarter?", "approvers": {"users": [BOB, CAROL]},
+                                          "fourEyes": True, "expiresAfter": "30m"}},
+            {"id": "post", "needs": ["review"], "action": "data.transform",
+             "with": {"data": {}, "fields": {"ok": "true"}}},
+        ]},
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
+    wait_for("the Workflow Ready", lambda: any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in ((get(cluster, "workflows.towline.dev", "close-quarter", namespace) or {}).get("status") or {})
+        .get("conditions", [])), 60)
+    run = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+           "metadata": {"generateName": "close-quarter-", "namespace": namespace},
+           "spec": {"workflowRef": {"name": "close-quarter"}, "requestedBy": CAROL}}
+    created = kubectl_with_token(cluster, requester_token, "create", "-o", "name", "-f", "-", stdin=json.dumps(run))
+    assert created.returncode == 0, created.stderr
+    name = created.stdout.strip().split("/")[-1]
+
+    def waiting() -> str | None:
+        found = get(cluster, "workflowruns.towline.dev", name, namespace) or {}
+        steps = (found.get("status") or {}).get("steps") or []
+        return next((s.get("approvalName") for s in steps if s.get("id") == "review" and s.get("approvalName")
+                     and get(cluster, "approvals.towline.dev", s["approvalName"], namespace)), None)
+
+    return name, str(wait_for("the run waiting at its gate", waiting, 120))
+
+
+def _sign_in(driver: Any, view: InClusterView, person: str, address: str) -> None:
+    """Open `address` signed out: the view sends the browser to the provider's login form; sign `person` in
+    there, and the browser comes back to `address`."""
+    driver.get(address)
+    wait_for("the provider's login form", lambda: driver.find_elements(By.ID, "username"), 60)
+    driver.find_element(By.ID, "username").send_keys(person)
+    driver.find_element(By.ID, "password").send_keys(view.provider.password(person))
+    driver.find_element(By.ID, "sign-in").click()
+    wait_for(f"{person} back at {address}", lambda: driver.current_url == address, 60,
+             explain=lambda: f"the browser is at {driver.current_url}: {_body(driver)}")
+
+
+def _body(driver: Any) -> str:
+    """What the page shows now, read in one script call (a page being replaced has no element to go stale)."""
+    return str(driver.execute_script("return document.body ? document.body.innerText : ''") or "")[:500]
+
+
+def _session_cookie(driver: Any) -> str:
+    return str(next(c["value"] for c in driver.get_cookies() if c["name"] == SESSION_COOKIE))
+
+
+def _press_approve(driver: Any, approval: str) -> Any:
+    card = wait_for("the approval's card", lambda: driver.find_elements(
+        By.CSS_SELECTOR, f'.approval[data-approval="{approval}"]'), 60)[0]
+    card.find_element(By.CSS_SELECTOR, "button.approve").click()
+    return card
+
+
+def _refusal_in(card: Any) -> Any:
+    return wait_for("the refusal", lambda: next(
+        (r for r in card.find_elements(By.CSS_SELECTOR, ".result.refused") if r.text), None), 60)
+
+
+def _screenshot(driver: Any, name: str, tmp_path: Path) -> None:
+    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    driver.save_screenshot(str(directory / name))
+
+
+def test_bob_approves_after_signing_in_from_the_link_and_carol_sees_the_four_eyes_refusal(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView, tmp_path: Path,
+) -> None:
+    view = in_cluster_view
+    client = view.provider.register_client([f"{view.url}/auth/callback"])
+    carol_token = sign_in(view.provider, client, "carol").id_token
+    run, approval = _gated_run(view, carol_token)
+    link = view.link(f"/approvals/{approval}")  # what the opened gate's notification carries with ui.url set
+    arguments = view.provider.chromium_arguments()
+
+    with headless_chromium(print, arguments=arguments) as carol:
+        _sign_in(carol, view, "carol", link)
+        assert f"{CAROL} · namespace {view.namespace}" in carol.find_element(By.CSS_SELECTOR, ".who").text
+        answer = _refusal_in(_press_approve(carol, approval))
+        assert f"four-eyes approval: {CAROL} started this run and cannot approve it" in answer.text
+        _screenshot(carol, "web-view-in-cluster-four-eyes.png", tmp_path)
+
+    with headless_chromium(print, arguments=arguments) as bob:
+        _sign_in(bob, view, "bob", link)
+        _screenshot(bob, "web-view-in-cluster-approval.png", tmp_path)
+        _press_approve(bob, approval)
+        # Decided, the card leaves the waiting list and the decision shows in the decided table, with who.
+        wait_for("the decided row naming bob", lambda: bob.execute_script(
+            "const row = document.querySelector(arguments[0]); return row ? row.innerText : ''",
+            f'tr[data-approval="{approval}"]'), 60, explain=lambda: _body(bob))
+        shown = bob.execute_script("return document.querySelector(arguments[0]).innerText",
+                                   f'tr[data-approval="{approval}"]')
+        assert BOB in shown and "Approved" in shown, shown
+    decided = get(view.cluster, "approvals.towline.dev", approval, view.namespace)
+    assert decided is not None and decided["spec"]["decidedBy"] == BOB and decided["spec"]["decision"] == "Approved"
+    assert run
+
+
+def test_dave_signed_in_sees_no_runs_and_the_api_servers_refusal(in_cluster_view: InClusterView) -> None:
+    view = in_cluster_view
+    with headless_chromium(print, arguments=view.provider.chromium_arguments()) as dave:
+        _sign_in(dave, view, "dave", view.link("/runs"))
+        refusal = wait_for("the refusal", lambda: dave.find_elements(By.CSS_SELECTOR, "p.result.refused"), 60)[0]
+        assert "403" in refusal.text and DAVE in refusal.text
+        assert dave.find_elements(By.CSS_SELECTOR, "tr[data-run]") == []
+
+
+def test_a_stolen_session_cookie_stops_working_after_sign_out(in_cluster_view: InClusterView) -> None:
+    view = in_cluster_view
+    with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+        _sign_in(bob, view, "bob", view.link("/workflows"))
+        stolen = _session_cookie(bob)
+        assert httpx.get(view.link("/api/workflows"), headers={"Cookie": f"{SESSION_COOKIE}={stolen}"}).status_code \
+            == 200, "the copy works while bob is signed in"
+        bob.find_element(By.ID, "sign-out").click()
+        wait_for("the signed-out page", lambda: "Signed out" in _body(bob), 30)
+    after = httpx.get(view.link("/api/workflows"), headers={"Cookie": f"{SESSION_COOKIE}={stolen}"})
+    assert after.status_code == 401
+
+
+def test_cross_site_writes_and_forged_identity_headers_change_nothing(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
+) -> None:
+    view = in_cluster_view
+    client = view.provider.register_client([f"{view.url}/auth/callback"])
+    carol_token = sign_in(view.provider, client, "carol").id_token
+    bob_token = sign_in(view.provider, client, "bob").id_token
+    _, approval = _gated_run(view, carol_token)
+    arguments = view.provider.chromium_arguments()
+    with headless_chromium(print, arguments=arguments) as bob, headless_chromium(print, arguments=arguments) as carol:
+        _sign_in(bob, view, "bob", view.link("/approvals"))
+        _sign_in(carol, view, "carol", view.link("/approvals"))
+        bobs = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
+        carols = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(carol)}"}
+        carols_csrf = carol.find_element(By.CSS_SELECTOR, 'meta[name="towline-csrf"]').get_attribute("content")
+    url = view.link(f"/api/approvals/{approval}")
+    body = json.dumps({"decision": "Approved"})
+    # Another site's page in bob's browser posts with his cookie: its own Origin, no CSRF token (it cannot read
+    # the view's page). Bob may approve this gate, so only the view's checks stand in the way.
+    cross_site = httpx.post(url, content=body, headers={
+        **bobs, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
+    assert cross_site.status_code == 403
+    no_token = httpx.post(url, content=body, headers={**bobs, "Origin": view.url})
+    assert no_token.status_code == 403 and "X-Towline-CSRF" in no_token.text
+    # Headers that would name bob, sent with carol's session and token: the API server still sees carol.
+    forged = {"X-Forwarded-User": BOB, "X-Remote-User": BOB, "X-Forwarded-Email": "bob@example.test",
+              "Remote-User": BOB, "Impersonate-User": BOB, "Authorization": f"Bearer {bob_token}"}
+    as_carol = httpx.post(url, content=body, headers={
+        **forged, **carols, "Origin": view.url, "X-Towline-CSRF": carols_csrf})
+    assert as_carol.status_code == 403 and f"{CAROL} started this run" in as_carol.json()["message"]
+    # Without a session, the headers alone sign nobody in.
+    alone = httpx.post(url, content=body, headers={**forged, "Origin": view.url})
+    assert alone.status_code == 401
+    listed = httpx.get(view.link("/api/workflows"), headers=forged)
+    assert listed.status_code == 401
+    still = get(view.cluster, "approvals.towline.dev", approval, view.namespace)
+    assert still is not None and not still["spec"].get("decision"), "nothing was decided"
+
+
+def test_the_ui_service_account_alone_lists_no_run_and_approves_nothing(
+    in_cluster_view: InClusterView,
+) -> None:
+    view = in_cluster_view
+    cluster, namespace = view.cluster, view.namespace
+    account = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
+    listed = cluster.kubectl("--as", account, "-n", namespace, "get", "workflowruns", check=False)
+    assert listed.returncode != 0 and "forbidden" in listed.stderr.lower()
+    everywhere = cluster.kubectl("--as", account, "get", "workflowruns", "--all-namespaces", check=False)
+    assert everywhere.returncode != 0 and "forbidden" in everywhere.stderr.lower()
+    patch = cluster.kubectl("--as", account, "-n", namespace, "patch", "approval", "any-approval", "--type",
+                            "merge", "-p", json.dumps({"spec": {"decision": "Approved", "decidedBy": account}}),
+                            check=False)
+    assert patch.returncode != 0 and "forbidden" in patch.stderr.lower()
+    secrets = cluster.kubectl("--as", account, "-n", namespace, "get", "secrets", check=False)
+    assert secrets.returncode != 0 and "forbidden" in secrets.stderr.lower()
+    # And the pod holds no token of it to use: nothing is mounted at the ServiceAccount's path.
+    pods = json.loads(cluster.kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/component=ui",
+                                      "-o", "json").stdout)["items"]
+    assert pods and all(p["spec"].get("automountServiceAccountToken") is False for p in pods)
+    mounts = [m["mountPath"] for p in pods for c in p["spec"]["containers"] for m in c.get("volumeMounts", [])]
+    assert not any(path.startswith("/var/run/secrets/kubernetes.io") for path in mounts), mounts
+
+
+def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
+    towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
+) -> None:
+    # A view whose sessions last 18 s from sign-in (ui.session.absoluteHours), however busy they are.
+    with _serving(towline_installed, identity_provider, "web-sso-expiry", **{"ui.session.absoluteHours": "0.005"}) \
+            as view, headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+        _sign_in(bob, view, "bob", view.link("/workflows"))
+        stolen = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
+        assert httpx.get(view.link("/api/workflows"), headers=stolen).status_code == 200
+        # Used all along (so never idle), the copy still stops at the absolute limit.
+        wait_for("the copied cookie refused", lambda: httpx.get(view.link("/api/workflows"), headers=stolen)
+                 .status_code == 401, 90, interval=1.0)
+        bob.get(view.link("/workflows"))
+        wait_for("bob's browser sent to sign in again", lambda: bob.find_elements(By.ID, "username"), 60)
