@@ -57,7 +57,8 @@ def module_replaces(gomod: str) -> dict[str, str]:
 
 
 def find_hydra(*, build: bool = True, progress: Progress = _stderr_progress) -> Path:
-    """The pinned Hydra from the cache, built there once (13 s with Go's caches warm, about 100 s the first time; docs/web-view.md)."""
+    """The pinned Hydra from the cache, built there once (13 s with Go's caches warm, about 100 s the first time;
+    docs/web-view.md)."""
     label = f"hydra {HYDRA_VERSION}"
 
     def make(go: str, staging: Path) -> Path:
