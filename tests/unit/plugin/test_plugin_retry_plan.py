@@ -65,9 +65,9 @@ def test_a_changed_param_reruns_the_steps_that_read_it_and_those_after_them() ->
 
 
 def test_a_param_the_workflow_does_not_allow_is_refused_naming_the_flag() -> None:
-    with pytest.raises(UsageError, match="-p colour: spec.params.colour: the workflow declares no such param"):
+    with pytest.raises(UsageError, match=r"-p colour: spec\.params\.colour: the workflow declares no such param"):
         plan_retry(failed_run(), workflow(STEPS, generation=1), {"colour": "red"}, workflow_changed=False)
-    with pytest.raises(UsageError, match="-p region: spec.params region: expected string, got int"):
+    with pytest.raises(UsageError, match=r"-p region: spec\.params region: expected string, got int"):
         plan_retry(failed_run(), workflow(STEPS, generation=1), {"region": 3}, workflow_changed=False)
 
 
