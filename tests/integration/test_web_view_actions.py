@@ -153,10 +153,10 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
         assert spec["requestedBy"] == "alice" and spec["params"] == {"region": "emea", "days": 3}
         wait_for_phase(cluster, ns, run, {"AwaitingApproval"})
 
-        # The run page offers what applies: cancel, suspend, resubmit (not resume, not retry). Suspend, then
+        # The run page offers what applies: cancel, stop, suspend, resubmit (not resume, not retry). Suspend, then
         # resume; the Events the operator recorded appear.
         browser.get(alice.url(f"/runs/{run}"))
-        live_wait(browser, 60).until(lambda d: offered(d) == ["cancel", "suspend", "resubmit"],
+        live_wait(browser, 60).until(lambda d: offered(d) == ["cancel", "stop", "suspend", "resubmit"],
                                      message="the operations of a waiting run")
         assert "suspended" in press(browser, "suspend")
         wait_for("spec.suspend", lambda: (get(cluster, "workflowruns.towline.dev", run, ns) or {})["spec"]

@@ -26,7 +26,8 @@ from towline.plugin.ui.sse import follow_collection, open_stream
 
 JSON = dict[str, Any]
 PageRenderer = Callable[[web.Request, str, str], web.Response]
-_DONE = {"cancel": "cancel requested", "suspend": "suspended", "resume": "resumed"}
+_DONE = {"cancel": "cancel requested", "stop": "stopped (no finally steps)", "suspend": "suspended",
+         "resume": "resumed"}
 
 
 def problem(status: int, message: str, **extra: Any) -> web.Response:
@@ -86,7 +87,7 @@ async def start_run(request: web.Request) -> web.StreamResponse:
 
 
 async def run_action(request: web.Request) -> web.StreamResponse:
-    """cancel, suspend, resume, retry or resubmit, as `kubectl towline` does them, as the person."""
+    """cancel, stop, suspend, resume, retry or resubmit, as `kubectl towline` does them, as the person."""
     api, namespace = person.api(request), person.namespace(request)
     name, action = run_name(request.match_info["name"]), request.match_info["action"]
     if action not in runactions.ACTIONS:

@@ -3,8 +3,8 @@
 // app.js and drawn with its helpers (h, fill, link, write, live, badge, facts); every text is textContent.
 "use strict";
 
-const ACTION_LABELS = { cancel: "Cancel", suspend: "Suspend", resume: "Resume", retry: "Retry from the failed step",
-  resubmit: "Resubmit with the same params" };
+const ACTION_LABELS = { cancel: "Cancel", stop: "Stop (no finally steps)", suspend: "Suspend", resume: "Resume",
+  retry: "Retry from the failed step", resubmit: "Resubmit with the same params" };
 
 // A write's answer: done (with a link to a run it created) or the server's refusal in its own words.
 async function showAnswer(result, response) {
