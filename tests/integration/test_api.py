@@ -105,7 +105,11 @@ REJECTED_BY_THE_API_SERVER = [
      ["spec.triggers[0].schedule.concurrencyPolicy", 'Unsupported value: "Never"']),
     ("trigger with schedule and webhook",
      {"spec.triggers[0].webhook": {"verify": {"scheme": "github", "secretRef": {"name": "gh", "key": "s"}}}},
-     ["spec.triggers[0]", "exactly one of schedule or webhook"]),
+     ["spec.triggers[0]", "exactly one of schedule, webhook or cloudEvent"]),
+    ("cloudEvent trigger with a provider's scheme",
+     {"spec.triggers[0]": {"name": "paid", "cloudEvent": {
+         "verify": {"scheme": "github", "secretRef": {"name": "gh", "key": "s"}}, "types": ["com.example.paid"]}}},
+     ["spec.triggers[0].cloudEvent.verify.scheme", "a cloudEvent trigger is verified with standard-webhooks"]),
     ("unsigned webhook not allowed", {"spec.triggers[0]": {"name": "hook", "webhook": {"verify": {"scheme": "none"}}}},
      ["spec.triggers[0].webhook.verify.allowUnsigned", "set allowUnsigned: true"]),
     ("signed webhook without secret", {"spec.triggers[0]": {"name": "hook", "webhook": {"verify": {"scheme": "hmac"}}}},

@@ -129,10 +129,16 @@ def trigger_errors(declared: list[Trigger], trigger: TriggerInfo) -> list[str]:
     """
     if trigger.type in ("manual", "parent"):  # a child run is checked against its parent (child_run_errors)
         return []
+    def of_its_kind(declared_trigger: Trigger) -> bool:
+        # A cloudEvent trigger's runs come through the webhook ingress as webhook runs.
+        if trigger.type == "webhook":
+            return declared_trigger.webhook is not None or declared_trigger.cloud_event is not None
+        return declared_trigger.schedule is not None
+
     found = next((t for t in declared if t.name == trigger.name), None)
-    if found is not None and (found.webhook if trigger.type == "webhook" else found.schedule) is not None:
+    if found is not None and of_its_kind(found):
         return []
-    kinds = [t.name for t in declared if (t.webhook if trigger.type == "webhook" else t.schedule) is not None]
+    kinds = [t.name for t in declared if of_its_kind(t)]
     listed = ", ".join(kinds) or "none"
     return [f"spec.trigger.name: the workflow declares no {trigger.type} trigger named {trigger.name!r} "
             f"(its {trigger.type} triggers: {listed}); {trigger.type} runs come only from one of them: "

@@ -62,7 +62,7 @@ def workflow_schema(input_schemas: Mapping[str, Schema] | None = None, step_type
         }
         for name in sorted(actions)
     ]
-    definitions["Trigger"]["oneOf"] = [{"required": ["schedule"]}, {"required": ["webhook"]}]
+    definitions["Trigger"]["oneOf"] = [{"required": [kind]} for kind in ("schedule", "webhook", "cloudEvent")]
     for name, schema in sorted(actions.items()):
         definitions.update(_action_definitions(name, schema))
     definitions[BINDING] = {

@@ -13,12 +13,11 @@ from typing import Any
 
 from croniter import croniter
 
+from towline.api.webhooks import CLOUD_EVENT_SCHEMES, CloudEventTrigger, WebhookTrigger, WebhookVerification
 from towline.api.workflow import (
     Param,
     ScheduleTrigger,
     ValidationError,
-    WebhookTrigger,
-    WebhookVerification,
     WorkflowSpec,
     fits_param_type,
 )
@@ -71,16 +70,18 @@ def trigger_errors(spec: WorkflowSpec) -> list[ValidationError]:
     errors = _names_declared_twice([trigger.name for trigger in spec.triggers], "spec.triggers", "trigger")
     for index, trigger in enumerate(spec.triggers):
         path = f"spec.triggers[{index}]"
-        if (trigger.schedule is None) == (trigger.webhook is None):
+        if sum(kind is not None for kind in (trigger.schedule, trigger.webhook, trigger.cloud_event)) != 1:
             errors.append(ValidationError(
                 field=path,
-                message="a trigger needs exactly one of schedule or webhook (manual runs need no trigger)",
+                message="a trigger needs exactly one of schedule, webhook or cloudEvent (manual runs need no trigger)",
             ))
         if trigger.schedule is not None:
             errors += schedule_errors(trigger.schedule, f"{path}.schedule")
         if trigger.webhook is not None:
             errors += webhook_errors(trigger.webhook.verify, f"{path}.webhook.verify")
             errors += webhook_mapping_errors(trigger.webhook, f"{path}.webhook")
+        if trigger.cloud_event is not None:
+            errors += cloud_event_errors(trigger.cloud_event, f"{path}.cloudEvent")
         errors += _trigger_param_errors(trigger.params, params, f"{path}.params")
     return errors
 
@@ -190,6 +191,36 @@ def webhook_mapping_errors(webhook: WebhookTrigger, path: str) -> list[Validatio
                 field=field,
                 message=f"reads {', '.join(sorted(unknown))}; a webhook's filter and data read only body (the parsed "
                 "payload) and headers (lower-case names), e.g. body.order.id or headers['x-github-event']",
+            ))
+    return errors
+
+
+CLOUD_EVENT_VARIABLES = frozenset({"event"})
+"""What a cloudEvent trigger's `data` and `filter` expressions read: the event's attributes and `event.data`."""
+
+
+def cloud_event_errors(trigger: CloudEventTrigger, path: str) -> list[ValidationError]:
+    """A cloudEvent trigger: a scheme a CloudEvents sender can use, its verification, and CEL over `event`."""
+    if trigger.verify.scheme not in CLOUD_EVENT_SCHEMES:
+        return [ValidationError(
+            field=f"{path}.verify.scheme",
+            message=f"scheme {trigger.verify.scheme} signs its provider's own payloads, not CloudEvents; use "
+            "standard-webhooks, hmac or bearer (or none with allowUnsigned: true)",
+        )]
+    errors = webhook_errors(trigger.verify, f"{path}.verify")
+    sources = [(f"{path}.filter", trigger.filter)] if trigger.filter is not None else []
+    sources += [(f"{path}.data.{key}", source) for key, source in trigger.data.items()]
+    for field, source in sources:
+        try:
+            unknown = unknown_variables(source, CLOUD_EVENT_VARIABLES)
+        except ExpressionError as error:
+            errors.append(ValidationError(field=field, message=f"is not valid CEL: {error}"))
+            continue
+        if unknown:
+            errors.append(ValidationError(
+                field=field,
+                message=f"reads {', '.join(sorted(unknown))}; a cloudEvent trigger's filter and data read only event "
+                "(its attributes, e.g. event.type, event.source, event.subject, and its payload as event.data)",
             ))
     return errors
 

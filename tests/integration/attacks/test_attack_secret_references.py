@@ -42,9 +42,14 @@ MINIMAL: dict[str, Any] = {
     "spec.finally[]": {"id": "after", **CALL},
     "spec.compensations[]": {"id": "undo", **CALL},
     "spec.approvalNotifications[]": {EVENTS: ["opened"], **CALL},
-    "spec.triggers[]": {"name": "push", "webhook": {"verify": {"scheme": "standard-webhooks"}}},
+    "spec.triggers[]": {"name": "push"},
+    "spec.triggers[].webhook.verify": {"scheme": "standard-webhooks"},
     "spec.triggers[].webhook.verify.secretRef": {"key": "secret"},
     "spec.triggers[].webhook.verify.publicKeyRef": {"key": "public"},
+    "spec.triggers[].cloudEvent": {"types": ["com.example.push"]},
+    "spec.triggers[].cloudEvent.verify": {"scheme": "standard-webhooks"},
+    "spec.triggers[].cloudEvent.verify.secretRef": {"key": "secret"},
+    "spec.triggers[].cloudEvent.verify.publicKeyRef": {"key": "public"},
 }
 """What a Secret-naming path passes through, at its least valid: a list's item, or an object's other fields."""
 

@@ -22,6 +22,8 @@ from towline_step.protocol import CREDENTIAL_SLOT_PATTERN
 SECRET_KEYS_NOT_NAMES = {
     "spec.triggers[].webhook.verify.secretRef.key": "the key within the Secret its name names",
     "spec.triggers[].webhook.verify.publicKeyRef.key": "the key within the Secret its name names",
+    "spec.triggers[].cloudEvent.verify.secretRef.key": "the key within the Secret its name names",
+    "spec.triggers[].cloudEvent.verify.publicKeyRef.key": "the key within the Secret its name names",
     "spec.credentials[].keys[]": "keys a slot reads of whatever Secret a step binds to it",
 }
 """String fields whose description speaks of a Secret but which hold no Secret's name, and why."""
@@ -35,6 +37,7 @@ def spec_model(kind: str) -> Any:
 def test_the_walk_finds_every_field_that_names_a_secret_and_only_those() -> None:
     assert secret_reference_paths(spec_model("Workflow"), "spec") == [
         "spec.triggers[].webhook.verify.secretRef.name", "spec.triggers[].webhook.verify.publicKeyRef.name",
+        "spec.triggers[].cloudEvent.verify.secretRef.name", "spec.triggers[].cloudEvent.verify.publicKeyRef.name",
         "spec.steps[].credentials{}", "spec.finally[].credentials{}", "spec.compensations[].credentials{}",
         "spec.approvalNotifications[].credentials{}",
     ]

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import get_args
 
-from towline.api.workflow import ApprovalNotification, WebhookScheme
+from towline.api.webhooks import WebhookScheme
+from towline.api.workflow import ApprovalNotification
 from towline.triggers.ingress.providers import PROVIDER_SCHEMES
 from towline_connectors.registry import list_actions
 from towline_dev.docmarkdown import paragraphs, user_docs

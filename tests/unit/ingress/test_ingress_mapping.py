@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from towline.api.workflow import WebhookTrigger
+from towline.api.webhooks import WebhookTrigger
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers

@@ -10,7 +10,7 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from towline.api.workflow import WebhookTrigger, WebhookVerification
+from towline.api.webhooks import WebhookTrigger, WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from towline.api.workflow import WebhookTrigger, WebhookVerification
+from towline.api.webhooks import WebhookTrigger, WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.providers import slack_challenge

@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from towline.api.workflow import WebhookVerification
+from towline.api.webhooks import WebhookVerification
 from towline.triggers.ingress import sign
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.verify import Verified, decode_keys, precheck, verify_delivery

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from towline.api.workflow import HistoryLimits, WebhookVerification
+from towline.api.webhooks import WebhookVerification
+from towline.api.workflow import HistoryLimits
 from towline.handlers.history import WEBHOOK_REPLAY_WINDOW, FinishedRun, kept_until, runs_beyond_limits
 
 

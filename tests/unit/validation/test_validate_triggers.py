@@ -89,9 +89,10 @@ def test_time_zone_and_cron_helpers_accept_what_the_scheduler_reads() -> None:
     assert cron_problem("  0 8 * * 1-5 ") is None
 
 
-def test_a_trigger_needs_exactly_one_of_schedule_or_webhook(check: Check) -> None:
+def test_a_trigger_needs_exactly_one_of_schedule_webhook_or_cloud_event(check: Check) -> None:
     errors = check({"steps": STEPS, "triggers": [{"name": "t"}]})
-    assert errors[0].message == "a trigger needs exactly one of schedule or webhook (manual runs need no trigger)"
+    assert errors[0].message == ("a trigger needs exactly one of schedule, webhook or cloudEvent (manual runs need "
+                                 "no trigger)")
 
 
 def webhook(verify: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The ingress's HTTP surfaces: the public `POST /hooks/{namespace}/{workflow}/{trigger}`, and an admin
-application (health, readiness, metrics) served on its own port, never the public one.
+"""The ingress's HTTP surfaces: the public `POST /hooks/{namespace}/{workflow}/{trigger}` (webhook deliveries
+and CloudEvents), and an admin application (health, readiness, metrics) served on its own port, never the
+public one.
 
 Plumbing only: resolve the path, content checks, a share of the capacity
 (capacity.py), the header checks and the trigger's keys, a capped, timed,
@@ -22,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 
 import towline.buildinfo  # noqa: F401 - registers towline_build_info on the ingress's /metrics
 from towline.k8s.workflowcache import WorkflowCache
+from towline.triggers.ingress import cloudevents
 from towline.triggers.ingress.body import BodyLimits, busy, read_body
 from towline.triggers.ingress.capacity import Capacity, CapacityLimits
 from towline.triggers.ingress.deliveries import Accepted, DeliveryHandler
@@ -113,14 +115,18 @@ class Ingress:
             return Refusal(415, "UnsupportedEncoding",
                            f"Content-Encoding {encoding[:40]} is not accepted; send the body uncompressed")
         media = media_type(request.headers.get("Content-Type"))
-        if media not in webhook.content_types:
+        headers = {k.lower(): v for k, v in reversed(list(request.headers.items()))}
+        if target.cloud_event is not None and not cloudevents.accepts(media, headers):
+            return Refusal(415, "UnsupportedContentType", f"content type {media[:80] or '(none)'} does not carry a "
+                           f"CloudEvent; send {cloudevents.STRUCTURED} (structured mode) or ce- headers with JSON "
+                           "data (binary mode)")
+        if target.cloud_event is None and media not in webhook.content_types:
             return Refusal(415, "UnsupportedContentType", f"content type {media[:80] or '(none)'} is not accepted; "
                            f"this trigger accepts {', '.join(webhook.content_types)} (contentTypes)")
         lease = self._capacity.lease(namespace)
         if lease is None:
             return busy("too many deliveries in flight for this namespace or this ingress; retry shortly")
         try:
-            headers = {k.lower(): v for k, v in reversed(list(request.headers.items()))}
             prepared = await self._deliveries.prepare(target, headers, now=self._clock())
             if isinstance(prepared, Refusal):
                 return prepared

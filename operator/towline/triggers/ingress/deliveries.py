@@ -18,10 +18,12 @@ from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.api.runterms import TRACEPARENT_ANNOTATION
+from towline.api.webhooks import CloudEventTrigger
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import create_run
 from towline.k8s.secrets import SecretKeyReader, SecretProblem
+from towline.triggers.ingress.cloudevents import event_identity, matches, parse_event, signed_attributes
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
@@ -101,13 +103,17 @@ class DeliveryHandler:
         early = precheck(target.webhook.verify, keys, headers, now=now)
         if early is not None:
             return early
-        return Prepared(target, keys, headers, body_mac(target.webhook.verify, keys, headers, now=now))
+        mac = body_mac(target.webhook.verify, keys, headers, now=now)
+        if mac is not None and target.cloud_event is not None:
+            mac.update(signed_attributes(headers))  # binary mode: the ce- headers are signed before the body
+        return Prepared(target, keys, headers, mac)
 
     async def handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
         self, prepared: Prepared, media: str, raw: bytes, *, now: float, monotonic: float
     ) -> Accepted | Refusal:
         target, headers = prepared.target, prepared.headers
-        verified = verify_delivery(target.webhook.verify, prepared.keys, headers, raw, now=now, mac=prepared.mac)
+        signed = raw if target.cloud_event is None else signed_attributes(headers) + raw
+        verified = verify_delivery(target.webhook.verify, prepared.keys, headers, signed, now=now, mac=prepared.mac)
         if isinstance(verified, Refusal):
             return verified
         if target.webhook.verify.scheme == "slack" and (challenge := slack_challenge(media, raw)) is not None:
@@ -120,6 +126,8 @@ class DeliveryHandler:
         if wait is not None:
             return Refusal(429, "RateLimited", f"more than {limit} deliveries a minute for this trigger "
                            "(rateLimitPerMinute); retry later", retry_after=wait)
+        if target.cloud_event is not None:
+            return await self._cloud_event(target, target.cloud_event, media, headers, raw)
         body = parse_body(media, raw)
         if isinstance(body, Refusal):
             return body
@@ -138,12 +146,35 @@ class DeliveryHandler:
         name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity.key)
         return await self._create(target, name, identity, data)
 
+    async def _cloud_event(
+        self, target: Target, trigger: CloudEventTrigger, media: str, headers: dict[str, str], raw: bytes
+    ) -> Accepted | Refusal:
+        """A verified CloudEvent: parsed, matched by type and source, filtered, mapped; one run per source and id."""
+        event = parse_event(media, headers, raw)
+        if isinstance(event, Refusal):
+            return event
+        mismatch = matches(trigger, event)
+        if mismatch is not None:
+            return Accepted(202, None, f"ignored: {mismatch}; no run started")
+        context = event.as_cel()
+        keep = passes_filter(trigger, context)
+        if isinstance(keep, Refusal):
+            return keep
+        if not keep:
+            return Accepted(202, None, "filtered: the trigger's filter is false for this event; no run started")
+        data = trigger_data(trigger, context)
+        if isinstance(data, Refusal):
+            return data
+        identity = DeliveryIdentity(event_identity(event), event.id, keyed_by_id=True)
+        name = webhook_run_name(target.namespace, target.workflow, target.trigger.name, identity.key)
+        return await self._create(target, name, identity, data)
+
     async def _create(self, target: Target, name: str, identity: DeliveryIdentity, data: JSON) -> Accepted | Refusal:
         delivery_id = identity.delivery_id
         trigger: JSON = {"type": "webhook", "name": target.trigger.name, "data": data}
         if delivery_id is not None:
             trigger["deliveryId"] = delivery_id
-        body = {
+        body: JSON = {
             "apiVersion": API_VERSION,
             "kind": "WorkflowRun",
             "metadata": {

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from towline.api.workflow import WebhookTrigger
+from towline.api.webhooks import CloudEventTrigger, WebhookTrigger
 from towline.expressions import ExpressionError, evaluate
 from towline.triggers.ingress.outcome import Refusal
 
@@ -44,7 +44,7 @@ def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name not in HIDDEN_HEADERS}
 
 
-def passes_filter(trigger: WebhookTrigger, context: Mapping[str, Any]) -> bool | Refusal:
+def passes_filter(trigger: WebhookTrigger | CloudEventTrigger, context: Mapping[str, Any]) -> bool | Refusal:
     if trigger.filter is None:
         return True
     try:
@@ -56,7 +56,7 @@ def passes_filter(trigger: WebhookTrigger, context: Mapping[str, Any]) -> bool |
     return verdict
 
 
-def trigger_data(trigger: WebhookTrigger, context: Mapping[str, Any]) -> dict[str, Any] | Refusal:
+def trigger_data(trigger: WebhookTrigger | CloudEventTrigger, context: Mapping[str, Any]) -> dict[str, Any] | Refusal:
     data = {}
     for key, source in trigger.data.items():
         try:

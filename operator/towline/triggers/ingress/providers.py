@@ -40,7 +40,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from towline.api.workflow import WebhookVerification
+from towline.api.webhooks import WebhookVerification
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.signed import (
     HEX_SHA256,

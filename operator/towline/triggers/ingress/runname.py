@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from towline.api.workflow import WebhookTrigger
+from towline.api.webhooks import WebhookTrigger
 from towline.engine.naming import MAX_NAME_LENGTH, dns_label
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.verify import Verified

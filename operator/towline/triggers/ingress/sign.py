@@ -9,8 +9,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from towline.triggers.ingress.cloudevents import signed_attributes
 
 
 def github_headers(secret: bytes, body: bytes, delivery_id: str | None = None) -> dict[str, str]:
@@ -77,3 +80,12 @@ def shopify_headers(secret: bytes, body: bytes, webhook_id: str | None = None) -
     if webhook_id is not None:
         headers["X-Shopify-Webhook-Id"] = webhook_id
     return headers
+
+
+def cloud_event_standard_headers(
+    secret: str, delivery_id: str, timestamp: int, headers: Mapping[str, str], body: bytes
+) -> dict[str, str]:
+    """Standard Webhooks over a CloudEvent as sent (`headers` from the SDK's to_binary or to_structured): in
+    binary mode the ce- headers and Content-Type are signed before the body (cloudevents.signed_attributes)."""
+    signed = signed_attributes({name.lower(): value for name, value in headers.items()}) + body
+    return standard_webhooks_headers(secret, delivery_id, timestamp, signed)

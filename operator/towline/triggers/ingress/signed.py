@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from towline.api.workflow import WebhookVerification
+from towline.api.webhooks import WebhookVerification
 from towline.triggers.ingress.outcome import Refusal
 
 MAX_SIGNATURES = 8

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from towline.api.workflow import WebhookVerification
+from towline.api.webhooks import WebhookVerification
 from towline.k8s.secrets import MIN_SECRET_BYTES
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.providers import PROVIDER_SCHEMES, provider_body_mac, provider_precheck, provider_verify

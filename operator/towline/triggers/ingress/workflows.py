@@ -16,9 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
-from towline.api.workflow import Trigger, WebhookTrigger, WorkflowSpec
+from towline.api.webhooks import CloudEventTrigger, WebhookTrigger
+from towline.api.workflow import Trigger, WorkflowSpec
 from towline.triggers.ingress.outcome import Refusal, not_found
-from towline.validation.triggers import webhook_errors, webhook_mapping_errors
+from towline.validation.triggers import cloud_event_errors, webhook_errors, webhook_mapping_errors
 
 JSON = dict[str, Any]
 _PARSED_CACHE = 4096
@@ -26,14 +27,16 @@ _PARSED_CACHE = 4096
 
 @dataclass(frozen=True)
 class Target:
-    """A webhook trigger of a Workflow that may start a run."""
+    """A webhook or cloudEvent trigger of a Workflow that may start a run."""
 
     namespace: str
     workflow: str
     uid: str
     trigger: Trigger
     webhook: WebhookTrigger
+    """The delivery settings (for a cloudEvent trigger, its verification and limits as a webhook's)."""
     suspended: bool = False
+    cloud_event: CloudEventTrigger | None = None
 
 
 class TriggerResolver:
@@ -63,12 +66,17 @@ class TriggerResolver:
         if isinstance(spec, Refusal):
             return spec
         trigger = next((t for t in spec.triggers if t.name == trigger_name), None)
-        if trigger is None or trigger.webhook is None:
-            names = ", ".join(t.name for t in spec.triggers if t.webhook is not None) or "none"
-            return not_found(f"Workflow {namespace}/{name} has no webhook trigger {trigger_name!r} (webhook "
-                             f"triggers: {names})")
-        problems = webhook_errors(trigger.webhook.verify, "verify")
-        problems += webhook_mapping_errors(trigger.webhook, "webhook")
+        if trigger is None or (trigger.webhook is None and trigger.cloud_event is None):
+            names = ", ".join(t.name for t in spec.triggers if t.webhook or t.cloud_event) or "none"
+            return not_found(f"Workflow {namespace}/{name} has no webhook or cloudEvent trigger {trigger_name!r} "
+                             f"(such triggers: {names})")
+        if trigger.cloud_event is not None:
+            webhook = trigger.cloud_event.as_webhook()
+            problems = cloud_event_errors(trigger.cloud_event, "cloudEvent")
+        else:
+            assert trigger.webhook is not None
+            webhook = trigger.webhook
+            problems = webhook_errors(webhook.verify, "verify") + webhook_mapping_errors(webhook, "webhook")
         if problems:
             first_problem = problems[0]
             return not_found(f"Workflow {namespace}/{name} is not valid: trigger {trigger_name}: "
@@ -79,8 +87,8 @@ class TriggerResolver:
             first = errors[0]
             return not_found(f"Workflow {namespace}/{name} is not valid ({len(errors)} problem(s)); first: "
                              f"{first.get('field')}: {first.get('message')}")
-        return Target(namespace, name, workflow["metadata"].get("uid", ""), trigger, trigger.webhook,
-                      suspended=spec.suspend)
+        return Target(namespace, name, workflow["metadata"].get("uid", ""), trigger, webhook,
+                      suspended=spec.suspend, cloud_event=trigger.cloud_event)
 
     def _spec(self, workflow: JSON, namespace: str, name: str) -> WorkflowSpec | Refusal:
         key = (namespace, name, str(workflow["metadata"].get("resourceVersion")))
