@@ -104,7 +104,7 @@ class TriggerShown:
     """A trigger as `workflows show` lists it; `detail` is its line's text after the name."""
 
     name: str
-    type: str  # manual | schedule | webhook
+    type: str  # manual | schedule | webhook | cloudEvent
     detail: str
     cron: str | None = None
     time_zone: str | None = None
@@ -150,6 +150,13 @@ def _trigger_shown(namespace: str, workflow: str, trigger: JSON, slots: dict[Any
         path = webhook_path(namespace, workflow, name)
         return TriggerShown(name, "webhook", f"webhook ({scheme}) POST {path} at the webhook ingress "
                             "(docs/ingress.md)", scheme=scheme, path=path)
+    if trigger.get("cloudEvent"):
+        event = trigger["cloudEvent"]
+        scheme = ((event.get("verify") or {}).get("scheme")) or "?"
+        path = webhook_path(namespace, workflow, name)
+        types = ", ".join(event.get("types") or [])
+        return TriggerShown(name, "cloudEvent", f"cloudEvent ({scheme}) {types} POST {path} at the webhook ingress "
+                            "(docs/ingress.md#cloudevents)", scheme=scheme, path=path)
     return None
 
 

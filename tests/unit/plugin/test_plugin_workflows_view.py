@@ -77,3 +77,12 @@ def test_workflows_completes() -> None:
     assert candidates(build_parser(), ["work"]) == ["workflows"]
     assert candidates(build_parser(), ["workflows", "s"]) == ["show"]
     assert candidates(build_parser(), ["workflows", "--a"]) == ["--all-namespaces"]
+
+
+def test_show_lists_a_cloud_event_trigger_with_its_types_and_path() -> None:
+    shown = workflow("orders")
+    shown["spec"]["triggers"].append({"name": "paid", "cloudEvent": {
+        "verify": {"scheme": "bearer"}, "types": ["com.example.order.paid", "com.example.order.refunded"]}})
+    text = workflow_detail(shown, NOW)
+    assert ("  paid: cloudEvent (bearer) com.example.order.paid, com.example.order.refunded POST "
+            "/hooks/team/orders/paid at the webhook ingress") in text
