@@ -135,11 +135,11 @@ def _step_spans(run: TracedRun, before: StepStatus | None, entry: StepStatus, ac
             attributes["towline.step.image"] = record.image
         if record.job_name:
             attributes["k8s.job.name"] = record.job_name
+        span_id = attempt_span_id(run.uid, entry.id, record.attempt)
         yield SpanRecord(
-            name=f"step {entry.id}", trace_id=run.trace_id, span_id=attempt_span_id(run.uid, entry.id, record.attempt),
-            parent_span_id=run_span_id(run.uid), start=record.started_at, end=max(record.finished_at,
-                                                                                  record.started_at),
-            attributes=attributes, error=record.error_class is not None,
+            name=f"step {entry.id}", trace_id=run.trace_id, span_id=span_id, parent_span_id=run_span_id(run.uid),
+            start=record.started_at, end=max(record.finished_at, record.started_at), attributes=attributes,
+            error=record.error_class is not None,
         )
     was_over = before is not None and before.phase in TERMINAL_STEP_PHASES
     if (entry.approval_name is not None and entry.phase in TERMINAL_STEP_PHASES and not was_over
