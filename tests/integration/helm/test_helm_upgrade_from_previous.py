@@ -253,7 +253,7 @@ def test_upgrade_from_the_previous_release_finishes_the_runs_in_flight(
             wait_for("only the new operator's pods to be left", lambda: all(
                 p["spec"]["containers"][0]["image"] == TOWLINE_IMAGE
                 for p in chart_pods(cluster, "app.kubernetes.io/component=operator")), timeout=120)
-            timings.record("upgrade (CRDs server-side, helm upgrade, rollout)", started)
+            timings.record("upgrade (refused, CRDs handed to the release, helm upgrade, rollout)", started)
             env = container_env(deployment(cluster))
             assert env["TOWLINE_RUNNER_IMAGE"] == RUNNER_IMAGE
             # What the install set and the upgrade did not name is kept (--reset-then-reuse-values).
