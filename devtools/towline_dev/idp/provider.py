@@ -176,6 +176,9 @@ class IdentityProvider:
             )
             self._wait("Hydra's admin API", lambda: self._ready(lambda: self.admin("GET", "/health/ready")[0] == 200))
             self._wait("the issuer's discovery document", lambda: self._ready(self._discovery_served))
+            # Hydra makes its ID token signing key on first use; two first sign-ins at once (test workers) race to
+            # make it and one fails with 500. Asking for the published keys makes it now, once.
+            self._wait("the issuer's signing keys", lambda: self._ready(self._keys_published))
             self._wait("the login app", lambda: self._ready(self._login_app_served))
         except BaseException:
             self.stop()
@@ -297,6 +300,15 @@ class IdentityProvider:
             connection.request("GET", "/.well-known/openid-configuration")
             response = connection.getresponse()
             return response.status == 200 and json.loads(response.read()).get("issuer") == ISSUER_URL
+        finally:
+            connection.close()
+
+    def _keys_published(self) -> bool:
+        connection = http.client.HTTPSConnection(ISSUER_ADDRESS, ISSUER_PORT, context=self._ssl_context(), timeout=10)
+        try:
+            connection.request("GET", "/.well-known/jwks.json")
+            response = connection.getresponse()
+            return response.status == 200 and bool(json.loads(response.read()).get("keys"))
         finally:
             connection.close()
 
