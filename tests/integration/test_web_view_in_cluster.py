@@ -61,21 +61,22 @@ def _free_port() -> int:
 
 
 def _deploy(cluster: ControlPlane, provider: IdentityProvider, namespace: str, url: str, secret: str,
-            **values: str) -> None:
+            helm_args: tuple[str, ...] = ()) -> None:
     """The chart's ui.yaml (nothing else of the chart) into `namespace`, as helm renders it."""
     cluster.kubectl("-n", namespace, "create", "secret", "generic", "ui-oidc", f"--from-literal=client-secret={secret}")
     cluster.kubectl("-n", namespace, "create", "configmap", "ui-oidc-ca", f"--from-file=ca.crt={provider.ca_bundle}")
     documents = render(cluster.binaries, {
         **local_image_values(), "ui.enabled": "true", "ui.url": url, "ui.defaultNamespace": namespace,
         "ui.oidc.issuer": ISSUER_URL, "ui.oidc.clientId": WEB_VIEW_CLIENT_ID,
-        "ui.oidc.clientSecret.name": "ui-oidc", "ui.oidc.caConfigMap.name": "ui-oidc-ca", **values,
-    }, "--show-only", "templates/ui.yaml", namespace=namespace)
+        "ui.oidc.clientSecret.name": "ui-oidc", "ui.oidc.caConfigMap.name": "ui-oidc-ca",
+    }, "--show-only", "templates/ui.yaml", *helm_args, namespace=namespace)
     cluster.kubectl("-n", namespace, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
     cluster.kubectl("-n", namespace, "rollout", "status", "deployment/towline-ui", "--timeout=180s")
 
 
 @contextmanager
-def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str, **values: str) -> Iterator[InClusterView]:
+def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str,
+             helm_args: tuple[str, ...] = ()) -> Iterator[InClusterView]:
     """The view in a namespace of its own (the OIDC people granted there), reached at 127.0.0.1 through a
     port-forward to its Service, while the block runs."""
     namespace = f"{name}-{os.getpid()}"
@@ -88,7 +89,7 @@ def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str, **val
     client = provider.register_client([f"{url}/auth/callback"])
     forward: subprocess.Popen[str] | None = None
     try:
-        _deploy(cluster, provider, namespace, url, client.client_secret, **values)
+        _deploy(cluster, provider, namespace, url, client.client_secret, helm_args)
         forward = subprocess.Popen(
             [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(cluster.kubeconfig), "-n", namespace,
              "port-forward", "--address", "127.0.0.1", "service/towline-ui", f"{port}:80"],
@@ -312,8 +313,9 @@ def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
     towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
 ) -> None:
     # A view whose sessions last 18 s from sign-in (ui.session.absoluteHours), however busy they are.
-    with _serving(towline_installed, identity_provider, "web-sso-expiry", **{"ui.session.absoluteHours": "0.005"}) \
-            as view, headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+    short = ("--set-json", "ui.session.absoluteHours=0.005")
+    with _serving(towline_installed, identity_provider, "web-sso-expiry", short) as view, \
+            headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
         _sign_in(bob, view, "bob", view.link("/workflows"))
         stolen = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
         assert httpx.get(view.link("/api/workflows"), headers=stolen).status_code == 200
