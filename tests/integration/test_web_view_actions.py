@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from tests.integration.support import apply, bind_role, create, get, list_objects, wait_for, wait_for_phase
 from tests.integration.test_web_view import live_wait, page_state, wait_for_element
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.integration]
 
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
 WORKFLOW = "nightly-report"
-WRITES = ("cancel", "suspend", "resume", "retry", "resubmit")
+WRITES = ("cancel", "stop", "suspend", "resume", "retry", "resubmit")
 
 
 def nightly_report(namespace: str) -> dict[str, Any]:
@@ -102,6 +103,19 @@ def press(driver: Any, action: str) -> str:
     return result_text(driver, "#action-result", action)
 
 
+def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
+    """Wait until `holds(driver)`; failing, say what the page shows and what its script logged."""
+    try:
+        live_wait(driver, timeout).until(holds, message=what)
+    except TimeoutException as error:
+        try:
+            logged = [entry.get("message") for entry in driver.get_log("browser")]
+        except Exception as reading:
+            logged = [f"(no browser log: {reading})"]
+        raise AssertionError(f"{what}: not within {timeout:.0f} s; offered {offered(driver)}; {page_state(driver)}; "
+                             f"browser log {logged[-10:]}") from error
+
+
 def offered(driver: Any) -> list[str]:
     return [b.get_attribute("data-action") for b in driver.find_elements(By.CSS_SELECTOR, "#run-actions button")]
 
@@ -150,19 +164,17 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
         assert "created (requested by alice)" in created, created
         (run,) = runs_of(cluster, ns)
         spec = runs_of(cluster, ns)[run]["spec"]
-        assert spec["requestedBy"] == "alice" and spec["params"] == {"region": "emea", "days": 3}
+        assert spec["requestedBy"] == "alice" and spec["params"] == {"region": "emea", "days": 3, "dry_run": False}
         wait_for_phase(cluster, ns, run, {"AwaitingApproval"})
 
         # The run page offers what applies: cancel, stop, suspend, resubmit (not resume, not retry). Suspend, then
         # resume; the Events the operator recorded appear.
         browser.get(alice.url(f"/runs/{run}"))
-        live_wait(browser, 60).until(lambda d: offered(d) == ["cancel", "stop", "suspend", "resubmit"],
-                                     message="the operations of a waiting run")
+        until(browser, lambda d: offered(d) == ["cancel", "stop", "suspend", "resubmit"], "a waiting run's operations")
         assert "suspended" in press(browser, "suspend")
         wait_for("spec.suspend", lambda: (get(cluster, "workflowruns.towline.dev", run, ns) or {})["spec"]
                  .get("suspend") is True)
-        live_wait(browser, 60).until(lambda d: "resume" in offered(d) and "suspend" not in offered(d),
-                                     message="resume offered once suspended")
+        until(browser, lambda d: offered(d) == ["cancel", "stop", "resume", "resubmit"], "resume once suspended")
         assert "resumed" in press(browser, "resume")
         wait_for("spec.suspend lifted", lambda: (get(cluster, "workflowruns.towline.dev", run, ns) or {})["spec"]
                  .get("suspend") is False)
@@ -189,15 +201,14 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
         browser.get(alice.url(f"/runs/{run}"))
         assert "cancel requested" in press(browser, "cancel")
         wait_for_phase(cluster, ns, run, {"Cancelled"})
-        live_wait(browser, 60).until(lambda d: offered(d) == ["retry", "resubmit"],
-                                     message="retry and resubmit offered once the run ended")
+        until(browser, lambda d: offered(d) == ["retry", "resubmit"], "retry and resubmit once the run ended")
         assert "resubmit of" in press(browser, "resubmit")
         assert "retry of" in press(browser, "retry")
         new = {name: r["spec"] for name, r in runs_of(cluster, ns).items() if name != run}
         assert len(new) == 2 and all(spec["requestedBy"] == "alice" for spec in new.values())
         resubmitted = next(spec for spec in new.values() if "retryOf" not in spec)
         retried = next(spec for spec in new.values() if "retryOf" in spec)
-        assert resubmitted["params"] == {"region": "emea", "days": 3} and retried["retryOf"]["run"] == run
+        assert resubmitted["params"] == spec["params"] and retried["retryOf"]["run"] == run
 
         # Namespaces: alice may not list them, so the switcher offers hers; a namespace she may not read says
         # so on its page, never an error page; the all-namespaces view shows the runs she may list.
@@ -205,8 +216,8 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
         switcher = wait_for_element(browser, "#namespace", "the namespace switcher")
         assert [o.text for o in switcher.find_elements(By.CSS_SELECTOR, "option")] == [ns]
         browser.get(alice.url("/ns/kube-system/runs"))
-        live_wait(browser, 30).until(lambda d: "The API server refused (403)" in d.find_element(By.TAG_NAME,
-                                     "main").text, message=f"the refusal for kube-system; {page_state(browser)}")
+        until(browser, lambda d: "The API server refused (403)" in d.find_element(By.TAG_NAME,
+                                     "main").text, f"the refusal for kube-system; {page_state(browser)}", 30)
         browser.get(alice.url("/all/runs"))
         wait_for_element(browser, f'#runs tr[data-run="{run}"][data-namespace="{ns}"]', "alice's run in every ns")
         assert len(browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 3
@@ -242,7 +253,7 @@ def test_each_write_needs_the_pages_token_its_origin_and_the_persons_right(
                     '{"spec": {"cancel": true}}')
     wait_for_phase(cluster, ns, ended, {"Cancelled"})
     before = {name: (run["spec"], run["metadata"].get("annotations")) for name, run in runs_of(cluster, ns).items()}
-    target = {"cancel": waiting, "suspend": waiting, "resume": waiting, "retry": ended, "resubmit": ended}
+    target = {action: ended if action in ("retry", "resubmit") else waiting for action in WRITES}
     writes: dict[str, dict[str, Any]] = {f"/api/runs/{target[action]}/{action}": {} for action in WRITES}
     writes[f"/api/workflows/{WORKFLOW}/runs"] = {"params": {"region": "emea"}}
 
