@@ -112,3 +112,20 @@ def test_a_step_pod_carries_the_charts_labels_and_annotations_beside_towlines_ow
         "towline.dev/run": run}
     assert metadata["annotations"] == {"example.com/owner": "platform", "sidecar.istio.io/inject": "false",
                                        "linkerd.io/inject": "disabled"}
+
+
+@pytest.mark.parametrize(("resources", "field"), [
+    ({"requests": {"cpu": "500m"}, "limits": {"cpu": "200m"}}, "spec.steps[0].resources.limits.cpu"),
+    ({"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}, "spec.steps[0].resources.limits.memory"),
+])
+def test_the_api_server_refuses_a_step_whose_limit_is_below_its_request_naming_the_field(
+    towline_installed: ControlPlane, namespace: str, resources: dict[str, Any], field: str,
+) -> None:
+    result = apply(towline_installed, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "sized", "namespace": namespace},
+        "spec": {"steps": [{"id": "shape", "action": "data.transform", "resources": resources,
+                            "with": {"data": {}, "fields": {}}}]},
+    }, check=False)
+    assert result.returncode != 0
+    name = field.rsplit(".", 1)[1]
+    assert field in result.stderr and f"limits.{name} must be at least requests.{name}" in result.stderr, result.stderr
