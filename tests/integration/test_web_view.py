@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,9 +196,15 @@ def test_without_a_session_or_from_a_foreign_host_or_origin_a_request_is_refused
         assert "no session" in refused["no session"].text and "Host" in refused["rebound host name"].text
         assert "Origin" in refused["foreign origin"].text
 
-        # The same request from the page's own origin reaches the API server, which answers as carol.
-        allowed = http.post(f"{base}/api/approvals/no-such-approval", headers={"Origin": base},
-                            json={"decision": "Approved"})
+        # From the page's own origin but without the page's CSRF token: refused too.
+        no_token = http.post(f"{base}/api/approvals/no-such-approval", headers={"Origin": base},
+                             json={"decision": "Approved"})
+        assert no_token.status_code == 403 and "X-Towline-CSRF" in no_token.text
+        # With both, the request reaches the API server, which answers as carol.
+        csrf = re.search(r'<meta name="towline-csrf" content="([^"]+)">', page.text)
+        assert csrf is not None, "the page carries its CSRF token"
+        allowed = http.post(f"{base}/api/approvals/no-such-approval",
+                            headers={"Origin": base, "X-Towline-CSRF": csrf[1]}, json={"decision": "Approved"})
         assert allowed.status_code == 404, allowed.text
 
 
