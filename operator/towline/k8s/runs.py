@@ -57,14 +57,20 @@ async def write_run_status(api: KubeApi, run: JSON, status: JSON) -> JSON | None
 
 
 async def write_workflow_status(api: KubeApi, workflow: JSON, status: JSON) -> JSON | None:
-    """Only the status subresource: the synced spec, labels and annotations stay untouched."""
+    """Only the status subresource: the synced spec, labels and annotations stay untouched.
+
+    The body carries the labels and annotations as read: the API server keeps the old metadata on a status write
+    but records in managedFields what the body left out as given up by every manager, so a body without them
+    would take a GitOps tool's, or `kubectl towline schedule`'s, ownership of them away."""
     if workflow.get("status") == status:
         return None
     meta = workflow["metadata"]
+    kept = {key: meta[key] for key in ("labels", "annotations") if key in meta}
     body = {
         "apiVersion": workflow["apiVersion"],
         "kind": workflow["kind"],
-        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "resourceVersion": meta["resourceVersion"]},
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "resourceVersion": meta["resourceVersion"],
+                     **kept},
         "spec": workflow["spec"],
         "status": status,
     }
