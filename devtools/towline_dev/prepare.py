@@ -2,7 +2,8 @@
 the Kubernetes and node binaries (the node's volume provisioner among them), the private-registry tools,
 kubeconform and its schemas (which check the rendered chart), promtool (which tests the chart's alerts),
 the kstatus command (which reads runs as Flux and kpt do), kwok (the simulated node of the shard tests),
-Hydra (the tests' OpenID Connect provider) and, as root (the real node's tests need root too), the two images.
+Hydra (the tests' OpenID Connect provider), Jaeger (the tracing tests' collector) and, as root (the real
+node's tests need root too), the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -20,6 +21,7 @@ from towline_dev.debpackages import PackagesUnavailable
 from towline_dev.idp.hydra import find_hydra
 from towline_dev.imagebuild import ImageBuildFailed
 from towline_dev.images import ensure_images
+from towline_dev.jaeger import find_jaeger
 from towline_dev.kstatus import find_kstatus
 from towline_dev.kubeconform import find_kubeconform, kubernetes_schema_location
 from towline_dev.promtool import find_promtool
@@ -66,6 +68,9 @@ def main() -> int:
         started = time.monotonic()
         hydra = find_hydra(progress=_say)
         _say(f"hydra (the tests' OpenID Connect provider): {hydra} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        jaeger = find_jaeger(progress=_say)
+        _say(f"jaeger (the tracing tests' collector): {jaeger} ({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
