@@ -152,13 +152,13 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
         errors = {e.get_attribute("data-error-for"): e.text for e in
                   browser.find_elements(By.CSS_SELECTOR, ".field-error")}
         assert "required" in errors["region"] and "whole number" in errors["days"], errors
+        screenshot(browser, "web-view-start.png", tmp_path)
         assert runs_of(cluster, ns) == {}, "a refused form creates no run"
 
         # Filled in right, the run is created as alice: requestedBy as the API server saw her.
         browser.find_element(By.CSS_SELECTOR, "#param-region").send_keys("emea")
         days.clear()
         days.send_keys("3")
-        screenshot(browser, "web-view-start.png", tmp_path)
         browser.find_element(By.CSS_SELECTOR, "#start-run").click()
         created = result_text(browser, "#start-result", "the started run")
         assert "created (requested by alice)" in created, created

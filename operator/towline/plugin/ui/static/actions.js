@@ -12,7 +12,8 @@ async function showAnswer(result, response) {
   try { body = await response.json(); } catch (error) { body = { message: response.statusText }; }
   if (response.ok) {
     result.className = "result done";
-    fill(result, body.message || "done", body.run ? [" ", runLink(body.run)] : null);
+    // A new run (retry, resubmit, the form) is linked; the run this page shows is not.
+    fill(result, body.message || "done", body.run && body.run !== SUBJECT ? [" ", runLink(body.run)] : null);
   } else {
     result.className = "result refused";
     result.textContent = `refused (${response.status}): ${body.message || response.statusText}`;
