@@ -48,7 +48,10 @@ class OnePerson:
         return person.Person(api=cast(KubeApi, self.api), user="alice", csrf="token", default_namespace="team")
 
 
-def serve(api: RecordingApi, probe: Callable[[httpx.AsyncClient], Awaitable[None]]) -> None:
+Probe = Callable[[httpx.AsyncClient], Awaitable[None]]
+
+
+def serve(api: RecordingApi, probe: Probe, token: str | None = "token") -> None:
     async def main() -> None:
         runner = web.AppRunner(build_app_behind(OnePerson(api)))
         await runner.setup()
@@ -57,7 +60,7 @@ def serve(api: RecordingApi, probe: Callable[[httpx.AsyncClient], Awaitable[None
         port = runner.addresses[0][1]
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                         headers={person.CSRF_HEADER: "token"}) as client:
+                                         headers={person.CSRF_HEADER: token} if token else {}) as client:
                 await probe(client)
         finally:
             await runner.cleanup()
@@ -109,3 +112,17 @@ def test_the_api_servers_refusal_reaches_the_page_in_its_words() -> None:
         assert bad_name.status_code == 400 and "not a Kubernetes object name" in bad_name.json()["message"]
 
     serve(api, probe)
+
+
+def test_a_write_without_the_pages_token_is_refused_before_any_api_call() -> None:
+    api = RecordingApi()
+
+    async def probe(client: httpx.AsyncClient) -> None:
+        for path, body in (("/api/workflows/report/runs", {"params": {"region": "emea"}}),
+                           ("/api/runs/report-x1/cancel", {}), ("/api/runs/report-x1/retry", {})):
+            answer = await client.post(path, json=body)
+            assert answer.status_code == 403 and person.CSRF_HEADER in answer.text, (path, answer.text)
+
+    serve(api, probe, token=None)
+    serve(api, probe, token="not-the-token")
+    assert api.writes == []
