@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 from tests.integration.helmsupport import find, render
-from tests.integration.support import apply, get, list_objects, start_run, step_status, wait_for, wait_for_phase
+from tests.integration.support import (
+    apply,
+    bind_role,
+    get,
+    list_objects,
+    start_run,
+    step_status,
+    wait_for,
+    wait_for_phase,
+)
 
 from towline_dev.binaries import BinarySet
 from towline_dev.controlplane import ControlPlane
@@ -99,6 +108,8 @@ def test_a_step_pod_carries_the_charts_labels_and_annotations_beside_towlines_ow
     apply(cluster, {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "labelled", "namespace": ns},
         "spec": {"steps": [{"id": "shape", "action": "data.transform",
+                            "podMetadata": {"labels": {"example.com/step-cost": "report"},
+                                            "annotations": {"example.com/owner": "payments"}},
                             "with": {"data": {"n": 2}, "fields": {"double": "data.n * 2"}}}]},
     })
     run = start_run(cluster, ns, "labelled")
@@ -106,11 +117,12 @@ def test_a_step_pod_carries_the_charts_labels_and_annotations_beside_towlines_ow
     # It succeeded, so it passed its isolation check: the default-deny policy selected it by Towline's label.
     assert done["status"]["phase"] == "Succeeded", done["status"]
     metadata = step_pod(cluster, ns, run, "shape")["metadata"]
-    assert {key: metadata["labels"][key] for key in ("cost-center", "example.com/team", "towline.dev/step-pod",
-                                                      "towline.dev/run")} == {
-        "cost-center": "ops-42", "example.com/team": "payments", "towline.dev/step-pod": "true",
-        "towline.dev/run": run}
-    assert metadata["annotations"] == {"example.com/owner": "platform", "sidecar.istio.io/inject": "false",
+    assert {key: metadata["labels"][key] for key in ("cost-center", "example.com/team", "example.com/step-cost",
+                                                      "towline.dev/step-pod", "towline.dev/run")} == {
+        "cost-center": "ops-42", "example.com/team": "payments", "example.com/step-cost": "report",
+        "towline.dev/step-pod": "true", "towline.dev/run": run}
+    # The step's own annotation over the chart's of the same key.
+    assert metadata["annotations"] == {"example.com/owner": "payments", "sidecar.istio.io/inject": "false",
                                        "linkerd.io/inject": "disabled"}
 
 
@@ -129,3 +141,42 @@ def test_the_api_server_refuses_a_step_whose_limit_is_below_its_request_naming_t
     assert result.returncode != 0
     name = field.rsplit(".", 1)[1]
     assert field in result.stderr and f"limits.{name} must be at least requests.{name}" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("key", ["towline.dev/step-pod", "towline.dev/run", "towline.dev/egress"])
+def test_a_workflow_author_cannot_give_a_step_pod_towlines_own_labels(
+    towline_installed: ControlPlane, namespace: str, key: str,
+) -> None:
+    # towline.dev/step-pod=false would take the pod out of the default-deny policy; another run's towline.dev/run
+    # or towline.dev/egress would put it under that run's egress policy.
+    bind_role(towline_installed, namespace, "towline-workflow-author", users=("alice",))
+    result = apply(towline_installed, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "escape", "namespace": namespace},
+        "spec": {"steps": [{"id": "shape", "action": "data.transform", "podMetadata": {"labels": {key: "x"}},
+                            "with": {"data": {}, "fields": {}}}]},
+    }, user="alice", check=False)
+    assert result.returncode != 0
+    assert "spec.steps[0].podMetadata.labels" in result.stderr and "towline.dev/ keys are Towline's own" in \
+        result.stderr, result.stderr
+
+
+def test_a_subdomain_of_towlines_prefix_makes_the_workflow_not_ready_naming_the_field(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str,
+) -> None:
+    # The API server checks the prefix itself (a key's length is unbounded for CEL's cost); the operator the rest.
+    apply(towline_installed, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "sub", "namespace": team_namespace},
+        "spec": {"steps": [{"id": "shape", "action": "data.transform",
+                            "podMetadata": {"labels": {"egress.towline.dev/group": "x"}},
+                            "with": {"data": {}, "fields": {}}}]},
+    })
+
+    def not_ready() -> str:
+        status = (get(towline_installed, "workflow", "sub", team_namespace) or {}).get("status") or {}
+        ready = [c for c in status.get("conditions") or [] if c["type"] == "Ready" and c["status"] == "False"]
+        return json.dumps(status) if ready else ""
+
+    status = wait_for("the Workflow to be not Ready", not_ready)
+    assert "podMetadata" in status and "egress.towline.dev/group" in status, status

@@ -75,3 +75,49 @@ class StepResources(TowlineModel):
 
     def is_empty(self) -> bool:
         return self.requests == ResourceAmounts() and self.limits == ResourceAmounts()
+
+
+LABEL_KEY_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+"""A Kubernetes label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at most 63."""
+LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
+TOWLINE_KEY_ADVICE = ("towline.dev/ keys are Towline's own (its NetworkPolicies and admission policies select "
+                      "step pods by them); choose a key of your own, e.g. example.com/cost-center")
+
+
+# The API server checks the prefix itself (a subdomain of it, `x.towline.dev/`, the operator): a key's length is
+# unbounded in a structural schema, and CEL's cost of a search through it would be too.
+OWN_KEYS_RULE = "self.all(k, !k.startsWith('towline.dev/'))"
+
+
+def _key_problem(key: str, kind: str) -> str | None:
+    prefix = key.rpartition("/")[0]
+    if prefix == "towline.dev" or prefix.endswith(".towline.dev"):
+        return f"{kind} {key!r}: {TOWLINE_KEY_ADVICE}"
+    if len(key) > 317 or not re.fullmatch(LABEL_KEY_PATTERN, key) or len(prefix) > 253:
+        return f"{kind} {key!r} is not a Kubernetes key: [prefix/]name, the name at most 63 letters, digits, -, _ or ."
+    return None
+
+
+class PodMetadata(TowlineModel):
+    """More labels and annotations for a step's pod, beside the chart's (stepPods.labels, .annotations)."""
+
+    labels: dict[str, Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN,
+                                           description="A label's value, at most 63 characters.")]] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=cel_rules(cel_rule(
+            OWN_KEYS_RULE, f"a step pod's labels: {TOWLINE_KEY_ADVICE}")),
+        description="Labels of the step's pod, e.g. {cost-center: payments}; never a towline.dev/ key.",
+    )
+    annotations: dict[str, Annotated[str, Field(max_length=4096, description="An annotation's value.")]] = Field(
+        default_factory=dict, max_length=16, json_schema_extra=cel_rules(cel_rule(
+            OWN_KEYS_RULE, f"a step pod's annotations: {TOWLINE_KEY_ADVICE}")),
+        description="Annotations of the step's pod; never a towline.dev/ key.",
+    )
+
+    @model_validator(mode="after")
+    def _keys_of_their_own(self) -> PodMetadata:
+        for kind, keys in (("labels", self.labels), ("annotations", self.annotations)):
+            for key in keys:
+                if (problem := _key_problem(key, kind)) is not None:
+                    raise ValueError(problem)
+        return self

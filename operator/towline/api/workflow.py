@@ -30,7 +30,7 @@ from towline.api.common import (
     secret_reference_rules,
 )
 from towline.api.loops import ForEach
-from towline.api.resources import StepResources
+from towline.api.resources import PodMetadata, StepResources
 from towline.api.subflows import SubflowCall, SubflowPolicy
 from towline.api.webhooks import CloudEventTrigger, WebhookTrigger
 from towline_step.protocol import RETRYABLE_CLASSES
@@ -185,6 +185,11 @@ class Step(TowlineModel):
                 field_path=".with",
             ),
             cel_rule(
+                "!has(self.podMetadata) || has(self.action)",
+                "podMetadata labels an action's pod; approval, wait and subflow steps run none",
+                field_path=".podMetadata",
+            ),
+            cel_rule(
                 "!has(self.resources) || has(self.action)",
                 "resources size an action's pod; approval, wait and subflow steps run none",
                 field_path=".resources",
@@ -249,6 +254,11 @@ class Step(TowlineModel):
         default=None,
         description="CPU and memory requests and limits of the step's container (a step type's own container); "
         "unset ones take the step type's, else the chart's stepPods.resources. A limit is at least its request.",
+    )
+    pod_metadata: PodMetadata | None = Field(
+        default=None,
+        description="More labels and annotations for the step's pod (e.g. a cost label), beside the chart's "
+        "stepPods.labels and .annotations; never a towline.dev/ key.",
     )
     on_failure: str = Field(
         default="fail", max_length=63, pattern=IDENTIFIER_PATTERN,

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from towline.api.common import Approvers
-from towline.api.resources import StepResources
+from towline.api.resources import PodMetadata, StepResources
 from towline.api.run import RetryOf, WorkflowRunStatus
 from towline.api.steptype import ResolvedStepType
 
@@ -40,6 +40,8 @@ class CreateStepJob:
     """The user type the step runs, as the run resolved it when it started; None for a built-in action."""
     resources: StepResources | None = None
     """The step's own requests and limits, over the step type's and the chart's."""
+    pod_metadata: PodMetadata | None = None
+    """The step's own labels and annotations for its pod, over the chart's and under Towline's."""
 
 
 @dataclass(frozen=True)

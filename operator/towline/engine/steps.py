@@ -110,6 +110,7 @@ class StepDriver:
             allow_private_networks=tuple(step.allow_private_networks), allow_hosts=allow_hosts,
             timeout_seconds=step.timeout_seconds or (step_type.spec.timeout_seconds if step_type else None),
             idempotency_key=entry.idempotency_key, mutating=mutating, step_type=step_type, resources=step.resources,
+            pod_metadata=step.pod_metadata,
         ))
 
     def step_type(self, action: str | None) -> ResolvedStepType | None:

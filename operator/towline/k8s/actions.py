@@ -248,6 +248,7 @@ async def create_step_job(context: ActionContext, run: RunRef, action: engine_ac
         created_at=datetime.now(UTC),
         egress_group=policy["metadata"]["labels"][LABEL_EGRESS],
         resources=action.resources,
+        pod_metadata=action.pod_metadata,
     )
     created = await create_or_adopt_job(context, run, job)
     if created:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from towline.api.resources import StepResources, quantity_value
+from towline.api.resources import PodMetadata, StepResources, quantity_value
 from towline.api.steptype import ResolvedStepType
 from towline.engine.traces import attempt_traceparent
 from towline.k8s.labels import LABEL_EGRESS, LABEL_NOTIFICATION
@@ -146,6 +146,7 @@ def build_step_job(
     created_at: datetime | None = None,
     egress_group: str | None = None,
     resources: StepResources | None = None,
+    pod_metadata: PodMetadata | None = None,
 ) -> JSON:
     """One Job per step attempt of any kind; `backoffLimit: 0` because the engine owns retries.
 
@@ -154,7 +155,8 @@ def build_step_job(
     only once its interpreter is up, which on a busy node can be many seconds later. `egress_group`
     labels the pod for the shared egress policy of its run's steps that reach the same places
     (towline.k8s.egresspolicies). `resources` (the step's own) size the container that runs the step: the runner,
-    or a step type's image.
+    or a step type's image; `pod_metadata` (the step's own labels and annotations) goes on its pod over the chart's,
+    under Towline's own labels.
     """
     traceparent = None if run.trace is None or isinstance(kind, Notification) else attempt_traceparent(
         run.trace, step_id, attempt)
@@ -194,6 +196,9 @@ def build_step_job(
     )
     own = [{**c, "volumeMounts": [*c["volumeMounts"], *secret_mounts]} for c in pod.containers]
     labels = {**step_labels(run, step_id, attempt), **pod.labels}
+    if pod_metadata is not None:
+        settings = replace(settings, labels={**settings.labels, **pod_metadata.labels},
+                           annotations={**settings.annotations, **pod_metadata.annotations})
     job = step_job_manifest(
         run, job_name=job_name, step_id=step_id, labels=labels, deadline=pod.deadline, settings=settings,
         containers=own or [runner], init_containers=[runner] if own else [],

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from towline.api.resources import StepResources, quantity_value
+from towline.api.resources import PodMetadata, StepResources, quantity_value
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.api.workflow import Step
 from towline.k8s.objects import RunRef, StepPodSettings
@@ -132,3 +132,36 @@ def test_affinity_and_priority_class_reach_the_pod() -> None:
     spec = job(settings=StepPodSettings(affinity=affinity, priority_class_name="towline-steps"))["spec"]["template"]
     assert spec["spec"]["affinity"] == affinity and spec["spec"]["priorityClassName"] == "towline-steps"
     assert not {"affinity", "priorityClassName"} & set(job()["spec"]["template"]["spec"])
+
+
+def pod_metadata_job(metadata: PodMetadata, settings: StepPodSettings | None = None) -> dict[str, Any]:
+    manifest: dict[str, Any] = build_step_job(
+        RUN, BuiltinAction(connector_catalog()), job_name="towline-step-r-1-s-1", step_id="s", attempt=1,
+        action="data.transform", inputs={}, credentials={}, idempotency_key="k", timeout_seconds=60,
+        settings=settings or StepPodSettings(), pod_metadata=metadata)
+    return manifest
+
+
+def test_a_steps_own_labels_and_annotations_go_over_the_charts() -> None:
+    settings = StepPodSettings(labels={"cost-center": "platform", "tier": "a"})
+    metadata = pod_metadata_job(PodMetadata.model_validate({
+        "labels": {"cost-center": "payments"}, "annotations": {"sidecar.istio.io/inject": "true"}}),
+        settings)["spec"]["template"]["metadata"]
+    assert (metadata["labels"]["cost-center"], metadata["labels"]["tier"]) == ("payments", "a")
+    assert metadata["annotations"] == {"sidecar.istio.io/inject": "true", "linkerd.io/inject": "disabled"}
+
+
+@pytest.mark.parametrize("key", ["towline.dev/step-pod", "egress.towline.dev/group"])
+def test_a_step_may_not_name_towlines_own_keys(key: str) -> None:
+    with pytest.raises(ValidationError, match=r"podMetadata\n.*towline.dev/ keys are Towline's own"):
+        Step.model_validate({"id": "s", "action": "data.transform", "podMetadata": {"labels": {key: "x"}}})
+    with pytest.raises(ValidationError, match=r"towline.dev/ keys are Towline's own"):
+        Step.model_validate({"id": "s", "action": "data.transform", "podMetadata": {"annotations": {key: "x"}}})
+
+
+def test_towlines_own_labels_win_over_a_steps_that_got_past_validation() -> None:
+    hostile = PodMetadata.model_construct(labels={"towline.dev/step-pod": "false", "towline.dev/run": "other"},
+                                          annotations={"towline.dev/step-id": "other"})
+    metadata = pod_metadata_job(hostile)["spec"]["template"]["metadata"]
+    assert (metadata["labels"]["towline.dev/step-pod"], metadata["labels"]["towline.dev/run"]) == ("true", "r-1")
+    assert "towline.dev/step-id" not in metadata["annotations"]
