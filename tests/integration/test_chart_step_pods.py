@@ -2,7 +2,7 @@
 what would give a step pod a towline.dev/ label or annotation, or a PriorityClass of its own, is refused.
 
 Rendered with the pinned helm (`helm template`); nothing here needs a cluster. That a step pod carries these on a
-real node, and runs under a ResourceQuota on CPU limits, is tests/integration/test_step_pod_settings.py.
+real node, and runs under a ResourceQuota on CPU limits, is tests/integration/test_step_pods_on_the_node.py.
 """
 
 from __future__ import annotations
