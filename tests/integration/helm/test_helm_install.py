@@ -99,9 +99,10 @@ def _status(cluster: Cluster, namespace: str) -> dict[str, Any]:
 
 
 def test_watch_namespaces_confines_the_operator_to_them(
-    helm_cluster: Cluster, tmp_path: Path
+    installed: Cluster, tmp_path: Path
 ) -> None:
-    cluster, release_namespace = helm_cluster, "towline-scoped"
+    # `installed`: release towline put the CRDs there, and keeps them when it is uninstalled below.
+    cluster, release_namespace = installed, "towline-scoped"
     # A release watching every namespace leaves no room for another: the chart refuses the second.
     uninstall(cluster, RELEASE, NAMESPACE)
     for namespace in ("watched", "unwatched"):
