@@ -324,3 +324,23 @@ def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
                  .status_code == 401, 90, interval=1.0)
         bob.get(view.link("/workflows"))
         wait_for("bob's browser sent to sign in again", lambda: bob.find_elements(By.ID, "username"), 60)
+
+
+def test_a_stream_open_on_a_copied_cookie_ends_when_the_session_does(in_cluster_view: InClusterView) -> None:
+    view = in_cluster_view
+    with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+        _sign_in(bob, view, "bob", view.link("/approvals"))
+        stolen = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
+        csrf = bob.find_element(By.CSS_SELECTOR, 'meta[name="towline-csrf"]').get_attribute("content")
+    # Read timeout 60 s: a stream the view leaves open fails the test by timing out; ending it is the fact awaited.
+    with httpx.Client(timeout=httpx.Timeout(60.0)) as http, \
+            http.stream("GET", view.link("/events/approvals"), headers=stolen) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("event: ")) == "event: snapshot"
+        out = http.post(f"{view.url}/auth/signout", headers={**stolen, "Origin": view.url, "X-Towline-CSRF": csrf})
+        assert out.status_code == 200
+        try:
+            for _ in lines:
+                pass
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            pass  # the view cut the stream: what this waits for

@@ -108,3 +108,16 @@ def test_a_same_origin_path_is_where_the_browser_returns(path: str) -> None:
 ])
 def test_any_other_return_address_goes_to_the_start_page(target: str | None) -> None:
     assert safe_return_path(target) == "/"
+
+
+def test_an_open_stream_asks_whether_its_session_lasts_without_keeping_it_alive() -> None:
+    clock = Clock()
+    store = _store(clock)
+    session = _open(store, clock)
+    clock.now += 30
+    assert store.lasts(session.id)
+    clock.now += 30
+    assert not store.lasts(session.id), "asking did not restart the idle time"
+    ended = _open(store, clock)
+    store.end(ended.id)
+    assert not store.lasts(ended.id)

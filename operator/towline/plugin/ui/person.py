@@ -38,6 +38,9 @@ class Person:
     """The token this person's writes must carry in CSRF_HEADER."""
     default_namespace: str
     """The namespace of a page whose path names none."""
+    alive: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
+    """Whether the sign-in this request came with still lasts (None: it lasts as long as the process, as
+    `kubectl towline ui`'s does). A live stream ends when it no longer does."""
 
 
 class Door(Protocol):

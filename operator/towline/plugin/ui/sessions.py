@@ -96,6 +96,17 @@ class SessionStore:
         session.last_seen = self._clock()
         return session
 
+    def lasts(self, session_id: str) -> bool:
+        """Whether the session is still live, without counting this as a request (an open stream is not one);
+        an expired one is ended."""
+        session = self._sessions.get(_key(session_id))
+        if session is None:
+            return False
+        if self.expiry_reason(session) is not None:
+            del self._sessions[_key(session_id)]
+            return False
+        return True
+
     def end(self, session_id: str | None) -> bool:
         """Forget the session (logout); True if it was there."""
         return bool(session_id) and self._sessions.pop(_key(session_id or ""), None) is not None

@@ -84,8 +84,10 @@ class SignInDoor:
                                                                     "the page to sign in again"}, status=401)
             return web.Response(status=303, headers={"Location": f"{LOGIN_PATH}?{urlencode({'next': request.path_qs})}"
                                                      })
+        session_id = found.id
         return person.Person(api=self.base_api.as_bearer(found.id_token), user=found.user, csrf=found.csrf,
-                             default_namespace=self.site.default_namespace)
+                             default_namespace=self.site.default_namespace,
+                             alive=lambda: self.sessions.lasts(session_id))
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         """Start a sign-in: remember state, nonce and PKCE verifier here; send the browser to the provider."""

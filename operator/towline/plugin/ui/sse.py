@@ -3,11 +3,13 @@
 No polling: each open page holds one watch on the API server, made as the
 person. When the server ends a watch the loop continues from the last
 resourceVersion; when that version has expired (410) it lists again and sends
-a fresh snapshot. The loop ends when the browser goes away.
+a fresh snapshot. The loop ends when the browser goes away, and in the cluster
+within STREAM_CHECK_SECONDS of the person's session ending (sign-out, expiry).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,9 +18,14 @@ from aiohttp import web
 
 from towline.k8s import live
 from towline.k8s.client import ApiError, KubeApi
+from towline.plugin.ui.person import PERSON
 
 JSON = dict[str, Any]
 Send = Callable[[str, Any], Awaitable[None]]
+
+
+STREAM_CHECK_SECONDS = 5.0
+"""How soon a stream ends after its session did (sign-out, expiry): a copied cookie's open stream stops too."""
 
 
 async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
@@ -26,12 +33,35 @@ async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
         "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no",
     })
     await response.prepare(request)
+    who = request.get(PERSON)
+    if who is not None and who.alive is not None:
+        _end_with_session(who.alive)
 
     async def send(event: str, data: Any) -> None:
         payload = json.dumps(data, separators=(",", ":"))
         await response.write(f"event: {event}\ndata: {payload}\n\n".encode())
 
     return response, send
+
+
+def _end_with_session(alive: Callable[[], bool]) -> None:
+    """Cancel the stream's handler once its session has ended; the check stops with the handler."""
+    handler = asyncio.current_task()
+    assert handler is not None
+
+    async def watch() -> None:
+        while not handler.done():
+            await asyncio.sleep(STREAM_CHECK_SECONDS)
+            if not alive():
+                handler.cancel()
+                return
+
+    _WATCHERS.add(watcher := asyncio.get_running_loop().create_task(watch()))
+    watcher.add_done_callback(_WATCHERS.discard)
+
+
+_WATCHERS: set[asyncio.Task[None]] = set()
+"""The running checks (the loop keeps only weak references to tasks)."""
 
 
 async def follow_collection(
