@@ -25,7 +25,7 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from tests.integration.helmsupport import render
-from tests.integration.oidcsupport import BOB, CAROL, DAVE, grant_oidc_people, kubectl_with_token
+from tests.integration.oidcsupport import ALICE, BOB, CAROL, DAVE, grant_oidc_people, kubectl_with_token
 from tests.integration.support import get, wait_for
 
 from towline_dev.browser import headless_chromium
@@ -344,3 +344,52 @@ def test_a_stream_open_on_a_copied_cookie_ends_when_the_session_does(in_cluster_
                 pass
         except (httpx.RemoteProtocolError, httpx.ReadError):
             pass  # the view cut the stream: what this waits for
+
+
+def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested_by_her(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
+) -> None:
+    """The start form in the cluster: the run is created with alice's ID token, so admission records
+    requestedBy oidc:alice (as the API server saw her); a bad param is named at its field and creates nothing."""
+    view = in_cluster_view
+    cluster, namespace = view.cluster, view.namespace
+    workflow = {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "rotate-keys", "namespace": namespace},
+        "spec": {
+            "params": [{"name": "region", "type": "string", "required": True},
+                       {"name": "days", "type": "integer", "default": 7}],
+            "steps": [{"id": "plan", "action": "data.transform",
+                       "with": {"data": {}, "fields": {"ok": "true"}}}],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
+    wait_for("the Workflow Ready", lambda: any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in ((get(cluster, "workflows.towline.dev", "rotate-keys", namespace) or {}).get("status") or {})
+        .get("conditions", [])), 60)
+
+    def runs() -> list[dict[str, Any]]:
+        listed = json.loads(cluster.kubectl("-n", namespace, "get", "workflowruns.towline.dev", "-o", "json").stdout)
+        return [r for r in listed["items"] if r["spec"]["workflowRef"]["name"] == "rotate-keys"]
+
+    with headless_chromium(print, arguments=view.provider.chromium_arguments()) as alice:
+        _sign_in(alice, view, "alice", view.link("/workflows/rotate-keys/start"))
+        days = wait_for("the days field", lambda: alice.find_elements(By.CSS_SELECTOR, "#param-days"), 60)[0]
+        days.clear()
+        days.send_keys("soon")
+        alice.find_element(By.CSS_SELECTOR, "#start-run").click()
+        refused = wait_for("the refused form", lambda: alice.find_element(By.CSS_SELECTOR, "#start-result").text, 60)
+        assert "nothing was created" in refused, refused
+        assert runs() == [], "a refused form creates no run"
+        alice.find_element(By.CSS_SELECTOR, "#param-region").send_keys("emea")
+        days.clear()
+        days.send_keys("3")
+        alice.find_element(By.CSS_SELECTOR, "#start-run").click()
+        started = wait_for("the started run", lambda: "requested by" in (
+            text := alice.find_element(By.CSS_SELECTOR, "#start-result").text) and text, 60,
+            explain=lambda: _body(alice))
+        assert f"requested by {ALICE}" in started, started
+    (run,) = runs()
+    assert run["spec"]["requestedBy"] == ALICE, run["spec"]
+    assert run["spec"]["params"] == {"region": "emea", "days": 3}, run["spec"]
