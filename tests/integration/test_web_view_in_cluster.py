@@ -27,6 +27,7 @@ from selenium.webdriver.common.by import By
 from tests.integration.helmsupport import render
 from tests.integration.oidcsupport import ALICE, BOB, CAROL, DAVE, grant_oidc_people, kubectl_with_token
 from tests.integration.support import get, wait_for
+from tests.workers import namespace_prefix
 
 from towline_dev.browser import headless_chromium
 from towline_dev.controlplane import ControlPlane
@@ -79,7 +80,7 @@ def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str,
              helm_args: tuple[str, ...] = ()) -> Iterator[InClusterView]:
     """The view in a namespace of its own (the OIDC people granted there), reached at 127.0.0.1 through a
     port-forward to its Service, while the block runs."""
-    namespace = f"{name}-{os.getpid()}"
+    namespace = f"{namespace_prefix()}{name}-{os.getpid()}"  # under the suite, this worker's operator watches it
     cluster.kubectl("create", "namespace", namespace)
     cluster.kubectl("label", "namespace", namespace, "towline.dev/test=true")
     wait_for("the namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", namespace))
