@@ -134,10 +134,20 @@ def wait_rolled_out(cluster: ControlPlane, namespace: str = NAMESPACE, timeout_s
 
 
 def describe(cluster: ControlPlane, namespace: str) -> str:
-    """The namespace's pods and latest events, for an error message."""
+    """The namespace's pods, the last log lines of those not Ready (what a failed rollout's container said), and
+    the latest events, for an error message."""
     pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    listed = cluster.kubectl("get", "pods", "-n", namespace, "-o", "json", check=False)
+    logs = []
+    for pod in (json.loads(listed.stdout).get("items", []) if listed.returncode == 0 else []):
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (pod.get("status") or {}).get("conditions") or [])
+        if not ready:
+            name = pod["metadata"]["name"]
+            tail = cluster.kubectl("logs", name, "-n", namespace, "--all-containers", "--tail=30", check=False)
+            logs.append(f"--- {name} (not Ready), last log lines ---\n{tail.stdout[-3000:]}{tail.stderr[-500:]}")
     events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
-    return f"\n{pods}\n{events[-4000:]}"
+    return f"\n{pods}\n" + "\n".join(logs) + f"\n{events[-4000:]}"
 
 
 INGRESS_SERVICE_ACCOUNT = "towline-ingress"

@@ -291,6 +291,12 @@ BAD_VALUES = [
     ({"workflowSecretChecks": '"many"'}, "workflowSecretChecks"),
     ({"fullnameOverride": "Team_A"}, "fullnameOverride"),
     ({"nameOverride": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}, "nameOverride"),
+    ({"crds.enabled": "sometimes"}, "enabled"),
+    ({"crds.kep": "true"}, "kep"),
+    ({"tracing.queueSize": "lots"}, "queueSize"),
+    ({"tracing.endpiont": "http://collector:4318"}, "endpiont"),
+    ({"ui.enabeld": "true"}, "enabeld"),
+    ({"ui.session.idleMinutes": "forever"}, "idleMinutes"),
 ]
 
 

@@ -58,8 +58,11 @@ server converts a Job or pod once for all its rules: docs/benchmarks.md)."""
 
 def render_release(binaries: BinarySet, release: str, namespace: str,
                    values: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The release's own objects. Its CustomResourceDefinitions are left out (`crds.enabled=false`): they are the
+    cluster's, named by their group whatever the release, and one release manages them while every other sets
+    crds.enabled=false (docs/configuration.md); tests/unit/devtools/test_chart_crds.py covers the template."""
     result = helm(binaries, "template", release, str(CHART), "--namespace", namespace,
-                  "--kube-version", KUBERNETES_VERSION, *set_args(values or {}))
+                  "--kube-version", KUBERNETES_VERSION, *set_args({"crds.enabled": "false", **(values or {})}))
     assert result.returncode == 0, result.stderr
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 

@@ -274,10 +274,14 @@ class KubeApi:
             _requests(method, resource, "unreachable").inc()
             raise ApiUnavailable(error) from error
         _requests(method, resource, str(status)).inc()
-        payload: JSON = json.loads(raw) if raw else {}
+        payload = _json_answer(raw)
         if status < 400:
+            if payload is None:
+                raise ApiError(502, f"{method} {path}: the answer ({status}) is not JSON: {_excerpt(raw)}")
             return payload
-        message = str(payload.get("message") or raw[:500])
+        # An error body is the API server's Status, or plain text from what answered in front of it (an unknown
+        # API group's "404 page not found", a proxy's page): either way the caller gets an ApiError with it.
+        message = str((payload or {}).get("message") or _excerpt(raw))
         if status == 409:
             raise Conflict(status, message, payload)
         raise ApiError(status, message, payload, retry_after=_retry_after(response.headers.get("Retry-After")))
@@ -371,6 +375,21 @@ class KubeApi:
                 return False
             raise
         return True
+
+
+def _json_answer(raw: bytes) -> JSON | None:
+    """The answer's JSON object ({} for an empty body), or None when it is not one."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _excerpt(raw: bytes) -> str:
+    return " ".join(raw[:500].decode(errors="replace").split())
 
 
 def encode_body(body: Any) -> bytes:

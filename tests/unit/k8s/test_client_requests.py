@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from kubernetes_asyncio import client
 
-from towline.k8s.client import Conflict, KubeApi, encode_body
+from towline.k8s.client import ApiError, Conflict, KubeApi, encode_body
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -31,6 +31,13 @@ class Recorder(BaseHTTPRequestHandler):
         headers = {key.lower(): value for key, value in self.headers.items()}
         Recorder.seen.append({"method": self.command, "path": self.path, "headers": headers, "body": raw})
         taken = urlsplit(self.path).path.endswith("/taken")
+        if urlsplit(self.path).path.startswith("/apis/missing.example"):
+            # What kube-apiserver answers for an API group it does not serve (a CRD not installed): plain text.
+            self._plain(404, b"404 page not found\n")
+            return
+        if urlsplit(self.path).path.endswith("/garbled"):
+            self._plain(200, b"<html>a proxy's page</html>")
+            return
         payload = json.dumps({"kind": "Status", "message": "already exists"} if taken
                              else {"echo": json.loads(raw) if raw else None}).encode()
         self.send_response(409 if taken else 200)
@@ -38,6 +45,13 @@ class Recorder(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _plain(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self._answer()
@@ -121,6 +135,25 @@ def test_a_conflict_is_still_a_conflict_and_a_delete_sends_its_options(server: i
     asyncio.run(scenario())
     assert json.loads(Recorder.seen[1]["body"]) == {"kind": "DeleteOptions", "apiVersion": "v1",
                                                     "propagationPolicy": "Background"}
+
+
+def test_an_answer_that_is_not_json_is_an_api_error_naming_what_came(server: int) -> None:
+    """A 404 in plain text (the API group is not served: the CRDs are not installed) is a 404 ApiError, which
+    `get` takes as "not there"; a 200 whose body is not JSON is an ApiError too, never a JSONDecodeError that
+    a caller's `except ApiError` lets through."""
+    async def scenario() -> None:
+        api = api_at(server, ["t1", "t2", "t3"])
+        try:
+            with pytest.raises(ApiError) as missing:
+                await api.request("GET", "/apis/missing.example/v1/widgets")
+            assert missing.value.status == 404 and missing.value.message == "404 page not found"
+            assert await api.get("/apis/missing.example/v1/namespaces/team/widgets/w") is None
+            with pytest.raises(ApiError, match="is not JSON: <html>a proxy's page</html>"):
+                await api.request("GET", "/api/v1/namespaces/team/configmaps/garbled")
+        finally:
+            await api.close()
+
+    asyncio.run(scenario())
 
 
 def test_a_body_that_is_not_json_is_refused_before_anything_is_sent() -> None:
