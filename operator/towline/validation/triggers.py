@@ -177,21 +177,26 @@ WEBHOOK_VARIABLES = frozenset({"body", "headers"})
 
 def webhook_mapping_errors(webhook: WebhookTrigger, path: str) -> list[ValidationError]:
     """The `filter` and `data` expressions compile and read only `body` and `headers`."""
-    sources = [(f"{path}.filter", webhook.filter)] if webhook.filter is not None else []
-    sources += [(f"{path}.data.{key}", source) for key, source in webhook.data.items()]
+    return _mapping_errors(
+        webhook.filter, webhook.data, path, WEBHOOK_VARIABLES,
+        "a webhook's filter and data read only body (the parsed payload) and headers (lower-case names), "
+        "e.g. body.order.id or headers['x-github-event']")
+
+
+def _mapping_errors(filter_source: str | None, data: Mapping[str, str], path: str, variables: frozenset[str],
+                    reads_only: str) -> list[ValidationError]:
+    """A trigger's `filter` and `data` expressions compile and read only `variables` (`reads_only` says which)."""
+    sources = [(f"{path}.filter", filter_source)] if filter_source is not None else []
+    sources += [(f"{path}.data.{key}", source) for key, source in data.items()]
     errors = []
     for field, source in sources:
         try:
-            unknown = unknown_variables(source, WEBHOOK_VARIABLES)
+            unknown = unknown_variables(source, variables)
         except ExpressionError as error:
             errors.append(ValidationError(field=field, message=f"is not valid CEL: {error}"))
             continue
         if unknown:
-            errors.append(ValidationError(
-                field=field,
-                message=f"reads {', '.join(sorted(unknown))}; a webhook's filter and data read only body (the parsed "
-                "payload) and headers (lower-case names), e.g. body.order.id or headers['x-github-event']",
-            ))
+            errors.append(ValidationError(field=field, message=f"reads {', '.join(sorted(unknown))}; {reads_only}"))
     return errors
 
 
@@ -207,22 +212,10 @@ def cloud_event_errors(trigger: CloudEventTrigger, path: str) -> list[Validation
             message=f"scheme {trigger.verify.scheme} signs its provider's own payloads, not CloudEvents; use "
             "standard-webhooks, hmac or bearer (or none with allowUnsigned: true)",
         )]
-    errors = webhook_errors(trigger.verify, f"{path}.verify")
-    sources = [(f"{path}.filter", trigger.filter)] if trigger.filter is not None else []
-    sources += [(f"{path}.data.{key}", source) for key, source in trigger.data.items()]
-    for field, source in sources:
-        try:
-            unknown = unknown_variables(source, CLOUD_EVENT_VARIABLES)
-        except ExpressionError as error:
-            errors.append(ValidationError(field=field, message=f"is not valid CEL: {error}"))
-            continue
-        if unknown:
-            errors.append(ValidationError(
-                field=field,
-                message=f"reads {', '.join(sorted(unknown))}; a cloudEvent trigger's filter and data read only event "
-                "(its attributes, e.g. event.type, event.source, event.subject, and its payload as event.data)",
-            ))
-    return errors
+    return webhook_errors(trigger.verify, f"{path}.verify") + _mapping_errors(
+        trigger.filter, trigger.data, path, CLOUD_EVENT_VARIABLES,
+        "a cloudEvent trigger's filter and data read only event (its attributes, e.g. event.type, event.source, "
+        "event.subject, and its payload as event.data)")
 
 
 def _trigger_param_errors(values: Mapping[str, Any], params: Mapping[str, Param], path: str) -> list[ValidationError]:
