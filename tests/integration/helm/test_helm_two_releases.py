@@ -16,7 +16,8 @@ import pytest
 from tests.integration.helm.release import Cluster, install, kept_record, labelled_objects, on, uninstall
 from tests.integration.support import bind_role, start_run, step_status, wait_for, wait_for_phase
 
-from towline_dev.release import CHART, api_server_egress, name_prefix, set_args, wait_rolled_out
+from towline_dev.install import install_crds
+from towline_dev.release import CHART, adopt_crds, api_server_egress, name_prefix, set_args, wait_rolled_out
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +44,12 @@ THIRD = ("team-c", "team-c-system")
 def two_releases(node_cluster: Cluster) -> Iterator[Cluster]:
     cluster = node_cluster
     egress = api_server_egress(cluster)
+    # Neither team's release manages the CRDs (crds.enabled=false): the cluster must have them, held by release
+    # `towline` as the session's are. An earlier test of this world may have removed them (the CRD upgrade tests
+    # uninstall with crds.keep=false), and without them each release's ingress never gets Ready: its Workflow
+    # watch is answered 404.
+    install_crds(cluster)
+    adopt_crds(cluster)
     try:
         for team in TEAMS:
             for namespace in (team.namespace, team.work):
