@@ -98,7 +98,8 @@ def wait_until_cached(ingress: IngressProcess, namespace: str, workflow: str, tr
         if gone:
             return bool(reason == "NotFound")
         return reason not in {"NotFound", "NotReady"}
-    wait_for(f"the ingress to see Workflow {namespace}/{workflow}", known, timeout=30, interval=0.1)
+    # Ready comes from the worker's operator, which shares the cores with two other workers and two worlds.
+    wait_for(f"the ingress to see Workflow {namespace}/{workflow}", known, timeout=90, interval=0.2)
 
 
 def runs(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]]:

@@ -201,7 +201,8 @@ class ScriptedServer:
     its own at TEST_SERVER_ADDRESS (and TEST_SERVER_ALIAS), so step containers reach it
     through the node's network and their NetworkPolicies; the test needs the `test_hosts` fixture.
     `port` fixes the port (443 stands in for a service whose connector opens only that port, as
-    notify.slack does), plain HTTP all the same.
+    notify.slack does), plain HTTP all the same; such a server listens at TEST_SERVER_ADDRESS only, since other
+    test hosts of the namespace serve fixed ports of their own (the identity provider's 443 at its issuer address).
     """
 
     def __init__(self, port: int = 0) -> None:
@@ -245,8 +246,9 @@ class ScriptedServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # noqa: N815
 
-        # Every address of the test-hosts namespace (which holds nothing else), not this machine's.
-        self.httpd = in_namespace(TEST_HOSTS_NAMESPACE, lambda: ThreadingHTTPServer(("0.0.0.0", port), Handler))
+        # Every address of the test-hosts namespace, not this machine's (a fixed port: its own address only).
+        host = "0.0.0.0" if port == 0 else TEST_SERVER_ADDRESS
+        self.httpd = in_namespace(TEST_HOSTS_NAMESPACE, lambda: ThreadingHTTPServer((host, port), Handler))
         # A deliberately slow handler must not hold the test up at shutdown.
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False

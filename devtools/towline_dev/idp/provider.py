@@ -232,7 +232,10 @@ class IdentityProvider:
             status, answer = self.admin("PUT", f"/admin/clients/{client_id}/lifespans", lifespans)
             if status != 200:
                 raise ProviderError(f"setting {client_id}'s ID token lifespan: Hydra answered {status}: {answer}")
-        return OAuthClient(client_id, secret, tuple(answer.get("redirect_uris") or redirect_uris))
+        # The caller's own URIs first: a sign-in without a redirect_uri of its own uses the first, and another test
+        # (another worker, on the same shared client) may have registered its URIs before this one.
+        known = [uri for uri in answer.get("redirect_uris") or [] if uri not in redirect_uris]
+        return OAuthClient(client_id, secret, (*redirect_uris, *known))
 
     def admin(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> tuple[int, Any]:
         """One request to Hydra's admin API (over its Unix socket): the status and the decoded JSON answer."""
