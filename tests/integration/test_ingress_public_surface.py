@@ -46,7 +46,7 @@ def test_every_path_that_is_not_a_usable_trigger_answers_the_same_404(
     apply(towline_installed, broken)
     wait_until_cached(ingress, namespace, "broken", log_marker=f"Workflow {namespace}/broken is not valid")
     wait_until_cached(ingress, namespace, "nightly", "cron_trigger",
-                      log_marker=f"Workflow {namespace}/nightly has no webhook trigger")
+                      log_marker=f"Workflow {namespace}/nightly has no webhook or cloudEvent trigger")
 
     probes = {
         "no such workflow": hook_url(ingress, namespace, "payroll"),
