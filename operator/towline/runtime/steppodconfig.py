@@ -62,18 +62,24 @@ def _json_setting(env: Mapping[str, str], name: str, empty: Any, fix: str) -> An
 def step_node_selector(env: Mapping[str, str]) -> dict[str, str]:
     """TOWLINE_STEP_NODE_SELECTOR (a JSON object of labels, from the chart's stepPods.nodeSelector)."""
     fix = "; set stepPods.nodeSelector in the chart values to a map of node labels, e.g. {pool: steps}"
-    selector = _json_setting(env, "TOWLINE_STEP_NODE_SELECTOR", {}, fix)
-    if not isinstance(selector, dict):
-        raise ValueError(f"TOWLINE_STEP_NODE_SELECTOR must be a JSON object{fix}")
-    for key, value in selector.items():
-        problem = _label_key_problem(key)
+    return _label_map(env, "TOWLINE_STEP_NODE_SELECTOR", fix, towline_keys_refused=False)
+
+
+def _label_map(env: Mapping[str, str], name: str, fix: str, *, towline_keys_refused: bool) -> dict[str, str]:
+    """A JSON object of Kubernetes labels from `name` (unset: none), each key and value as the API server takes
+    them; with `towline_keys_refused`, no key under towline.dev/ (Towline's own labels select step pods)."""
+    labels = _json_setting(env, name, {}, fix)
+    if not isinstance(labels, dict):
+        raise ValueError(f"{name} must be a JSON object{fix}")
+    for key, value in labels.items():
+        problem = (_towline_key_problem(key, "label") if towline_keys_refused else None) or _label_key_problem(key)
         if problem is None and not isinstance(value, str):
             problem = f"the value of {key!r} must be a string, not {json.dumps(value)}"
         elif problem is None and not _is_label_value(value):
             problem = f"the value of {key!r}, {value!r}, is not a label value"
         if problem:
-            raise ValueError(f"TOWLINE_STEP_NODE_SELECTOR: {problem}{fix}")
-    return selector
+            raise ValueError(f"{name}: {problem}{fix}")
+    return labels
 
 
 def _toleration_problems(toleration: Any) -> Iterator[str]:
@@ -127,18 +133,7 @@ def step_tolerations(env: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
 def step_labels_setting(env: Mapping[str, str]) -> dict[str, str]:
     """TOWLINE_STEP_LABELS (a JSON object, from the chart's stepPods.labels): more labels for every step pod."""
     fix = "; set stepPods.labels in the chart values to a map of labels, e.g. {cost-center: platform}"
-    labels = _json_setting(env, "TOWLINE_STEP_LABELS", {}, fix)
-    if not isinstance(labels, dict):
-        raise ValueError(f"TOWLINE_STEP_LABELS must be a JSON object{fix}")
-    for key, value in labels.items():
-        problem = _towline_key_problem(key, "label") or _label_key_problem(key)
-        if problem is None and not isinstance(value, str):
-            problem = f"the value of {key!r} must be a string, not {json.dumps(value)}"
-        elif problem is None and not _is_label_value(value):
-            problem = f"the value of {key!r}, {value!r}, is not a label value"
-        if problem:
-            raise ValueError(f"TOWLINE_STEP_LABELS: {problem}{fix}")
-    return labels
+    return _label_map(env, "TOWLINE_STEP_LABELS", fix, towline_keys_refused=True)
 
 
 def step_annotations_setting(env: Mapping[str, str]) -> dict[str, str]:
