@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from towline.engine.traces import SpanRecord
+from towline.api.spans import SpanRecord
 from towline.tracing import TracingConfig, span_sink
 
 T0 = datetime(2026, 12, 7, 1, 2, 3, 456789, tzinfo=UTC)

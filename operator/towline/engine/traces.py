@@ -13,18 +13,17 @@ a message (it may quote a provider's answer), params, trigger data, or anything 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from towline.api.loopids import loop_of
 from towline.api.run import StepStatus, WorkflowRunStatus
 from towline.api.runterms import TERMINAL_RUN_PHASES, TRACEPARENT_ANNOTATION
+from towline.api.spans import AttributeValue, SpanRecord
 from towline.engine.phases import TERMINAL_STEP_PHASES
 from towline_step.protocol import TraceParent, parse_traceparent
-
-AttributeValue = str | int | bool
 
 
 @dataclass(frozen=True)
@@ -42,28 +41,6 @@ class TracedRun:
     @property
     def trace_id(self) -> int:
         return self.parent.trace_id if self.parent is not None else run_trace_id(self.uid)
-
-
-@dataclass(frozen=True)
-class SpanRecord:
-    """One finished span, as the exporter sends it."""
-
-    name: str
-    trace_id: int
-    span_id: int
-    parent_span_id: int | None
-    start: datetime
-    end: datetime
-    attributes: dict[str, AttributeValue] = field(default_factory=dict)
-    error: bool = False
-    remote_parent: bool = False
-    """The parent is another process's span (the ingress's delivery)."""
-
-
-class SpanEmitter(Protocol):
-    """Where finished spans go (towline.tracing.SpanSink): queued for export, never waited for."""
-
-    def emit(self, records: Sequence[SpanRecord]) -> None: ...
 
 
 def traced_run(metadata: Mapping[str, Any], *, workflow: str, trigger: str) -> TracedRun:

@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus
+from towline.api.spans import SpanEmitter
 from towline.api.steptype import ResolvedStepType
 from towline.api.workflow import LastRun
 from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
-from towline.engine.traces import SpanEmitter
 from towline.handlers.history import FinishedRun
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi

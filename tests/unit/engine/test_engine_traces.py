@@ -8,8 +8,8 @@ from typing import Any
 from engine_harness import Sim, action, workflow
 
 from towline.api.run import WorkflowRunStatus
+from towline.api.spans import SpanRecord
 from towline.engine.traces import (
-    SpanRecord,
     TracedRun,
     attempt_span_id,
     attempt_traceparent,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from towline.engine.traces import SpanEmitter, SpanRecord
+from towline.api.spans import SpanEmitter, SpanRecord
 from towline_step.protocol import TraceParent
 
 
