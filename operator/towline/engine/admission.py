@@ -29,6 +29,7 @@ from towline.api.run import WorkflowRunStatus
 from towline.api.runterms import TERMINAL_RUN_PHASES
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.phases import transition_run
+from towline.engine.state import STOPPED
 from towline.engine.summary import has_condition, set_condition
 from towline.text import clip
 from towline_connectors.wire import parse_rfc3339
@@ -104,15 +105,17 @@ def admission(run: RunInLine, others: Iterable[RunInLine], limit: int | None) ->
 
 def held_in_queue(
     status: WorkflowRunStatus, *, cancel: bool, namespace: str, workflow: str, run: RunInLine,
-    others: Iterable[RunInLine], limits: QueueLimits, now: datetime,
+    others: Iterable[RunInLine], limits: QueueLimits, now: datetime, stop: bool = False,
 ) -> Decision | None:
-    """The decision for `run` (not started) while it must wait, or ends cancelled while waiting; None: it may start.
+    """The decision for `run` (not started) while it must wait, or ends cancelled while waiting (spec.cancel or
+    spec.stop, each named in the run's message); None: it may start.
 
     The archive's backlog holds it first (whatever the Workflow's limit); then the workflow's `others` ahead of it.
     """
+    ended = cancel or stop
     if archive_behind(limits.awaiting_archive, limits.max_runs_awaiting):
-        if cancel:
-            return cancel_queued_run(status, now)
+        if ended:
+            return cancel_queued_run(status, now, stopped=not cancel)
         return hold_run_for_archive(status, namespace, limits.awaiting_archive, limits.max_runs_awaiting, now)
     limit = limits.max_concurrent_runs
     if limit is None:
@@ -120,8 +123,8 @@ def held_in_queue(
     seen = admission(run, others, limit)
     if seen.may_start:
         return None
-    if cancel:
-        return cancel_queued_run(status, now)
+    if ended:
+        return cancel_queued_run(status, now, stopped=not cancel)
     return hold_run(status, workflow, limit, seen, now)
 
 
@@ -188,17 +191,19 @@ def _held(status: WorkflowRunStatus, reason: str, message: str, now: datetime) -
     return Decision(status=updated, actions=actions, wake_at=None)
 
 
-def cancel_queued_run(status: WorkflowRunStatus, now: datetime) -> Decision:
-    """A run cancelled while it waited for a slot ends Cancelled without starting: no step, no finally."""
+def cancel_queued_run(status: WorkflowRunStatus, now: datetime, *, stopped: bool = False) -> Decision:
+    """A run cancelled (or stopped) while it waited for a slot ends Cancelled without starting: no step, no
+    finally; the message and the reason say which of spec.cancel and spec.stop ended it."""
     updated = status.model_copy()
     updated.conditions = list(status.conditions)
-    message = "the run was cancelled (spec.cancel) before it started"
+    field, reason = ("stop", STOPPED) if stopped else ("cancel", "Cancelled")
+    message = f"the run was {'stopped' if stopped else 'cancelled'} (spec.{field}) before it started"
     transition_run(updated, "Cancelled")
     updated.finished_at = now
     updated.wake_at = None
     updated.message = message
-    set_condition(updated, QUEUED_CONDITION, "False", reason="Cancelled", message=message, now=now)
-    set_condition(updated, "Succeeded", "False", reason="Cancelled", message=message, now=now)
+    set_condition(updated, QUEUED_CONDITION, "False", reason=reason, message=message, now=now)
+    set_condition(updated, "Succeeded", "False", reason=reason, message=message, now=now)
     return Decision(status=updated, actions=(EmitEvent("Warning", "RunCancelled", message),), wake_at=None)
 
 

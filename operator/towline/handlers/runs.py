@@ -168,7 +168,7 @@ async def hold_if_queued(
     me = RunInLine(meta["name"], parse_rfc3339(meta["creationTimestamp"]), started=False, finished=False)
 
     def ask(others: Iterable[RunInLine]) -> Decision | None:
-        return held_in_queue(status, cancel=run.spec.cancel or run.spec.stop, namespace=namespace,
+        return held_in_queue(status, cancel=run.spec.cancel, stop=run.spec.stop, namespace=namespace,
                              workflow=workflow, run=me, others=others, limits=limits, now=now)
 
     held = ask(deps.runs.in_line(namespace, workflow))

@@ -161,10 +161,10 @@ def test_a_run_held_for_the_archive_says_the_count_the_limit_and_what_to_do() ->
 
 
 def held(
-    run: RunInLine, others: list[RunInLine], limits: QueueLimits, *, cancel: bool = False,
+    run: RunInLine, others: list[RunInLine], limits: QueueLimits, *, cancel: bool = False, stop: bool = False,
 ) -> WorkflowRunStatus | None:
-    decision = held_in_queue(WorkflowRunStatus(), cancel=cancel, namespace="sales-ops", workflow="nightly", run=run,
-                             others=others, limits=limits, now=T0)
+    decision = held_in_queue(WorkflowRunStatus(), cancel=cancel, stop=stop, namespace="sales-ops", workflow="nightly",
+                             run=run, others=others, limits=limits, now=T0)
     return None if decision is None else decision.status
 
 
@@ -207,3 +207,15 @@ def test_listed_runs_count_by_their_workflow_and_phase() -> None:
               run("d", "hourly", "Running")]
     assert [(r.name, r.started, r.finished) for r in workflow_runs_in_line(listed, "nightly")] == [
         ("a", False, False), ("b", True, False), ("c", True, True)]
+
+
+def test_a_run_stopped_while_queued_says_it_was_stopped_and_one_cancelled_says_cancelled() -> None:
+    limits = QueueLimits(1)
+    ahead = [line("a", 1, started=True)]
+    stopped = held(line("b", 2), ahead, limits, stop=True)
+    assert stopped is not None and stopped.phase == "Cancelled"
+    assert stopped.message == "the run was stopped (spec.stop) before it started"
+    assert {c.reason for c in stopped.conditions} == {"Stopped"}
+    cancelled = held(line("b", 2), ahead, limits, cancel=True, stop=True)
+    assert cancelled is not None and cancelled.message == "the run was cancelled (spec.cancel) before it started"
+    assert {c.reason for c in cancelled.conditions} == {"Cancelled"}
