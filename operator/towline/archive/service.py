@@ -45,6 +45,7 @@ from towline.archive.pending import (
     APPROVALS_BY_RUN,
     PODS_BY_RUN,
     ArchiveState,
+    Key,
     name_of,
     namespace_of,
     side_by_side,
@@ -53,7 +54,7 @@ from towline.archive.pending import (
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
-from towline.k8s.indexer import object_key
+from towline.k8s.indexer import Store, object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
 from towline.k8s.owners import controlling_job
 from towline.k8s.streams import FAILED, SYNCED, follow, scopes
@@ -107,39 +108,28 @@ class ArchiveService:
 
     # The streams' sinks: they only note what changed; the writer does the work.
     def on_run(self, event: str, body: JSON) -> None:
-        if event in (SYNCED, FAILED):
-            return
-        key = object_key(body)
-        if event == "DELETED":
-            self.state.runs.pop(key)
-            return
-        self.state.runs.put(key, body)
-        if run_finished(body) or run_deleting(body):
-            self.state.want("run", *key)
+        self._note(event, body, self.state.runs, "run", lambda run: run_finished(run) or run_deleting(run))
 
     def on_approval(self, event: str, body: JSON) -> None:
-        if event in (SYNCED, FAILED):
-            return
-        key = object_key(body)
-        if event == "DELETED":
-            self.state.approvals.pop(key)
-            return
-        self.state.approvals.put(key, body)
-        if approval_decided(body):
-            self.state.want("approval", *key)
+        self._note(event, body, self.state.approvals, "approval", approval_decided)
 
     def on_pod(self, event: str, body: JSON) -> None:
+        if event == "DELETED":
+            self.state.timed_pods.discard(uid_of(body))
+            self.state.logged.pop(uid_of(body), None)
+        self._note(event, body, self.state.pods, "pod", pod_ended)
+
+    def _note(self, event: str, body: JSON, store: Store[Key, JSON], what: str, due: Callable[[JSON], bool]) -> None:
+        """Keep `store` as the stream shows it; once `due` says the object is ready, the writer wants its record."""
         if event in (SYNCED, FAILED):
             return
         key = object_key(body)
         if event == "DELETED":
-            self.state.pods.pop(key)
-            self.state.timed_pods.discard(uid_of(body))
-            self.state.logged.pop(uid_of(body), None)
+            store.pop(key)
             return
-        self.state.pods.put(key, body)
-        if pod_ended(body):
-            self.state.want("pod", *key)
+        store.put(key, body)
+        if due(body):
+            self.state.want(what, *key)
 
     async def serve(self) -> None:
         """Follow the three kinds and write what they show, until cancelled."""

@@ -9,15 +9,15 @@ run in flight).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from towline.api.run import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, TriggerInfo, WorkflowRunSpec, WorkflowSnapshot
 from towline.api.steptype import ResolvedStepType
 from towline.api.steptypenames import step_type_reference
 from towline.api.subflows import SubflowRecord
-from towline.api.workflow import Param, Trigger, WorkflowSpec, fits_param_type
+from towline.api.workflow import Param, Step, Trigger, WorkflowSpec, fits_param_type
 from towline.engine.actions import Decision, EmitEvent
 from towline.engine.graph import structure_errors
 from towline.engine.phases import transition_run
@@ -71,35 +71,47 @@ def resolve_step_types(
     workflow_spec: WorkflowSpec, available: Mapping[str, ResolvedStepType | str]
 ) -> tuple[dict[str, ResolvedStepType], list[str]]:
     """The user types the workflow's steps name, each copied into the snapshot, or why one cannot run."""
-    resolved: dict[str, ResolvedStepType] = {}
-    errors = []
-    for step in (*workflow_spec.steps, *workflow_spec.finally_, *workflow_spec.compensations):
-        if step.action is None or step_type_reference(step.action) is None or step.action in resolved:
-            continue
-        found = available.get(step.action)
-        if isinstance(found, ResolvedStepType):
-            resolved[step.action] = found.model_copy(deep=True)
-        else:
-            errors.append(f"step {step.id}: {step.action} {found or 'is not registered'}; "
-                          "register it (kubectl apply -f its manifest) or change the step's action")
-    return resolved, errors
+    return _resolve(
+        workflow_spec, available,
+        lambda step: step.action if step.action is not None and step_type_reference(step.action) is not None else None,
+        lambda name, why: f"{name} {why or 'is not registered'}; "
+        "register it (kubectl apply -f its manifest) or change the step's action",
+    )
 
 
 def resolve_subflows(
     workflow_spec: WorkflowSpec, available: Mapping[str, SubflowRecord | str]
 ) -> tuple[dict[str, SubflowRecord], list[str]]:
     """The Workflows the subflow steps run, as they are now (recorded in the snapshot), or why one cannot run."""
-    resolved: dict[str, SubflowRecord] = {}
+    return _resolve(
+        workflow_spec, available,
+        lambda step: step.workflow.name if step.workflow is not None else None,
+        lambda name, why: f"workflow.name: Workflow {name!r} {why or 'does not exist in this namespace'}",
+    )
+
+
+Resolved = TypeVar("Resolved", ResolvedStepType, SubflowRecord)
+
+
+def _resolve(
+    workflow_spec: WorkflowSpec,
+    available: Mapping[str, Resolved | str],
+    name_of: Callable[[Step], str | None],
+    problem: Callable[[str, str | None], str],
+) -> tuple[dict[str, Resolved], list[str]]:
+    """What the steps name (`name_of`: None for a step that names nothing), each found one copied; for each other,
+    `problem(name, why it is not available)` after the step's id."""
+    resolved: dict[str, Resolved] = {}
     errors = []
     for step in (*workflow_spec.steps, *workflow_spec.finally_, *workflow_spec.compensations):
-        if step.workflow is None or step.workflow.name in resolved:
+        name = name_of(step)
+        if name is None or name in resolved:
             continue
-        found = available.get(step.workflow.name)
-        if isinstance(found, SubflowRecord):
-            resolved[step.workflow.name] = found.model_copy()
+        found = available.get(name)
+        if found is None or isinstance(found, str):
+            errors.append(f"step {step.id}: {problem(name, found)}")
         else:
-            errors.append(f"step {step.id}: workflow.name: Workflow {step.workflow.name!r} "
-                          f"{found or 'does not exist in this namespace'}")
+            resolved[name] = found.model_copy(deep=True)
     return resolved, errors
 
 
