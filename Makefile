@@ -16,7 +16,7 @@ help:
 	@echo "make crds   - regenerate crds/*.yaml (and the editor schema) from the pydantic models"
 	@echo "make schemas - regenerate schemas/workflow.schema.json, the JSON Schema editors check Workflows with"
 	@echo "make layers - redraw the picture of the operator's layers in docs/runtime.md from the code's imports"
-	@echo "make ui-assets - copy the web view's graph layout library (pinned in webui/package-lock.json) into the package"
+	@echo "make ui-assets - copy the web view's graph layout and YAML libraries (pinned in webui/package-lock.json) into the package"
 	@echo "make binaries - build (once, showing progress) the Kubernetes binaries and kubeconform the tests run"
 	@echo "make images - build the operator, step-runner and example step-type images (OCI archives in the cache)"
 	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
@@ -57,18 +57,23 @@ layers:
 layers-check:
 	$(PYTHON) -m towline_dev.layers --check docs/runtime.md
 
-# The web view's one third-party browser file (the graph layout), from the pinned npm lock. The built
-# file is committed so the wheel needs no npm; the check fails when it no longer matches the lock.
+# The web view's third-party browser code, from the pinned npm lock: the graph layout (one file) and the editor's
+# YAML library (its browser build, a tree of ES modules). Committed so the wheel needs no npm; the check fails when
+# they no longer match the lock.
 UI_VENDOR := operator/towline/plugin/ui/static/vendor
 ui-assets:
 	cd webui && npm ci --ignore-scripts --no-audit --no-fund
 	mkdir -p $(UI_VENDOR)
 	cp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/
+	rm -rf $(UI_VENDOR)/yaml && cp -r webui/node_modules/yaml/browser/dist $(UI_VENDOR)/yaml
+	cp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml/LICENSE
 
 ui-assets-check:
 	cd webui && npm ci --ignore-scripts --no-audit --no-fund
 	cmp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js $(UI_VENDOR)/dagre.min.js
 	cmp webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/LICENSE
+	diff -r -x LICENSE webui/node_modules/yaml/browser/dist $(UI_VENDOR)/yaml
+	cmp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml/LICENSE
 
 unit:
 	$(PYTHON) -m pytest tests/unit -q
