@@ -63,10 +63,10 @@ def test_a_mesh_annotation_set_to_null_is_left_off(k8s_binaries: BinarySet) -> N
 
 
 @pytest.mark.parametrize(("values", "named"), [
-    ({"stepPods.labels": '{"towline.dev/step-pod": "false"}'}, "towline.dev/step-pod"),
-    ({"stepPods.labels": '{"towline.dev/run": "another-run"}'}, "towline.dev/run"),
+    ({"stepPods.labels": '{"towline.dev/step-pod": "false"}'}, "/stepPods/labels/towline.dev~1step-pod"),
+    ({"stepPods.labels": '{"towline.dev/run": "another-run"}'}, "/stepPods/labels/towline.dev~1run"),
     ({"stepPods.labels": '{"egress.towline.dev/group": "x"}'}, "egress.towline.dev/group"),
-    ({"stepPods.annotations": '{"towline.dev/step-id": "other"}'}, "towline.dev/step-id"),
+    ({"stepPods.annotations": '{"towline.dev/step-id": "other"}'}, "/stepPods/annotations/towline.dev~1step-id"),
     ({"stepPods.labels": '{"team": "two words"}'}, "two words"),
     ({"stepPods.resources": '{"limits": {"cpu": "lots"}}'}, "lots"),
     ({"stepPods.resources": '{"limits": {"gpu": "1"}}'}, "gpu"),
