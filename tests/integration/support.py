@@ -122,6 +122,13 @@ def wait_for_phase(
     return result
 
 
+def step_log(cluster: ControlPlane, ns: str, run: str, step: str) -> str:
+    """The log of the step's container in the step's last pod."""
+    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={run},towline.dev/step={step.replace('_', '-')}")
+    assert pods, f"no pod for step {step}"
+    return str(cluster.kubectl("logs", "-n", ns, pods[-1]["metadata"]["name"], "-c", "step").stdout)
+
+
 def step_status(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     for step in run["status"].get("steps", []):
         if step["id"] == step_id:

@@ -32,6 +32,7 @@ from tests.integration.support import (
     list_objects,
     ready,
     start_run,
+    step_log,
     step_status,
     wait_for_phase,
     workflow,
@@ -84,12 +85,6 @@ def run_to_end(cluster: ControlPlane, ns: str, name: str, steps: list[dict[str, 
     assert verdict["status"] == "True", (get(cluster, "workflows.towline.dev", name, ns) or {}).get("status")
     run = start_run(cluster, ns, name, run_name)
     return dict(wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"}, timeout=timeout))
-
-
-def step_log(cluster: ControlPlane, ns: str, run: str, step: str) -> str:
-    pods = list_objects(cluster, "pods", ns, f"towline.dev/run={run},towline.dev/step={step.replace('_', '-')}")
-    assert pods, f"no pod for step {step}"
-    return str(cluster.kubectl("logs", "-n", ns, pods[-1]["metadata"]["name"], "-c", "step").stdout)
 
 
 def failed_with(run: dict[str, Any], step: str, *fragments: str) -> dict[str, Any]:

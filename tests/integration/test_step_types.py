@@ -25,6 +25,7 @@ from tests.integration.support import (
     list_objects,
     ready,
     start_run,
+    step_log,
     step_status,
     wait_for,
     wait_for_phase,
@@ -208,7 +209,9 @@ def test_a_container_that_breaks_the_protocol_fails_its_step_clearly_and_the_ope
     run = start_run(cluster, ns, "hostile")
     done = wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})
     bad, after = step_status(done, "bad"), step_status(done, "after")
-    assert bad["phase"] == "Failed" and expected in (bad.get("message") or ""), bad
+    # The container's own log says why when the message is not the one expected (a Go runtime error exits 2).
+    assert bad["phase"] == "Failed" and expected in (bad.get("message") or ""), (
+        bad, step_log(cluster, ns, run, "bad"))
     assert after["phase"] == "Succeeded" and after["output"]["message"] == "still here", after
     assert towline_operator.process is not None and towline_operator.process.poll() is None
 
