@@ -44,6 +44,21 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _true_or_false(env: Mapping[str, str], name: str, default: str, chart_value: str) -> bool:
+    text = env.get(name, default).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, not {text!r}; set {chart_value} in the chart values to true "
+                         "or false")
+    return text == "true"
+
+
+def _whole_number(env: Mapping[str, str], name: str, default: int, fix: str) -> int:
+    text = env.get(name, str(default)).strip()
+    if not text.isdigit():
+        raise ValueError(f"{name}={text!r} must be a whole number{fix}")
+    return int(text)
+
+
 def leader_timings_from(env: Mapping[str, str]) -> LeaderTimings:
     defaults = LeaderTimings()
     timings = LeaderTimings(
@@ -95,11 +110,7 @@ def isolation_probe(env: Mapping[str, str]) -> str | None:
     the target is TOWLINE_ISOLATION_PROBE, else the `kubernetes` Service this operator's own pod
     was given, which accepts connections from any unprotected pod and which no step policy opens.
     """
-    require = env.get("TOWLINE_REQUIRE_ISOLATION", "true").strip().lower()
-    if require not in ("true", "false"):
-        raise ValueError(f"TOWLINE_REQUIRE_ISOLATION must be true or false, not {require!r}; "
-                         "set egress.requireIsolation in the chart values to true or false")
-    if require == "false":
+    if not _true_or_false(env, "TOWLINE_REQUIRE_ISOLATION", "true", "egress.requireIsolation"):
         log.warning("egress isolation check is off (egress.requireIsolation: false): a step may make calls "
                     "before its NetworkPolicies are enforced, or on a cluster that never enforces them")
         return None
@@ -126,31 +137,21 @@ def step_image_policy(env: Mapping[str, str]) -> StepImagePolicy:
     prefixes = tuple(part if part.endswith("/") else f"{part}/"
                      for part in (raw.strip() for raw in env.get("TOWLINE_STEP_TYPE_IMAGE_PREFIXES", "").split(","))
                      if part)
-    digest = env.get("TOWLINE_STEP_TYPE_REQUIRE_DIGEST", "false").strip().lower()
-    if digest not in ("true", "false"):
-        raise ValueError(f"TOWLINE_STEP_TYPE_REQUIRE_DIGEST must be true or false, not {digest!r}; set "
-                         "stepTypes.requireDigest in the chart values to true or false")
-    return StepImagePolicy(allowed_prefixes=prefixes, require_digest=digest == "true")
+    digest = _true_or_false(env, "TOWLINE_STEP_TYPE_REQUIRE_DIGEST", "false", "stepTypes.requireDigest")
+    return StepImagePolicy(allowed_prefixes=prefixes, require_digest=digest)
 
 
 def code_step_policy(env: Mapping[str, str]) -> CodeStepPolicy:
     """TOWLINE_CODE_STEPS (true/false) and TOWLINE_CODE_STEP_NAMESPACES (comma separated; empty: all), from the
     chart's codeSteps values."""
-    enabled = env.get("TOWLINE_CODE_STEPS", "false").strip().lower()
-    if enabled not in ("true", "false"):
-        raise ValueError(f"TOWLINE_CODE_STEPS must be true or false, not {enabled!r}; set codeSteps.enabled in the "
-                         "chart values to true or false")
+    enabled = _true_or_false(env, "TOWLINE_CODE_STEPS", "false", "codeSteps.enabled")
     namespaces = tuple(part.strip() for part in env.get("TOWLINE_CODE_STEP_NAMESPACES", "").split(",") if part.strip())
-    return CodeStepPolicy(enabled=enabled == "true", namespaces=namespaces)
+    return CodeStepPolicy(enabled=enabled, namespaces=namespaces)
 
 
 def archive_enabled(env: Mapping[str, str]) -> bool:
     """TOWLINE_ARCHIVE (true/false), from the chart's archive.enabled."""
-    enabled = env.get("TOWLINE_ARCHIVE", "false").strip().lower()
-    if enabled not in ("true", "false"):
-        raise ValueError(f"TOWLINE_ARCHIVE must be true or false, not {enabled!r}; set archive.enabled in the chart "
-                         "values to true or false")
-    return enabled == "true"
+    return _true_or_false(env, "TOWLINE_ARCHIVE", "false", "archive.enabled")
 
 
 DEFAULT_MAX_RUNS_AWAITING_ARCHIVE = 1000
@@ -158,11 +159,8 @@ DEFAULT_MAX_RUNS_AWAITING_ARCHIVE = 1000
 
 def archive_max_runs_awaiting(env: Mapping[str, str]) -> int:
     """TOWLINE_ARCHIVE_MAX_RUNS_AWAITING (a whole number; 0: no limit), from the chart's archive.maxRunsAwaiting."""
-    text = env.get("TOWLINE_ARCHIVE_MAX_RUNS_AWAITING", str(DEFAULT_MAX_RUNS_AWAITING_ARCHIVE)).strip()
-    if not text.isdigit():
-        raise ValueError(f"TOWLINE_ARCHIVE_MAX_RUNS_AWAITING={text!r} must be a whole number (0: no limit); set "
-                         "archive.maxRunsAwaiting in the chart values, e.g. 1000")
-    return int(text)
+    return _whole_number(env, "TOWLINE_ARCHIVE_MAX_RUNS_AWAITING", DEFAULT_MAX_RUNS_AWAITING_ARCHIVE,
+                         " (0: no limit); set archive.maxRunsAwaiting in the chart values, e.g. 1000")
 
 
 @dataclass(frozen=True)
@@ -218,10 +216,6 @@ class OperatorConfig:
             labels=step_labels_setting(env),
             annotations=step_annotations_setting(env),
         )
-        retries_text = env.get("TOWLINE_RECONCILE_MAX_RETRIES", str(DEFAULT_MAX_RETRIES))
-        if not retries_text.isdigit():
-            raise ValueError(f"TOWLINE_RECONCILE_MAX_RETRIES={retries_text!r} must be a whole number, e.g. "
-                             f"{DEFAULT_MAX_RETRIES}")
         shards, replicas = shard_settings(env)
         return cls(
             namespace=env.get("TOWLINE_NAMESPACE", "towline-system"),
@@ -232,7 +226,8 @@ class OperatorConfig:
             shards=shards,
             replicas=replicas,
             leader_timings=leader_timings_from(env),
-            max_retries=int(retries_text),
+            max_retries=_whole_number(env, "TOWLINE_RECONCILE_MAX_RETRIES", DEFAULT_MAX_RETRIES,
+                                      f", e.g. {DEFAULT_MAX_RETRIES}"),
             step_image_policy=step_image_policy(env),
             code_steps=code_step_policy(env),
             archive=archive_enabled(env),
