@@ -11,7 +11,7 @@ decision is final.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 
@@ -19,6 +19,7 @@ from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
     Approvers,
     Conditions,
+    FreeObject,
     ObjectName,
     TowlineModel,
     TowlineResource,
@@ -93,9 +94,8 @@ class ApprovalSpec(TowlineModel):
         description="The message quotes values bound from the run (its params, trigger data or step outputs): "
         "whoever started the run chose part of it, so the web view and notifications show it as such.",
     )
-    preview: dict[str, Any] = Field(
+    preview: FreeObject = Field(
         default_factory=dict, max_length=64,
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="What the next step will do, with credential references only.",
     )
     approvers: Approvers = Field(

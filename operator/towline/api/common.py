@@ -77,6 +77,8 @@ Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=32), AfterV
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=63)]
 StepId = Annotated[Identifier, Field(description="The id of a step (snake_case).")]
 ObjectName = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+FreeObject = Annotated[dict[str, Any], Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})]
+"""A JSON object the API server keeps whole (its values are free-form: params, inputs, payloads, schemas)."""
 
 REFERENCE_ADVICE = (
     "put the value in a Secret and reference it by name: "

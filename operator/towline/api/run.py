@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from towline.api.common import (
     MAX_EARLIER_REQUESTERS,
     Conditions,
+    FreeObject,
     ObjectName,
     StepId,
     TowlineModel,
@@ -100,8 +101,8 @@ class TriggerInfo(TowlineModel):
     delivery_id: str | None = Field(
         default=None, max_length=256, description="A webhook run's delivery id (redeliveries carry the same).",
     )
-    data: dict[str, Any] = Field(
-        default_factory=dict, max_length=256, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    data: FreeObject = Field(
+        default_factory=dict, max_length=256,
         description="The trigger's payload (a webhook's parsed body), readable as trigger.data.",
     )
     parent: ParentRef | None = Field(
@@ -155,8 +156,8 @@ class WorkflowRunSpec(TowlineModel):
     )
 
     workflow_ref: WorkflowRef = Field(description="The Workflow to run, in this namespace.")
-    params: dict[str, Any] = Field(
-        default_factory=dict, max_length=100, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    params: FreeObject = Field(
+        default_factory=dict, max_length=100,
         description="Values for the workflow's declared params, readable as params.<name>.",
     )
     trigger: TriggerInfo = Field(
@@ -343,8 +344,8 @@ class WorkflowRunStatus(TowlineModel):
         description="The Workflow's steps and policy, copied when the run started (the Workflow's spec as its "
         "schema admitted it: kubectl explain workflow.spec).",
     )
-    params: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    params: FreeObject = Field(
+        default_factory=dict,
         description="The params the run uses: spec.params with the Workflow's defaults filled in.",
     )
     started_at: datetime | None = Field(default=None, description="When the run started.")

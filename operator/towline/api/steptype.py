@@ -27,6 +27,7 @@ from towline.api.common import (
     NAMES_A_SECRET,
     SECRET_KEY_PATTERN,
     Conditions,
+    FreeObject,
     GenerationStatus,
     TowlineModel,
     TowlineResource,
@@ -63,10 +64,7 @@ def _check_slot_name(text: str) -> str:
 SlotName = Annotated[str, Field(max_length=63, json_schema_extra={"pattern": SLOT_PATTERN}),
                      AfterValidator(_check_slot_name)]
 SecretKey = Annotated[str, Field(pattern=SECRET_KEY_PATTERN, max_length=253, description="A key of a Secret's data.")]
-JsonSchema = Annotated[
-    dict[str, Any],
-    Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
-]
+JsonSchema = FreeObject
 
 
 class CredentialSlot(TowlineModel):

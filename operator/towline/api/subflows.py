@@ -10,11 +10,11 @@ above it (so its depth is known without reading its ancestors).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
-from towline.api.common import ObjectName, StepId, TowlineModel
+from towline.api.common import FreeObject, ObjectName, StepId, TowlineModel
 from towline.api.loops import InstanceId
 
 MAX_SUBFLOW_DEPTH = 5
@@ -28,8 +28,8 @@ class SubflowCall(TowlineModel):
         description="A Workflow of this namespace (subflows never cross namespaces) whose spec.subflow.allowed "
         "is true.",
     )
-    params: dict[str, Any] = Field(
-        default_factory=dict, max_length=100, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    params: FreeObject = Field(
+        default_factory=dict, max_length=100,
         description="Param name -> value for the child run; any value may be a ${{ CEL }} binding, as in with.",
     )
 

@@ -17,6 +17,7 @@ from towline.api.common import (
     Approvers,
     Conditions,
     Duration,
+    FreeObject,
     GenerationStatus,
     Identifier,
     ObjectName,
@@ -213,9 +214,8 @@ class Step(TowlineModel):
         description="A built-in action, e.g. http.request, notify.slack; or a user step type: "
         "steptype/<name> (this namespace) or clustersteptype/<name>.",
     )
-    with_: dict[str, Any] = Field(
+    with_: FreeObject = Field(
         default_factory=dict, alias="with",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The action's inputs (`kubectl towline connectors --json` gives each built-in's schema); "
         "any value may be a ${{ CEL }} binding.",
     )
@@ -337,9 +337,8 @@ class ApprovalNotification(TowlineModel):
         description="The connector that delivers it: notify.slack, notify.email, webhook.send (signed) or "
         "http.request.",
     )
-    with_: dict[str, Any] = Field(
+    with_: FreeObject = Field(
         default_factory=dict, alias="with",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The action's inputs without its message (which the operator writes), e.g. {url: ...} for "
         "webhook.send; no ${{ }} bindings.",
     )
@@ -422,8 +421,8 @@ class Trigger(TowlineModel):
         description="Start runs from CloudEvents (HTTP binding, structured or binary mode, JSON data) sent to the "
         "webhook ingress at /hooks/<namespace>/<workflow>/<name>; one run per event source and id.",
     )
-    params: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    params: FreeObject = Field(
+        default_factory=dict,
         description="Param name -> value for the runs this trigger starts.",
     )
 
