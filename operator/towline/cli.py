@@ -189,6 +189,8 @@ def add_ui_parser(commands: Any) -> None:
     ui.add_argument("--provider-ca-file", default=None, help="a CA bundle for the provider's TLS (default: system)")
     ui.add_argument("--idle-minutes", type=positive_float, default="30", help="a session ends after this idle time")
     ui.add_argument("--absolute-hours", type=positive_float, default="8", help="and this long after sign-in")
+    ui.add_argument("--allow-apply", action="store_true",
+                    help="the editor may apply Workflows as the signed-in person (ui.editor.allowApply)")
     ui.add_argument("--host", default="0.0.0.0")  # noqa: S104 - a pod's port, reached through its Service
     ui.add_argument("--port", type=port_number, default="8080")
     ui.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
@@ -209,7 +211,8 @@ def run_web_view(parsed: argparse.Namespace) -> int:
             client_secret=serving.read_secret_file(parsed.client_secret_file), scopes=tuple(parsed.scopes.split()),
             default_namespace=parsed.default_namespace, api_server=parsed.api_server or serving.in_cluster_api_server(),
             api_ca_file=parsed.api_ca_file or serving.DEFAULT_API_CA, provider_ca_file=parsed.provider_ca_file,
-            idle_seconds=parsed.idle_minutes * 60, absolute_seconds=parsed.absolute_hours * 3600)
+            idle_seconds=parsed.idle_minutes * 60, absolute_seconds=parsed.absolute_hours * 3600,
+            allow_apply=parsed.allow_apply)
         serving.check_settings(settings)
     except serving.SettingsError as error:
         print(f"towline ui: {error}", file=sys.stderr)

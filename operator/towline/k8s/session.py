@@ -9,10 +9,23 @@ checks permissions itself. Names that must be truthful (`requestedBy`,
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from towline.k8s import kubeconfig as kubeconfig_loader
-from towline.k8s.client import APPROVALS, EVENTS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi, Resource
+from towline.k8s.client import (
+    APPROVALS,
+    EVENTS,
+    PODS,
+    REQUEST_TIMEOUT,
+    TRANSPORT_ERRORS,
+    WORKFLOW_RUNS,
+    WORKFLOWS,
+    ApiError,
+    ApiUnavailable,
+    KubeApi,
+    Resource,
+)
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP, identifier_label
 
 JSON = dict[str, Any]
@@ -20,6 +33,10 @@ JSON = dict[str, Any]
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+SELF_SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", namespaced=False)
+SECRETS = Resource("", "v1", "secrets")
+"""Listed as metadata only (names), never read: `secret_names`."""
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 async def who_am_i(api: KubeApi) -> str:
@@ -56,6 +73,50 @@ async def apply_workflow_annotations(api: KubeApi, namespace: str, name: str, an
             "metadata": {"name": name, "namespace": namespace, "annotations": annotations}}
     return await api.request("PATCH", WORKFLOWS.path(namespace, name), body=body,
                              query={"fieldManager": field_manager}, content_type="application/apply-patch+yaml")
+
+
+async def apply_workflow(api: KubeApi, namespace: str, document: JSON, *, field_manager: str,
+                         dry_run: bool = False) -> JSON:
+    """Server-side apply of a whole Workflow manifest as `field_manager`, without force: a field another manager
+    owns with another value is a conflict (409) the API server names. `dry_run`: admission and the schema judge
+    it (`dryRun=All`) and nothing is stored."""
+    name = str((document.get("metadata") or {}).get("name") or "")
+    query = {"fieldManager": field_manager, **({"dryRun": "All"} if dry_run else {})}
+    return await api.request("PATCH", WORKFLOWS.path(namespace, name), body=document, query=query,
+                             content_type="application/apply-patch+yaml")
+
+
+async def may_i(api: KubeApi, verb: str, resource: Resource, namespace: str, name: str | None = None) -> bool:
+    """The API server's own answer (SelfSubjectAccessReview) to whether this client may `verb` the resource."""
+    attributes = {"verb": verb, "group": resource.group, "resource": resource.plural, "namespace": namespace,
+                  **({"name": name} if name else {})}
+    review = await api.request("POST", SELF_SUBJECT_ACCESS_REVIEWS.path(), body={
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes},
+    })
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+async def secret_names(api: KubeApi, namespace: str) -> list[str]:
+    """The names of the namespace's Secrets, asked for as metadata only (PartialObjectMetadataList), so no
+    value ever leaves the API server; raises ApiError 403 when the caller may not list Secrets."""
+    try:
+        response = await api.send("GET", SECRETS.path(namespace), query=None, accept=METADATA_ONLY,
+                                  timeout=REQUEST_TIMEOUT)
+        raw = await response.read()
+    except TRANSPORT_ERRORS as error:
+        raise ApiUnavailable(error) from error
+    try:
+        listed = json.loads(raw)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, dict) or response.status >= 400:
+        message = str((listed or {}).get("message") or raw[:300].decode(errors="replace"))
+        raise ApiError(response.status if response.status >= 400 else 502, message, listed)
+    if listed.get("kind") != "PartialObjectMetadataList":
+        raise ApiError(502, f"the API server answered a {listed.get('kind')!r} for Secrets' metadata; expected "
+                            "PartialObjectMetadataList (names only)")
+    return sorted({str((item.get("metadata") or {}).get("name")) for item in listed.get("items") or []} - {"None"})
 
 
 async def list_workflows(api: KubeApi, namespace: str | None) -> list[JSON]:

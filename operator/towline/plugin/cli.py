@@ -159,6 +159,8 @@ kubectl towline ui --open          # serve on a free port and open the browser
 kubectl towline ui --port 8765     # then open the URL it prints (its code works once)""")
     ui.add_argument("--port", type=int, default=0, help="default: any free port")
     ui.add_argument("--open", action="store_true", help="open it in the browser")
+    ui.add_argument("--allow-apply", action="store_true",
+                    help="let the editor apply Workflows as you (server-side apply); off: it only hands you the YAML")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -269,7 +271,8 @@ async def _verify_live(api: KubeApi, namespace: str, io: commands.Io, key_path: 
 async def _serve_ui(api: KubeApi, namespace: str, io: commands.Io, args: argparse.Namespace) -> int:
     from towline.plugin.ui.launch import serve  # noqa: PLC0415 - command-only import (see `main`)
 
-    return await serve(api, namespace, port=args.port, open_browser=args.open, out=io.out)
+    return await serve(api, namespace, port=args.port, open_browser=args.open, out=io.out,
+                       allow_apply=args.allow_apply)
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:

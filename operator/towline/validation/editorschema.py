@@ -91,6 +91,19 @@ def workflow_schema(input_schemas: Mapping[str, Schema] | None = None, step_type
     return document
 
 
+def contained(document: Schema, node: Schema) -> Schema:
+    """`node`, a part of `document` (a `workflow_schema()`), as a schema of its own: with the definitions it
+    refers to, directly or through others (what the web view's editor draws one form from)."""
+    definitions = document["definitions"]
+    used = _referenced(node, definitions)
+    return {"$schema": DRAFT, **node, **({"definitions": {n: definitions[n] for n in sorted(used)}} if used else {})}
+
+
+def action_inputs_schema(document: Schema, action: str) -> Schema:
+    """The schema of a step's `with` for `action` in `document` (bindings allowed), as a schema of its own."""
+    return contained(document, document["definitions"][_with_definition(action)])
+
+
 def _referenced(node: Any, definitions: Schema) -> set[str]:
     """Names of the definitions `node` refers to, directly or through others."""
     found: set[str] = set()

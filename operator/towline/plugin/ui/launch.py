@@ -18,11 +18,12 @@ from towline.plugin.ui.server import SETTINGS, build_app
 HOST = "127.0.0.1"
 
 
-async def serve(api: KubeApi, namespace: str, *, port: int, open_browser: bool, out: Callable[[str], None]) -> int:
+async def serve(api: KubeApi, namespace: str, *, port: int, open_browser: bool, out: Callable[[str], None],
+                allow_apply: bool = False) -> int:
     """Bind 127.0.0.1:`port` (0: any free port), print the launch URL, serve until cancelled."""
     user = await session.who_am_i(api)
     launch = guard.Launch(time.monotonic)
-    app = build_app(api, namespace=namespace, user=user, launch=launch)
+    app = build_app(api, namespace=namespace, user=user, launch=launch, allow_apply=allow_apply)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, HOST, port)

@@ -21,7 +21,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
-from towline.plugin.ui import actions, guard, history, person, views
+from towline.plugin.ui import actions, editor, guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
 
@@ -29,7 +29,7 @@ JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC = resources.files("towline.plugin.ui") / "static"
-PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived", "start", "allruns")
+PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived", "start", "allruns", "editor")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
@@ -218,16 +218,18 @@ async def decide(request: web.Request) -> web.StreamResponse:
     return web.json_response(views.approval_view(decided))
 
 
-def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch) -> web.Application:
+def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch,
+              allow_apply: bool = False) -> web.Application:
     """`kubectl towline ui`'s application; `settings["port"]` is filled in once the socket is bound."""
-    app = build_app_behind(LocalDoor(api, namespace=namespace, user=user, launch=launch))
+    app = build_app_behind(LocalDoor(api, namespace=namespace, user=user, launch=launch), allow_apply=allow_apply)
     app[LAUNCH] = launch
     app.router.add_get(guard.LOGIN_PATH, login)
     return app
 
 
-def build_app_behind(door: person.Door, *, signout: str = "") -> web.Application:
-    """The web view's pages and data behind `door`; `signout` is the sign-out path, if the mode has one."""
+def build_app_behind(door: person.Door, *, signout: str = "", allow_apply: bool = False) -> web.Application:
+    """The web view's pages and data behind `door`; `signout` is the sign-out path, if the mode has one;
+    `allow_apply`: the editor may apply Workflows (as the person), `ui.editor.allowApply`."""
     app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
     app[person.DOOR] = door
     app[SETTINGS] = {"port": 0, "signout": signout}
@@ -247,5 +249,6 @@ def build_app_behind(door: person.Door, *, signout: str = "") -> web.Application
     person.add_post(app, "/api/approvals/{name}", decide)
     history.add_routes(app, page=_page)
     actions.add_routes(app, page=_page)
+    editor.add_routes(app, page=_page, allow_apply=allow_apply)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

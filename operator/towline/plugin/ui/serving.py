@@ -51,6 +51,8 @@ class ServeSettings:
     provider_ca_file: str | None = None
     idle_seconds: float = 30 * 60.0
     absolute_seconds: float = 8 * 3600.0
+    allow_apply: bool = False
+    """`ui.editor.allowApply`: the editor may apply Workflows as the signed-in person."""
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -106,7 +108,7 @@ def build(settings: ServeSettings, http: aiohttp.ClientSession) -> web.Applicati
                               absolute_seconds=settings.absolute_seconds),
         logins=PendingLogins(time.time),
         base_api=KubeApi.without_credentials(settings.api_server, settings.api_ca_file))
-    app = build_app_behind(door, signout=SIGNOUT_PATH)
+    app = build_app_behind(door, signout=SIGNOUT_PATH, allow_apply=settings.allow_apply)
     door.add_routes(app)
     return app
 
