@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from towline.plugin.render import age, decision_text, duration, trigger_text
+from towline.plugin.render import age, decision_text, duration, present, retry_text, trigger_text
 from towline.plugin.runtree import Attempt, RunTree, StepNode
 
 JSON = dict[str, Any]
@@ -36,12 +36,9 @@ def describe(tree: RunTree, approvals: list[JSON], events: list[JSON], now: date
         lines.append(f"Message:       {_flat(facts.message)}")
     lines.append(f"Requested by:  {facts.requested_by or '(nobody: started by its trigger)'}")
     lines.append(f"Trigger:       {trigger_text(trigger, delivery=False)}")
-    if trigger.delivery_id:
-        lines.append(f"Delivery id:   {trigger.delivery_id}")
-    if trigger.scheduled_time:
-        lines.append(f"Scheduled for: {trigger.scheduled_time}")
-    if facts.retry_of:
-        lines.append(f"Retry of:      {facts.retry_of.run} (reusing {', '.join(facts.retry_of.reuse) or 'nothing'})")
+    lines += present(f"Delivery id:   {trigger.delivery_id}" if trigger.delivery_id else "",
+                     f"Scheduled for: {trigger.scheduled_time}" if trigger.scheduled_time else "",
+                     f"Retry of:      {retry_text(facts.retry_of)}" if facts.retry_of else "")
     lines.append(f"Created:       {facts.created or ''} ({age(facts.created, now)} ago)")
     if facts.started_at:
         took = duration(facts.started_at, facts.finished_at, now)
@@ -73,17 +70,13 @@ def _steps(tree: RunTree, now: datetime) -> list[str]:
                  f"reason {node.reason}" if node.reason else ""]
         if any(facts):
             lines.append("    " + ", ".join(fact for fact in facts if fact))
-        if node.compensates:
-            lines.append(f"    Compensates: {', '.join(node.compensates)} (their onFailure)")
-        if node.message:
-            lines.append(f"    Message: {_flat(node.message)}")
-        if node.child_run:
-            lines.append(f"    Child run: {node.child_run} (kubectl towline describe {node.child_run})")
-        if node.approval_name:
-            decided = f", {decision_text(node)}" if node.decision else ""
-            lines.append(f"    Approval: {node.approval_name}{decided}")
-        if node.credentials_used:
-            lines.append(f"    Credentials (Secret names): {', '.join(node.credentials_used)}")
+        decided = f", {decision_text(node)}" if node.decision else ""
+        lines += present(
+            f"    Compensates: {', '.join(node.compensates)} (their onFailure)" if node.compensates else "",
+            f"    Message: {_flat(node.message)}" if node.message else "",
+            f"    Child run: {node.child_run} (kubectl towline describe {node.child_run})" if node.child_run else "",
+            f"    Approval: {node.approval_name}{decided}" if node.approval_name else "",
+            f"    Credentials (Secret names): {', '.join(node.credentials_used)}" if node.credentials_used else "")
         lines += _block("Inputs:", dict(node.inputs), "    ")
         if node.output is not None:
             lines += _block("Output:", node.output, "    ")

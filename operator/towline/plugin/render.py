@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from towline.plugin.runtree import SECTIONS, RunTree, StepNode, Trigger, run_facts
+from towline.plugin.runtree import SECTIONS, RetryOf, RunTree, StepNode, Trigger, run_facts
 from towline.text import elapsed
 from towline_connectors.wire import parse_rfc3339
 
@@ -65,6 +65,11 @@ def span(seconds: float) -> str:
     return f"{max(whole, 0)}s"
 
 
+def present(*lines: str) -> list[str]:
+    """The lines that say something: a renderer writes each optional line as its text or "" and keeps these."""
+    return [line for line in lines if line]
+
+
 def trigger_text(trigger: Trigger, *, delivery: bool = True) -> str:
     """`manual`, `schedule/nightly`, `webhook/push (delivery 72d3...)`."""
     text = trigger.type
@@ -75,52 +80,41 @@ def trigger_text(trigger: Trigger, *, delivery: bool = True) -> str:
     return text
 
 
+def retry_text(retry_of: RetryOf) -> str:
+    """`nightly-x7k2p (reusing build, test)`: the run a retry starts again from and the steps it keeps."""
+    return f"{retry_of.run} (reusing {', '.join(retry_of.reuse) or 'nothing'})"
+
+
 def decision_text(node: StepNode) -> str:
     """`approved by bob`, `rejected by bob`; empty while undecided."""
     return f"{node.decision.lower()} by {node.decided_by}" if node.decision else ""
 
 
 def step_line(node: StepNode, now: datetime, *, wide: bool = False) -> str:
-    parts = [node.phase or "Pending"]
-    if wide and node.job_name:
-        parts.append(f"job {node.job_name}")
-    if node.child_run:
-        parts.append(f"child run {node.child_run}")
-    if node.attempt:
-        parts.append(f"attempts {node.attempt}")
-    took = duration(node.started_at, node.finished_at, now)
-    if took:
-        parts.append(took)
-    if node.error_class:
-        parts.append(f"error {node.error_class}")
-    if node.decision:
-        parts.append(decision_text(node))
-    elif node.waiting_for_decision:
-        parts.append(f"waiting for approval {node.approval_name}")
-    if node.loop is not None:
-        parts.append(node.loop.text)
-    if node.reason and not node.decided_by and node.reason != node.phase:
-        parts.append(f"({node.reason})")
-    if node.message and node.phase != "Succeeded":
-        parts.append(f"- {node.message}")
-    elif node.reason == "Reused":
-        parts.append(f"- {node.message or ''}")
-    return "  ".join(parts)
+    waiting = f"waiting for approval {node.approval_name}" if node.waiting_for_decision else ""
+    reused = f"- {node.message or ''}" if node.reason == "Reused" else ""
+    parts = [node.phase or "Pending",
+             f"job {node.job_name}" if wide and node.job_name else "",
+             f"child run {node.child_run}" if node.child_run else "",
+             f"attempts {node.attempt}" if node.attempt else "",
+             duration(node.started_at, node.finished_at, now),
+             f"error {node.error_class}" if node.error_class else "",
+             decision_text(node) or waiting,
+             node.loop.text if node.loop is not None else "",
+             f"({node.reason})" if node.reason and not node.decided_by and node.reason != node.phase else "",
+             f"- {node.message}" if node.message and node.phase != "Succeeded" else reused]
+    return "  ".join(part for part in parts if part)
 
 
 def status_tree(tree: RunTree, now: datetime, *, wide: bool = False) -> str:
     """The run's steps as a tree, by section; `wide` adds each step's current Job."""
     facts = tree.facts
-    lines = [f"Run {facts.name}  workflow {facts.workflow}  {facts.phase}"]
-    if facts.requested_by:
-        lines.append(f"Requested by {facts.requested_by}")
-    if facts.retry_of:
-        lines.append(f"Retry of {facts.retry_of.run} (reusing {', '.join(facts.retry_of.reuse) or 'nothing'})")
     took = duration(facts.started_at, facts.finished_at, now)
-    if took:
-        lines.append(f"Duration {took}")
-    if facts.message:
-        lines.append(f"Message {facts.message}")
+    lines = present(f"Run {facts.name}  workflow {facts.workflow}  {facts.phase}",
+                    f"Requested by {facts.requested_by}" if facts.requested_by else "",
+                    f"Retry of {retry_text(facts.retry_of)}" if facts.retry_of else "",
+                    f"Duration {took}" if took else "",
+                    f"Message {facts.message}" if facts.message else "")
     if facts.outputs:
         lines.append("Outputs")
         lines += [f"  {name}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
