@@ -9,22 +9,19 @@ signing secret, or anything derived from it other than the signature, in output.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import hashlib
-import hmac
 import json
 import re
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, StrictBool, field_validator
 
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
 from towline_connectors.httpcall import HttpCall, send
 from towline_connectors.models import CredentialRef, HttpUrlText, InputModel, OutputModel
+from towline_connectors.signing import sign
 from towline_connectors.spec import (
     IDEMPOTENCY_KEY_HEADER,
     ActionResult,
@@ -92,36 +89,6 @@ def webhook_id_for(idempotency_key: str) -> str:
     if _SAFE_ID.match(idempotency_key):
         return idempotency_key
     return "msg_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
-
-
-def _b64decode(text: str) -> bytes:
-    return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-
-
-def sign(secrets: str, msg_id: str, timestamp: int, body: bytes) -> str:
-    """The `webhook-signature` header value: one signature per secret, space-separated."""
-    to_sign = f"{msg_id}.{timestamp}.".encode() + body
-    signatures = []
-    for secret in secrets.split():
-        try:
-            if secret.startswith("whsk_"):
-                key = Ed25519PrivateKey.from_private_bytes(_b64decode(secret.removeprefix("whsk_")))
-                signatures.append("v1a," + base64.b64encode(key.sign(to_sign)).decode())
-            elif secret.startswith("whpk_"):
-                raise ValueError("a whpk_ public key cannot sign")
-            else:
-                key_bytes = _b64decode(secret.removeprefix("whsec_"))
-                digest = hmac.new(key_bytes, to_sign, hashlib.sha256).digest()
-                signatures.append("v1," + base64.b64encode(digest).decode())
-        except (ValueError, binascii.Error):
-            raise ActionError(
-                ErrorClass.AUTH,
-                "the signing secret is not a Standard Webhooks secret (whsec_<base64> or whsk_<base64 ed25519 seed>); "
-                "fix the Secret",
-            ) from None
-    if not signatures:
-        raise ActionError(ErrorClass.AUTH, "the signing secret is empty; fix the Secret")
-    return " ".join(signatures)
 
 
 async def run_webhook(inputs: WebhookInput, ctx: ActionContext) -> ActionResult:

@@ -83,7 +83,7 @@ def finished_spans(run: TracedRun, before: WorkflowRunStatus, after: WorkflowRun
                    *, created_at: datetime | None = None) -> list[SpanRecord]:
     """The spans the write of `after` over `before` ends: attempts newly in a step's history, approval waits newly
     over, and the run's own span once it is over (from status.startedAt, else `created_at`)."""
-    actions = _actions(after)
+    actions = step_actions(after)
     earlier = {entry.id: entry for entry in before.steps}
     spans = [span for entry in after.steps for span in _step_spans(run, earlier.get(entry.id), entry, actions)]
     if after.phase in TERMINAL_RUN_PHASES and before.phase not in TERMINAL_RUN_PHASES:
@@ -145,7 +145,8 @@ def _run_attributes(run: TracedRun) -> dict[str, AttributeValue]:
     return {"k8s.namespace.name": run.namespace, "towline.workflow": run.workflow, "towline.run.name": run.name}
 
 
-def _actions(status: WorkflowRunStatus) -> dict[str, str]:
+def step_actions(status: WorkflowRunStatus) -> dict[str, str]:
+    """Each step's action as the run's snapshot names it (no entry: an approval, wait or subflow step)."""
     snapshot = status.workflow_spec
     if snapshot is None:
         return {}

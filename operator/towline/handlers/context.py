@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from towline.api.events import EventEmitter
 from towline.api.run import WorkflowRun, WorkflowRunStatus
 from towline.api.spans import SpanEmitter
 from towline.api.steptype import ResolvedStepType
@@ -163,3 +164,5 @@ class RunDeps:
     """The in-cluster web view's origin (ui.url): approval notifications link to the gate's page there."""
     spans: SpanEmitter | None = None
     """The trace export (the chart's tracing.endpoint); None: no traces."""
+    events: EventEmitter | None = None
+    """The CloudEvents sink (the chart's events.sink); None: no events."""

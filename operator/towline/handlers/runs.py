@@ -31,6 +31,7 @@ from towline.engine import (
     workflow_runs_in_line,
 )
 from towline.engine.actions import Action, Decision
+from towline.engine.events import run_events
 from towline.engine.kstatus import kstatus_fields
 from towline.engine.traces import TracedRun, finished_spans, traced_run
 from towline.handlers.context import Definitions, RunDeps
@@ -122,8 +123,7 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
         decision = decide(view, observed, now, run_catalog(deps.definitions.catalog, status),
                           web_view_url=deps.web_view_url)
     clear_reconcile_failure(decision.status, now)
-    trace = None if deps.spans is None else traced_run(meta, workflow=run.spec.workflow_ref.name,
-                                                       trigger=run.spec.trigger.type)
+    trace = _traced(deps, meta, run)
     ref = RunRef(name=name, namespace=namespace, uid=meta["uid"], workflow=run.spec.workflow_ref.name, trace=trace)
     written = kstatus_fields(decision.status, generation, now)
     pod_check = await act_and_keep_pods(deps, ref, decision.actions, now, upkeep=held is None and not problems,
@@ -131,7 +131,7 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
     if await _write(deps, raw, written, run):
         # Metrics: derived from the written status transition (never inside the engine).
         record_run_transition(namespace, view.workflow_name, run.spec.trigger.type, previous, written)
-        _emit_spans(deps, trace, previous, written, meta)
+        _announce(deps, trace, previous, written, meta=meta, now=now)
         if written.phase in TERMINAL_RUN_PHASES and previous.phase not in TERMINAL_RUN_PHASES:
             deps.decided((namespace, name), written.phase)
     if written.phase in TERMINAL_RUN_PHASES:
@@ -142,12 +142,24 @@ async def _reconcile_run(deps: RunDeps, namespace: str, name: str) -> datetime |
     return min((at for at in (decision.wake_at, pod_check) if at is not None), default=None)
 
 
-def _emit_spans(deps: RunDeps, trace: TracedRun | None, before: WorkflowRunStatus, after: WorkflowRunStatus,
-                meta: dict[str, Any]) -> None:
-    """The spans this write ended (attempts, approval waits, the run), queued for export: derived from the write
-    that was made, so the process that made it emits them once, whichever process started them."""
-    if deps.spans is not None and trace is not None:
+def _traced(deps: RunDeps, meta: dict[str, Any], run: WorkflowRun) -> TracedRun | None:
+    """The run's identity for its spans and events; None when neither goes anywhere."""
+    if deps.spans is None and deps.events is None:
+        return None
+    return traced_run(meta, workflow=run.spec.workflow_ref.name, trigger=run.spec.trigger.type)
+
+
+def _announce(deps: RunDeps, trace: TracedRun | None, before: WorkflowRunStatus, after: WorkflowRunStatus, *,
+              meta: dict[str, Any], now: datetime) -> None:
+    """The spans this write ended (attempts, approval waits, the run), queued for export, and the CloudEvents it
+    announces (phase changes, approvals asked and decided), queued for the sink: derived from the write that was
+    made, so the process that made it emits them once, whichever process started them."""
+    if trace is None:
+        return
+    if deps.spans is not None:
         deps.spans.emit(finished_spans(trace, before, after, created_at=parse_rfc3339(meta["creationTimestamp"])))
+    if deps.events is not None:
+        deps.events.emit(run_events(trace, before, after, now))
 
 
 async def hold_if_queued(

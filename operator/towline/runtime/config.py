@@ -9,6 +9,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from towline.eventsink import EventsConfig
 from towline.k8s.leader import LeaderTimings
 from towline.k8s.objects import StepPodSettings
 from towline.k8s.shards import MAX_SHARDS
@@ -192,6 +193,8 @@ class OperatorConfig:
     """TOWLINE_UI_URL (the chart's ui.url): approval notifications link to the gate's page there."""
     tracing: TracingConfig = field(default_factory=TracingConfig)
     """TOWLINE_TRACING_* (the chart's tracing values): where runs' traces go, if anywhere."""
+    events: EventsConfig = field(default_factory=EventsConfig)
+    """TOWLINE_EVENTS_* (the chart's events.sink values): where runs' CloudEvents go, if anywhere."""
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -234,6 +237,7 @@ class OperatorConfig:
             archive_max_runs_awaiting=archive_max_runs_awaiting(env),
             web_view_url=web_view_url(env),
             tracing=TracingConfig.from_environment(env),
+            events=EventsConfig.from_environment(env),
         )
 
 

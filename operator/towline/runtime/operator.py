@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from towline.eventsink import EventSink
 from towline.handlers.context import ArchiveHold, Definitions, Key, RunDeps, StepTypeDeps, WorkflowDeps
 from towline.handlers.failures import report_reconcile_failure
 from towline.handlers.runs import reconcile_run
@@ -28,6 +29,7 @@ from towline.handlers.workflows import reconcile_workflow
 from towline.k8s.actions import ActionContext, DefaultDenyPolicies
 from towline.k8s.apiserver import except_in_step_policies, read_api_server_addresses
 from towline.k8s.client import KubeApi, WriteFenced
+from towline.k8s.deadletters import ConfigMapDeadLetters
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
 from towline.k8s.shards import ShardElectors
 from towline.runtime import metrics
@@ -52,6 +54,8 @@ CHILD_BATCH_SECONDS = 0.5
 WIDE_RUN_JOBS = 16
 WIDE_RUN_BATCH_SECONDS = 2.0
 """How long a pass waits for more of a run's steps to end while others still run (see `child_changed`)."""
+REPLAY_POLL_SECONDS = 5.0
+"""How often the events sink looks for dead letters an admin asked to replay (one GET of one ConfigMap)."""
 
 
 @dataclass
@@ -102,13 +106,16 @@ class Operator:
                                   check_step_type=lambda body: check_step_type(body, policy))
         archive = self.config.archive
         self.spans = span_sink(self.config.tracing)
+        self.events = None if self.config.events.url is None else EventSink(
+            self.config.events, ConfigMapDeadLetters(self.connection, self.config.namespace),
+            refused=self.api_server.networks)
         self.run_deps = RunDeps(
             api=self.api, actions=self.action_context, definitions=definitions, runs=self.known,
             memory=RememberedRuns(self.known, self.runs.add), children=self.children,
             archive=ArchiveHold(finalizer=RUN_ARCHIVE_FINALIZER if archive else None,
                                 max_runs_awaiting=self.config.archive_max_runs_awaiting if archive else 0),
             now=SYSTEM_CLOCK.now, decided=self._decided_run, finished=self.on_run_finished,
-            web_view_url=self.config.web_view_url, spans=self.spans,
+            web_view_url=self.config.web_view_url, spans=self.spans, events=self.events,
         )
         self.workflow_deps = WorkflowDeps(
             api=self.api, definitions=definitions, runs=self.known, now=self.clock.now, creator=self.identity_user,
@@ -270,6 +277,9 @@ class Operator:
             metrics.SHARD_HELD.labels(str(index)).set(0)
             self.tasks.append(asyncio.create_task(self._requeue_on_leadership(index), name=f"shard-{index}"))
         self.tasks.append(asyncio.create_task(self._recheck_when_the_clock_moves(), name="clock-moved"))
+        if self.events is not None:
+            self.tasks.append(asyncio.create_task(self.events.run(), name="events-sink"))
+            self.tasks.append(asyncio.create_task(self.events.replays(REPLAY_POLL_SECONDS), name="events-replays"))
 
     async def stop(self) -> None:
         """A graceful stop: end every reconcile first, then hand the Lease over for a replacement to take at once.
@@ -295,6 +305,8 @@ class Operator:
             await self._watches.close()
         await self.shards.release()
         await self.connection.close()
+        if self.events is not None and (left := self.events.unsent()):
+            log.warning("%d events were still queued for the events sink at the stop: not sent", left)
         if self.spans is not None:  # the spans still queued, sent within the exporter's timeout
             await asyncio.to_thread(self.spans.shutdown)
 

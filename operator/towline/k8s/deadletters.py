@@ -1,0 +1,153 @@
+"""The events sink's dead letters: one ConfigMap in the operator's namespace, bounded, kept across restarts.
+
+Why a ConfigMap there: the sink is one setting of the whole installation (the chart's events.sink), so its failed
+deliveries are the installation admin's to see and replay, not a team's; the operator's namespace is where only
+admins read and write (the chart's Role gives the operator this one ConfigMap and nothing else there). A letter is
+a few hundred bytes of ids, names and phases (towline.engine.events: never a secret, input or output), so
+MAX_LETTERS fit far inside a ConfigMap's 1 MiB; past it the oldest go (counted in the log). A CRD would add an API
+for this alone, and the archive is optional.
+
+Replay is asked for with the annotation towline.dev/replay (`all`, or ids separated by commas) that
+`kubectl towline deadletters replay` sets; the operator takes the letters named and removes them and the annotation
+in one write that names the ConfigMap's resourceVersion, so of two replicas (or a repeated request) only one resends
+each letter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from towline.api.events import DeadLetter
+from towline.k8s.client import CONFIG_MAPS, Conflict, KubeApi
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTERS_CONFIG_MAP = "towline-event-dead-letters"
+REPLAY_ANNOTATION = "towline.dev/replay"
+REPLAY_ALL = "all"
+MAX_LETTERS = 500
+_WRITE_TRIES = 5
+
+JSON = dict[str, Any]
+
+
+def letter_from(text: str) -> DeadLetter | None:
+    """A stored letter; None for one that is not (a hand edit): it is left alone."""
+    try:
+        raw = json.loads(text)
+        return DeadLetter(event=dict(raw["event"]), attempts=int(raw["attempts"]), error=str(raw["error"]),
+                          failed_at=str(raw["failedAt"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def letter_text(letter: DeadLetter) -> str:
+    return json.dumps({"event": letter.event, "attempts": letter.attempts, "error": letter.error,
+                       "failedAt": letter.failed_at}, separators=(",", ":"), sort_keys=True)
+
+
+def letters_of(config_map: JSON | None) -> list[DeadLetter]:
+    """The letters kept, oldest first."""
+    data = (config_map or {}).get("data") or {}
+    letters = [letter for text in data.values() if (letter := letter_from(text)) is not None]
+    return sorted(letters, key=lambda letter: (letter.failed_at, letter.id))
+
+
+async def read_dead_letters(api: KubeApi, namespace: str) -> list[DeadLetter]:
+    return letters_of(await api.get(CONFIG_MAPS.path(namespace, DEAD_LETTERS_CONFIG_MAP)))
+
+
+async def request_replay(api: KubeApi, namespace: str, ids: list[str] | None) -> list[DeadLetter]:
+    """Ask the operator to resend these letters (None: all of them); the letters asked for. Raises LookupError
+    naming an id that is not kept."""
+    path = CONFIG_MAPS.path(namespace, DEAD_LETTERS_CONFIG_MAP)
+    for _ in range(_WRITE_TRIES):
+        config_map = await api.get(path)
+        kept = {letter.id: letter for letter in letters_of(config_map)}
+        if ids is not None:
+            missing = [wanted for wanted in ids if wanted not in kept]
+            if missing:
+                raise LookupError(f"no dead letter {missing[0]!r} in namespace {namespace}; list them with "
+                                  "`kubectl towline deadletters`")
+        if config_map is None or not kept:
+            return []
+        annotations = dict(config_map["metadata"].get("annotations") or {})
+        earlier = annotations.get(REPLAY_ANNOTATION, "")
+        if ids is None or earlier == REPLAY_ALL:
+            annotations[REPLAY_ANNOTATION] = REPLAY_ALL
+        else:
+            named = [item for item in earlier.split(",") if item]
+            annotations[REPLAY_ANNOTATION] = ",".join(dict.fromkeys([*named, *ids]))
+        config_map["metadata"]["annotations"] = annotations
+        try:
+            await api.replace(path, config_map)
+        except Conflict:
+            continue
+        return list(kept.values()) if ids is None else [kept[wanted] for wanted in ids]
+    raise Conflict(409, f"ConfigMap {DEAD_LETTERS_CONFIG_MAP} kept changing; try again")
+
+
+@dataclass
+class ConfigMapDeadLetters:
+    """towline.api.events.DeadLetterStore over the ConfigMap (the operator's unfenced connection: every replica's
+    sink keeps its own letters, whoever holds which shard)."""
+
+    api: KubeApi
+    namespace: str
+    limit: int = MAX_LETTERS
+
+    @property
+    def path(self) -> str:
+        return CONFIG_MAPS.path(self.namespace, DEAD_LETTERS_CONFIG_MAP)
+
+    async def keep(self, letter: DeadLetter) -> int:
+        for _ in range(_WRITE_TRIES):
+            config_map = await self.api.get(self.path)
+            if config_map is None:
+                body: JSON = {"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": DEAD_LETTERS_CONFIG_MAP, "namespace": self.namespace,
+                                           "labels": {"app.kubernetes.io/part-of": "towline"}},
+                              "data": {letter.id: letter_text(letter)}}
+                _, created = await self.api.create(CONFIG_MAPS.path(self.namespace), body)
+                if created:
+                    return 1
+                continue
+            data = dict(config_map.get("data") or {})
+            data[letter.id] = letter_text(letter)
+            over = len(data) - self.limit
+            if over > 0:
+                oldest = [old.id for old in letters_of({"data": data})[:over]]
+                log.warning("dead letters over %d: the oldest %d dropped (%s)", self.limit, over, ", ".join(oldest))
+                for old in oldest:
+                    data.pop(old, None)
+            config_map["data"] = data
+            try:
+                await self.api.replace(self.path, config_map)
+            except Conflict:
+                continue
+            return len(data)
+        raise Conflict(409, f"ConfigMap {DEAD_LETTERS_CONFIG_MAP} kept changing while keeping {letter.id}")
+
+    async def take_replays(self) -> list[DeadLetter]:
+        config_map = await self.api.get(self.path)
+        if config_map is None:
+            return []
+        annotations = dict(config_map["metadata"].get("annotations") or {})
+        asked = annotations.pop(REPLAY_ANNOTATION, None)
+        if asked is None:
+            return []
+        data = dict(config_map.get("data") or {})
+        wanted = set(data) if asked.strip() == REPLAY_ALL else {item.strip() for item in asked.split(",")}
+        taken = [letter for letter in letters_of({"data": {key: data[key] for key in wanted if key in data}})]
+        for letter in taken:
+            data.pop(letter.id, None)
+        config_map["data"] = data
+        config_map["metadata"]["annotations"] = annotations
+        try:
+            await self.api.replace(self.path, config_map)
+        except Conflict:  # another replica took them, or a letter came: the next look decides again
+            return []
+        return taken
