@@ -17,7 +17,7 @@ digest is the last pruned record's, and the `prune` record that did it carries t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -160,11 +160,9 @@ def prune_anchor(body: Mapping[str, object], where: str) -> Checkpoint:
 
 def load_private_key(pem: bytes) -> Ed25519PrivateKey:
     """An Ed25519 private key from PEM (PKCS#8, unencrypted), or an ArchiveError saying what to give."""
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as error:
-        raise ArchiveError("the signing key is not an unencrypted PEM private key "
-                           "(make one with `openssl genpkey -algorithm ed25519`)") from error
+    key = _parsed(lambda: serialization.load_pem_private_key(pem, password=None),
+                  "the signing key is not an unencrypted PEM private key "
+                  "(make one with `openssl genpkey -algorithm ed25519`)")
     if not isinstance(key, Ed25519PrivateKey):
         raise ArchiveError("the signing key must be an Ed25519 key (`openssl genpkey -algorithm ed25519`)")
     return key
@@ -172,14 +170,20 @@ def load_private_key(pem: bytes) -> Ed25519PrivateKey:
 
 def load_public_key(pem: bytes) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM (SubjectPublicKeyInfo), or an ArchiveError saying what to give."""
-    try:
-        key = serialization.load_pem_public_key(pem)
-    except (ValueError, TypeError) as error:
-        raise ArchiveError("the verification key is not a PEM public key "
-                           "(derive it with `openssl pkey -in signing.pem -pubout`)") from error
+    key = _parsed(lambda: serialization.load_pem_public_key(pem),
+                  "the verification key is not a PEM public key "
+                  "(derive it with `openssl pkey -in signing.pem -pubout`)")
     if not isinstance(key, Ed25519PublicKey):
         raise ArchiveError("the verification key must be an Ed25519 public key")
     return key
+
+
+def _parsed(load: Callable[[], object], fix: str) -> object:
+    """What `load` reads from a PEM; cryptography's ValueError or TypeError becomes an ArchiveError saying `fix`."""
+    try:
+        return load()
+    except (ValueError, TypeError) as error:
+        raise ArchiveError(fix) from error
 
 
 def public_key_pem(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:

@@ -92,6 +92,9 @@ def test_keys_load_from_pem_and_other_keys_are_refused_naming_the_fix() -> None:
         load_private_key(b"not a key")
     with pytest.raises(ArchiveError, match="pubout"):
         load_public_key(b"not a key")
+    with pytest.raises(ArchiveError, match="must be an Ed25519 public key"):
+        load_public_key(ec_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
 def test_one_instant_has_one_spelling_whatever_the_time_zone_it_came_in() -> None:
