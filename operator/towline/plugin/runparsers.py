@@ -33,6 +33,13 @@ def dry_run_flag(parser: argparse.ArgumentParser) -> None:
                              "nothing is stored")
 
 
+def created_run_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """--dry-run, and -o for `what` the command prints of the runs it creates."""
+    dry_run_flag(parser)
+    parser.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
+                        help=f"{what} as the API server returns it, or kind/NAME")
+
+
 def add_run_commands(sub: Sub) -> None:
     run = command(sub, "run", "start a run of WORKFLOW as yourself", """
 # start a run and return at once
@@ -54,27 +61,21 @@ RUN=$(kubectl towline run release -o name)   # workflowrun/NAME, for scripts""")
     run.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
     run.add_argument("--wait", action="store_true",
                      help="wait until the run ends, then print its phase and outputs (exit 0 only if it succeeded)")
-    dry_run_flag(run)
-    run.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
-                     help="the created run (with --wait: the finished one) as the API server returns it, or kind/NAME")
+    created_run_flags(run, "the created run (with --wait: the finished one)")
 
     resubmit = command(sub, "resubmit", "a new run of RUN's Workflow with RUN's params, requested by you", """
 kubectl towline resubmit nightly-x7k2p
 kubectl towline resubmit nightly-x7k2p --follow""")
     resubmit.add_argument("run")
     resubmit.add_argument("-f", "--follow", action="store_true", help="wait and print progress until the run ends")
-    dry_run_flag(resubmit)
-    resubmit.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
-                          help="the created run as the API server returns it, or kind/NAME")
+    created_run_flags(resubmit, "the created run")
 
     submit = command(sub, "submit", "create the WorkflowRuns of manifest files as yourself", """
 kubectl towline submit -f run.yaml
 kubectl towline submit -f runs.yaml --dry-run=server -o name""")
     submit.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                         help="a WorkflowRun manifest or several (YAML documents); - reads stdin; repeatable")
-    dry_run_flag(submit)
-    submit.add_argument("-o", "--output", choices=output.MACHINE_FORMATS, default=None,
-                        help="each created run as the API server returns it, or kind/NAME")
+    created_run_flags(submit, "each created run")
 
     retry = command(sub, "retry", "a new run that starts again from RUN's failed steps", """
 kubectl towline retry sync-x7k2p
