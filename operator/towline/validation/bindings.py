@@ -9,7 +9,7 @@ output exists by then). Nothing is evaluated here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,19 @@ class ExpressionScope:
                                 readable=readable, in_loop=in_loop)
 
 
+def each_step_errors(
+    spec: WorkflowSpec, check: Callable[[ExpressionScope, LocatedStep], list[ValidationError]]
+) -> list[ValidationError]:
+    """`check` of every step, finally step and compensation, each given the Workflow's expression scope."""
+    scope = ExpressionScope.of(spec)
+    return [error for item in scope.located for error in check(scope, item)]
+
+
+def template_field(base: str, path: str) -> str:
+    """The field of a `${{ }}` found at `path` inside the value at `base`: `base.key`, `base[0]`, or `base`."""
+    return f"{base}.{path}" if path and not path.startswith("[") else f"{base}{path}"
+
+
 def expression_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every CEL problem in steps, finally steps, compensations and trigger params."""
     scope = ExpressionScope.of(spec)
@@ -103,7 +116,7 @@ def _step_expressions(item: LocatedStep, errors: list[ValidationError]) -> Itera
     for base, value in templated:
         errors += _unclosed(base, value)
         for path, source in template_expressions(value):
-            yield (f"{base}.{path}" if path and not path.startswith("[") else f"{base}{path}"), source
+            yield template_field(base, path), source
 
 
 def check_expression(

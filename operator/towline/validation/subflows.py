@@ -16,8 +16,8 @@ from typing import Any
 from towline.api.subflows import subflow_chain_text
 from towline.api.workflow import Step, ValidationError, WorkflowSpec
 from towline.expressions import template_expressions
-from towline.validation.bindings import ExpressionScope
-from towline.validation.graph import locate_steps
+from towline.validation.bindings import ExpressionScope, each_step_errors, template_field
+from towline.validation.graph import LocatedStep, locate_steps
 from towline.validation.parsing import parse_workflow_spec
 
 _NOT_FOR_SUBFLOWS = (
@@ -32,20 +32,18 @@ _NOT_FOR_SUBFLOWS = (
 
 def subflow_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every problem of a subflow step that the Workflow shows alone, at `spec.<section>[i].<field>`."""
-    scope = ExpressionScope.of(spec)
-    errors: list[ValidationError] = []
-    for item in scope.located:
-        call = item.step.workflow
-        if call is None:
-            continue
-        for name, fix in _NOT_FOR_SUBFLOWS:
-            if name in item.step.model_fields_set:
-                alias = Step.model_fields[name].alias or _camel(name)
-                errors.append(ValidationError(field=f"{item.path}.{alias}",
-                                              message=f"does not apply to a subflow step: {fix}; remove it"))
-        for path, source in template_expressions(call.params):
-            at = f".{path}" if path and not path.startswith("[") else path
-            errors += scope.check(f"{item.path}.workflow.params{at}", source, item)
+    return each_step_errors(spec, _subflow_step_errors)
+
+
+def _subflow_step_errors(scope: ExpressionScope, item: LocatedStep) -> list[ValidationError]:
+    call = item.step.workflow
+    if call is None:
+        return []
+    errors = [ValidationError(field=f"{item.path}.{Step.model_fields[name].alias or _camel(name)}",
+                              message=f"does not apply to a subflow step: {fix}; remove it")
+              for name, fix in _NOT_FOR_SUBFLOWS if name in item.step.model_fields_set]
+    for path, source in template_expressions(call.params):
+        errors += scope.check(template_field(f"{item.path}.workflow.params", path), source, item)
     return errors
 
 
