@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from towline.api.workflow import ValidationError, WorkflowSpec
+from towline.api.workflow import Step, ValidationError, WorkflowSpec
 from towline.expression_cost import static_cost_problem
 from towline.expressions import (
     ROOT_VARIABLES,
@@ -66,12 +66,23 @@ class ExpressionScope:
                                 readable=readable, in_loop=in_loop)
 
 
+Part = TypeVar("Part")
+
+
 def each_step_errors(
-    spec: WorkflowSpec, check: Callable[[ExpressionScope, LocatedStep], list[ValidationError]]
+    spec: WorkflowSpec,
+    part: Callable[[Step], Part | None],
+    check: Callable[[ExpressionScope, LocatedStep, Part], list[ValidationError]],
 ) -> list[ValidationError]:
-    """`check` of every step, finally step and compensation, each given the Workflow's expression scope."""
+    """`check` of each step, finally step and compensation that has the `part` checked (e.g. its forEach), given
+    the Workflow's expression scope."""
     scope = ExpressionScope.of(spec)
-    return [error for item in scope.located for error in check(scope, item)]
+    errors: list[ValidationError] = []
+    for item in scope.located:
+        found = part(item.step)
+        if found is not None:
+            errors += check(scope, item, found)
+    return errors
 
 
 def template_field(base: str, path: str) -> str:

@@ -7,7 +7,7 @@ when the step starts. `maxParallel`'s range is the schema's. Nothing is evaluate
 
 from __future__ import annotations
 
-from towline.api.loops import MAX_LOOP_ITEMS
+from towline.api.loops import MAX_LOOP_ITEMS, ForEach
 from towline.api.workflow import ValidationError, WorkflowSpec
 from towline.expressions import condition_source, template_expressions
 from towline.validation.bindings import ExpressionScope, each_step_errors, template_field
@@ -16,13 +16,10 @@ from towline.validation.graph import LocatedStep
 
 def loop_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every problem with a step's forEach, each at `spec.<section>[i].forEach.<field>`."""
-    return each_step_errors(spec, _loop_step_errors)
+    return each_step_errors(spec, lambda step: step.for_each, _for_each_errors)
 
 
-def _loop_step_errors(scope: ExpressionScope, item: LocatedStep) -> list[ValidationError]:
-    for_each = item.step.for_each
-    if for_each is None:
-        return []
+def _for_each_errors(scope: ExpressionScope, item: LocatedStep, for_each: ForEach) -> list[ValidationError]:
     errors: list[ValidationError] = []
     field = f"{item.path}.forEach"
     items = for_each.items

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from towline.api.subflows import subflow_chain_text
+from towline.api.subflows import SubflowCall, subflow_chain_text
 from towline.api.workflow import Step, ValidationError, WorkflowSpec
 from towline.expressions import template_expressions
 from towline.validation.bindings import ExpressionScope, each_step_errors, template_field
@@ -32,13 +32,10 @@ _NOT_FOR_SUBFLOWS = (
 
 def subflow_errors(spec: WorkflowSpec) -> list[ValidationError]:
     """Every problem of a subflow step that the Workflow shows alone, at `spec.<section>[i].<field>`."""
-    return each_step_errors(spec, _subflow_step_errors)
+    return each_step_errors(spec, lambda step: step.workflow, _call_errors)
 
 
-def _subflow_step_errors(scope: ExpressionScope, item: LocatedStep) -> list[ValidationError]:
-    call = item.step.workflow
-    if call is None:
-        return []
+def _call_errors(scope: ExpressionScope, item: LocatedStep, call: SubflowCall) -> list[ValidationError]:
     errors = [ValidationError(field=f"{item.path}.{Step.model_fields[name].alias or _camel(name)}",
                               message=f"does not apply to a subflow step: {fix}; remove it")
               for name, fix in _NOT_FOR_SUBFLOWS if name in item.step.model_fields_set]
