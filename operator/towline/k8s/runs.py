@@ -41,40 +41,34 @@ async def write_run_status(api: KubeApi, run: JSON, status: JSON) -> JSON | None
     """Replace the run's status if it changed; raises Conflict on a concurrent write."""
     if run.get("status") == status:
         return None
-    body = {
-        "apiVersion": run["apiVersion"],
-        "kind": run["kind"],
-        "metadata": {
-            "name": run["metadata"]["name"],
-            "namespace": run["metadata"]["namespace"],
-            "resourceVersion": run["metadata"]["resourceVersion"],
-        },
-        "spec": run["spec"],
-        "status": status,
-    }
     meta = run["metadata"]
-    return await api.replace(WORKFLOW_RUNS.path(meta["namespace"], meta["name"], "status"), body)
+    return await api.replace(WORKFLOW_RUNS.path(meta["namespace"], meta["name"], "status"), status_body(run, status))
 
 
 async def write_workflow_status(api: KubeApi, workflow: JSON, status: JSON) -> JSON | None:
-    """Only the status subresource: the synced spec, labels and annotations stay untouched.
-
-    The body carries the labels and annotations as read: the API server keeps the old metadata on a status write
-    but records in managedFields what the body left out as given up by every manager, so a body without them
-    would take a GitOps tool's, or `kubectl towline schedule`'s, ownership of them away."""
+    """Only the status subresource: the synced spec, labels and annotations stay untouched."""
     if workflow.get("status") == status:
         return None
     meta = workflow["metadata"]
+    return await api.replace(WORKFLOWS.path(meta["namespace"], meta["name"], "status"), status_body(workflow, status))
+
+
+def status_body(obj: JSON, status: JSON) -> JSON:
+    """The body of a status write of `obj` (a Workflow or a run) as read, at its resourceVersion.
+
+    The body carries the labels and annotations as read: the API server keeps the old metadata on a status write
+    but records in managedFields what the body left out as given up by every manager, so a body without them
+    would take a GitOps tool's, `kubectl towline schedule`'s or a run creator's ownership of them away."""
+    meta = obj["metadata"]
     kept = {key: meta[key] for key in ("labels", "annotations") if key in meta}
-    body = {
-        "apiVersion": workflow["apiVersion"],
-        "kind": workflow["kind"],
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
         "metadata": {"name": meta["name"], "namespace": meta["namespace"], "resourceVersion": meta["resourceVersion"],
                      **kept},
-        "spec": workflow["spec"],
+        "spec": obj["spec"],
         "status": status,
     }
-    return await api.replace(WORKFLOWS.path(meta["namespace"], meta["name"], "status"), body)
 
 
 async def create_run(api: KubeApi, namespace: str, body: JSON) -> tuple[JSON, bool]:
