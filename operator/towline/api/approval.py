@@ -26,7 +26,9 @@ from towline.api.common import (
     UserName,
     cel_rule,
     cel_rules,
+    final_once_set,
     immutable,
+    only_beside,
     unchanged,
 )
 from towline.api.loops import InstanceId
@@ -54,16 +56,8 @@ class ApprovalSpec(TowlineModel):
                     "approvers", "fourEyes", "requestedBy", "earlierRequesters", "expiresAt",
                 )
             ),
-            cel_rule(
-                "!has(oldSelf.decision) || (has(self.decision) && self.decision == oldSelf.decision)",
-                f"spec.decision cannot change once set; {_FINAL}",
-                field_path=".decision",
-            ),
-            cel_rule(
-                "!has(oldSelf.decidedBy) || (has(self.decidedBy) && self.decidedBy == oldSelf.decidedBy)",
-                f"spec.decidedBy cannot change once set; {_FINAL}",
-                field_path=".decidedBy",
-            ),
+            final_once_set("decision", f"spec.decision cannot change once set; {_FINAL}"),
+            final_once_set("decidedBy", f"spec.decidedBy cannot change once set; {_FINAL}"),
             cel_rule(
                 f"!has(oldSelf.decision) || ({unchanged('reason')})",
                 f"spec.reason cannot change after the decision; {_FINAL}",
@@ -77,11 +71,8 @@ class ApprovalSpec(TowlineModel):
                 """e.g. -p '{"spec":{"decision":"Approved","decidedBy":"bob"}}'""",
                 field_path=".decidedBy",
             ),
-            cel_rule(
-                "!has(self.reason) || has(self.decision)",
-                "spec.reason is the decider's; set it together with spec.decision and spec.decidedBy",
-                field_path=".reason",
-            ),
+            only_beside("reason", "decision",
+                        "spec.reason is the decider's; set it together with spec.decision and spec.decidedBy"),
         )
     )
 

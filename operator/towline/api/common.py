@@ -146,6 +146,28 @@ def immutable(field: str, hint: str) -> JsonDict:
     return cel_rule(unchanged(field), f"spec.{field} is immutable; {hint}", field_path=f".{field}")
 
 
+def final_once_set(field: str, message: str) -> JsonDict:
+    """A transition rule: once `field` is set it keeps its value (an Approval's decision and decider)."""
+    return cel_rule(f"!has(oldSelf.{field}) || (has(self.{field}) && self.{field} == oldSelf.{field})", message,
+                    field_path=f".{field}")
+
+
+def stays_on(switch: str, message: str) -> JsonDict:
+    """A transition rule: a boolean switch once true stays true (a run's cancel and stop)."""
+    return cel_rule(f"!has(oldSelf.{switch}) || !oldSelf.{switch} || (has(self.{switch}) && self.{switch})", message,
+                    field_path=f".{switch}")
+
+
+def only_beside(field: str, other: str, message: str) -> JsonDict:
+    """`field` may be set only where `other` is (e.g. a step's `with` only on an action step)."""
+    return cel_rule(f"!has(self.{field}) || has(self.{other})", message, field_path=f".{field}")
+
+
+def exactly_one(fields: tuple[str, ...], message: str) -> JsonDict:
+    """Exactly one of `fields` is set (what kind of step or trigger an object is)."""
+    return cel_rule(" + ".join(f"(has(self.{field}) ? 1 : 0)" for field in fields) + " == 1", message)
+
+
 UserName = Annotated[
     str, Field(min_length=1, max_length=253, description="A Kubernetes user name, as admission sees it."),
 ]

@@ -27,6 +27,7 @@ from towline.api.common import (
     cel_rules,
     immutable,
     list_map,
+    stays_on,
 )
 from towline.api.loops import InstanceId, LoopStatus
 from towline.api.runterms import RunPhase, StepPhase
@@ -142,16 +143,8 @@ class WorkflowRunSpec(TowlineModel):
             immutable("trigger", _NEW_RUN),
             immutable("requestedBy", _NEW_RUN),
             immutable("retryOf", _NEW_RUN),
-            cel_rule(
-                "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
-                "a cancelled run stays cancelled; create a new WorkflowRun to run again",
-                field_path=".cancel",
-            ),
-            cel_rule(
-                "!has(oldSelf.stop) || !oldSelf.stop || (has(self.stop) && self.stop)",
-                "a stopped run stays stopped; create a new WorkflowRun to run again",
-                field_path=".stop",
-            ),
+            stays_on("cancel", "a cancelled run stays cancelled; create a new WorkflowRun to run again"),
+            stays_on("stop", "a stopped run stays stopped; create a new WorkflowRun to run again"),
         )
     )
 

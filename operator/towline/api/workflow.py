@@ -27,7 +27,9 @@ from towline.api.common import (
     TowlineResource,
     cel_rule,
     cel_rules,
+    exactly_one,
     list_map,
+    only_beside,
     secret_reference_rules,
 )
 from towline.api.loops import ForEach
@@ -174,32 +176,16 @@ class Step(TowlineModel):
 
     model_config = ConfigDict(
         json_schema_extra=cel_rules(
-            cel_rule(
-                "(has(self.action) ? 1 : 0) + (has(self.approval) ? 1 : 0) + (has(self.wait) ? 1 : 0)"
-                " + (has(self.workflow) ? 1 : 0) == 1",
-                "a step needs exactly one of action (with its inputs under with), approval, wait or workflow "
-                "(a subflow)",
-            ),
-            cel_rule(
-                "!has(self.with) || has(self.action)",
-                "with holds an action's inputs; add an action or remove with",
-                field_path=".with",
-            ),
-            cel_rule(
-                "!has(self.podMetadata) || has(self.action)",
-                "podMetadata labels an action's pod; approval, wait and subflow steps run none",
-                field_path=".podMetadata",
-            ),
-            cel_rule(
-                "!has(self.resources) || has(self.action)",
-                "resources size an action's pod; approval, wait and subflow steps run none",
-                field_path=".resources",
-            ),
-            cel_rule(
-                "!has(self.credentials) || has(self.action)",
-                "credentials are mounted into an action's Job; approval and wait steps take none",
-                field_path=".credentials",
-            ),
+            exactly_one(("action", "approval", "wait", "workflow"),
+                        "a step needs exactly one of action (with its inputs under with), approval, wait or workflow "
+                        "(a subflow)"),
+            only_beside("with", "action", "with holds an action's inputs; add an action or remove with"),
+            only_beside("podMetadata", "action",
+                        "podMetadata labels an action's pod; approval, wait and subflow steps run none"),
+            only_beside("resources", "action",
+                        "resources size an action's pod; approval, wait and subflow steps run none"),
+            only_beside("credentials", "action",
+                        "credentials are mounted into an action's Job; approval and wait steps take none"),
             cel_rule(
                 "!has(self.needs) || !(self.id in self.needs)",
                 "a step cannot need itself; remove its own id from needs",
@@ -401,10 +387,8 @@ class Trigger(TowlineModel):
 
     model_config = ConfigDict(
         json_schema_extra=cel_rules(
-            cel_rule(
-                "(has(self.schedule) ? 1 : 0) + (has(self.webhook) ? 1 : 0) + (has(self.cloudEvent) ? 1 : 0) == 1",
-                "a trigger needs exactly one of schedule, webhook or cloudEvent (manual runs need no trigger)",
-            ),
+            exactly_one(("schedule", "webhook", "cloudEvent"),
+                        "a trigger needs exactly one of schedule, webhook or cloudEvent (manual runs need no trigger)"),
         )
     )
 
