@@ -29,7 +29,8 @@ BEGIN = "<!-- layers: drawn by `make layers` from the code's imports (towline_de
 END = "<!-- /layers -->"
 
 WATCH_LAYER = ("towline.k8s.reflector", "towline.k8s.streams", "towline.k8s.indexer")
-API_CLIENT = ("towline.k8s.client", "towline.k8s.kubeconfig")
+API_CLIENT = ("towline.k8s.client", "towline.k8s.kubeconfig", "towline.k8s.connection", "towline.k8s.kubeconfigplugins",
+              "towline.k8s.generatedclient")
 SHARED = "towline"
 """The box of the other top-level modules (towline.metrics, towline.logs, towline.text, ...)."""
 OWN_BOXES = ("cli", "expressions")

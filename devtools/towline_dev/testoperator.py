@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-
-import kopf
+from typing import TYPE_CHECKING
 
 from towline.cli import run_operator, watch_namespaces_from
 from towline_dev.fakeclock import FileClock
+
+if TYPE_CHECKING:  # kopf is imported by towline.runtime.wiring, which keeps kubernetes-asyncio's client out
+    import kopf
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+
 from towline.k8s.client import JOBS, PODS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 
@@ -185,13 +187,11 @@ async def watch(api: KubeApi, path: str, handle: Any, stop: asyncio.Event) -> No
     """Stream watch events of `path` into `handle(object)` until `stop` (re-watching from the last version)."""
     version = ""
     while not stop.is_set():
-        query = [("watch", "true"), ("timeoutSeconds", "600"), ("allowWatchBookmarks", "true")]
+        query = {"watch": "true", "timeoutSeconds": "600", "allowWatchBookmarks": "true"}
         if version:
-            query.append(("resourceVersion", version))
-        response = await api.api_client.call_api(
-            path, "GET", query_params=query, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=700,
-        )
+            query["resourceVersion"] = version
+        response = await api.send("GET", path, query=query, accept="application/json",
+                                  timeout=aiohttp.ClientTimeout(total=700))
         with contextlib.closing(response):
             async for line in _lines(response.content):
                 event = json.loads(line)

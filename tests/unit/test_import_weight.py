@@ -49,3 +49,25 @@ def test_the_plugins_start_loads_neither_the_resource_models_nor_the_engine() ->
     models = {"towline.api.run", "towline.api.workflow", "towline.api.steptype", "towline.api.approval"}
     assert not {name for name in loaded if name.split(".")[0] in ("pydantic", "httpx") or name in models
                 or name.split(".")[:2] in (["towline", "engine"], ["towline", "validation"])}
+
+
+PROCESSES = ("towline.cli", "towline.runtime.wiring", "towline.triggers.ingress.server", "towline.archive.app",
+             "towline.plugin.cli", "towline.plugin.commands", "towline.plugin.ui.serving")
+"""The modules the operator, the ingress, the archive, the plugin and the web view start with."""
+
+
+@pytest.mark.parametrize("module", PROCESSES)
+def test_no_process_loads_kubernetes_asyncios_generated_client(module: str) -> None:
+    """kopf's helper imported it only because it is installed (844 modules, ~47 MiB, ~0.8 s of CPU per process);
+    the connection is Towline's own (towline.k8s.connection). A kubeconfig with a credential plugin still loads
+    it, then and only then (tests/unit/k8s/test_connection_settings.py)."""
+    loaded = loaded_by(module)
+    assert "kubernetes_asyncio.client" not in loaded and "kubernetes_asyncio" not in loaded
+    if module == "towline.runtime.wiring":
+        assert "kopf" in loaded, "the check sees the operator's framework"
+
+
+def test_kopf_still_takes_kubernetes_asyncio_when_it_was_loaded_first() -> None:
+    """The guard only keeps out what nobody asked for: a process that loaded the library first keeps it."""
+    loaded = loaded_by("kubernetes_asyncio.client, towline.runtime.wiring")
+    assert "kubernetes_asyncio.client" in loaded and "kopf" in loaded

@@ -59,8 +59,7 @@ async def read_api_server_addresses(api: KubeApi) -> tuple[str, ...]:
 
 def connection_address(api: KubeApi) -> list[str]:
     """The host this connection talks to, when it is an IP address (a name cannot be excepted by address)."""
-    configuration = getattr(getattr(api, "api_client", None), "configuration", None)
-    host = urlsplit(str(getattr(configuration, "host", "") or "")).hostname
+    host = urlsplit(str(getattr(api, "server", "") or "")).hostname
     return [host] if host else []
 
 

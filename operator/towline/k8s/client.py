@@ -23,11 +23,11 @@ from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio import client, config
 from prometheus_client import Counter, Histogram
 from yarl import URL
 
 from towline.k8s import kubeconfig as kubeconfig_loader
+from towline.k8s.connection import Connection, in_cluster, tls_context
 
 API_REQUESTS = Counter(
     "towline_api_requests_total", "Requests the operator made to the Kubernetes API.", ["verb", "resource", "code"]
@@ -145,56 +145,55 @@ NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 
 
-class _Transport:
-    """kubernetes-asyncio's client (configuration, credentials, TLS context and connection pool) and a session of
-    Towline's own over that same pool.
+USER_AGENT = "towline"
 
-    Its session trusts the environment, so aiohttp looked up ~/.netrc and the proxy variables on two worker
-    threads for every request: a fifth of the operator's CPU per step (docs/benchmarks.md). The proxy the
-    environment names for the API server is looked up once here instead; a proxy in the kubeconfig still
-    wins, as before. (A .netrc entry for the API server never applied: with the bearer token's header aiohttp
-    refuses one.)
+
+class _Transport:
+    """A connection pool to the API server (the connection's TLS context and client certificate) and the options
+    every request takes.
+
+    The session does not trust the environment: aiohttp then looked up ~/.netrc and the proxy variables on two
+    worker threads for every request, a fifth of the operator's CPU per step (docs/benchmarks.md). The proxy
+    the environment names for the API server is looked up once here instead; a kubeconfig's `proxy-url` wins.
+    (A .netrc entry for the API server never applied: with the bearer token's header aiohttp refuses one.)
     """
 
-    def __init__(self, api_client: Any) -> None:
-        self.api_client = api_client
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
         self._session: aiohttp.ClientSession | None = None
         self.options: dict[str, Any] = {}
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            rest = self.api_client.rest_client
+            connection = self.connection
             options: dict[str, Any] = {}
-            if rest.proxy:
-                options["proxy"] = rest.proxy
+            if connection.proxy:
+                options["proxy"] = connection.proxy
             else:
                 with contextlib.suppress(LookupError):
-                    options["proxy"], options["proxy_auth"] = get_env_proxy_for_url(
-                        URL(self.api_client.configuration.host))
-            if rest.proxy_headers:
-                options["proxy_headers"] = rest.proxy_headers
-            if rest.server_hostname:
-                options["server_hostname"] = rest.server_hostname
+                    options["proxy"], options["proxy_auth"] = get_env_proxy_for_url(URL(connection.server))
+            if connection.server_name:
+                options["server_hostname"] = connection.server_name
             self.options = options
-            # Watch events of large objects exceed aiohttp's default read buffer (kubernetes-asyncio's size).
-            self._session = aiohttp.ClientSession(connector=rest.pool_manager.connector, connector_owner=False,
-                                                  read_bufsize=2**21)
+            # As many connections as kubernetes-asyncio's pool allowed; watch events of large objects exceed
+            # aiohttp's default read buffer (etcd's limit is 1.5 MiB).
+            connector = aiohttp.TCPConnector(limit=100, ssl=connection.tls if connection.tls is not None else True)
+            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)
         return self._session
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
-        await self.api_client.close()
 
 
 class KubeApi:
-    """A thin JSON client over kubernetes-asyncio's transport and authentication."""
+    """A thin JSON client over aiohttp: the connection's TLS, credential and proxy, nothing generated."""
 
-    def __init__(self, api_client: Any, may_write: Callable[[str], bool] | None = None, *,
+    def __init__(self, connection: Connection, may_write: Callable[[str], bool] | None = None, *,
                  transport: _Transport | None = None, bearer: str | None = None) -> None:
-        self._client = api_client
+        self._connection = connection
         self._may_write = may_write
-        self._transport = transport or _Transport(api_client)
+        self._transport = transport or _Transport(connection)
         self._bearer = bearer
 
     @classmethod
@@ -202,19 +201,15 @@ class KubeApi:
         """A connection to `host` trusting `ca_file` that carries no credential at all: the in-cluster web view's
         base, which only ever calls as a person (`as_bearer`). Anonymous calls on it are the API server's to
         refuse."""
-        configuration = client.Configuration()
-        configuration.host = host
-        configuration.ssl_ca_cert = ca_file
-        configuration.api_key = {}
-        return cls(client.ApiClient(configuration=configuration))
+        return cls(Connection(server=host.rstrip("/"), tls=tls_context(ca_file=ca_file)))
 
     def as_bearer(self, token: str) -> KubeApi:
         """The same connection pool, every call carrying `token` (a person's ID token) in place of the
-        configuration's token. Meant for a `without_credentials` base: a client certificate of the connection's
-        own would still be presented in its TLS handshake."""
+        connection's credential. Meant for a `without_credentials` base: a client certificate of the
+        connection's own would still be presented in its TLS handshake."""
         if not token:
             raise ValueError("as_bearer needs a token")
-        return KubeApi(self._client, self._may_write, transport=self._transport, bearer=token)
+        return KubeApi(self._connection, self._may_write, transport=self._transport, bearer=token)
 
     def fenced(self, may_write: Callable[[str], bool]) -> KubeApi:
         """The same connection, refusing every write to a path while `may_write(path)` is false.
@@ -222,29 +217,26 @@ class KubeApi:
         Reconciles get this view: a replica that was paused past its Lease and
         resumes mid-pass cannot write, even before its elector notices.
         """
-        return KubeApi(self._client, may_write, transport=self._transport)
+        return KubeApi(self._connection, may_write, transport=self._transport)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
-        """In a pod: the mounted service account. Elsewhere: `kubeconfig` or $KUBECONFIG (and `context`)."""
-        configuration = client.Configuration()
+        """In a pod: the mounted service account. Elsewhere: `kubeconfig` or $KUBECONFIG (and `context`), merged
+        like kubectl merges $KUBECONFIG (a:b), first current-context winning."""
         path = kubeconfig or os.environ.get("KUBECONFIG")
         if path is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            # Merged like kubectl merges $KUBECONFIG (a:b), first current-context winning.
-            await kubeconfig_loader.load(kubeconfig, context, configuration)
-        return cls(client.ApiClient(configuration=configuration))
+            return cls(in_cluster())
+        return cls(await kubeconfig_loader.load(kubeconfig, context))
 
     def separate(self) -> KubeApi:
         """A second connection pool to the same server with the same credentials, for long-lived watches:
         held apart, they never take the slots the requests of passes need."""
-        return KubeApi(client.ApiClient(configuration=self._client.configuration), bearer=self._bearer)
+        return KubeApi(self._connection, bearer=self._bearer)
 
     @property
-    def api_client(self) -> Any:
-        """The underlying kubernetes-asyncio client, for watch streams (inside towline.k8s only)."""
-        return self._client
+    def server(self) -> str:
+        """The API server's URL (https://HOST:PORT)."""
+        return self._connection.server
 
     async def close(self) -> None:
         await self._transport.close()
@@ -290,25 +282,19 @@ class KubeApi:
         self, method: str, path: str, *, query: Mapping[str, str] | None, accept: str,
         content_type: str | None = None, data: bytes | None = None, timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        """The HTTP request itself, over kubernetes-asyncio's connection pool (its TLS, client certificate and
-        proxy) with its credentials: the bearer token as `auth_settings()` gives it, so a token file that
-        rotates or an exec plugin's refresh hook is honoured on every request as before.
-
-        Its `call_api` is skipped on purpose: it walks every body and header through
-        `sanitize_for_serialization`, and its REST layer encodes the body again with json.dumps; a status
-        write of a large run paid for both on every pass (docs/benchmarks.md). The caller holds the response
-        and reads or releases it.
-        """
-        configuration = self._client.configuration
-        headers = {**self._client.default_headers, "Accept": accept}
+        """The HTTP request itself, with the connection's credential as it stands for this request (a token
+        file re-read once a minute, a credential plugin's token renewed once it expires). The caller holds the
+        response and reads or releases it."""
+        headers = {"User-Agent": USER_AGENT, "Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
         if self._bearer is not None:
-            headers["Authorization"] = f"Bearer {self._bearer}"
+            authorization: str | None = f"Bearer {self._bearer}"
         else:
-            for setting in (await configuration.auth_settings()).values():
-                headers[setting["key"]] = setting["value"]
-        url = configuration.host + path
+            authorization = await self._connection.credential.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        url = self._connection.server + path
         if query:
             url += "?" + urlencode(list(query.items()))
         session = self._transport.session()

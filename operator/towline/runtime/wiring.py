@@ -17,13 +17,15 @@ import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import kopf
-
 from towline.k8s.client import KubeApi
+from towline.k8s.generatedclient import kept_out
 from towline.metrics import export_operator_state
 from towline.runtime.clock import SYSTEM_CLOCK, Clock
 from towline.runtime.config import OperatorConfig
 from towline.runtime.operator import Operator
+
+with kept_out():  # kopf would load kubernetes-asyncio's generated client only because it is installed
+    import kopf
 
 log = logging.getLogger(__name__)
 

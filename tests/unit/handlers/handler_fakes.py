@@ -36,6 +36,7 @@ from towline.handlers.history import FinishedRun
 from towline.handlers.parsed import ParsedRuns
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import EVENTS, JOBS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
+from towline.k8s.connection import Connection
 from towline.k8s.labels import STEP_JOB_MANAGER
 from towline.k8s.objects import StepPodSettings
 from towline.k8s.observe import list_children, observe_run
@@ -104,7 +105,7 @@ def matches(labels: Mapping[str, str], selector: str) -> bool:
 
 class MemoryApi(KubeApi):
     def __init__(self) -> None:
-        super().__init__(api_client=None)
+        super().__init__(Connection(server="http://memory.invalid"))
         self.objects: dict[StoreKey, JSON] = {}
         self.requests: list[tuple[str, str]] = []
         """(method, path) of every request, in order."""

@@ -13,15 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
-from kubernetes_asyncio import client
 
 from towline.k8s.client import ApiError, ApiUnavailable, KubeApi
+from towline.k8s.connection import Connection
 from towline_dev.processes import free_loopback_port
 
 
 def api_at(port: int) -> KubeApi:
-    configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
-    return KubeApi(client.ApiClient(configuration=configuration))
+    return KubeApi(Connection(server=f"http://127.0.0.1:{port}"))
 
 
 async def call(port: int, method: str = "GET") -> Any:

@@ -149,11 +149,6 @@ def test_a_read_that_names_no_address_is_not_taken_for_an_empty_set() -> None:
         addresses.networks()
 
 
-class Connection:
-    def __init__(self, host: str) -> None:
-        self.configuration = type("Configuration", (), {"host": host})()
-
-
 @pytest.mark.parametrize(("server", "expected"), [
     ("https://35.190.10.10:443", (PUBLIC_ENDPOINT,)),
     ("https://[2600:1900:4000::10]:6443", (PUBLIC_ENDPOINT_V6,)),
@@ -164,7 +159,7 @@ def test_the_address_the_operator_connects_to_is_excepted_when_it_is_one(
 ) -> None:
     """An API server advertising loopback publishes no endpoints; an operator outside reaches it elsewhere."""
     api = Objects({})
-    api.api_client = Connection(server)  # type: ignore[attr-defined]
+    api.server = server  # type: ignore[attr-defined]
     assert asyncio.run(read_api_server_addresses(api)) == expected  # type: ignore[arg-type]
 
 

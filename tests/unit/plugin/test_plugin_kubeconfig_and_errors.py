@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes_asyncio import client
 
 from towline.k8s import kubeconfig
 from towline.k8s.client import ApiError, ApiUnavailable
@@ -45,9 +44,7 @@ def write(path: Path, document: dict[str, Any]) -> Path:
 
 
 async def host_of(path: str | None, context: str | None) -> str:
-    configuration = client.Configuration()
-    await kubeconfig.load(path, context, configuration)
-    return str(configuration.host)
+    return (await kubeconfig.load(path, context)).server
 
 
 def test_merged_kubeconfig_paths_read_like_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

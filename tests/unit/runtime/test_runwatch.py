@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from kubernetes_asyncio import client
 
 from towline.k8s.client import KubeApi
+from towline.k8s.connection import Connection
 from towline.k8s.live import LISTED, SYNCED
 from towline.k8s.objects import StepPodSettings
 from towline.k8s.streams import FAILED
@@ -144,7 +144,7 @@ def test_the_stream_resumes_from_its_version_lists_again_on_410_and_forgets_what
     process = operator()
 
     async def until_b_is_gone() -> None:
-        api = KubeApi(client.ApiClient(configuration=client.Configuration(host=f"http://127.0.0.1:{server}")))
+        api = KubeApi(Connection(server=f"http://127.0.0.1:{server}"))
         task = asyncio.create_task(watch_runs(api, (NS,), events_of(process)))
         try:
             for _ in range(200):  # the fact awaited, not a duration: bounded only so a failure cannot hang
