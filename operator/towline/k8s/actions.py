@@ -305,19 +305,7 @@ async def create_notification_job(
 
 
 async def create_approval(context: ActionContext, run: RunRef, action: engine_actions.CreateApproval) -> None:
-    body = build_approval(
-        run,
-        name=action.name,
-        step_id=action.step_id,
-        message=action.message,
-        preview=action.preview,
-        approvers=action.approvers.to_wire(),
-        four_eyes=action.four_eyes,
-        requested_by=action.requested_by,
-        expires_at=rfc3339(action.expires_at, timespec="seconds"),
-        earlier_requesters=action.earlier_requesters,
-        message_from_inputs=action.message_from_inputs,
-    )
+    body = build_approval(run, action)
     existing, created = await context.api.create(APPROVALS.path(run.namespace), body)
     if not created and controller_uid(existing) != run.uid:
         # Only the operator may create Approvals (admission policy); anything else is tampering.

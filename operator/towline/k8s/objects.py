@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from towline.api.common import API_VERSION
+from towline.engine.actions import CreateApproval
 from towline.engine.traces import TracedRun
 from towline.k8s.labels import (
     ANNOTATION_ALLOW_HOSTS,
@@ -32,7 +33,7 @@ from towline.k8s.labels import (
     is_towline_key,
 )
 from towline.k8s.networks import connector_peers, forbidden_networks, ip_block_peers, needs_dns
-from towline_connectors.wire import parse_address_port
+from towline_connectors.wire import parse_address_port, rfc3339
 
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
@@ -301,44 +302,31 @@ def isolation_probe_network(probe: str | None) -> tuple[str, ...]:
     return (f"{address}/{address.max_prefixlen}",)
 
 
-def build_approval(
-    run: RunRef,
-    *,
-    name: str,
-    step_id: str,
-    message: str,
-    preview: Mapping[str, Any],
-    approvers: Mapping[str, Any],
-    four_eyes: bool,
-    requested_by: str | None,
-    expires_at: str,
-    earlier_requesters: Sequence[str] = (),
-    message_from_inputs: bool = False,
-) -> JSON:
+def build_approval(run: RunRef, gate: CreateApproval) -> JSON:
     """The object a person patches to decide; owned by the run so it goes with it."""
     spec: JSON = {
         "runName": run.name,
         "workflowName": run.workflow,
-        "step": step_id,
-        "message": message,
-        "preview": dict(preview),
-        "approvers": dict(approvers),
-        "fourEyes": four_eyes,
-        "expiresAt": expires_at,
+        "step": gate.step_id,
+        "message": gate.message,
+        "preview": dict(gate.preview),
+        "approvers": gate.approvers.to_wire(),
+        "fourEyes": gate.four_eyes,
+        "expiresAt": rfc3339(gate.expires_at, timespec="seconds"),
     }
-    if requested_by:
-        spec["requestedBy"] = requested_by
-    if earlier_requesters:
-        spec["earlierRequesters"] = list(earlier_requesters)
-    if message_from_inputs:
+    if gate.requested_by:
+        spec["requestedBy"] = gate.requested_by
+    if gate.earlier_requesters:
+        spec["earlierRequesters"] = list(gate.earlier_requesters)
+    if gate.message_from_inputs:
         spec["messageFromInputs"] = True
     return {
         "apiVersion": API_VERSION,
         "kind": "Approval",
         "metadata": {
-            "name": name,
+            "name": gate.name,
             "namespace": run.namespace,
-            "labels": step_labels(run, step_id),
+            "labels": step_labels(run, gate.step_id),
             "ownerReferences": [run.owner_reference()],
         },
         "spec": spec,
