@@ -1,0 +1,242 @@
+"""The visual editor in a real browser (headless Chromium) against the real API server, as alice.
+
+alice writes Workflows in her namespace (towline-workflow-author) and may read two Secrets by name; she may not
+read `payroll-token`. Through her own `kubectl towline ui` she builds the README's first workflow by clicking,
+downloads it and kubectl takes it; every example downloads unchanged byte for byte, also after a round trip
+through the graph; the admission policy's refusal of a Secret she may not read and a StepType input that breaks
+its schema are shown on their fields before anything is applied; a draft survives a reload.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+from tests.integration.support import apply, bind_role, wait_for
+from tests.integration.test_web_view import page_state, wait_for_element
+from tests.integration.test_web_view_actions import until as until_shown
+
+from towline_dev import REPO_ROOT
+from towline_dev.browser import WebView, headless_chromium, web_view
+from towline_dev.controlplane import ControlPlane
+from towline_dev.kubeconfig import context_name
+from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
+
+pytestmark = [pytest.mark.integration]
+
+SCREENSHOTS = REPO_ROOT / "docs" / "images"
+READABLE_SECRETS = ("release-webhook", "releases-slack")
+EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+
+
+def readme_first_workflow() -> tuple[str, dict[str, Any]]:
+    """The README's first workflow (Writing workflows): its text and its parse."""
+    text = (REPO_ROOT / "README.md").read_text()
+    found = re.search(r"```yaml\n(apiVersion: towline\.dev/v1alpha1\nkind: Workflow\nmetadata:\n  name: "
+                      r"deploy-on-release\n.*?)```", text, re.DOTALL)
+    assert found, "README.md's Writing workflows starts with the deploy-on-release Workflow"
+    return found.group(1), yaml.safe_load(found.group(1))
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[Any]:
+    with headless_chromium(print, width=1700, height=1000) as driver:
+        yield driver
+
+
+@pytest.fixture
+def author_namespace(towline_installed: ControlPlane, namespace: str) -> str:
+    cluster = towline_installed
+    bind_role(cluster, namespace, "towline-workflow-author", users=("alice",))
+    apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": {"name": "read-two-secrets", "namespace": namespace},
+                    "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                               "resourceNames": list(READABLE_SECRETS)}]})
+    apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "read-two-secrets", "namespace": namespace},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-two-secrets"},
+                    "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})
+    apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "StepType",
+                    "metadata": {"name": "batch", "namespace": namespace},
+                    "spec": {"image": f"{STEP_TYPE_IMAGE_PREFIX}/batch:dev",
+                             "inputs": {"type": "object", "required": ["size"], "additionalProperties": False,
+                                        "properties": {"size": {"type": "integer", "minimum": 1, "maximum": 50}}}}})
+    return namespace
+
+
+@pytest.fixture
+def alice(towline_installed: ControlPlane, author_namespace: str) -> Iterator[WebView]:
+    with web_view(towline_installed.kubeconfig, context_name("alice"), author_namespace) as view:
+        yield view
+
+
+def open_editor(driver: Any, view: WebView, path: str) -> None:
+    driver.get(view.url(path))
+    wait_for_element(driver, 'body[data-editor-ready="true"]', f"the editor at {path}", 60)
+    driver.execute_script("window.editorErrors = []; addEventListener('error', (e) => editorErrors.push(e.message)); "
+                          "addEventListener('unhandledrejection', (e) => editorErrors.push(String(e.reason)));")
+
+
+def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
+    """Wait until `holds(driver)`; failing, also say what the editor's status line, problems and script said."""
+    try:
+        until_shown(driver, holds, what, timeout)
+    except AssertionError as error:
+        said = driver.execute_script(
+            "const t = (s) => (document.querySelector(s) || {}).textContent || ''; return [t('#editor-status'), "
+            "t('#editor-problems'), t('#editor-output'), (document.querySelector('#editor-yaml') || {}).value, "
+            "window.editorErrors || []];")
+        error.add_note(f"the editor said: {said!r}")
+        raise
+
+
+def typed(driver: Any, path: str, text: str) -> None:
+    """Type into the field of `path` (what it held is replaced, as a person selects it and types)."""
+    box = wait_for_element(driver, f'[data-path="{path}"]', f"the field {path}", 30)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(text)
+
+
+def drag_edge(driver: Any, source: str, target: str) -> None:
+    """Draw an edge: from `source`'s handle onto `target`'s box (the target then needs the source)."""
+    handle = driver.find_element(By.CSS_SELECTOR, f'#editor-graph g.node[data-step="{source}"] circle.handle')
+    box = driver.find_element(By.CSS_SELECTOR, f'#editor-graph g.node[data-step="{target}"] rect')
+    ActionChains(driver).click_and_hold(handle).move_to_element(box).release().perform()
+
+
+def downloaded(driver: Any, directory: Path) -> bytes:
+    """Press Download and read the file Chromium saved into `directory` (empty before)."""
+    directory.mkdir(parents=True)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(directory)})
+    driver.find_element(By.CSS_SELECTOR, "#editor-download").click()
+    wait_for("the downloaded file", lambda: [p for p in directory.iterdir() if p.suffix == ".yaml"], timeout=30)
+    (path,) = [p for p in directory.iterdir() if p.suffix == ".yaml"]
+    return path.read_bytes()
+
+
+def valid(driver: Any) -> None:
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#editor-valid"),
+          "the validation as alice accepts the Workflow (dry run included)", 90)
+
+
+def screenshot(driver: Any, name: str, tmp_path: Path) -> None:
+    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    driver.save_screenshot(str(directory / name))
+    assert (directory / name).stat().st_size > 10_000, "a screenshot of a drawn page"
+
+
+def test_alice_builds_the_readmes_first_workflow_by_clicking_and_kubectl_takes_the_download(
+    towline_installed: ControlPlane, author_namespace: str, alice: WebView, chromium: Any, tmp_path: Path,
+) -> None:
+    driver, (_, expected) = chromium, readme_first_workflow()
+    alice.sign_in(driver)
+    open_editor(driver, alice, "/editor")
+    typed(driver, "metadata.name", "deploy-on-release")
+    driver.find_element(By.CSS_SELECTOR, '[data-add-trigger="webhook"]').click()
+    typed(driver, "spec.triggers[0].name", "release")
+    Select(driver.find_element(By.CSS_SELECTOR, '[data-path="spec.triggers[0].webhook.verify.scheme"]')) \
+        .select_by_value("standard-webhooks")
+    typed(driver, "spec.triggers[0].webhook.verify.secretRef.name", "release-webhook")
+    typed(driver, "spec.triggers[0].webhook.verify.secretRef.key", "signing-secret")
+
+    driver.find_element(By.CSS_SELECTOR, '[data-add="http.request"]').click()
+    typed(driver, "spec.steps[0].id", "fetch_release")
+    typed(driver, "spec.steps[0].with.url", "https://releases.example.com/api/latest")
+    driver.find_element(By.CSS_SELECTOR, '[data-add="approval"]').click()
+    typed(driver, "spec.steps[1].id", "review")
+    typed(driver, "spec.steps[1].approval.message", "Deploy ${{ steps.fetch_release.output.body.tag }}?")
+    driver.find_element(By.CSS_SELECTOR, '[data-add="notify.slack"]').click()
+    typed(driver, "spec.steps[2].id", "announce")
+    typed(driver, "spec.steps[2].credentials.slack", "releases-slack")
+    typed(driver, "spec.steps[2].with.text", "Released ${{ steps.fetch_release.output.body.tag }}")
+    drag_edge(driver, "fetch_release", "review")
+    drag_edge(driver, "review", "announce")
+    until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#editor-graph path.edge[data-edge]")) == 2,
+          "the two edges drawn")
+    valid(driver)
+    screenshot(driver, "web-view-editor.png", tmp_path)
+
+    text = downloaded(driver, tmp_path / "download")
+    assert yaml.safe_load(text) == expected, text.decode()
+    (tmp_path / "workflow.yaml").write_bytes(text)
+    accepted = towline_installed.kubectl("apply", "--dry-run=server", "-n", author_namespace, "-f",
+                                         str(tmp_path / "workflow.yaml"), user="alice", check=False)
+    assert accepted.returncode == 0 and "Warning" not in accepted.stderr, accepted.stderr
+
+
+def test_each_example_downloads_unchanged_byte_for_byte_also_after_a_round_trip_through_the_graph(
+    author_namespace: str, alice: WebView, chromium: Any, tmp_path: Path,
+) -> None:
+    driver = chromium
+    alice.sign_in(driver)
+    assert len(EXAMPLES) >= 5
+    for example in EXAMPLES:
+        open_editor(driver, alice, f"/editor?example={example.stem}")
+        assert downloaded(driver, tmp_path / example.stem / "as-opened") == example.read_bytes(), example.name
+
+        node = driver.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
+        where = node.get_attribute("transform")
+        ActionChains(driver).click_and_hold(node).move_by_offset(60, 40).release().perform()
+        until(driver, lambda d, w=where: d.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
+              .get_attribute("transform") != w, f"{example.stem}: the first step moved")
+        driver.find_element(By.CSS_SELECTOR, "#editor-yaml").send_keys(Keys.CONTROL, "z")
+        until(driver, lambda d, w=where: d.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
+              .get_attribute("transform") == w, f"{example.stem}: the move undone")
+        after = downloaded(driver, tmp_path / example.stem / "round-trip")
+        assert list(yaml.safe_load_all(after)) == list(yaml.safe_load_all(example.read_bytes())), example.name
+        assert after == example.read_bytes(), f"{example.name}: a move is view state, never written"
+        driver.execute_script("localStorage.clear()")
+
+
+def field_problem(driver: Any, prefix: str) -> str:
+    """The text of the first problem shown in a field whose path starts with `prefix`."""
+    for shown in driver.find_elements(By.CSS_SELECTOR, "#editor-form .field-error[data-problem]"):
+        if str(shown.get_attribute("data-problem")).startswith(prefix) and shown.text:
+            return str(shown.text)
+    return ""
+
+
+def test_a_secret_alice_may_not_read_and_a_step_type_input_off_its_schema_are_shown_on_their_fields(
+    towline_installed: ControlPlane, author_namespace: str, alice: WebView, chromium: Any, tmp_path: Path,
+) -> None:
+    driver = chromium
+    alice.sign_in(driver)
+    open_editor(driver, alice, "/editor")
+    typed(driver, "metadata.name", "payroll-export")
+    driver.find_element(By.CSS_SELECTOR, '[data-add="notify.slack"]').click()
+    typed(driver, "spec.steps[0].credentials.slack", "payroll-token")
+    typed(driver, "spec.steps[0].with.text", "exported")
+    until(driver, lambda d: field_problem(d, "spec.steps[0].credentials"),
+          "the admission policy's refusal at the credentials field", 90)
+    refusal = field_problem(driver, "spec.steps[0].credentials")
+    assert "payroll-token" in refusal, refusal
+    screenshot(driver, "web-view-editor-refusal.png", tmp_path)
+
+    driver.find_element(By.CSS_SELECTOR, '[data-add="steptype/batch"]').click()
+    typed(driver, "spec.steps[1].with.size", "500")
+    until(driver, lambda d: field_problem(d, "spec.steps[1].with"), "the StepType's schema refusal at its input", 90)
+    assert towline_installed.kubectl("get", "workflows.towline.dev", "-n", author_namespace, "-o", "name") \
+        .stdout.strip() == "", f"nothing was applied; {page_state(driver)}"
+
+
+def test_a_draft_survives_a_reload(author_namespace: str, alice: WebView, chromium: Any) -> None:
+    driver = chromium
+    alice.sign_in(driver)
+    open_editor(driver, alice, "/editor")
+    driver.find_element(By.CSS_SELECTOR, '[data-add="http.request"]').click()
+    typed(driver, "spec.steps[0].with.url", "https://example.com/kept")
+    until(driver, lambda d: "https://example.com/kept" in d.find_element(By.CSS_SELECTOR, "#editor-yaml")
+          .get_attribute("value"), "the YAML follows the form")
+    driver.refresh()
+    wait_for_element(driver, "#editor-draft", "the restored draft's notice", 60)
+    assert "https://example.com/kept" in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
+    assert driver.find_elements(By.CSS_SELECTOR, '#editor-graph g.node[data-step="request"]')
