@@ -22,7 +22,7 @@ help:
 	@echo "make release VERSION=x.y.z - the chart, both images, wheel and sdist in dist/ (docs/releasing.md)"
 
 install:
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e ./devtools
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e './stepkit[sdk]' -e '.[dev]' -e ./devtools
 
 lint:
 	$(PYTHON) -m ruff check $(PKG_DIRS) examples tests

@@ -225,8 +225,11 @@ def lock_constraints(root: Path, python: str) -> str:
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
         tools = [f"{name}=={version}" for name, version in sorted(IMAGE_BUILD_TOOLS.items())]
-        subprocess.run([*pip, "install", "--quiet", "--only-binary=:all:", str(root), *tools], check=True)
-        frozen = subprocess.run([*pip, "freeze", "--all", "--exclude", "towline", "--exclude", "pip"],
+        # The step kit from the checkout first: the operator's towline-step pin is on no package index.
+        subprocess.run([*pip, "install", "--quiet", "--only-binary=:all:", str(root / "stepkit"), str(root), *tools],
+                       check=True)
+        frozen = subprocess.run([*pip, "freeze", "--all", "--exclude", "towline", "--exclude", "towline-step",
+                                 "--exclude", "pip"],
                                 check=True, capture_output=True, text=True).stdout
     return CONSTRAINTS_HEADER + frozen
 

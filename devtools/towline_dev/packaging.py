@@ -7,9 +7,10 @@ dist/ is emptied, then holds for VERSION:
 - `towline-VERSION.oci.tar` and `towline-runner-VERSION.oci.tar`: the two images
   `towline_dev.images` builds (the same manifests the tests run, so the same digests), their
   archives naming `<image.repository>:VERSION` and `<image.repository>-runner:VERSION`;
-- the wheel and sdist of the `towline` distribution at VERSION (the `kubectl-towline` plugin);
+- the wheel and sdist of the `towline` distribution at VERSION (the `kubectl-towline` plugin), which
+  depends on `towline-step==VERSION` rather than carrying the package `towline_step`;
 - the wheel and sdist of the `towline-step` distribution at VERSION (stepkit/: the step kit alone, what
-  a step type's image installs);
+  a step type's image installs; the SDK with its `sdk` extra);
 - `workflow.schema.json`: the JSON Schema editors check Workflow YAML with (schemas/ in the checkout,
   which must be what the models generate: a stale one is refused);
 - `images.txt` (each image's reference and manifest digest) and `SHA256SUMS` of every file.
@@ -52,7 +53,7 @@ Progress = Callable[[str], None]
 
 CHART = Path("charts") / "towline"
 CHART_NAME = "towline"
-PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors", "stepkit")
+PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors")
 """What the wheel and the sdist are built from: pyproject.toml, its readme and its package directories."""
 STEP_KIT = "stepkit"
 """The `towline-step` distribution's directory: its own pyproject.toml, readme and the `towline_step` package."""
@@ -124,6 +125,17 @@ def pyproject_with_version(text: str, version: str) -> str:
     rewritten = text[:project.end()] + table + text[end:]
     if tomllib.loads(rewritten)["project"]["version"] != version:
         raise PackagingFailed("setting the version in pyproject.toml did not give the version")
+    return rewritten
+
+
+def step_kit_pinned(text: str, version: str) -> str:
+    """The operator's pyproject.toml text with its `towline-step==...` dependency set to `version`: the
+    release's two distributions install together only at the same version."""
+    rewritten, count = re.subn(r'"towline-step==[^"\s]*"', f'"towline-step=={version}"', text)
+    pinned = [dependency for dependency in tomllib.loads(rewritten)["project"]["dependencies"]
+              if dependency.startswith("towline-step")]
+    if count != 1 or pinned != [f"towline-step=={version}"]:
+        raise PackagingFailed('pyproject.toml\'s [project] dependencies need one "towline-step==..." pin')
     return rewritten
 
 
@@ -315,7 +327,8 @@ def build_python(root: Path, version: str, out: Path, project: str = ".") -> lis
         stage_files(root, python_source_files(root, project), staged)
         source = staged / project
         pyproject = source / "pyproject.toml"
-        pyproject.write_text(pyproject_with_version(pyproject.read_text(), version))
+        text = pyproject_with_version(pyproject.read_text(), version)
+        pyproject.write_text(step_kit_pinned(text, version) if project == "." else text)
         env = {**os.environ, "PIP_CONSTRAINT": str(root / "images" / "constraints.txt")}
         _run([sys.executable, "-m", "build", "--outdir", str(out), str(source)], "python -m build", env=env)
     built = sorted(set(out.iterdir()) - before)

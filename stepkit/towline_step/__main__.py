@@ -12,7 +12,6 @@ import os
 import sys
 
 from towline_step.context import result_path_from
-from towline_step.loader import load_step
 from towline_step.protocol import EXIT_USAGE, ErrorClass
 from towline_step.redact import Redactor
 from towline_step.result import Outcome, render
@@ -24,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m towline_step <module>:<attribute>  (a function decorated with @step)", file=sys.stderr)
         return EXIT_USAGE
     try:
+        # Imported here: the loader is the SDK's, and without the sdk extra its ImportError (naming the extra)
+        # is what the result document says.
+        from towline_step.loader import load_step  # noqa: PLC0415
+
         target = load_step(args[0])
     except Exception as error:  # whatever importing the step's module raised: say so in the result
         message = f"the step's image cannot load {args[0]!r}: {type(error).__name__}: {error}"

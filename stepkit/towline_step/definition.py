@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from towline_step.extra import sdk_missing
+
+try:
+    from pydantic import BaseModel
+except ModuleNotFoundError as missing:  # the step kit without its sdk extra
+    raise sdk_missing(missing, "@step (towline_step.definition)") from missing
 
 from towline_step.context import Context
 from towline_step.protocol import CREDENTIAL_KEY_PATTERN, CREDENTIAL_SLOT_PATTERN

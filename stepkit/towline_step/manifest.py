@@ -15,9 +15,14 @@ import json
 import sys
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.json_schema import GenerateJsonSchema
-from pydantic_core import core_schema
+from towline_step.extra import sdk_missing
+
+try:
+    from pydantic import BaseModel
+    from pydantic.json_schema import GenerateJsonSchema
+    from pydantic_core import core_schema
+except ModuleNotFoundError as missing:  # the step kit without its sdk extra
+    raise sdk_missing(missing, "python -m towline_step.manifest") from missing
 
 from towline_step.definition import Step
 from towline_step.loader import load_step
@@ -85,7 +90,10 @@ def build_manifest(
 def to_yaml(manifest: dict[str, Any], source: str) -> str:
     """Block-style YAML in the manifest's own key order, headed by where it came from."""
     # PyYAML only when YAML is asked for: the step kit also ships in the runner image, which has no PyYAML.
-    import yaml  # noqa: PLC0415
+    try:
+        import yaml  # noqa: PLC0415
+    except ModuleNotFoundError as missing:
+        raise sdk_missing(missing, "python -m towline_step.manifest (YAML; --json needs no PyYAML)") from missing
 
     header = f"# Generated from {source} by `python -m towline_step.manifest`: change the code, not this file.\n"
     return header + yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True, width=100)

@@ -23,8 +23,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from towline_step.extra import sdk_missing
+
+try:
+    from pydantic import BaseModel, ValidationError
+    from pydantic_core import PydanticSerializationError
+except ModuleNotFoundError as missing:  # the step kit without its sdk extra
+    raise sdk_missing(missing, "Step.main() (towline_step.runtime)") from missing
 
 from towline_step.context import Context, load_credentials, read_environment, result_path_from
 from towline_step.errors import InvalidInputError, PermanentError, StepError

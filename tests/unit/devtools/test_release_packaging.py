@@ -33,6 +33,7 @@ from towline_dev.packaging import (
     rendered_images_problem,
     retag_archive,
     sha256sums_text,
+    step_kit_pinned,
     version_problem,
 )
 
@@ -128,11 +129,25 @@ def test_a_dynamic_version_cannot_be_set() -> None:
         pyproject_with_version('[project]\nname = "towline"\ndynamic = ["version"]\n', "0.2.0")
 
 
+def test_the_operators_distribution_pins_the_step_kit_at_the_release_version() -> None:
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    rewritten = step_kit_pinned(pyproject_with_version(text, "0.2.0"), "0.2.0")
+    project = tomllib.loads(rewritten)["project"]
+    assert "towline-step==0.2.0" in project["dependencies"] and project["version"] == "0.2.0"
+    packages = tomllib.loads(rewritten)["tool"]["setuptools"]["packages"]["find"]
+    assert "stepkit" not in packages["where"] and not [name for name in packages["include"] if "step" in name]
+
+
+def test_an_operator_pyproject_without_the_step_kit_pin_is_refused() -> None:
+    with pytest.raises(PackagingFailed, match='one "towline-step==..." pin'):
+        step_kit_pinned('[project]\nname = "towline"\nversion = "1"\ndependencies = ["towline-step>=1"]\n', "1")
+
+
 def test_the_python_sources_are_the_packages_pyproject_and_readme_without_build_debris() -> None:
     files = python_source_files(REPO_ROOT)
     assert {"pyproject.toml", "README.md", "operator/towline/plugin/cli.py"} <= set(files)
-    assert {name.split("/", 1)[0] for name in files} == {"pyproject.toml", "README.md", "operator", "connectors",
-                                                         "stepkit"}
+    # Not stepkit/: the operator's distribution depends on towline-step rather than carrying towline_step.
+    assert {name.split("/", 1)[0] for name in files} == {"pyproject.toml", "README.md", "operator", "connectors"}
     assert not [name for name in files if "egg-info" in name or "__pycache__" in name]
 
 
