@@ -1,7 +1,7 @@
 {{/*
 The chart's common knobs, as cert-manager's chart has them: labels on every object and pod, pull secrets,
-security contexts within Pod Security "restricted", extra volumes. Each is read from its component's values
-(operator, ingress or archive) where it is per component.
+security contexts within Pod Security "restricted", extra volumes, ServiceAccounts and Service annotations.
+Each is read from its component's values (operator, ingress, archive, ui or tests) where it is per component.
 */}}
 
 {{/* commonLabels, without the chart's own keys (they name and select the release's objects). */}}
@@ -71,6 +71,28 @@ seccompProfile: {type: RuntimeDefault}
 
 {{- define "towline.containerSecurityContext" -}}
 {{- include "towline.securityContext" (list (fromYaml (include "towline.containerSecurityDefaults" .)) .containerSecurityContext) }}
+{{- end }}
+
+{{/* A component's ServiceAccount, unless its serviceAccount.create is false: then the user brings one of that
+name (e.g. made by their cloud's workload identity tooling), and the chart's bindings name it all the same.
+Takes (dict "root" $ "account" .Values.COMPONENT.serviceAccount "component" NAME-or-"" "automount" BOOL). */}}
+{{- define "towline.serviceAccount" -}}
+{{- $account := .account }}
+{{- if $account.create | default (kindIs "invalid" $account.create) }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $account.name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels: {{- include "towline.labels" .root | nindent 4 }}
+    {{- with .component }}
+    app.kubernetes.io/component: {{ . }}
+    {{- end }}
+  {{- with $account.annotations }}
+  annotations: {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: {{ .automount }}
+{{- end }}
 {{- end }}
 
 {{/* A PodDisruptionBudget's limit from a component's podDisruptionBudget: minAvailable when set, else

@@ -35,7 +35,12 @@ FREE_FORM = {
     "tests.topologySpreadConstraints[].labelSelector",
     "stepPods.nodeSelector", "stepPods.affinity", "stepPods.labels", "stepPods.annotations",
     "commonLabels", "podLabels", "serviceAccount.annotations", "ingress.service.annotations",
-    "operator.extraVolumes[]", "ingress.extraVolumes[]", "archive.extraVolumes[]",
+    "operator.extraVolumes[]", "ingress.extraVolumes[]", "archive.extraVolumes[]", "ui.extraVolumes[]",
+    "tests.extraVolumes[]",
+    # Each component's ServiceAccount and every Service the chart makes take annotations.
+    "ingress.serviceAccount.annotations", "archive.serviceAccount.annotations", "ui.serviceAccount.annotations",
+    "operator.service.annotations", "ingress.metricsService.annotations", "archive.metricsService.annotations",
+    "archive.api.service.annotations", "ui.service.annotations",
     "serviceMonitor.relabelings[]", "serviceMonitor.metricRelabelings[]",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
     "tracing.egress[].to[]", "tracing.egress[].ports[]",  # NetworkPolicy peers and ports, passed through
