@@ -71,10 +71,11 @@ class WebView:
 
 
 @contextmanager
-def web_view(kubeconfig: Path, context: str, namespace: str) -> Iterator[WebView]:
-    """`kubectl-towline ui` as the kubeconfig context's user, while it runs."""
+def web_view(kubeconfig: Path, context: str, namespace: str, *options: str) -> Iterator[WebView]:
+    """`kubectl-towline ui` as the kubeconfig context's user, while it runs; `options` are more of its flags
+    (`--allow-apply`)."""
     command = [str(Path(sys.executable).parent / "kubectl-towline"), "--kubeconfig", str(kubeconfig),
-               "--context", context, "-n", namespace, "ui", "--port", "0"]
+               "--context", context, "-n", namespace, "ui", "--port", "0", *options]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -115,6 +115,9 @@ def test_the_credentials_policys_refusal_lands_on_every_field_naming_the_secret(
     problems = refusal_problems(403, message, {"kind": "Status", "reason": "Forbidden"}, WORKFLOW)
     assert [p.path for p in problems] == ["spec.steps[1].credentials.slack", "spec.finally[0].credentials.slack"]
     assert all(p.message == message and p.source == "admission" for p in problems), "the message is kept whole"
+    # As the API server sends it: the policy's message also as a cause without a field.
+    body = {"kind": "Status", "reason": "Forbidden", "details": {"causes": [{"message": message, "field": ""}]}}
+    assert refusal_problems(403, message, body, WORKFLOW) == problems
 
 
 def test_a_refusal_naming_a_field_in_its_words_lands_there_and_one_naming_none_at_the_top() -> None:

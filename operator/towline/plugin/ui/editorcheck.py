@@ -168,9 +168,15 @@ def refusal_problems(status: int, message: str, body: Mapping[str, Any], documen
     source: Source = "schema" if status == 422 else "admission"
     details = body.get("details") if isinstance(body.get("details"), dict) else {}
     causes = [c for c in (details or {}).get("causes") or [] if isinstance(c, dict)]
-    found = [Problem(api_field_path(c.get("field")), str(c.get("message") or message), source) for c in causes]
-    if found:
-        return _unique(found)
+    found: list[Problem] = []
+    for cause in causes:
+        text, field = str(cause.get("message") or message), api_field_path(cause.get("field"))
+        found += [Problem(field, text, source)] if field else _placed(text, source, document)
+    return _unique(found) if found else _placed(message, source, document)
+
+
+def _placed(message: str, source: Source, document: Any) -> list[Problem]:
+    """`message` at each field it names: a Secret (every field naming it), else a path in its words, else ""."""
     secret = _SECRET_IN_TEXT.search(message)
     paths = secret_paths(document, secret.group(1)) if secret is not None else []
     paths = paths or list(dict.fromkeys(_PATH_IN_TEXT.findall(message)))
