@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
 import tomllib
 from pathlib import Path
@@ -139,7 +140,7 @@ def test_the_operators_distribution_pins_the_step_kit_at_the_release_version() -
 
 
 def test_an_operator_pyproject_without_the_step_kit_pin_is_refused() -> None:
-    with pytest.raises(PackagingFailed, match='one "towline-step==..." pin'):
+    with pytest.raises(PackagingFailed, match=re.escape('one "towline-step==..." pin')):
         step_kit_pinned('[project]\nname = "towline"\nversion = "1"\ndependencies = ["towline-step>=1"]\n', "1")
 
 
