@@ -96,6 +96,12 @@ class ApiUnavailable(ApiError):  # noqa: N818 - named like Conflict, for what th
     """The API server could not be reached or did not answer (refused, reset, timed out): a 503."""
 
     def __init__(self, error: BaseException) -> None:
+        if isinstance(error, aiohttp.ClientConnectorCertificateError):
+            # TLS verification failed: said as such, with the fix, rather than as a server that is down.
+            super().__init__(503, f"cannot reach the API server: its certificate is not trusted "
+                                  f"({error.certificate_error}); check the kubeconfig's certificate-authority "
+                                  "(-data) or the service account's ca.crt")
+            return
         super().__init__(503, f"cannot reach the API server ({type(error).__name__}: {error})")
 
 
