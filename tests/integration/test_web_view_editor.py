@@ -167,6 +167,8 @@ def test_alice_builds_the_readmes_first_workflow_by_clicking_and_kubectl_takes_t
 
     text = downloaded(driver, tmp_path / "download")
     assert yaml.safe_load(text) == expected, text.decode()
+    assert towline_installed.kubectl("get", "workflows.towline.dev", "-n", author_namespace, "-o", "name") \
+        .stdout.strip() == "", "validating (a dry run) created nothing"
     (tmp_path / "workflow.yaml").write_bytes(text)
     accepted = towline_installed.kubectl("apply", "--dry-run=server", "-n", author_namespace, "-f",
                                          str(tmp_path / "workflow.yaml"), user="alice", check=False)
@@ -240,3 +242,26 @@ def test_a_draft_survives_a_reload(author_namespace: str, alice: WebView, chromi
     wait_for_element(driver, "#editor-draft", "the restored draft's notice", 60)
     assert "https://example.com/kept" in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
     assert driver.find_elements(By.CSS_SELECTOR, '#editor-graph g.node[data-step="request"]')
+
+
+def test_a_live_workflow_argo_cd_manages_opens_unchanged_offers_no_apply_and_its_text_never_becomes_markup(
+    towline_installed: ControlPlane, author_namespace: str, alice: WebView, chromium: Any, tmp_path: Path,
+) -> None:
+    """Whoever wrote the Workflow chose its strings: markup in them stays text in the forms and the YAML."""
+    driver, marker = chromium, '<img src="x" id="injected"><script>document.title="owned"</script>'
+    apply(towline_installed, {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "synced", "namespace": author_namespace,
+                     "annotations": {"argocd.argoproj.io/tracking-id": "team:towline.dev/Workflow:synced"}},
+        "spec": {"params": [{"name": "note", "type": "string", "description": marker}],
+                 "steps": [{"id": "say", "action": "data.transform", "with": {"data": {"text": marker}}}]}})
+    alice.sign_in(driver)
+    open_editor(driver, alice, "/editor/synced")
+    assert "managed by Argo CD: commit the YAML to git" in driver.find_element(By.CSS_SELECTOR, "#editor-no-apply").text
+    assert not driver.find_elements(By.CSS_SELECTOR, "#editor-apply"), "no Apply for a Workflow Argo CD syncs"
+    driver.find_element(By.CSS_SELECTOR, '#editor-graph g.node[data-step="say"]').click()
+    wait_for_element(driver, '[data-path="spec.steps[0].with.data"]', "the step's form")
+    assert marker in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
+    assert not driver.find_elements(By.CSS_SELECTOR, "#injected") and driver.title != "owned"
+    live = towline_installed.kubectl("get", "workflows.towline.dev", "synced", "-n", author_namespace, "-o", "yaml")
+    assert yaml.safe_load(downloaded(driver, tmp_path / "live"))["spec"] == yaml.safe_load(live.stdout)["spec"]

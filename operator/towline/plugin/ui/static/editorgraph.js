@@ -46,8 +46,13 @@ function edgePath(from, to) {
   return `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`;
 }
 
+// A drag in progress holds the drawing (an answer of the validation may arrive meanwhile): drawn when it ends.
+let dragging = false;
+let held = null;
+
 // Draw `steps` ({key, id, label, needs, section, problem}) into `container`; `on` holds the callbacks.
 export function draw(container, steps, view, on) {
+  if (dragging) { held = () => draw(container, steps, view, on); return; }
   const { positions, selected, selectedEdge } = view;
   let width = 600;
   let height = 300;
@@ -100,6 +105,13 @@ function node(root, step, at, isSelected, steps, on) {
   return group;
 }
 
+function release() {
+  dragging = false;
+  const redraw = held;
+  held = null;
+  if (redraw) redraw();
+}
+
 function pointIn(root, event) {
   const box = root.getBoundingClientRect();
   return { x: event.clientX - box.left, y: event.clientY - box.top };
@@ -117,6 +129,7 @@ function drag(root, group, handle, step, at, steps, on) {
   handle.addEventListener("pointerdown", (event) => {
     event.stopPropagation();
     event.preventDefault();
+    dragging = true;
     const start = { x: at.x + BOX.width / 2, y: at.y + BOX.height };
     const line = s("path", { class: "edge drawing", d: `M${start.x},${start.y}` });
     root.append(line);
@@ -126,6 +139,7 @@ function drag(root, group, handle, step, at, steps, on) {
       window.removeEventListener("pointerup", up);
       line.remove();
       const target = stepAt(root, pointIn(root, e), steps, (key) => on.position(key));
+      release();
       if (target && target.key !== step.key) on.connect(step.id, target.id);
     };
     window.addEventListener("pointermove", move);
@@ -134,6 +148,7 @@ function drag(root, group, handle, step, at, steps, on) {
   group.addEventListener("pointerdown", (event) => {
     if (event.button !== 0) return;
     const origin = pointIn(root, event);
+    dragging = true;
     let moved = false;
     const move = (e) => {
       const p = pointIn(root, e);
@@ -147,6 +162,7 @@ function drag(root, group, handle, step, at, steps, on) {
       window.removeEventListener("pointermove", move);
       window.removeEventListener("pointerup", up);
       const p = pointIn(root, e);
+      release();
       if (moved) on.move(step.key, { x: Math.max(0, at.x + p.x - origin.x), y: Math.max(0, at.y + p.y - origin.y) });
       else on.select(step.key);
     };

@@ -292,7 +292,7 @@ function palette() {
       return add(action, { stem: t.name, action }, { "data-add": action });
     })] : null,
     h("h3", {}, "Control"),
-    add("approval", { stem: "approve", approval: { message: "" } }, { "data-add": "approval" }),
+    add("approval", { stem: "approve", approval: {} }, { "data-add": "approval" }),
     add("wait", { stem: "wait", wait: { duration: "10m" } }, { "data-add": "wait" }),
     kinds.includes("workflow") || !kinds.length ? add("workflow (subflow)", { stem: "subflow", workflow: { name: "" } },
       { "data-add": "workflow" }) : null,
