@@ -103,6 +103,18 @@ class StepPodSettings:
     """Annotations of every step pod (stepPods.annotations); by default, keep a service mesh's sidecar out."""
 
 
+def owned_by_run(
+    run: RunRef, api_version: str, kind: str, name: str, *, labels: Mapping[str, str], spec: JSON,
+    annotations: Mapping[str, str] | None = None,
+) -> JSON:
+    """An object in the run's namespace that the run owns: the garbage collector deletes it with the run."""
+    metadata: JSON = {"name": name, "namespace": run.namespace, "labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    metadata["ownerReferences"] = [run.owner_reference()]
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
 def step_labels(run: RunRef, step_id: str, attempt: int | None = None) -> dict[str, str]:
     labels = {
         LABEL_WORKFLOW: run.workflow,
@@ -179,19 +191,9 @@ def step_job_manifest(
     }
     if settings.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name,
-            "namespace": run.namespace,
-            "labels": dict(labels),
-            # Labels are DNS-safe and lossy (`_` -> `-`); the exact step id rides along here.
-            "annotations": {ANNOTATION_STEP_ID: step_id},
-            "ownerReferences": [run.owner_reference()],
-        },
-        "spec": job_spec,
-    }
+    # Labels are DNS-safe and lossy (`_` -> `-`); the exact step id rides along as an annotation.
+    return owned_by_run(run, "batch/v1", "Job", job_name, labels=labels, spec=job_spec,
+                        annotations={ANNOTATION_STEP_ID: step_id})
 
 
 def build_default_deny_policy(namespace: str) -> JSON:
@@ -274,20 +276,11 @@ def egress_policy(
     allow_hosts: Sequence[str],
 ) -> JSON:
     """An egress NetworkPolicy owned by the run; the hosts the in-pod guard allows ride along as an annotation."""
-    metadata: JSON = {
-        "name": name,
-        "namespace": run.namespace,
-        "labels": dict(labels),
-        "ownerReferences": [run.owner_reference()],
-    }
-    if allow_hosts:
-        metadata["annotations"] = allow_hosts_annotation(allow_hosts)
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata,
-        "spec": {"podSelector": {"matchLabels": dict(pod_selector)}, "policyTypes": ["Egress"], "egress": rules},
-    }
+    return owned_by_run(
+        run, "networking.k8s.io/v1", "NetworkPolicy", name, labels=labels,
+        spec={"podSelector": {"matchLabels": dict(pod_selector)}, "policyTypes": ["Egress"], "egress": rules},
+        annotations=allow_hosts_annotation(allow_hosts),
+    )
 
 
 def allow_hosts_annotation(allow_hosts: Sequence[str]) -> dict[str, str]:
@@ -320,14 +313,4 @@ def build_approval(run: RunRef, gate: CreateApproval) -> JSON:
         spec["earlierRequesters"] = list(gate.earlier_requesters)
     if gate.message_from_inputs:
         spec["messageFromInputs"] = True
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Approval",
-        "metadata": {
-            "name": gate.name,
-            "namespace": run.namespace,
-            "labels": step_labels(run, gate.step_id),
-            "ownerReferences": [run.owner_reference()],
-        },
-        "spec": spec,
-    }
+    return owned_by_run(run, API_VERSION, "Approval", gate.name, labels=step_labels(run, gate.step_id), spec=spec)

@@ -20,7 +20,7 @@ from towline.engine.observed import ChildRunObservation
 from towline.engine.view import RunView
 from towline.k8s.client import WORKFLOW_RUNS, ApiError, KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
-from towline.k8s.objects import RunRef
+from towline.k8s.objects import RunRef, owned_by_run
 from towline.k8s.owners import controller_uid
 from towline_connectors.wire import parse_rfc3339
 
@@ -45,17 +45,8 @@ def build_child_run(run: RunRef, action: CreateChildRun) -> JSON:
         spec["retryOf"] = {"run": action.retry_of.run, "reuse": list(action.retry_of.reuse)}
     if action.suspend:
         spec["suspend"] = True
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "WorkflowRun",
-        "metadata": {
-            "name": action.name,
-            "namespace": run.namespace,
-            "labels": {LABEL_WORKFLOW: action.workflow, LABEL_PARENT_RUN: run.name, LABEL_MANAGED_BY: MANAGER},
-            "ownerReferences": [run.owner_reference()],
-        },
-        "spec": spec,
-    }
+    labels = {LABEL_WORKFLOW: action.workflow, LABEL_PARENT_RUN: run.name, LABEL_MANAGED_BY: MANAGER}
+    return owned_by_run(run, API_VERSION, "WorkflowRun", action.name, labels=labels, spec=spec)
 
 
 async def create_child_run(api: KubeApi, run: RunRef, action: CreateChildRun) -> None:
