@@ -27,12 +27,20 @@ def template(binaries: BinarySet, values: dict[str, str] | None = None, *extra: 
                 "--kube-version", KUBERNETES_VERSION, *set_args(values or {}), *extra)
 
 
+def yaml_documents(text: str) -> list[dict[str, Any]]:
+    """The YAML documents in `text` (empty ones left out), read by libyaml when PyYAML has it: the chart's render is
+    about 360 KB (its CRDs' schemas), which PyYAML's pure-Python loader took 0.44 s of CPU to read against helm's own
+    0.27 s to render, and the chart tests render it some 150 times (docs/benchmarks-history.md)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [document for document in yaml.load_all(text, Loader=loader) if document]
+
+
 def render(binaries: BinarySet, values: dict[str, str] | None = None, *extra: str,
            namespace: str = "towline-system") -> list[dict[str, Any]]:
     """The chart's documents as `helm template` renders them; fails the test on a render error."""
     result = template(binaries, values, *extra, namespace=namespace)
     assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return yaml_documents(result.stdout)
 
 
 def find(documents: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:

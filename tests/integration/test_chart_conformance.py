@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.helmsupport import helm, render, template
+from tests.integration.helmsupport import helm, render, template, yaml_documents
 
 from towline_dev.binaries import BinarySet
 from towline_dev.kubeconform import (
@@ -71,7 +71,7 @@ def kubeconform(tmp_path_factory: pytest.TempPathFactory) -> Kubeconform:
 
 
 def documents_in(path: Path) -> list[dict[str, Any]]:
-    return [document for document in yaml.safe_load_all(path.read_text()) if document]
+    return yaml_documents(path.read_text())
 
 
 def kinds(documents: list[dict[str, Any]]) -> Counter[tuple[str, str]]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
-from tests.integration.helmsupport import find, helm
+from tests.integration.helmsupport import find, helm, yaml_documents
 
 from towline_dev.binaries import BinarySet
 from towline_dev.release import CHART, name_prefix, set_args
@@ -64,7 +63,7 @@ def render_release(binaries: BinarySet, release: str, namespace: str,
     result = helm(binaries, "template", release, str(CHART), "--namespace", namespace,
                   "--kube-version", KUBERNETES_VERSION, *set_args({"crds.enabled": "false", **(values or {})}))
     assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return yaml_documents(result.stdout)
 
 
 def keys(documents: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
