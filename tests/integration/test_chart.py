@@ -297,6 +297,7 @@ BAD_VALUES = [
     ({"tracing.endpiont": "http://collector:4318"}, "endpiont"),
     ({"ui.enabeld": "true"}, "enabeld"),
     ({"ui.session.idleMinutes": "forever"}, "idleMinutes"),
+    ({"ui.editor.allowApply": '"yes"'}, "allowApply"),
 ]
 
 

@@ -18,8 +18,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.integration.support import apply, bind_role, get
+from tests.integration.helmsupport import render
+from tests.integration.support import apply, bind_role, get, wait_for
 
+from towline_dev.binaries import BinarySet
 from towline_dev.browser import WebView, web_view
 from towline_dev.controlplane import ControlPlane
 from towline_dev.kubeconfig import context_name
@@ -63,6 +65,9 @@ def editor_namespace(towline_installed: ControlPlane, namespace: str) -> str:
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "secret-names"},
                     "subjects": [{"kind": "User", "name": "carol", "apiGroup": "rbac.authorization.k8s.io"}]})
     cluster.kubectl("create", "secret", "generic", "x", "-n", namespace, f"--from-literal=url={SECRET_VALUE}")
+    # Right after the CRDs are installed the API server answers 429 "storage is (re)initializing" for a while.
+    wait_for("the API server serves Workflows", lambda: cluster.kubectl(
+        "get", WORKFLOWS, "-n", namespace, check=False).returncode == 0)
     return namespace
 
 
@@ -283,3 +288,17 @@ def test_apply_as_a_person_allowed_to_writes_with_the_editors_field_manager(
     assert live["spec"]["steps"][0]["with"]["url"] == "https://api.example.com/v2/deploy"
     managers = {(m["manager"], m["operation"]) for m in live["metadata"]["managedFields"]}
     assert ("towline-editor", "Apply") in managers, managers
+
+
+def test_the_chart_lets_the_in_cluster_editor_apply_only_when_allow_apply_is_set(k8s_binaries: BinarySet) -> None:
+    def arguments(*values: str) -> list[str]:
+        documents = render(k8s_binaries, {
+            "ui.enabled": "true", "ui.url": "https://towline.example.com", "ui.oidc.issuer": "https://idp.example.com",
+            "ui.oidc.clientId": "towline-web", "ui.oidc.clientSecret.name": "ui-oidc",
+        }, *values, "--show-only", "templates/ui.yaml")
+        deployment = next(d for d in documents if d["kind"] == "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert "--allow-apply" not in arguments(), "off by default"
+    assert "--allow-apply" not in arguments("--set", "ui.editor.allowApply=false")
+    assert "--allow-apply" in arguments("--set", "ui.editor.allowApply=true")
