@@ -56,6 +56,8 @@ DEFAULT_MAX_ATTEMPTS = 6
 FIRST_RETRY_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 MAX_RETRY_AFTER_SECONDS = 300.0
+STRUCTURED = "application/cloudevents+json; charset=utf-8"
+"""The CloudEvents HTTP binding's structured mode: the whole event is the body, so one signature covers all of it."""
 _TYPE_PATTERN = re.compile(r"^dev\.towline\.(?:\*|(?:run|step|approval)\.(?:\*|[a-z]+))$")
 
 SENT = Counter("towline_events_sent_total", "CloudEvents the events sink accepted (2xx), by kind.", ["kind"])
@@ -229,7 +231,7 @@ class EventSink:
                                     f"({unreadable.strerror}); check events.sink.secretRef")
                 break
             delivery = SignedDelivery(url=self._url, body=body, msg_id=str(event["id"]),
-                                      timestamp=int(self._clock()))
+                                      timestamp=int(self._clock()), content_type=STRUCTURED)
             try:
                 await post_signed(delivery, secrets, self._guard, self._ssl, now=self._clock(),
                                   connector=self._connector)

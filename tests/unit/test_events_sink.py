@@ -103,6 +103,7 @@ def test_an_event_arrives_signed_and_the_sdk_parses_it(tmp_path: Path) -> None:
         assert (event["specversion"], event["type"], event["source"]) == (
             "1.0", "dev.towline.step.failed", "/namespaces/ops/workflows/w")
         assert event.get_data()["step"] == "load"
+        assert request["headers"]["Content-Type"] == "application/cloudevents+json; charset=utf-8"
         with pytest.raises(AssertionError, match="does not verify"):
             received_event("whsec_" + base64.b64encode(b"x" * 32).decode(), request["headers"], request["body"])
 

@@ -37,15 +37,15 @@ def run_events(run: TracedRun, before: WorkflowRunStatus, after: WorkflowRunStat
                ) -> list[EventRecord]:
     """The events the write of `after` over `before` makes: the run's phase, each step's phase (a new attempt
     counts as a change), an approval asked for (its Approval named) and decided (its gate over)."""
-    events: list[EventRecord] = []
-    if after.phase not in (before.phase, "Pending"):
-        events.append(_run_event(run, before, after, now))
     earlier = {entry.id: entry for entry in before.steps}
     actions = step_actions(after)
-    for entry in after.steps:
-        action = actions.get(entry.id) or actions.get(loop_of(entry.id) or "")
-        events += _step_events(run, earlier.get(entry.id), entry, action, now)
-    return events
+    steps = [event for entry in after.steps for event in _step_events(
+        run, earlier.get(entry.id), entry, actions.get(entry.id) or actions.get(loop_of(entry.id) or ""), now)]
+    if after.phase in (before.phase, "Pending"):
+        return steps
+    # In the order a reader expects: a run starts before its steps and ends after them.
+    moved = _run_event(run, before, after, now)
+    return [*steps, moved] if after.phase in TERMINAL_RUN_PHASES else [moved, *steps]
 
 
 def _run_event(run: TracedRun, before: WorkflowRunStatus, after: WorkflowRunStatus, now: datetime) -> EventRecord:

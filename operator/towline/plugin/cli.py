@@ -23,6 +23,7 @@ from towline.k8s.client import KubeApi
 from towline.k8s.session import kubeconfig_namespace
 from towline.plugin import (
     commands,
+    deadletters,
     deleting,
     errors,
     filters,
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-n", "--namespace", default=None, help="default: the context's namespace, else default")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (add_run_commands, deleting.add_parser, add_list_commands, workflowviews.add_parser,
-                schedules.add_parser, livecli.add_parsers, add_inspect_commands,
+                schedules.add_parser, deadletters.add_parser, livecli.add_parsers, add_inspect_commands,
                 add_authoring_commands, add_archive_commands, add_tool_commands):
         add(sub)
     return parser
@@ -239,6 +240,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
                 workflowviews.show(api, namespace, io, args.name, args.output) if args.show else
                 workflowviews.list_workflows(api, None if args.all_namespaces else namespace, io, args.output)),
             "schedule": lambda: schedules.switch(api, namespace, io, args),
+            "deadletters": lambda: deadletters.run(api, io, args),
             "delete": lambda: deleting.delete(
                 api, None if args.all_namespaces else namespace, io, args, datetime.now(UTC)),
             **livecli.calls(api, namespace, io, args),

@@ -57,8 +57,8 @@ def test_a_retried_step_and_an_approval_announce_each_change_once() -> None:
         "dev.towline.step.succeeded", "dev.towline.step.running", "dev.towline.step.succeeded"]
     assert [event.type for event in emitted if event.type.startswith("dev.towline.approval.")] == [
         "dev.towline.approval.requested", "dev.towline.approval.decided"]
-    assert [event.type for event in emitted if event.type.startswith("dev.towline.run.")][-1] == \
-        "dev.towline.run.succeeded"
+    assert emitted[0].type == "dev.towline.run.running", "a run starts before its steps"
+    assert emitted[-1].type == "dev.towline.run.succeeded", "and ends after them"
     assert len({event.id for event in emitted}) == len(emitted)
 
 
