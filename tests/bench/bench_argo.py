@@ -23,9 +23,10 @@ and writes per step from the API server (all clients: also the Job controller, t
 scheduler, kwok and, for Argo, the stand-in for its wait container) and from the
 engine's own client metric. Asserts nothing about time.
 
-BENCH_ARGO_CONFIGS=tuned runs only tuned Argo; BENCH_WITHOUT_ADMISSION_POLICIES=1 (or binding
-names, comma-separated) deletes the chart's admission policy bindings first, to read what those
-checks cost the control plane by difference (a measurement only: no cluster should run Towline so).
+BENCH_ARGO_CONFIGS=tuned runs only tuned Argo, BENCH_ARGO_CONFIGS=none Towline alone;
+BENCH_WITHOUT_ADMISSION_POLICIES=1 (or binding names, comma-separated) deletes the chart's admission policy
+bindings first, to read what those checks cost the control plane by difference (a measurement only: no
+cluster should run Towline so).
 """
 
 from __future__ import annotations
@@ -243,6 +244,8 @@ def report(shape: Shape, runs: int, figures: list[Figures]) -> None:
 
 
 def chosen_configs(value: str) -> list[str]:
+    if value.strip() == "none":  # Towline's side alone (its memory and CPU), no Argo built or installed
+        return []
     chosen = [name.strip() for name in value.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in ARGO_CONFIGS]
     if unknown or not chosen:
@@ -252,7 +255,8 @@ def chosen_configs(value: str) -> list[str]:
 
 
 async def scenarios(cluster: SimCluster, configs: list[str]) -> None:
-    install_argo(cluster.plane)
+    if configs:
+        install_argo(cluster.plane)
     without = os.environ.get("BENCH_WITHOUT_ADMISSION_POLICIES", "")
     if without:
         # What the chart's admission policies cost the control plane per step, by difference: never a setting
