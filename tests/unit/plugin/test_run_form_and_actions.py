@@ -124,3 +124,25 @@ def test_retry_of_a_run_in_flight_is_refused_and_of_a_failed_one_reuses_its_succ
     body = runactions.retry_body(failed, "alice")
     assert body["spec"] == {"workflowRef": {"name": "wf"}, "requestedBy": "alice",
                             "retryOf": {"run": "r1", "reuse": ["a"]}}
+
+
+def test_a_retrys_options_are_the_clis_flags_with_answers_typed_and_empty_ones_keeping_the_runs() -> None:
+    # `retry --workflow-changed -p threshold_days=30 -p dry=true`; region left empty keeps the run's value, and a
+    # required param left out is no problem here (the retry keeps the run's; the retry plan checks the whole).
+    body = {"workflowChanged": True, "params": {"threshold_days": "30", "dry": "true", "region": ""}}
+    assert forms.read_retry(WORKFLOW, body) == (True, {"threshold_days": 30, "dry": True}, {})
+    # The run page's plain retry button sends no options: the CLI's plain retry.
+    assert forms.read_retry(WORKFLOW, {}) == (False, {}, {})
+
+
+@pytest.mark.parametrize(("body", "field", "says"), [
+    ({"params": {"threshold_days": "soon"}}, "threshold_days", "whole number"),
+    ({"params": {"labels": "{tier"}}, "labels", "JSON"),
+    ({"workflowChanged": "yes"}, "workflowChanged", "true or false"),
+    ({"params": ["threshold_days=30"]}, "params", "{NAME: VALUE}"),
+    ({"workflowchanged": True}, "", "no retry option workflowchanged"),
+    (None, "", "send a retry's options as"),
+])
+def test_a_bad_retry_option_is_named_at_its_field(body: Any, field: str, says: str) -> None:
+    _, _, problems = forms.read_retry(WORKFLOW, body)
+    assert says in problems[field], problems

@@ -126,3 +126,30 @@ def test_a_write_without_the_pages_token_is_refused_before_any_api_call() -> Non
     serve(api, probe, token=None)
     serve(api, probe, token="not-the-token")
     assert api.writes == []
+
+
+class FailedRunApi(RecordingApi):
+    """As RecordingApi, with a failed run report-x1 of Workflow report to retry."""
+
+    async def get(self, path: str) -> JSON | None:
+        if path.endswith("/workflowruns/report-x1"):
+            return {"metadata": {"name": "report-x1", "namespace": "team"},
+                    "spec": {"workflowRef": {"name": "report"}, "params": {"region": "emea"}},
+                    "status": {"phase": "Failed", "workflowSpec": {"generation": 1, "steps": []}}}
+        return await super().get(path)
+
+
+def test_a_retrys_bad_options_are_named_at_their_fields_and_write_nothing() -> None:
+    api = FailedRunApi()
+
+    async def probe(client: httpx.AsyncClient) -> None:
+        answer = await client.post("/api/runs/report-x1/retry",
+                                   json={"workflowChanged": "yes", "params": {"days": "a week"}})
+        assert answer.status_code == 400 and "nothing was created" in answer.json()["message"]
+        fields = answer.json()["fields"]
+        assert "true or false" in fields["workflowChanged"] and "whole number" in fields["days"], fields
+        not_options = await client.post("/api/runs/report-x1/retry", json={"reuse": ["everything"]})
+        assert not_options.status_code == 400 and "no retry option reuse" in not_options.json()["message"]
+
+    serve(api, probe)
+    assert api.writes == []

@@ -96,13 +96,7 @@ async def run_action(request: web.Request) -> web.StreamResponse:
     if run is None:
         return problem(404, f"no WorkflowRun {name!r} in namespace {namespace}")
     if action == "retry":
-        try:
-            created, reused = await runactions.retry(api, namespace, run, await session.who_am_i(api))
-        except manifests.UsageError as error:
-            return problem(409, str(error))
-        new = created["metadata"]["name"]
-        return web.json_response({"run": new, "message": f"workflowrun/{new} created: retry of {name}, reusing "
-                                  f"{', '.join(reused) or 'no steps'}"}, status=201)
+        return await _retry(api, namespace, run, await _body(request))
     if action == "resubmit":
         user = await session.who_am_i(api)
         new = (await runactions.resubmit(api, namespace, run, user))["metadata"]["name"]
@@ -111,6 +105,27 @@ async def run_action(request: web.Request) -> web.StreamResponse:
     switched = await runactions.switch(api, namespace, run, action)  # type: ignore[arg-type]
     return web.json_response({"run": name, "message": f"workflowrun/{name} {_DONE[action]}",
                               "actions": runactions.available(switched)})
+
+
+async def _retry(api: KubeApi, namespace: str, run: JSON, body: Any) -> web.StreamResponse:
+    """`kubectl towline retry [--workflow-changed] [-p NAME=VALUE ...]` from the run page's options: the answers
+    typed by the Workflow now, then the plugin's own retry, which refuses what the operator would."""
+    name = run["metadata"]["name"]
+    answers = body.get(forms.FORM_FIELD) if isinstance(body, dict) else None
+    workflow = await session.get_workflow(api, namespace, run["spec"]["workflowRef"]["name"]) if answers else None
+    workflow_changed, params, problems = forms.read_retry(workflow, body)
+    if problems:
+        return problem(400, f"nothing was created: {'; '.join(problems.values())}", fields=problems)
+    try:
+        created, reused = await runactions.retry(api, namespace, run, await session.who_am_i(api),
+                                                 workflow_changed=workflow_changed, params=params)
+    except manifests.UsageError as error:
+        return problem(409, str(error))
+    new = created["metadata"]["name"]
+    under = " under the Workflow as it is now" if workflow_changed else ""
+    changed = f", with {', '.join(f'{k}={json.dumps(v)}' for k, v in params.items())}" if params else ""
+    return web.json_response({"run": new, "message": f"workflowrun/{new} created: retry of {name}{under}{changed}, "
+                              f"reusing {', '.join(reused) or 'no steps'}"}, status=201)
 
 
 async def run_events(request: web.Request) -> web.StreamResponse:

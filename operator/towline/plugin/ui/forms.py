@@ -25,6 +25,8 @@ CONTROLS = {"string": "text", "integer": "number", "number": "number", "boolean"
 MAX_ANSWER = 64 * 1024
 _INTEGER = re.compile(r"-?[0-9]+")
 FORM_FIELD = "params"
+RETRY_CHANGED = "workflowChanged"
+"""A retry's option: rerun the failed steps under the Workflow as it is now (`retry --workflow-changed`)."""
 
 
 def form_fields(workflow: JSON) -> list[JSON]:
@@ -65,7 +67,45 @@ def read_answers(workflow: JSON, body: Any) -> tuple[JSON, dict[str, str]]:
     answers = body.get(FORM_FIELD) if isinstance(body, dict) else None
     if not isinstance(answers, dict):
         return {}, {"": f"send the answers as {{\"{FORM_FIELD}\": {{NAME: VALUE}}}}"}
-    declared = [Param.model_validate(p) for p in (workflow.get("spec") or {}).get("params") or []]
+    declared = _declared(workflow)
+    supplied, problems = _typed_answers(declared, answers)
+    _, checked = param_problems(declared, {k: v for k, v in supplied.items() if k not in problems})
+    for name, message in checked:
+        problems.setdefault(name, message)
+    return supplied, problems
+
+
+def read_retry(workflow: JSON | None, body: Any) -> tuple[bool, JSON, dict[str, str]]:
+    """A retry's options from the run page, `{"workflowChanged": BOOLEAN, "params": {NAME: answer}}` (each
+    optional), as `kubectl towline retry --workflow-changed -p NAME=VALUE` takes them: whether to rerun under the
+    Workflow as it is now, the params to change (each answer read as its type in `workflow`, the Workflow now; an
+    empty one keeps the run's value), and each problem by field. Whether the retry may do that is the retry
+    plan's question (towline.plugin.retryplan), the CLI's and the view's alike.
+    """
+    if not isinstance(body, dict):
+        shape = f'{{"{RETRY_CHANGED}": true, "{FORM_FIELD}": {{NAME: VALUE}}}}'
+        return False, {}, {"": f"send a retry's options as {shape}"}
+    problems: dict[str, str] = {}
+    unknown = sorted(str(key) for key in body if key not in (RETRY_CHANGED, FORM_FIELD))
+    if unknown:
+        problems[""] = f"no retry option {', '.join(unknown)}: only {RETRY_CHANGED} and {FORM_FIELD}"
+    changed = body.get(RETRY_CHANGED, False)
+    if not isinstance(changed, bool):
+        problems[RETRY_CHANGED] = f"{RETRY_CHANGED}: expected true or false"
+    answers = body.get(FORM_FIELD) or {}
+    if not isinstance(answers, dict):
+        problems[FORM_FIELD] = f"{FORM_FIELD}: expected {{NAME: VALUE}}"
+        answers = {}
+    supplied, typed = _typed_answers(_declared(workflow or {}), answers)
+    return changed is True, supplied, {**problems, **typed}
+
+
+def _declared(workflow: JSON) -> list[Param]:
+    return [Param.model_validate(p) for p in (workflow.get("spec") or {}).get("params") or []]
+
+
+def _typed_answers(declared: list[Param], answers: JSON) -> tuple[JSON, dict[str, str]]:
+    """Each non-empty answer as its param's declared type (text for an undeclared one), and each problem."""
     kinds = {param.name: param.type for param in declared}
     supplied: JSON = {}
     problems: dict[str, str] = {}
@@ -80,7 +120,4 @@ def read_answers(workflow: JSON, body: Any) -> tuple[JSON, dict[str, str]]:
             problems[str(name)] = f"{name}: {problem}"
         else:
             supplied[str(name)] = value
-    _, checked = param_problems(declared, {k: v for k, v in supplied.items() if k not in problems})
-    for name, message in checked:
-        problems.setdefault(name, message)
     return supplied, problems

@@ -1,5 +1,5 @@
-// The web view's actions beyond approvals: the start form, a run's operations (cancel, suspend, resume, retry,
-// resubmit) and Events, the workflow page, the namespace switcher and the all-namespaces runs. Loaded before
+// The web view's actions beyond approvals: the start form, a run's operations (cancel, suspend, resume, retry
+// with its options, resubmit) and Events, the workflow page, the namespace switcher and the all-namespaces runs. Loaded before
 // app.js and drawn with its helpers (h, fill, link, write, live, badge, facts); every text is textContent.
 "use strict";
 
@@ -27,13 +27,56 @@ function runActions(bar, run) {
   if (bar.dataset.offered === offered) return;
   bar.dataset.offered = offered;
   const result = bar.querySelector(".result") || h("div", { class: "result", role: "status", id: "action-result" });
+  const retry = (run.actions || []).includes("retry") ? retryOptions(run) : null;
   fill(bar, h("div", { class: "decide" }, (run.actions || []).map((action) => h("button", {
     type: "button", class: `run-action action-${action}`, "data-action": action,
     onclick: async () => {
       result.className = "result";
       result.textContent = "sending…";
-      await showAnswer(result, await write(`/api/runs/${encodeURIComponent(run.name)}/${action}`, {}));
-    } }, ACTION_LABELS[action] || action))), result);
+      if (retry) retry.clearErrors();
+      const answer = await showAnswer(result, await write(`/api/runs/${encodeURIComponent(run.name)}/${action}`,
+        action === "retry" && retry ? retry.body() : {}));
+      if (action === "retry" && retry && !answer.ok && answer.body.fields) retry.showErrors(answer.body.fields);
+    } }, ACTION_LABELS[action] || action))), retry ? retry.box : null, result);
+}
+
+// A retry's options, as `kubectl towline retry --workflow-changed -p NAME=VALUE` has them: rerun the failed
+// steps under the Workflow as it is now, and params to change (an empty field keeps the run's value). The
+// fields are the Workflow's start form, loaded when the options are opened; the server checks the rest.
+function retryOptions(run) {
+  const changed = h("input", { type: "checkbox", id: "retry-workflow-changed" });
+  const controls = new Map();
+  const errors = new Map();
+  const rows = h("tbody");
+  const box = h("details", { id: "retry-options", ontoggle: async () => {
+    if (!box.open || box.dataset.loaded) return;
+    box.dataset.loaded = "1";
+    const form = await getJson(`/api/workflows/${encodeURIComponent(run.workflow)}/form`);
+    fill(rows, form.fields.map((field) => {
+      const was = (run.params || {})[field.name];
+      const shown = { ...field, control: field.control === "checkbox" ? "text" : field.control,
+        hasDefault: was !== undefined, defaultText: typeof was === "string" ? was : JSON.stringify(was) };
+      controls.set(field.name, paramControl(shown, "retry-param"));
+      errors.set(field.name, h("span", { class: "field-error", "data-error-for": field.name }));
+      return h("tr", { "data-field": field.name }, h("th", {}, h("label", { for: `retry-param-${field.name}` },
+        field.name)), h("td", {}, field.type), h("td", {}, controls.get(field.name), " ", errors.get(field.name)));
+    }));
+    box.dataset.ready = "1";
+  } }, h("summary", {}, "Retry options (--workflow-changed, -p)"),
+  h("p", {}, h("label", {}, changed, " rerun the failed steps under the Workflow as it is now (fix it in git, ",
+    "then retry)")),
+  h("table", { class: "params", id: "retry-params" }, h("thead", {}, h("tr", {},
+    ["Param", "Type", "New value (empty: the run's)"].map((t) => h("th", {}, t)))), rows));
+  const body = () => {
+    const params = {};
+    for (const [name, control] of controls) if (control.value !== "") params[name] = control.value;
+    return { workflowChanged: changed.checked, params };
+  };
+  const clearErrors = () => { for (const span of errors.values()) span.textContent = ""; };
+  const showErrors = (fields) => {
+    for (const [name, message] of Object.entries(fields)) if (errors.has(name)) errors.get(name).textContent = message;
+  };
+  return { box, body, clearErrors, showErrors };
 }
 
 // The run's Events as the API server keeps them (the operator's and Kubernetes'), live.
@@ -59,8 +102,8 @@ function runEvents(name) {
 
 // ---- start a run -------------------------------------------------------------------------------------------
 
-function paramControl(field) {
-  const attrs = { name: field.name, id: `param-${field.name}`, "data-param": field.name };
+function paramControl(field, prefix = "param") {
+  const attrs = { name: field.name, id: `${prefix}-${field.name}`, "data-param": field.name };
   if (field.control === "checkbox") return h("input", { ...attrs, type: "checkbox", checked: field.default === true });
   if (field.control === "json") {
     return h("textarea", { ...attrs, rows: 3, placeholder: field.hasDefault ? field.defaultText : "JSON" });
