@@ -44,6 +44,7 @@ FREE_FORM = {
     "serviceMonitor.relabelings[]", "serviceMonitor.metricRelabelings[]",
     "networkPolicy.dns.podLabels", "networkPolicy.metricsFrom[]",
     "tracing.egress[].to[]", "tracing.egress[].ports[]",  # NetworkPolicy peers and ports, passed through
+    "events.sink.egressTo[]",  # NetworkPolicy peers, passed through
     "serviceMonitor.labels", "prometheusRule.labels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
 }
 """Maps whose keys the user chooses: the schema may constrain their values, not their keys."""
