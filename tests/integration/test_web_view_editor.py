@@ -254,14 +254,44 @@ def test_a_live_workflow_argo_cd_manages_opens_unchanged_offers_no_apply_and_its
         "metadata": {"name": "synced", "namespace": author_namespace,
                      "annotations": {"argocd.argoproj.io/tracking-id": "team:towline.dev/Workflow:synced"}},
         "spec": {"params": [{"name": "note", "type": "string", "description": marker}],
-                 "steps": [{"id": "say", "action": "data.transform", "with": {"data": {"text": marker}}}]}})
+                 "steps": [{"id": "say", "action": "data.transform",
+                            "with": {"data": {"text": marker}, "fields": {"said": "data.text"}}}]}})
     alice.sign_in(driver)
     open_editor(driver, alice, "/editor/synced")
     assert "managed by Argo CD: commit the YAML to git" in driver.find_element(By.CSS_SELECTOR, "#editor-no-apply").text
     assert not driver.find_elements(By.CSS_SELECTOR, "#editor-apply"), "no Apply for a Workflow Argo CD syncs"
+    live = towline_installed.kubectl("get", "workflows.towline.dev", "synced", "-n", author_namespace, "-o", "yaml")
+    assert yaml.safe_load(downloaded(driver, tmp_path / "live"))["spec"] == yaml.safe_load(live.stdout)["spec"]
+    driver.find_element(By.CSS_SELECTOR, "#editor-diff-live").click()
+    wait_for_element(driver, "#editor-same", "no difference from the live Workflow", 30)
+    typed(driver, "spec.params[0].name", "remark")
+    driver.find_element(By.CSS_SELECTOR, "#editor-diff-live").click()
+    until(driver, lambda d: "+    name: remark" in "".join(e.text for e in d.find_elements(
+        By.CSS_SELECTOR, "#editor-diff")), "the diff against the live Workflow shows the renamed param")
     driver.find_element(By.CSS_SELECTOR, '#editor-graph g.node[data-step="say"]').click()
     wait_for_element(driver, '[data-path="spec.steps[0].with.data"]', "the step's form")
     assert marker in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
     assert not driver.find_elements(By.CSS_SELECTOR, "#injected") and driver.title != "owned"
-    live = towline_installed.kubectl("get", "workflows.towline.dev", "synced", "-n", author_namespace, "-o", "yaml")
-    assert yaml.safe_load(downloaded(driver, tmp_path / "live"))["spec"] == yaml.safe_load(live.stdout)["spec"]
+
+
+def test_with_apply_allowed_alice_applies_her_edit_as_herself_and_the_live_workflow_follows(
+    towline_installed: ControlPlane, author_namespace: str, chromium: Any,
+) -> None:
+    cluster, driver = towline_installed, chromium
+    apply(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+                    "metadata": {"name": "nightly", "namespace": author_namespace},
+                    "spec": {"steps": [{"id": "one", "action": "data.transform",
+                                        "with": {"data": {}, "fields": {"one": "1"}}}]}})
+    with web_view(cluster.kubeconfig, context_name("alice"), author_namespace, "--allow-apply") as view:
+        view.sign_in(driver)
+        open_editor(driver, view, "/editor/nightly")
+        driver.find_element(By.CSS_SELECTOR, '[data-add="approval"]').click()
+        typed(driver, "spec.steps[1].approval.message", "Go?")
+        valid(driver)
+        driver.find_element(By.CSS_SELECTOR, "#editor-apply").click()
+        until(driver, lambda d: "applied as you" in d.find_element(By.CSS_SELECTOR, "#editor-output").text,
+              "the apply's answer")
+    live = yaml.safe_load(cluster.kubectl("get", "workflows.towline.dev", "nightly", "-n", author_namespace,
+                                          "-o", "yaml", "--show-managed-fields").stdout)
+    assert live["spec"]["steps"][1] == {"id": "approve", "approval": {"message": "Go?"}}
+    assert "towline-editor" in {m["manager"] for m in live["metadata"]["managedFields"]}
