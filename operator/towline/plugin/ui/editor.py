@@ -204,10 +204,16 @@ def _namespaced(request: web.Request, document: Any) -> tuple[str, Any]:
     return str(namespace), {**document, "metadata": {**document["metadata"], "namespace": namespace}}
 
 
-async def _read(text: str) -> tuple[Any, list[Problem]]:
-    """The document, or the YAML problem; parsed off the event loop (a 1 MiB text takes a moment)."""
+READING = web.AppKey("editor_reading", asyncio.Semaphore)
+"""Texts read at once (two): a 1 MiB text takes seconds of CPU (PyYAML), so a burst of them waits its turn rather
+than taking every core of the view."""
+
+
+async def _read(request: web.Request, text: str) -> tuple[Any, list[Problem]]:
+    """The document, or the YAML problem; parsed off the event loop, at most two at a time."""
     try:
-        return await asyncio.to_thread(load_document, text), []
+        async with request.app[READING]:
+            return await asyncio.to_thread(load_document, text), []
     except YamlRefused as refused:
         return None, [Problem("", str(refused), "yaml")]
 
@@ -233,7 +239,7 @@ async def dry_run_problems(request: web.Request, namespace: str, document: JSON)
 
 async def validate(request: web.Request) -> web.StreamResponse:
     body = await read_body(request)
-    document, problems = await _read(body["yaml"])
+    document, problems = await _read(request, body["yaml"])
     if not problems:
         problems = document_problems(document)
         if not problems:
@@ -254,11 +260,11 @@ async def diff(request: web.Request) -> web.StreamResponse:
     against = body.get("against", "live")
     if against not in ("live", "text") or (against == "text" and not isinstance(body.get("text"), str)):
         return problem(400, 'against must be "live" or "text" (with the uploaded file\'s text in "text")')
-    document, problems = await _read(body["yaml"])
+    document, problems = await _read(request, body["yaml"])
     if problems:
         return problem(400, f"the editor's YAML: {problems[0].message}", problems=[p.view() for p in problems])
     if against == "text":
-        other, problems = await _read(body["text"])
+        other, problems = await _read(request, body["text"])
         if problems:
             return problem(400, f"the uploaded file: {problems[0].message}", problems=[p.view() for p in problems])
         before, name = _diff_side(other), "uploaded"
@@ -286,7 +292,7 @@ async def apply(request: web.Request) -> web.StreamResponse:
     if not request.app[ALLOW_APPLY]:
         return problem(403, APPLY_OFF)
     body = await read_body(request)
-    document, problems = await _read(body["yaml"])
+    document, problems = await _read(request, body["yaml"])
     problems = problems or document_problems(document)
     if problems:
         return web.json_response({"applied": False, "problems": [p.view() for p in problems]}, status=400)
@@ -326,6 +332,7 @@ def _checked(handler: Any) -> Any:
 
 def add_routes(app: web.Application, *, page: PageRenderer, allow_apply: bool) -> None:
     app[ALLOW_APPLY] = allow_apply
+    app[READING] = asyncio.Semaphore(2)
 
     async def editor_page(request: web.Request) -> web.StreamResponse:
         name = request.match_info.get("name")

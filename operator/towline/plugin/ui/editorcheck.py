@@ -29,8 +29,9 @@ Source = Literal["yaml", "offline", "admission", "schema"]
 
 MAX_YAML_BYTES = 1024 * 1024
 """The longest text (and request body) the editor takes: 1 MiB, the API server's own request limit is 3 MiB."""
-MAX_YAML_NODES = 100_000
-"""Values in the document once its aliases are expanded; a 1 MiB Workflow written out holds far fewer."""
+MAX_YAML_NODES = 1_000_000
+"""Values in the document once its aliases are expanded: a text of MAX_YAML_BYTES without aliases holds at most
+about half a million (`[0,0,...]`, two bytes a value), so only aliases can go past it."""
 MAX_YAML_DEPTH = 64
 """Nesting of mappings and lists; the chart's admission policy refuses a spec deeper than 64 levels too."""
 
