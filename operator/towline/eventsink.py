@@ -205,14 +205,16 @@ class EventSink:
             await self.deliver(event)
 
     async def replays(self, every: float) -> None:
-        """Every `every` seconds: the dead letters an admin asked to replay go to the back of the queue."""
+        """Every `every` seconds: the dead letters an admin asked to replay go to the back of the queue (and the
+        towline_events_dead_letters gauge follows the store, whichever replica changed it)."""
         while True:
             await self._sleep(every)
             try:
-                letters = await self._store.take_replays()
+                letters, kept = await self._store.take_replays()
             except Exception as error:  # the API server may be away; the request stays for the next look
                 log.warning("could not read the dead letters to replay: %s", error)
                 continue
+            DEAD_LETTERS.set(kept)
             for letter in letters:
                 log.info("replaying dead letter %s (%s)", letter.id, letter.event.get("type"))
                 await self._queue.put(letter.event)

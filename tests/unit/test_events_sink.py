@@ -20,7 +20,7 @@ from aiohttp import web
 from tests.cloudevent_checks import received_event
 
 from towline.api.events import DeadLetter, EventRecord
-from towline.eventsink import DROPPED, EventsConfig, EventSink
+from towline.eventsink import DEAD_LETTERS, DROPPED, EventsConfig, EventSink
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
 SINK = "events.example.com"
@@ -37,10 +37,10 @@ class Store:
         self.letters[letter.id] = letter
         return len(self.letters)
 
-    async def take_replays(self) -> list[DeadLetter]:
+    async def take_replays(self) -> tuple[list[DeadLetter], int]:
         taken = [self.letters.pop(key) for key in self.asked if key in self.letters]
         self.asked = []
-        return taken
+        return taken, len(self.letters)
 
 
 def record(number: int, canary: str = "") -> EventRecord:
@@ -132,7 +132,7 @@ def test_a_replayed_dead_letter_is_delivered_once_with_its_id(tmp_path: Path) ->
         sink = sink_for(config(tmp_path, TOWLINE_EVENTS_MAX_ATTEMPTS="1"), store, port)
         assert await sink.deliver(record(1).document()) is False
         store.asked = ["e1"]
-        (letter,) = await store.take_replays()
+        (letter,), _ = await store.take_replays()
         assert await sink.deliver(letter.event) is True
         assert store.letters == {} and len(requests) == 2
         assert received_event(SECRET, requests[1]["headers"], requests[1]["body"])["id"] == "e1"
@@ -223,3 +223,28 @@ def test_bad_settings_name_the_chart_value(tmp_path: Path, env: dict[str, str], 
 
 def test_no_sink_url_means_no_events() -> None:
     assert EventsConfig.from_environment({}).url is None
+
+
+def test_asked_replays_go_back_to_the_queue_and_the_gauge_follows_the_store(tmp_path: Path) -> None:
+    async def body() -> None:
+        store = Store()
+        for number in (1, 2):
+            letter = DeadLetter(event=record(number).document(), attempts=3, error="transient: HTTP 503",
+                                failed_at="2026-12-07T00:00:00Z")
+            store.letters[letter.id] = letter
+        store.asked = ["e1"]
+        looks: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            looks.append(seconds)
+            if len(looks) > 1:
+                raise asyncio.CancelledError
+
+        sink = EventSink(config(tmp_path), store, refused=tuple, sleep=sleep)
+        with pytest.raises(asyncio.CancelledError):
+            await sink.replays(5.0)
+        assert looks == [5.0, 5.0] and list(store.letters) == ["e2"]
+        assert DEAD_LETTERS._value.get() == 1
+        assert sink.unsent() == 1
+
+    asyncio.run(body())

@@ -131,15 +131,15 @@ class ConfigMapDeadLetters:
             return len(data)
         raise Conflict(409, f"ConfigMap {DEAD_LETTERS_CONFIG_MAP} kept changing while keeping {letter.id}")
 
-    async def take_replays(self) -> list[DeadLetter]:
+    async def take_replays(self) -> tuple[list[DeadLetter], int]:
         config_map = await self.api.get(self.path)
         if config_map is None:
-            return []
+            return [], 0
         annotations = dict(config_map["metadata"].get("annotations") or {})
         asked = annotations.pop(REPLAY_ANNOTATION, None)
-        if asked is None:
-            return []
         data = dict(config_map.get("data") or {})
+        if asked is None:
+            return [], len(data)
         wanted = set(data) if asked.strip() == REPLAY_ALL else {item.strip() for item in asked.split(",")}
         taken = [letter for letter in letters_of({"data": {key: data[key] for key in wanted if key in data}})]
         for letter in taken:
@@ -149,5 +149,5 @@ class ConfigMapDeadLetters:
         try:
             await self.api.replace(self.path, config_map)
         except Conflict:  # another replica took them, or a letter came: the next look decides again
-            return []
-        return taken
+            return [], len(data) + len(taken)
+        return taken, len(data)
