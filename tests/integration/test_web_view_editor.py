@@ -295,3 +295,25 @@ def test_with_apply_allowed_alice_applies_her_edit_as_herself_and_the_live_workf
                                           "-o", "yaml", "--show-managed-fields").stdout)
     assert live["spec"]["steps"][1] == {"id": "approve", "approval": {"message": "Go?"}}
     assert "towline-editor" in {m["manager"] for m in live["metadata"]["managedFields"]}
+
+
+def test_the_keyboard_moves_between_steps_deletes_one_and_undo_brings_it_back(
+    author_namespace: str, alice: WebView, chromium: Any,
+) -> None:
+    driver = chromium
+    alice.sign_in(driver)
+    open_editor(driver, alice, "/editor?example=hello-towline")
+    first = wait_for_element(driver, "#editor-graph g.node", "the example's first step")
+    steps = [n.get_attribute("data-step") for n in driver.find_elements(By.CSS_SELECTOR, "#editor-graph g.node")]
+    first.send_keys(Keys.ARROW_DOWN)
+    focused = driver.switch_to.active_element.get_attribute("data-step")
+    assert focused in steps and focused != steps[0], (focused, steps)
+    driver.switch_to.active_element.send_keys(Keys.DELETE)
+    until(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, f'#editor-graph g.node[data-step="{focused}"]'),
+          f"{focused} deleted with the Delete key")
+    assert f"id: {focused}" not in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.CONTROL, "z")
+    until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'#editor-graph g.node[data-step="{focused}"]'),
+          f"{focused} back after Ctrl+Z")
+    example = (REPO_ROOT / "examples" / "hello-towline.yaml").read_text()
+    assert driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value") == example

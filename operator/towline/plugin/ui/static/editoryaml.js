@@ -135,13 +135,16 @@ function setInNode(doc, node, path, value, base, withOrder) {
     insertOrdered(node, doc.createPair(key, fresh(doc, value)), orderFor(base, withOrder));
     return;
   }
+  let made = false;
   if (!pair) {
     if (value === undefined) return;
     const child = typeof rest[0] === "number" ? new YAML.YAMLSeq() : new YAML.YAMLMap();
     pair = doc.createPair(key, child);
     insertOrdered(node, pair, orderFor(base, withOrder));
+    made = true;
   }
   setInNode(doc, pair.value, rest, value, [...base, key], withOrder);
+  if (made) styleNew(pair.value);
   if (value === undefined && YAML.isCollection(pair.value) && !pair.value.items.length) {
     node.items.splice(node.items.indexOf(pair), 1);
   }
