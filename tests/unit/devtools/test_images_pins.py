@@ -41,15 +41,29 @@ def project_dependencies() -> list[Requirement]:
     return [Requirement(text) for text in project["dependencies"]]
 
 
+OWN = "towline-step"
+"""The project's own step kit (stepkit/): built beside the operator's wheel, never from a package index."""
+
+
 def test_every_project_dependency_is_pinned_exactly_and_constrained_to_the_same_version() -> None:
     pins = constraints()
     for requirement in project_dependencies():
+        if canonicalize_name(requirement.name) == OWN:
+            continue
         specifiers = list(requirement.specifier)
         assert len(specifiers) == 1 and specifiers[0].operator == "==", f"{requirement} is not pinned with =="
         assert pins.get(canonicalize_name(requirement.name)) == specifiers[0].version, (
             f"images/constraints.txt disagrees with pyproject.toml on {requirement.name}; "
             "run `python -m towline_dev.images lock`"
         )
+
+
+def test_the_operator_depends_on_its_own_step_kit_at_the_same_version() -> None:
+    (own,) = [r for r in project_dependencies() if canonicalize_name(r.name) == OWN]
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    step_kit = tomllib.loads((REPO_ROOT / "stepkit" / "pyproject.toml").read_text())["project"]
+    assert str(own.specifier) == f"=={project['version']}" == f"=={step_kit['version']}"
+    assert OWN not in constraints(), "the step kit comes from stepkit/, not from a package index"
 
 
 def test_the_wheel_build_tools_are_constrained_as_pinned() -> None:
