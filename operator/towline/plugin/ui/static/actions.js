@@ -171,7 +171,8 @@ async function workflowShowPage() {
   const graph = h("div", { id: "graph" });
   fill(main, h("h1", {}, `Workflow ${w.name} `, badge(w.ready.status)),
     h("p", {}, h("a", { class: "button", id: "start-link", href: link(`/workflows/${encodeURIComponent(w.name)}/start`) },
-      "Start a run…")),
+      "Start a run…"), " ", h("a", { class: "button", id: "editor-link", href: link(`/editor/${encodeURIComponent(w.name)}`) },
+      "Open in the editor")),
     facts([["Ready", w.readyText], ["Suspended", w.suspend ? "yes: no new runs start" : ""],
       ["Next schedule", w.nextScheduleTime], ["Runs", h("a", { href: link("/runs", { workflow: w.name }) },
         "live list")]]),
