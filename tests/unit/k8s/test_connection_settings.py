@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from towline.k8s import kubeconfig
-from towline.k8s.client import KubeApi
+from towline.k8s.client import ApiUnavailable, KubeApi
 from towline.k8s.connection import ConnectionProblem, TokenFile, in_cluster
 from towline_dev.certs import _ca, issue_leaf
 
@@ -253,3 +253,53 @@ def test_kubernetes_asyncio_is_loaded_only_for_a_credential_plugin(server: str, 
     result = subprocess.run([sys.executable, "-c", script, str(plain), str(plugin)], capture_output=True, text=True,
                             check=True, timeout=60)
     assert json.loads(result.stdout) == [False, True]
+
+
+def serving_pair(directory: Path, ca_key: Any, ca_cert: Any) -> tuple[Path, Path]:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    key, cert = issue_leaf(datetime.datetime.now(datetime.UTC), ca_key, ca_cert, common_name="api",
+                           server_ips=("127.0.0.1",))
+    cert_path, key_path = directory / "server.crt", directory / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, bytes]]:
+    """A loopback HTTPS server whose certificate its own CA signed: (its URL, that CA's PEM)."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    Recorder.authorizations.clear()
+    ca_key, ca_cert = _ca(datetime.datetime.now(datetime.UTC), "the-servers-ca")
+    cert_path, key_path = serving_pair(tmp_path, ca_key, ca_cert)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{httpd.server_address[1]}", ca_cert.public_bytes(serialization.Encoding.PEM)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_server_the_kubeconfigs_ca_did_not_sign_gets_no_request_and_no_token(
+    tls_server: tuple[str, bytes], tmp_path: Path
+) -> None:
+    """The attacker's seat: whoever answers at the server's address with a certificate the kubeconfig's CA did
+    not sign (here the CA of the kubeconfig is another one, as a server in the middle would present)."""
+    url, servers_ca = tls_server
+    other_ca = pem_pair()[0]
+    for name, ca in (("other", other_ca), ("none", None)):
+        cluster = {"server": url} | ({"certificate-authority-data": base64.b64encode(ca).decode()} if ca else {})
+        config = write_config(tmp_path / name, cluster, {"token": "s3cr3t"})
+        with pytest.raises(ApiUnavailable, match="certificate is not trusted") as raised:
+            authorizations(config)
+        assert "s3cr3t" not in str(raised.value)
+    assert Recorder.authorizations == [], "no request reached the server"
+    trusted = write_config(tmp_path / "trusted", {"server": url,
+                                                  "certificate-authority-data": base64.b64encode(servers_ca).decode()},
+                           {"token": "s3cr3t"})
+    assert authorizations(trusted) == ["Bearer s3cr3t"]
