@@ -83,7 +83,9 @@ def trigger_schemas() -> JSON:
     return found
 
 
+@lru_cache(maxsize=1)
 def builtin_actions() -> list[JSON]:
+    """The built-in actions as the catalogue lists them (the same for every person: computed once)."""
     catalog, described = connector_catalog(), catalog_document([])["actions"]
     return [{
         "name": name, "title": name, "description": described.get(name, {}).get("summary", ""),
