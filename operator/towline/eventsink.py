@@ -58,6 +58,7 @@ MAX_BACKOFF_SECONDS = 60.0
 MAX_RETRY_AFTER_SECONDS = 300.0
 STRUCTURED = "application/cloudevents+json; charset=utf-8"
 """The CloudEvents HTTP binding's structured mode: the whole event is the body, so one signature covers all of it."""
+_LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 _TYPE_PATTERN = re.compile(r"^dev\.towline\.(?:\*|(?:run|step|approval)\.(?:\*|[a-z]+))$")
 
 SENT = Counter("towline_events_sent_total", "CloudEvents the events sink accepted (2xx), by kind.", ["kind"])
@@ -134,6 +135,11 @@ def private_ranges(text: str) -> tuple[IPNetwork, ...]:
             raise ValueError(f"events.sink.allowPrivateCidrs: {error}") from None
         if (problem := opt_in_problem(network)) is not None:
             raise ValueError(f"events.sink.allowPrivateCidrs: {problem}")
+        if any(network.version == own.version and network.overlaps(own) for own in _LOOPBACK):
+            # A step's loopback is its own pod; the operator's holds its metrics and health ports (and a mesh
+            # sidecar's admin port): never a receiver of events.
+            raise ValueError(f"events.sink.allowPrivateCidrs: {network} overlaps loopback, the operator's own pod; "
+                             "name the receiver's range instead")
         networks.append(network)
     return tuple(networks)
 

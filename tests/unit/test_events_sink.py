@@ -211,6 +211,7 @@ def test_only_the_chosen_types_are_queued(tmp_path: Path) -> None:
     ({"TOWLINE_EVENTS_SINK_URL": "https://events.example.com"}, "events.sink.secretRef"),
     ({"TOWLINE_EVENTS_TYPES": "dev.towline.build.*"}, "events.sink.types"),
     ({"TOWLINE_EVENTS_ALLOW_PRIVATE_CIDRS": "10.0.0.0/4"}, "events.sink.allowPrivateCidrs"),
+    ({"TOWLINE_EVENTS_ALLOW_PRIVATE_CIDRS": "127.0.0.1/32"}, "events.sink.allowPrivateCidrs"),
     ({"TOWLINE_EVENTS_MAX_ATTEMPTS": "0"}, "events.sink.maxAttempts"),
 ])
 def test_bad_settings_name_the_chart_value(tmp_path: Path, env: dict[str, str], named: str) -> None:
