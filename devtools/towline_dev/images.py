@@ -62,8 +62,11 @@ RUNNER_IMAGE = "localhost/towline-runner:dev"
 KEY_FORMAT = 1
 """Bump when the cache layout or the way images are assembled changes."""
 
-CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors", "stepkit")
+CONTEXT_PATHS = ("pyproject.toml", "README.md", "images", "operator", "connectors", "stepkit", "examples")
 """Everything the Containerfiles may COPY; the build context holds nothing else."""
+CONTEXT_ONLY = {"examples": "*.yaml"}
+"""Of these directories only the files the pattern matches, not below: the top-level examples the operator's wheel
+ships for the web view's editor (the step types' and code steps' sources beside them are no image's input)."""
 STEP_IMAGE_FILES = "images/step-"
 """The example step types' Containerfiles (towline_dev.stepimages): not inputs of these two images."""
 _IGNORED_DIRECTORIES = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist"}
@@ -91,7 +94,7 @@ def context_files(root: Path = REPO_ROOT) -> list[str]:
         if path.is_file():
             found.append(entry)
             continue
-        for file in path.rglob("*"):
+        for file in path.glob(CONTEXT_ONLY[entry]) if entry in CONTEXT_ONLY else path.rglob("*"):
             relative = file.relative_to(root)
             if any(part in _IGNORED_DIRECTORIES or part.endswith(_IGNORED_SUFFIXES) for part in relative.parts):
                 continue

@@ -53,8 +53,9 @@ Progress = Callable[[str], None]
 
 CHART = Path("charts") / "towline"
 CHART_NAME = "towline"
-PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors")
-"""What the wheel and the sdist are built from: pyproject.toml, its readme and its package directories."""
+PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator", "connectors", "examples")
+"""What the wheel and the sdist are built from: pyproject.toml, its readme, its package directories and the
+top-level examples (data files: the web view's editor offers them)."""
 STEP_KIT = "stepkit"
 """The `towline-step` distribution's directory: its own pyproject.toml, readme and the `towline_step` package."""
 EDITOR_SCHEMA = Path("schemas") / "workflow.schema.json"

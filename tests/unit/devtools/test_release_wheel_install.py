@@ -61,3 +61,12 @@ def test_readmes_plugin_install_takes_the_step_kit_from_beside_the_wheel(tmp_pat
                               "print(m.version('towline-step'), towline_step.__file__)"],
                              env=env, capture_output=True, text=True, timeout=60, check=False)
     assert located.stdout.startswith("0.1.0 ") and str(venv) in located.stdout, located.stdout + located.stderr
+    offered = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "from towline.plugin.ui.editor import examples_directory; print(examples_directory())"],
+                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    # The in-cluster web view's editor offers the examples from the wheel's data files, byte for byte.
+    shipped = Path(offered.stdout.strip())
+    assert shipped == venv / "share" / "towline" / "examples", offered.stdout + offered.stderr
+    expected = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+    assert expected and sorted(p.name for p in shipped.glob("*.yaml")) == [p.name for p in expected]
+    assert all((shipped / p.name).read_bytes() == p.read_bytes() for p in expected)

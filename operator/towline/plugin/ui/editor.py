@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ ALLOW_APPLY = web.AppKey("editor_allow_apply", bool)
 APPLY_OFF = ("applying from the editor is off: the chart's ui.editor.allowApply (kubectl towline ui --allow-apply) "
              "turns it on; until then download or copy the YAML and commit it")
 _REPOSITORY_EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
-_PACKAGED_EXAMPLES = Path(__file__).resolve().parent / "examples"
+"""A checkout's examples (an editable install runs from one): the files as they are now."""
+_PACKAGED_EXAMPLES = Path(sys.prefix) / "share" / "towline" / "examples"
+"""Where the operator's wheel puts them (pyproject.toml's data-files): the plugin's venv, the image's /opt/towline."""
 TRIGGER_FIELDS = {"webhook": "webhook", "cron": "schedule", "cloudEvent": "cloudEvent"}
 """The editor's trigger kinds -> the field of spec.triggers[] that holds each (manual needs none)."""
 
@@ -128,7 +131,7 @@ async def catalog_json(request: web.Request) -> web.StreamResponse:
 
 
 def examples_directory() -> Path | None:
-    for directory in (_PACKAGED_EXAMPLES, _REPOSITORY_EXAMPLES):
+    for directory in (_REPOSITORY_EXAMPLES, _PACKAGED_EXAMPLES):
         if directory.is_dir():
             return directory
     return None
