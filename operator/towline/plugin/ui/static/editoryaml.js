@@ -130,6 +130,8 @@ function setInNode(doc, node, path, value, base, withOrder) {
       // A scalar keeps its quoting and its comment; anything else is new.
       if (YAML.isScalar(old) && (value === null || typeof value !== "object")) old.value = value;
       else pair.value = fresh(doc, value);
+      // A one-line map the editor made goes back to lines once a value grows long (a message typed into it).
+      if (node.flow && String(value).length >= 40) node.flow = false;
       return;
     }
     insertOrdered(node, doc.createPair(key, fresh(doc, value)), orderFor(base, withOrder));
