@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.yamlread import yaml_documents
 
 from towline_dev.binaries import BinarySet
 from towline_dev.release import CHART, set_args
@@ -25,14 +25,6 @@ def template(binaries: BinarySet, values: dict[str, str] | None = None, *extra: 
              namespace: str = "towline-system") -> subprocess.CompletedProcess[str]:
     return helm(binaries, "template", "towline", str(CHART), "--namespace", namespace,
                 "--kube-version", KUBERNETES_VERSION, *set_args(values or {}), *extra)
-
-
-def yaml_documents(text: str) -> list[dict[str, Any]]:
-    """The YAML documents in `text` (empty ones left out), read by libyaml when PyYAML has it: the chart's render is
-    about 360 KB (its CRDs' schemas), which PyYAML's pure-Python loader took 0.44 s of CPU to read against helm's own
-    0.27 s to render, and the chart tests render it some 150 times (docs/benchmarks-history.md)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [document for document in yaml.load_all(text, Loader=loader) if document]
 
 
 def render(binaries: BinarySet, values: dict[str, str] | None = None, *extra: str,

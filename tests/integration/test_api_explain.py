@@ -10,16 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 from tests.integration.support import wait_for
+from tests.yamlread import generated_crds
 
-from towline.api import crdgen
 from towline.api.common import API_VERSION
 from towline_dev.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 
-CRDS = {name: yaml.safe_load(text) for name, text in crdgen.generated_files().items()}
+CRDS = generated_crds()
 
 # (resource, field path as kubectl explain takes it); arrays are stepped through, as kubectl does.
 DEEP_FIELDS = [

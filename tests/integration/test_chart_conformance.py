@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.helmsupport import helm, render, template, yaml_documents
+from tests.integration.helmsupport import helm, render, template
+from tests.yamlread import yaml_documents
 
 from towline_dev.binaries import BinarySet
 from towline_dev.kubeconform import (

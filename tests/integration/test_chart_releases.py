@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.integration.helmsupport import find, helm, yaml_documents
+from tests.integration.helmsupport import find, helm
+from tests.yamlread import yaml_documents
 
 from towline_dev.binaries import BinarySet
 from towline_dev.release import CHART, name_prefix, set_args

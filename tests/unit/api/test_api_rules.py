@@ -11,11 +11,9 @@ from typing import Any
 
 import cel
 import pytest
-import yaml
+from tests.yamlread import generated_crds
 
-from towline.api import crdgen
-
-CRDS = {name.split(".")[0]: yaml.safe_load(text) for name, text in crdgen.generated_files().items()}
+CRDS: dict[str, Any] = {name.split(".")[0]: crd for name, crd in generated_crds().items()}
 
 
 def rules(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -29,7 +27,7 @@ def rules(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def rule(plural: str, fragment: str) -> str:
     schema = CRDS[plural]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    found = [r["rule"] for r in rules(schema) if fragment in r.get("message", r.get("messageExpression", ""))]
+    found = [str(r["rule"]) for r in rules(schema) if fragment in r.get("message", r.get("messageExpression", ""))]
     assert len(found) >= 1, fragment
     return found[0]
 

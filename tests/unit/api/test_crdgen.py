@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import Field
+from tests.yamlread import generated_crds
 
 from towline.api import crdgen
 from towline.api.common import TowlineModel
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 # Short names and plurals of Argo Workflows and Tekton (Pipelines, Triggers): ours must not collide.
 FOREIGN_SHORT_NAMES = {"wf", "wfs", "cwf", "cronwf", "wftmpl", "cwftmpl", "clusterwftmpl", "wfeb", "wfts", "wftr",
                        "wfat", "pr", "prs", "tr", "trs", "p", "t", "tb", "tt", "el", "ctb", "ci", "crun"}
-CRDS = {name: yaml.safe_load(text) for name, text in crdgen.generated_files().items()}
+CRDS = generated_crds()
 
 
 def schema_of(plural: str) -> dict[str, Any]:
