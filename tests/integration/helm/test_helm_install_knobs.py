@@ -1,6 +1,6 @@
 """`helm install` with the chart's common knobs set, into a namespace that enforces Pod Security "restricted": the
-API server takes every object, and the Deployment controller's pods (with the overridden security contexts,
-the extra volumes and the labels) pass "restricted". The values schema refuses what "restricted" would refuse
+API server takes every object, and the Deployment controller's pods (the operator's, the archive's and the web
+view's, with the overridden security contexts, the extra volumes and the labels) pass "restricted". The values schema refuses what "restricted" would refuse
 (test_chart_knobs.py); with the schema skipped, the API server refuses such a pod, naming the violation.
 
 On a control plane of the module's own (`helm_cluster`): the pods are made and admitted, none runs.
@@ -39,6 +39,16 @@ KNOBS = {
     "archive.podSecurityContext": '{"runAsUser": 10002}',
     "stepPods.resources": '{"limits": {"cpu": "2"}}',
     "stepPods.labels": '{"cost-center": "platform"}',
+    # The web view's pod with its own security contexts, volumes and environment (its pods are admitted; none runs).
+    "ui.enabled": "true", "ui.url": "https://towline.example.com", "ui.oidc.issuer": "https://id.example.com",
+    "ui.oidc.clientId": "towline", "ui.oidc.clientSecret.name": "towline-oidc",
+    "ui.podSecurityContext": '{"runAsUser": 10005, "fsGroup": 10005}',
+    "ui.containerSecurityContext": '{"runAsUser": 10005, "capabilities": {"drop": ["ALL"], '
+                                   '"add": ["NET_BIND_SERVICE"]}}',
+    "ui.extraVolumes": '[{"name": "corporate-ca", "configMap": {"name": "corporate-ca", "optional": true}}]',
+    "ui.extraVolumeMounts": '[{"name": "corporate-ca", "mountPath": "/etc/ssl/corporate", "readOnly": true}]',
+    "ui.extraEnv": '[{"name": "SSL_CERT_FILE", "value": "/etc/ssl/corporate/ca.crt"}]',
+    "ui.serviceAccount.annotations": '{"example.com/role": "towline-ui"}',
 }
 
 
@@ -72,6 +82,10 @@ def test_the_knobs_install_and_their_pods_pass_restricted(restricted: Cluster) -
     assert pod["spec"]["imagePullSecrets"] == [{"name": "mirror-regcred"}]
     archive = wait_for("the archive's pod to be admitted under restricted", lambda: pods(cluster, "archive"))
     assert archive[0]["spec"]["securityContext"]["runAsUser"] == 10002
+    ui = wait_for("the web view's pod to be admitted under restricted", lambda: pods(cluster, "ui"))
+    assert ui[0]["spec"]["securityContext"]["runAsUser"] == 10005
+    assert ui[0]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["NET_BIND_SERVICE"]
+    assert ui[0]["spec"]["automountServiceAccountToken"] is False
     budget = json.loads(cluster.kubectl("get", "poddisruptionbudget", "towline-operator", "-n", NAMESPACE,
                                         "-o", "json").stdout)
     assert budget["spec"]["minAvailable"] == "50%"
