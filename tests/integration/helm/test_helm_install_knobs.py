@@ -1,7 +1,8 @@
 """`helm install` with the chart's common knobs set, into a namespace that enforces Pod Security "restricted": the
 API server takes every object, and the Deployment controller's pods (the operator's, the archive's and the web
-view's, with the overridden security contexts, the extra volumes and the labels) pass "restricted". The values schema refuses what "restricted" would refuse
-(test_chart_knobs.py); with the schema skipped, the API server refuses such a pod, naming the violation.
+view's, with the overridden security contexts, the extra volumes and the labels) pass "restricted". The values
+schema refuses what "restricted" would refuse (test_chart_knobs.py, test_chart_component_knobs.py); with the schema
+skipped, the API server refuses such a pod, naming the violation.
 
 On a control plane of the module's own (`helm_cluster`): the pods are made and admitted, none runs.
 """
