@@ -148,7 +148,9 @@ def test_the_python_sources_are_the_packages_pyproject_and_readme_without_build_
     files = python_source_files(REPO_ROOT)
     assert {"pyproject.toml", "README.md", "operator/towline/plugin/cli.py"} <= set(files)
     # Not stepkit/: the operator's distribution depends on towline-step rather than carrying towline_step.
-    assert {name.split("/", 1)[0] for name in files} == {"pyproject.toml", "README.md", "operator", "connectors"}
+    # examples/: the top-level Workflows, data files for the web view's editor.
+    assert {name.split("/", 1)[0] for name in files} == {"pyproject.toml", "README.md", "operator", "connectors",
+                                                         "examples"}
     assert not [name for name in files if "egg-info" in name or "__pycache__" in name]
 
 
