@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,45 @@ async def request_replay(api: KubeApi, namespace: str, ids: list[str] | None) ->
     raise Conflict(409, f"ConfigMap {DEAD_LETTERS_CONFIG_MAP} kept changing; try again")
 
 
+def _age(text: str) -> tuple[str, str]:
+    letter = letter_from(text)
+    return ("", "") if letter is None else (letter.failed_at, letter.id)
+
+
+async def keep_entry(api: KubeApi, namespace: str, name: str, key: str, text: str, *, limit: int,
+                     age: Callable[[str], tuple[str, str]]) -> int:
+    """Write one letter into the dead-letter ConfigMap `name` (made when missing); past `limit` the oldest by `age`
+    go (logged). The number kept. Every dead-letter store is this shape: one data key per letter, its JSON."""
+    path = CONFIG_MAPS.path(namespace, name)
+    for _ in range(_WRITE_TRIES):
+        config_map = await api.get(path)
+        if config_map is None:
+            body: JSON = {"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": name, "namespace": namespace,
+                                       "labels": {"app.kubernetes.io/part-of": "towline"}},
+                          "data": {key: text}}
+            _, created = await api.create(CONFIG_MAPS.path(namespace), body)
+            if created:
+                return 1
+            continue
+        data = dict(config_map.get("data") or {})
+        data[key] = text
+        over = len(data) - limit
+        if over > 0:
+            oldest = sorted(data, key=lambda kept: age(data[kept]))[:over]
+            log.warning("dead letters in %s/%s over %d: the oldest %d dropped (%s)", namespace, name, limit, over,
+                        ", ".join(oldest))
+            for old in oldest:
+                data.pop(old, None)
+        config_map["data"] = data
+        try:
+            await api.replace(path, config_map)
+        except Conflict:
+            continue
+        return len(data)
+    raise Conflict(409, f"ConfigMap {name} kept changing while keeping {key}")
+
+
 @dataclass
 class ConfigMapDeadLetters:
     """towline.api.events.DeadLetterStore over the ConfigMap (the operator's unfenced connection: every replica's
@@ -104,32 +144,8 @@ class ConfigMapDeadLetters:
         return CONFIG_MAPS.path(self.namespace, DEAD_LETTERS_CONFIG_MAP)
 
     async def keep(self, letter: DeadLetter) -> int:
-        for _ in range(_WRITE_TRIES):
-            config_map = await self.api.get(self.path)
-            if config_map is None:
-                body: JSON = {"apiVersion": "v1", "kind": "ConfigMap",
-                              "metadata": {"name": DEAD_LETTERS_CONFIG_MAP, "namespace": self.namespace,
-                                           "labels": {"app.kubernetes.io/part-of": "towline"}},
-                              "data": {letter.id: letter_text(letter)}}
-                _, created = await self.api.create(CONFIG_MAPS.path(self.namespace), body)
-                if created:
-                    return 1
-                continue
-            data = dict(config_map.get("data") or {})
-            data[letter.id] = letter_text(letter)
-            over = len(data) - self.limit
-            if over > 0:
-                oldest = [old.id for old in letters_of({"data": data})[:over]]
-                log.warning("dead letters over %d: the oldest %d dropped (%s)", self.limit, over, ", ".join(oldest))
-                for old in oldest:
-                    data.pop(old, None)
-            config_map["data"] = data
-            try:
-                await self.api.replace(self.path, config_map)
-            except Conflict:
-                continue
-            return len(data)
-        raise Conflict(409, f"ConfigMap {DEAD_LETTERS_CONFIG_MAP} kept changing while keeping {letter.id}")
+        return await keep_entry(self.api, self.namespace, DEAD_LETTERS_CONFIG_MAP, letter.id, letter_text(letter),
+                                limit=self.limit, age=_age)
 
     async def take_replays(self) -> tuple[list[DeadLetter], int]:
         config_map = await self.api.get(self.path)

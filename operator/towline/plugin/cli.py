@@ -240,7 +240,7 @@ async def dispatch(args: argparse.Namespace, io: commands.Io) -> int:
                 workflowviews.show(api, namespace, io, args.name, args.output) if args.show else
                 workflowviews.list_workflows(api, None if args.all_namespaces else namespace, io, args.output)),
             "schedule": lambda: schedules.switch(api, namespace, io, args),
-            "deadletters": lambda: deadletters.run(api, io, args),
+            "deadletters": lambda: deadletters.run(api, io, args, namespace),
             "delete": lambda: deleting.delete(
                 api, None if args.all_namespaces else namespace, io, args, datetime.now(UTC)),
             **livecli.calls(api, namespace, io, args),

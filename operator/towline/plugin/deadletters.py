@@ -1,6 +1,10 @@
-"""`kubectl towline deadletters [replay ID... | replay --all]`: the CloudEvents the events sink could not deliver.
+"""`kubectl towline deadletters [replay ID... | replay --all]`: what Towline could not deliver or start.
 
-They are kept in the ConfigMap towline-event-dead-letters of the operator's namespace (towline.k8s.deadletters), so
+KIND `event`: the CloudEvents the events sink could not deliver. KIND `delivery`: the webhook deliveries the ingress
+refused after their signature checked, kept in the namespace's ConfigMap towline-dead-letters
+(towline.k8s.deliveryletters); replaying one starts one run as the person who asks (see `replay_delivery`).
+
+Events are kept in the ConfigMap towline-event-dead-letters of the operator's namespace (towline.k8s.deadletters), so
 who may see and replay them is RBAC's: get (list) and update (replay) on that ConfigMap, which the chart gives no
 team role. Replay asks the operator to send them again (it holds the signing secret; this command never does):
 the operator takes each letter out of the ConfigMap and sends it with its original id, once.
@@ -12,11 +16,24 @@ import argparse
 import json
 from typing import Any
 
+from towline.api.common import API_VERSION
 from towline.api.events import DeadLetter
-from towline.k8s.client import KubeApi
+from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP, read_dead_letters, request_replay
+from towline.k8s.deliveryletters import (
+    DELIVERY_LETTERS_CONFIG_MAP,
+    REPLAY_OF_ANNOTATION,
+    REPLAYED_BY_ANNOTATION,
+    DeliveryLetter,
+    find_delivery_letter,
+    mark_replayed,
+    read_delivery_letters,
+)
+from towline.k8s.identity import whoami
+from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
 from towline.plugin.commands import Io, NotFound
 from towline.plugin.manifests import UsageError
+from towline.triggers.ingress.runname import webhook_run_name
 
 DEFAULT_OPERATOR_NAMESPACE = "towline-system"
 EXAMPLES = """Examples:
@@ -24,6 +41,9 @@ EXAMPLES = """Examples:
   kubectl towline deadletters -o json | jq '.items[].event.type'
   kubectl towline deadletters replay 3f2a9c...     # send one again, with its original id
   kubectl towline deadletters replay --all
+  kubectl towline deadletters -n shop              # also the deliveries the ingress refused in namespace shop
+  kubectl towline deadletters -A                   # ... in every namespace you may read them in
+  kubectl towline deadletters -n shop replay 9c1e... # one new run from a refused delivery, as you
   kubectl towline deadletters --operator-namespace towline   # a release installed elsewhere"""
 
 
@@ -36,50 +56,130 @@ def add_parser(sub: Any) -> None:
                         help="replay: send the named letters (or --all) again")
     parser.add_argument("ids", nargs="*", metavar="ID", help="with replay: the letters' ids")
     parser.add_argument("--all", action="store_true", help="with replay: every letter kept")
+    parser.add_argument("-A", "--all-namespaces", action="store_true",
+                        help="refused deliveries of every namespace you may read them in")
     parser.add_argument("-o", "--output", choices=("json",), default=None, help="json: the letters as a List")
     parser.add_argument("--operator-namespace", default=DEFAULT_OPERATOR_NAMESPACE,
                         help="the namespace Towline's operator runs in (default: %(default)s)")
 
 
 def letter_document(letter: DeadLetter) -> dict[str, Any]:
-    return {"id": letter.id, "attempts": letter.attempts, "error": letter.error, "failedAt": letter.failed_at,
+    return {"id": letter.id, "kind": "event", "attempts": letter.attempts, "error": letter.error, "failedAt": letter.failed_at,
             "event": letter.event}
 
 
-async def run(api: KubeApi, io: Io, args: argparse.Namespace) -> int:
-    namespace = args.operator_namespace
+async def run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -> int:
+    try:
+        return await _run(api, io, args, namespace)
+    except ApiError as error:
+        io.err(f"error: {error.status}: {error.message}")
+        return 1
+
+
+async def _run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -> int:
+    operator_namespace = args.operator_namespace
     if args.verb == "list":
         if args.ids or args.all:
             raise UsageError("ids and --all go with replay: kubectl towline deadletters replay ID | --all")
-        letters = await read_dead_letters(api, namespace)
+        letters = await _event_letters(api, io, operator_namespace)
+        deliveries = await read_delivery_letters(api, None if args.all_namespaces else namespace)
         if args.output == "json":
-            io.out(json.dumps({"kind": "List", "items": [letter_document(letter) for letter in letters]}, indent=2))
-        elif not letters:
-            io.err(f"no dead letters in {namespace} (ConfigMap {DEAD_LETTERS_CONFIG_MAP})")
+            items = [*(letter_document(letter) for letter in letters), *(d.document() for d in deliveries)]
+            io.out(json.dumps({"kind": "List", "items": items}, indent=2))
+        elif not letters and not deliveries:
+            io.err(f"no dead letters in {operator_namespace} (ConfigMap {DEAD_LETTERS_CONFIG_MAP}) nor in "
+                   f"{'any namespace' if args.all_namespaces else namespace} (ConfigMap {DELIVERY_LETTERS_CONFIG_MAP})")
         else:
-            io.out(table(letters))
+            io.out(table(letters, deliveries))
         return 0
     if bool(args.ids) == args.all:
         raise UsageError("replay takes the letters' ids or --all (kubectl towline deadletters lists them)")
+    if args.ids and len(args.ids) == 1:
+        delivery = await find_delivery_letter(api, namespace, args.ids[0])
+        if delivery is not None:
+            return await replay_delivery(api, io, delivery)
     try:
-        asked = await request_replay(api, namespace, None if args.all else list(args.ids))
+        asked = await request_replay(api, operator_namespace, None if args.all else list(args.ids))
     except LookupError as missing:
-        raise NotFound(str(missing)) from None
+        raise NotFound(f"{missing}, nor a refused delivery in namespace {namespace} (pass -n NAMESPACE)") from None
     if not asked:
-        io.err(f"no dead letters in {namespace} to replay")
+        io.err(f"no dead letters in {operator_namespace} to replay")
         return 0
     ids = ", ".join(letter.id for letter in asked)
     io.out(f"{len(asked)} dead letter(s) handed to the operator to send again: {ids}")
     return 0
 
 
-def table(letters: list[DeadLetter]) -> str:
-    rows = [("ID", "TYPE", "SUBJECT", "ATTEMPTS", "FAILED", "ERROR")]
+async def _event_letters(api: KubeApi, io: Io, operator_namespace: str) -> list[DeadLetter]:
+    """The events sink's letters; none (said on stderr) for a person who may not read the operator's namespace."""
+    try:
+        return await read_dead_letters(api, operator_namespace)
+    except ApiError as error:
+        if error.status != 403:
+            raise
+        io.err(f"(the events sink's dead letters in {operator_namespace} are not yours to read: skipped)")
+        return []
+
+
+async def replay_delivery(api: KubeApi, io: Io, letter: DeliveryLetter) -> int:
+    """One new run from a refused delivery's stored data, created as the person who asks (the API server checks
+    they hold the replay verb and name themselves), named from the letter so a second replay finds the first's run;
+    then the letter records who replayed it and the run."""
+    where = f"{letter.namespace}/{letter.workflow}"
+    if letter.replay_run:
+        io.err(f"error: dead letter {letter.id} was replayed already by {letter.replayed_by}: run "
+               f"{letter.replay_run} in {letter.namespace}")
+        return 1
+    if letter.data is None:
+        io.err(f"error: dead letter {letter.id} ({letter.reason}) kept no data to start a run with (a body over the "
+               "size kept, or one the trigger's data mapping refused); ask the sender to deliver it again")
+        return 1
+    workflow = await api.get(WORKFLOWS.path(letter.namespace, letter.workflow))
+    if workflow is None:
+        raise NotFound(f"Workflow {where} is gone; dead letter {letter.id} cannot be replayed")
+    triggers = (workflow.get("spec") or {}).get("triggers") or []
+    declared = next((t for t in triggers if t.get("name") == letter.trigger), None)
+    if declared is None:
+        raise NotFound(f"Workflow {where} no longer has trigger {letter.trigger}; dead letter {letter.id} cannot be "
+                       "replayed")
+    user = await whoami(api)
+    name = webhook_run_name(letter.namespace, letter.workflow, letter.trigger, f"replay/{letter.id}")
+    body = {
+        "apiVersion": API_VERSION, "kind": "WorkflowRun",
+        "metadata": {
+            "name": name, "namespace": letter.namespace,
+            "labels": {LABEL_WORKFLOW: letter.workflow, LABEL_TRIGGER: identifier_label(letter.trigger)},
+            "annotations": {REPLAYED_BY_ANNOTATION: user,
+                            REPLAY_OF_ANNOTATION: f"{DELIVERY_LETTERS_CONFIG_MAP}/{letter.id}"},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Workflow", "name": letter.workflow,
+                                 "uid": workflow["metadata"]["uid"]}],
+        },
+        "spec": {"workflowRef": {"name": letter.workflow}, "params": declared.get("params") or {},
+                 "trigger": {"type": "webhook", "name": letter.trigger, "data": letter.data},
+                 "requestedBy": user},
+    }
+    run, created = await api.create(WORKFLOW_RUNS.path(letter.namespace), body)
+    if not created:
+        earlier = ((run.get("metadata") or {}).get("annotations") or {}).get(REPLAYED_BY_ANNOTATION, "someone")
+        await mark_replayed(api, letter, earlier, name)
+        io.err(f"error: dead letter {letter.id} was replayed already by {earlier}: run {name} in {letter.namespace}")
+        return 1
+    await mark_replayed(api, letter, user, name)
+    io.out(f"dead letter {letter.id} replayed by {user} as run {name} in {letter.namespace}")
+    return 0
+
+
+def table(letters: list[DeadLetter], deliveries: list[DeliveryLetter] | None = None) -> str:
+    rows = [("KIND", "ID", "NAMESPACE", "WHAT", "FAILED", "REPLAYED", "ERROR")]
     for letter in letters:
-        error = letter.error if len(letter.error) <= 80 else letter.error[:77] + "..."
-        rows.append((letter.id, str(letter.event.get("type", "")), str(letter.event.get("subject", "")),
-                     str(letter.attempts), letter.failed_at, error))
+        error = f"{letter.error} (attempts: {letter.attempts})"
+        rows.append(("event", letter.id, "", f"{letter.event.get('type', '')} {letter.event.get('subject', '')}",
+                     letter.failed_at, "", error))
+    for delivery in deliveries or []:
+        rows.append((delivery.kind, delivery.id, delivery.namespace, f"{delivery.workflow}/{delivery.trigger}",
+                     delivery.failed_at, delivery.replay_run or "", delivery.reason))
+    rows = [(*row[:-1], row[-1] if len(row[-1]) <= 80 else row[-1][:77] + "...") for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     lines = ["   ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)) + "   " + row[-1]
              for row in rows]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)

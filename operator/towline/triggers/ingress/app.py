@@ -135,6 +135,8 @@ class Ingress:
             raw = await read_body(request.content, request.content_length, limits, lease, prepared.mac,
                                   monotonic=self._monotonic)
             if isinstance(raw, Refusal):
+                if raw.reason == "BodyTooLarge":
+                    await self._deliveries.too_large(target, headers, request.content_length)
                 return raw
             return await self._deliveries.handle(prepared, media, raw, now=self._clock(), monotonic=self._monotonic())
         finally:

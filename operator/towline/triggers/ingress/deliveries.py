@@ -24,6 +24,7 @@ from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, 
 from towline.k8s.runs import create_run
 from towline.k8s.secrets import SecretKeyReader, SecretProblem
 from towline.triggers.ingress.cloudevents import event_identity, matches, parse_event, signed_attributes
+from towline.triggers.ingress.deadletters import DeadLetters
 from towline.triggers.ingress.limits import RateLimiter
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, passes_filter, trigger_data, visible_headers
@@ -68,8 +69,10 @@ class DeliveryHandler:
     """Verifies, limits, maps and records deliveries for resolved targets."""
 
     def __init__(self, api: KubeApi, secrets: SecretKeyReader, requested_by: str,
-                 tracer: DeliveryTracer | None = None) -> None:
+                 tracer: DeliveryTracer | None = None, letters: DeadLetters | None = None) -> None:
         self._api = api
+        self._letters = letters
+        """Where refused, verified deliveries are kept (towline.triggers.ingress.deadletters)."""
         self._tracer = tracer
         """Set while traces are exported: each run a delivery starts continues the delivery's span."""
         self._secrets = secrets
@@ -108,7 +111,23 @@ class DeliveryHandler:
             mac.update(signed_attributes(headers))  # binary mode: the ce- headers are signed before the body
         return Prepared(target, keys, headers, mac)
 
-    async def handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
+    async def handle(
+        self, prepared: Prepared, media: str, raw: bytes, *, now: float, monotonic: float
+    ) -> Accepted | Refusal:
+        """The delivery's outcome; one refused after its signature checked (filtered, suspended, the API server
+        busy past its retries) is kept as a dead letter too."""
+        outcome = await self._handle(prepared, media, raw, now=now, monotonic=monotonic)
+        reason = kept_reason(outcome)
+        if reason is not None and self._letters is not None:
+            await self._letters.keep(prepared.target, prepared.headers, media, raw, reason)
+        return outcome
+
+    async def too_large(self, target: Target, headers: dict[str, str], size: int | None) -> None:
+        """A body over maxBodyBytes: kept (its size and headers) when the headers alone authenticated the sender."""
+        if self._letters is not None:
+            await self._letters.keep_too_large(target, headers, size)
+
+    async def _handle(  # noqa: PLR0911 - one early answer per check, in the order they must run
         self, prepared: Prepared, media: str, raw: bytes, *, now: float, monotonic: float
     ) -> Accepted | Refusal:
         target, headers = prepared.target, prepared.headers
@@ -220,6 +239,17 @@ class DeliveryHandler:
             return Refusal(409, "NameTaken", f"a WorkflowRun named {name} exists that this delivery did not start; "
                            "delete it or send the delivery with another id")
         return Accepted(200, name, "redelivery: the run for this delivery already exists")
+
+
+KEPT_REFUSALS = frozenset({"Suspended", "ApiServerBusy"})
+FILTERED = "filtered: "
+
+
+def kept_reason(outcome: Accepted | Refusal) -> str | None:
+    """Why a verified delivery becomes a dead letter: its filter was false, or one of KEPT_REFUSALS; else None."""
+    if isinstance(outcome, Refusal):
+        return outcome.reason if outcome.reason in KEPT_REFUSALS else None
+    return "Filtered" if outcome.run is None and outcome.message.startswith(FILTERED) else None
 
 
 def _key_unavailable() -> Refusal:

@@ -34,6 +34,7 @@ from towline.k8s.secrets import SecretKeyReader
 from towline.k8s.workflowcache import WorkflowCache
 from towline.tracing import TracingConfig, span_sink
 from towline.triggers.ingress.app import Ingress, IngressSettings
+from towline.triggers.ingress.deadletters import DeadLetters
 from towline.triggers.ingress.deliveries import DeliveryHandler
 from towline.triggers.ingress.tracing import DeliveryTracer
 
@@ -51,7 +52,8 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         identity = await whoami(api)
         spans = span_sink(TracingConfig.from_environment(os.environ), service=INGRESS_SERVICE)
         deliveries = DeliveryHandler(api, SecretKeyReader(api), requested_by=identity,
-                                     tracer=DeliveryTracer(spans) if spans is not None else None)
+                                     tracer=DeliveryTracer(spans) if spans is not None else None,
+                                     letters=DeadLetters(api))
         ingress = Ingress(cache, deliveries, settings)
         cache.start()
         runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
