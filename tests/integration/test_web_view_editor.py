@@ -315,5 +315,9 @@ def test_the_keyboard_moves_between_steps_deletes_one_and_undo_brings_it_back(
     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.CONTROL, "z")
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'#editor-graph g.node[data-step="{focused}"]'),
           f"{focused} back after Ctrl+Z")
-    example = (REPO_ROOT / "examples" / "hello-towline.yaml").read_text()
-    assert driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value") == example
+    example = REPO_ROOT / "examples" / "hello-towline.yaml"
+    assert driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value") == example.read_text()
+
+    # Diff against a file of the author's checkout: the same file shows no difference.
+    driver.find_element(By.CSS_SELECTOR, "#editor-upload").send_keys(str(example))
+    wait_for_element(driver, "#editor-same", "no difference from the checkout's file", 30)
