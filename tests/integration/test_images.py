@@ -21,9 +21,10 @@ import pytest
 from tests.integration.oci_run import UID, Bind, PrivateContainerd, image_process, run_container
 
 from towline.k8s.objects import StepPodSettings
+from towline_dev import REPO_ROOT
 from towline_dev.binaries import cache_root
 from towline_dev.debpackages import ensure_debian_packages
-from towline_dev.images import REPO_ROOT, RUNNER_IMAGE, TOWLINE_IMAGE, ensure_images
+from towline_dev.images import RUNNER_IMAGE, TOWLINE_IMAGE, ensure_images
 from towline_dev.ocilayout import (
     ANNOTATION_CONTAINERD_NAME,
     ANNOTATION_REF_NAME,
@@ -90,8 +91,21 @@ def towline_rootfs(towline_image: OciImage, tmp_path_factory: pytest.TempPathFac
     return _rootfs(towline_image, tmp_path_factory)
 
 
+_ENTRIES: dict[Path, list[tuple[str, int, bool]]] = {}
+
+
+def layer_entries(image: OciImage) -> list[tuple[str, int, bool]]:
+    """Every entry of the image's layers, bottom layer first: (path, mode, whether a regular file). Read once per
+    archive and process: a pass decompresses every layer (2.1 s of CPU for the operator image, 1.6 s for the
+    runner's), and four tests list both images."""
+    if image.archive not in _ENTRIES:
+        _ENTRIES[image.archive] = [(member.name.lstrip("./"), member.mode, member.isfile())
+                                   for _, _, member in iter_layer_members(image)]
+    return _ENTRIES[image.archive]
+
+
 def layer_paths(image: OciImage) -> set[str]:
-    return {member.name.lstrip("./") for _, _, member in iter_layer_members(image)}
+    return {path for path, _, _ in layer_entries(image)}
 
 
 def site_packages(paths: set[str]) -> set[str]:
@@ -171,9 +185,9 @@ def test_images_hold_no_build_tools_sources_or_caches(towline_image: OciImage, r
 def test_images_hold_no_setuid_or_setgid_programs(towline_image: OciImage, runner_image: OciImage) -> None:
     for image in (towline_image, runner_image):
         file_mode_by_path: dict[str, int] = {}
-        for _, _, member in iter_layer_members(image):
+        for path, mode, is_file in layer_entries(image):
             # An upper layer's entry wins; a directory's setgid bit only sets new files' group.
-            file_mode_by_path[member.name.lstrip("./")] = member.mode if member.isfile() else 0
+            file_mode_by_path[path] = mode if is_file else 0
         privileged = sorted(path for path, mode in file_mode_by_path.items() if mode & 0o6000)
         assert not privileged, f"{image.reference}: {privileged[:5]}"
 
