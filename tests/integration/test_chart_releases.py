@@ -28,14 +28,14 @@ TODAYS_CLUSTER_NAMES = {
     "ClusterRole": {
         "towline-ingress", "towline-operator", "towline-operator-cluster-step-types", "towline-operator-discovery",
         "towline-viewer", "towline-runner", "towline-log-reader", "towline-approver", "towline-step-type-author",
-        "towline-workflow-author", "towline-aggregate-to-view", "towline-aggregate-to-edit",
+        "towline-workflow-author", "towline-aggregate-to-view", "towline-aggregate-to-edit", "towline-admin",
         "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ClusterRoleBinding": {
         "towline-ingress", "towline-operator", "towline-operator-cluster-step-types", "towline-operator-discovery",
         "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
-        "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
+        "towline-ingress-dead-letters", "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
         "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
         "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases"},
     "APIService": {ARCHIVE_API_SERVICE},
@@ -48,7 +48,7 @@ SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-u
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 
-EVERYWHERE_POLICIES = {"ingress-runs", "step-objects", "nesting-depth", "step-pod-access", "step-type-schemas",
+EVERYWHERE_POLICIES = {"ingress-runs", "ingress-dead-letters", "step-objects", "nesting-depth", "step-pod-access", "step-type-schemas",
                        "archive-releases"}
 """Policies that only restrict this release's own identities, or hold everyone to the same rule
 whatever the release: bound cluster-wide, which refuses nobody another release trusts. step-objects also

@@ -28,13 +28,17 @@ from tests.integration.support import apply, bind_role, create
 from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import IngressProcess
+from towline_dev.install import OPERATOR_NAMESPACE
+from towline_dev.release import INGRESS_SERVICE_ACCOUNT
 
 pytestmark = pytest.mark.integration
 __all__ = ["ingress"]
 
 CANARY_KEY = "whsec_Y2FuYXJ5LWRlYWQtbGV0dGVyLWtleS0wMTIzNDU2Nzg5"
 """The trigger's signing key: it must never reach the store (the redactor knows it; no signature header is kept)."""
-REFUSED = b'{"type": "order.refunded", "data": {"id": "A-7", "total": 3.5}}'
+REFUSED_BODY = {"type": "order.refunded", "data": {"id": "A-7", "total": 3.5}, "note": CANARY_KEY}
+"""A body the filter refuses, carrying the signing key itself (a sender that echoes its configuration)."""
+REFUSED = json.dumps(REFUSED_BODY).encode()
 
 
 def username(cluster: ControlPlane, user: str) -> str:
@@ -72,7 +76,7 @@ def test_a_filtered_delivery_is_kept_and_replayed_once_by_an_admin(
         assert secret_text not in store, f"{secret_text!r} is in the dead-letter store"
     [letter] = listed(cluster, namespace)
     assert (letter["workflow"], letter["trigger"], letter["reason"]) == ("orders", "order_paid", "Filtered")
-    assert letter["payload"] == json.loads(REFUSED)
+    assert letter["payload"] == {**REFUSED_BODY, "note": "[REDACTED]"}
     assert letter["data"] == {"order_id": "A-7", "total": 3.5}
     assert letter["replayedBy"] is None
     assert runs(cluster, namespace) == [], "a filtered delivery starts no run"
@@ -126,3 +130,17 @@ def test_a_runner_can_neither_read_nor_replay_nor_forge_a_replay(
             assert "replayed-by" in refused.stderr or "may not replay" in refused.stderr, refused.stderr
         assert runs(cluster, own) == []
     assert len(listed(cluster, namespace)) == 1 and runs(cluster, namespace) == []
+
+
+def test_the_ingress_may_create_its_dead_letters_and_no_other_config_map(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    """RBAC cannot narrow the ingress's create to a name; the admission policy does."""
+    cluster = towline_installed
+    as_ingress = ("--as", f"system:serviceaccount:{OPERATOR_NAMESPACE}:{INGRESS_SERVICE_ACCOUNT}")
+    other = cluster.kubectl("create", "configmap", "app-settings", "-n", namespace, "--from-literal=mode=evil",
+                            *as_ingress, check=False)
+    assert other.returncode != 0 and DELIVERY_LETTERS_CONFIG_MAP in other.stderr, other.stderr
+    own = cluster.kubectl("create", "configmap", DELIVERY_LETTERS_CONFIG_MAP, "-n", namespace, *as_ingress,
+                          check=False)
+    assert own.returncode == 0, own.stderr
