@@ -48,8 +48,8 @@ SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-u
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 
-EVERYWHERE_POLICIES = {"ingress-runs", "ingress-dead-letters", "step-objects", "nesting-depth", "step-pod-access", "step-type-schemas",
-                       "archive-releases"}
+EVERYWHERE_POLICIES = {"ingress-runs", "ingress-dead-letters", "step-objects", "nesting-depth", "step-pod-access",
+                       "step-type-schemas", "archive-releases"}
 """Policies that only restrict this release's own identities, or hold everyone to the same rule
 whatever the release: bound cluster-wide, which refuses nobody another release trusts. step-objects also
 holds everyone else to "hands off step objects", in the watchNamespaces its rule names (one policy, so the API

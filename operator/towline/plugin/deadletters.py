@@ -64,8 +64,8 @@ def add_parser(sub: Any) -> None:
 
 
 def letter_document(letter: DeadLetter) -> dict[str, Any]:
-    return {"id": letter.id, "kind": "event", "attempts": letter.attempts, "error": letter.error, "failedAt": letter.failed_at,
-            "event": letter.event}
+    return {"id": letter.id, "kind": "event", "attempts": letter.attempts, "error": letter.error,
+            "failedAt": letter.failed_at, "event": letter.event}
 
 
 async def run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -> int:
