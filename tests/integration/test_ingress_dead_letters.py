@@ -144,3 +144,35 @@ def test_the_ingress_may_create_its_dead_letters_and_no_other_config_map(
     own = cluster.kubectl("create", "configmap", DELIVERY_LETTERS_CONFIG_MAP, "-n", namespace, *as_ingress,
                           check=False)
     assert own.returncode == 0, own.stderr
+
+
+def test_a_suspended_workflows_delivery_and_a_too_large_bearer_body_are_kept_and_an_unsigned_one_is_not(
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    cluster = towline_installed
+    token = "bearer-canary-token-of-32-bytes!"
+    create_secret(cluster, namespace, "keys", {"signing-secret": CANARY_KEY, "token": token})
+    opt_in(cluster, namespace, "keys")
+    apply(cluster, webhook_workflow("paused", namespace, standard_webhook("keys"), suspend=True))
+    apply(cluster, webhook_workflow("big", namespace, {
+        "verify": {"scheme": "bearer", "secretRef": {"name": "keys", "key": "token"}}, "maxBodyBytes": 1024}))
+    wait_until_cached(ingress, namespace, "paused")
+    wait_until_cached(ingress, namespace, "big")
+
+    unsigned = post(hook_url(ingress, namespace, "paused"), REFUSED, {"Content-Type": "application/json"})
+    assert unsigned.status_code == 401, unsigned.text
+    paused = post(hook_url(ingress, namespace, "paused"), REFUSED, signed_standard(CANARY_KEY, REFUSED))
+    assert paused.status_code == 409, paused.text
+    big = b'{"pad": "' + b"x" * 2000 + b'"}'
+    too_large = post(hook_url(ingress, namespace, "big"), big,
+                     {"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    assert too_large.status_code == 413, too_large.text
+
+    letters = {letter["workflow"]: letter for letter in listed(cluster, namespace)}
+    assert set(letters) == {"paused", "big"}, "the unsigned delivery is not kept"
+    assert letters["paused"]["reason"] == "Suspended" and letters["paused"]["data"] == {}
+    assert (letters["big"]["reason"], letters["big"]["size"], letters["big"]["payload"]) == \
+        ("BodyTooLarge", len(big), None)
+    assert "authorization" not in letters["big"]["headers"]
+    store = cluster.kubectl("get", "configmap", DELIVERY_LETTERS_CONFIG_MAP, "-n", namespace, "-o", "json").stdout
+    assert token not in store and CANARY_KEY not in store and "xxxxxxxx" not in store
