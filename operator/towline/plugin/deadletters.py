@@ -16,7 +16,6 @@ import argparse
 import json
 from typing import Any
 
-from towline.api.common import API_VERSION
 from towline.api.events import DeadLetter
 from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP, read_dead_letters, request_replay
@@ -33,7 +32,7 @@ from towline.k8s.identity import whoami
 from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
 from towline.plugin.commands import Io, NotFound
 from towline.plugin.manifests import UsageError
-from towline.triggers.ingress.runname import webhook_run_name
+from towline.plugin.views import RUN_KIND
 
 DEFAULT_OPERATOR_NAMESPACE = "towline-system"
 EXAMPLES = """Examples:
@@ -142,16 +141,18 @@ async def replay_delivery(api: KubeApi, io: Io, letter: DeliveryLetter) -> int:
     if declared is None:
         raise NotFound(f"Workflow {where} no longer has trigger {letter.trigger}; dead letter {letter.id} cannot be "
                        "replayed")
+    from towline.triggers.ingress.runname import webhook_run_name  # noqa: PLC0415 - the replay alone loads the engine
+
     user = await whoami(api)
     name = webhook_run_name(letter.namespace, letter.workflow, letter.trigger, f"replay/{letter.id}")
     body = {
-        "apiVersion": API_VERSION, "kind": "WorkflowRun",
+        **RUN_KIND,
         "metadata": {
             "name": name, "namespace": letter.namespace,
             "labels": {LABEL_WORKFLOW: letter.workflow, LABEL_TRIGGER: identifier_label(letter.trigger)},
             "annotations": {REPLAYED_BY_ANNOTATION: user,
                             REPLAY_OF_ANNOTATION: f"{DELIVERY_LETTERS_CONFIG_MAP}/{letter.id}"},
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Workflow", "name": letter.workflow,
+            "ownerReferences": [{"apiVersion": RUN_KIND["apiVersion"], "kind": "Workflow", "name": letter.workflow,
                                  "uid": workflow["metadata"]["uid"]}],
         },
         "spec": {"workflowRef": {"name": letter.workflow}, "params": declared.get("params") or {},
