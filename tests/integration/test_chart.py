@@ -513,7 +513,8 @@ def test_ingress_runs_as_the_service_account_the_values_name(k8s_binaries: Binar
     assert pod["serviceAccountName"] == "webhooks"
     assert pod["containers"][0]["command"] == ["towline", "ingress"]
     resources = {r for rule in role["rules"] for r in rule["resources"]}
-    assert resources == {"workflows", "workflowruns"}
+    # configmaps: its dead letters (towline-dead-letters; the towline-ingress-dead-letters policy refuses any other).
+    assert resources == {"workflows", "workflowruns", "configmaps"}
     assert find(documents, "Service", "towline-ingress")["spec"]["ports"][0]["targetPort"] == "http"
 
 

@@ -81,9 +81,16 @@ def alice(towline_installed: ControlPlane, author_namespace: str) -> Iterator[We
 
 def open_editor(driver: Any, view: WebView, path: str) -> None:
     driver.get(view.url(path))
-    wait_for_element(driver, 'body[data-editor-ready="true"]', f"the editor at {path}", 60)
+    wait_for_element(driver, 'body[data-editor-ready="true"]', f"the editor at {path}")
+    settled(driver)
     driver.execute_script("window.editorErrors = []; addEventListener('error', (e) => editorErrors.push(e.message)); "
                           "addEventListener('unhandledrejection', (e) => editorErrors.push(String(e.reason)));")
+
+
+def settled(driver: Any) -> None:
+    """Wait until the editor's last validation has answered (its answer redraws the graph under the pointer)."""
+    until_shown(driver, lambda d: (d.find_element(By.CSS_SELECTOR, "#editor-status").text.strip() or "Validating…")
+                != "Validating…", "the editor's validation answered", 120)
 
 
 def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
@@ -268,6 +275,7 @@ def test_a_live_workflow_argo_cd_manages_opens_unchanged_offers_no_apply_and_its
     driver.find_element(By.CSS_SELECTOR, "#editor-diff-live").click()
     until(driver, lambda d: "+    name: remark" in "".join(e.text for e in d.find_elements(
         By.CSS_SELECTOR, "#editor-diff")), "the diff against the live Workflow shows the renamed param")
+    settled(driver)
     driver.find_element(By.CSS_SELECTOR, '#editor-graph g.node[data-step="say"]').click()
     wait_for_element(driver, '[data-path="spec.steps[0].with.data"]', "the step's form")
     assert marker in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")

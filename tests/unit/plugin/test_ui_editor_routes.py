@@ -109,7 +109,7 @@ def test_apply_is_a_server_side_apply_without_force_and_a_refusal_keeps_its_word
 
     async def probe(client: httpx.AsyncClient) -> None:
         answer = await client.post("/api/editor/apply", json={"yaml": TEXT})
-        assert answer.json() == {"applied": True, "resourceVersion": "7"}, answer.text
+        assert answer.json() == {"applied": True, "resourceVersion": "7", "generation": None}, answer.text
 
     serve(api, probe, allow_apply=True)
     (applied,) = api.applies()

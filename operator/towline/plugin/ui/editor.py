@@ -164,7 +164,8 @@ async def workflow_yaml(request: web.Request) -> web.StreamResponse:
     tool = managed_by(workflow.get("metadata") or {})
     return web.json_response({
         "yaml": _as_yaml(clean_workflow(workflow)), "resourceVersion": resource_version(workflow),
-        "managedBy": tool, "canApply": await _can_apply(request, namespace, name, tool),
+        "generation": generation(workflow), "managedBy": tool,
+        "canApply": await _can_apply(request, namespace, name, tool),
     })
 
 
@@ -285,11 +286,18 @@ async def diff(request: web.Request) -> web.StreamResponse:
                               "same": before == after})
 
 
+def generation(workflow: JSON) -> int | None:
+    """The Workflow's metadata.generation: raised by every change of its spec, never by the operator's status writes
+    (which change the resourceVersion every few seconds while a Workflow is new)."""
+    value = (workflow.get("metadata") or {}).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _changed_since(expected: Any, live: JSON | None) -> str | None:
-    """How the live object differs from the resourceVersion the editor read, if it was given and differs."""
-    if not isinstance(expected, str) or not expected or live is None or resource_version(live) == expected:
+    """How the live Workflow's spec differs from the generation the editor read, if it was given and differs."""
+    if not isinstance(expected, int) or isinstance(expected, bool) or live is None or generation(live) == expected:
         return None
-    return f"resourceVersion {expected}, now {resource_version(live)}"
+    return f"generation {expected}, now {generation(live)}"
 
 
 async def apply(request: web.Request) -> web.StreamResponse:
@@ -309,7 +317,7 @@ async def apply(request: web.Request) -> web.StreamResponse:
     if tool is not None:
         return problem(409, f"Workflow {name} is managed by {GITOPS_TOOLS[tool]}: change it in git (download or "
                             "copy the YAML); the editor does not apply it", managedBy=tool)
-    stale = _changed_since(body.get("resourceVersion"), live)
+    stale = _changed_since(body.get("generation"), live)
     if stale is not None:
         return problem(409, f"Workflow {name} changed since the editor read it ({stale}): see the diff against "
                             "the live object, then apply again")
@@ -319,7 +327,8 @@ async def apply(request: web.Request) -> web.StreamResponse:
         status = error.status if 400 <= error.status < 600 else 502
         return web.json_response({"applied": False, "problems": [p.view() for p in refusal_problems(
             error.status, error.message, error.body, document)]}, status=status)
-    return web.json_response({"applied": True, "resourceVersion": resource_version(applied)})
+    return web.json_response({"applied": True, "resourceVersion": resource_version(applied),
+                              "generation": generation(applied)})
 
 
 def _checked(handler: Any) -> Any:

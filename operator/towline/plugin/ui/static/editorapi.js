@@ -27,6 +27,6 @@ export const workflow = (name) => get(`/api/editor/workflows/${encodeURIComponen
 export const validate = (yaml) => post("/api/editor/validate", { yaml });
 export const diff = (yaml, against, text) => post("/api/editor/diff", text === undefined ? { yaml, against }
   : { yaml, against, text });
-export const apply = (yaml, resourceVersion) => post("/api/editor/apply", resourceVersion ? { yaml, resourceVersion }
+export const apply = (yaml, generation) => post("/api/editor/apply", Number.isInteger(generation) ? { yaml, generation }
   : { yaml });
 export const link = (path) => BASE + path;

@@ -40,9 +40,10 @@ export function toolbar(container, { state, api, workflowText, undo, redo, setBa
   if (live && live.canApply) {
     applyPart = h("button", { type: "button", id: "editor-apply", class: "approve", onclick: async () => {
       show("result", "applying…");
-      const answer = await api.apply(workflowText(), live.resourceVersion);
+      const answer = await api.apply(workflowText(), live.generation);
       if (answer.ok && answer.body.applied) {
         live.resourceVersion = answer.body.resourceVersion;
+        live.generation = answer.body.generation;
         show("result done", `applied as you (resourceVersion ${answer.body.resourceVersion})`);
         setBase(state.text);
       } else {
