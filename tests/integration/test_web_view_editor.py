@@ -21,7 +21,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
-from tests.integration.support import apply, bind_role, wait_for
+from tests.integration.support import apply, bind_role, get, wait_for
 from tests.integration.test_web_view import page_state, wait_for_element
 from tests.integration.test_web_view_actions import until as until_shown
 
@@ -54,8 +54,24 @@ def chromium(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def author_namespace(towline_installed: ControlPlane, namespace: str) -> str:
-    cluster = towline_installed
+def shown_namespace(request: pytest.FixtureRequest, towline_installed: ControlPlane) -> Iterator[str]:
+    """The test's own namespace; `team`, the README's, made and deleted here, when writing the README's screenshots
+    (TOWLINE_UPDATE_SCREENSHOTS=1, one test at a time), so the pictures show no generated name."""
+    if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") != "1":
+        yield request.getfixturevalue("namespace")
+        return
+    cluster, name = towline_installed, "team"
+    cluster.kubectl("create", "namespace", name)  # fails if it exists: the pictures show only this test's objects
+    try:
+        wait_for("the new namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", name))
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def author_namespace(towline_installed: ControlPlane, shown_namespace: str) -> str:
+    cluster, namespace = towline_installed, shown_namespace
     bind_role(cluster, namespace, "towline-workflow-author", users=("alice",))
     apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                     "metadata": {"name": "read-two-secrets", "namespace": namespace},
