@@ -81,6 +81,10 @@ IN_THE_WORLDS: dict[str, tuple[str, ...]] = {
         "tests/integration/test_operator_ha.py",
         "tests/integration/test_approval_notifications.py",
         "tests/integration/test_control_plane_restart.py",
+        # Chromium through long interactive sequences: under the three workers' load the editor's page once did not
+        # load in 120 s and a sign-in's start form stayed "checking…" (not understood yet; each passes in a world).
+        "tests/integration/test_web_view_editor.py",
+        "tests/integration/test_web_view_in_cluster.py",
     ),
 }
 """Files of the concurrent part that the exclusive part's worlds run after their own tests share their node, when
