@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -98,15 +99,8 @@ def alice(towline_installed: ControlPlane, author_namespace: str) -> Iterator[We
 def open_editor(driver: Any, view: WebView, path: str) -> None:
     driver.get(view.url(path))
     wait_for_element(driver, 'body[data-editor-ready="true"]', f"the editor at {path}")
-    settled(driver)
     driver.execute_script("window.editorErrors = []; addEventListener('error', (e) => editorErrors.push(e.message)); "
                           "addEventListener('unhandledrejection', (e) => editorErrors.push(String(e.reason)));")
-
-
-def settled(driver: Any) -> None:
-    """Wait until the editor's last validation has answered (its answer redraws the graph under the pointer)."""
-    until_shown(driver, lambda d: (d.find_element(By.CSS_SELECTOR, "#editor-status").text.strip() or "Validating…")
-                != "Validating…", "the editor's validation answered", 120)
 
 
 def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
@@ -122,11 +116,24 @@ def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
         raise
 
 
+def again_if_redrawn(act: Any) -> Any:
+    """Do `act` once more when the validation's answer redrew the element between finding and using it (it redraws
+    the graph and the form whenever it arrives; a person's next click finds the new element)."""
+    for _ in range(4):
+        try:
+            return act()
+        except StaleElementReferenceException:
+            continue
+    return act()
+
+
 def typed(driver: Any, path: str, text: str) -> None:
     """Type into the field of `path` (what it held is replaced, as a person selects it and types)."""
-    box = wait_for_element(driver, f'[data-path="{path}"]', f"the field {path}", 30)
-    box.send_keys(Keys.CONTROL, "a")
-    box.send_keys(text)
+    def type_once() -> None:
+        box = wait_for_element(driver, f'[data-path="{path}"]', f"the field {path}", 30)
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(text)
+    again_if_redrawn(type_once)
 
 
 def drag_edge(driver: Any, source: str, target: str) -> None:
@@ -208,9 +215,12 @@ def test_each_example_downloads_unchanged_byte_for_byte_also_after_a_round_trip_
         open_editor(driver, alice, f"/editor?example={example.stem}")
         assert downloaded(driver, tmp_path / example.stem / "as-opened") == example.read_bytes(), example.name
 
-        node = driver.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
-        where = node.get_attribute("transform")
-        ActionChains(driver).click_and_hold(node).move_by_offset(60, 40).release().perform()
+        def drag_first_step() -> str:
+            node = driver.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
+            before = str(node.get_attribute("transform"))
+            ActionChains(driver).click_and_hold(node).move_by_offset(60, 40).release().perform()
+            return before
+        where = again_if_redrawn(drag_first_step)
         until(driver, lambda d, w=where: d.find_element(By.CSS_SELECTOR, "#editor-graph g.node")
               .get_attribute("transform") != w, f"{example.stem}: the first step moved")
         driver.find_element(By.CSS_SELECTOR, "#editor-yaml").send_keys(Keys.CONTROL, "z")
@@ -291,8 +301,7 @@ def test_a_live_workflow_argo_cd_manages_opens_unchanged_offers_no_apply_and_its
     driver.find_element(By.CSS_SELECTOR, "#editor-diff-live").click()
     until(driver, lambda d: "+    name: remark" in "".join(e.text for e in d.find_elements(
         By.CSS_SELECTOR, "#editor-diff")), "the diff against the live Workflow shows the renamed param")
-    settled(driver)
-    driver.find_element(By.CSS_SELECTOR, '#editor-graph g.node[data-step="say"]').click()
+    again_if_redrawn(lambda: driver.find_element(By.CSS_SELECTOR, '#editor-graph g.node[data-step="say"]').click())
     wait_for_element(driver, '[data-path="spec.steps[0].with.data"]', "the step's form")
     assert marker in driver.find_element(By.CSS_SELECTOR, "#editor-yaml").get_attribute("value")
     assert not driver.find_elements(By.CSS_SELECTOR, "#injected") and driver.title != "owned"

@@ -263,13 +263,7 @@ async function check() {
     message: `could not validate (${answer.status}): ${answer.body.message || ""}` }];
   state.checked = answer.ok;
   parts.status.textContent = answer.ok && answer.body.ok ? "Valid." : `${state.problems.length} problem(s).`;
-  // The answer redraws the graph: a keyboard user's focus on a step stays on that step.
-  const focused = document.activeElement && document.activeElement.closest
-    ? document.activeElement.closest("#editor-graph g.node") : null;
-  const step = focused ? focused.getAttribute("data-step") : null;
   render(document.activeElement === parts.yaml ? "yaml" : "check");
-  const again = step === null ? null : [...parts.graph.querySelectorAll("g.node")].find((n) => n.getAttribute("data-step") === step);
-  if (again && document.activeElement !== again) again.focus();
 }
 
 // ---- the page --------------------------------------------------------------------------------------------------
