@@ -139,7 +139,9 @@ def test_operator_killed_at_several_points_completes_the_run_without_a_second_jo
         start_run(cluster, ns, "crashy", "crash-run")
         # Kill right after the first Job appears, while a retry is scheduled, and while b runs.
         for moment in ("a's first Job", "a's retry", "b's Job"):
-            wait_for(moment, lambda m=moment: _reached(cluster, ns, m), timeout=60, interval=0.1)
+            # Each moment waits on a step pod's start and end; under the suite's three workers a pod alone has
+            # taken over 50 s from Job to end, hence the long limit (a fact is waited for, not a time).
+            wait_for(moment, lambda m=moment: _reached(cluster, ns, m), timeout=240, interval=0.1)
             towline_operator.kill()
             time.sleep(1)  # down for a moment, as a crash-looping pod is; the run must not move meanwhile
             towline_operator.start()

@@ -380,7 +380,10 @@ def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested
         days.clear()
         days.send_keys("soon")
         alice.find_element(By.CSS_SELECTOR, "#start-run").click()
-        refused = wait_for("the refused form", lambda: alice.find_element(By.CSS_SELECTOR, "#start-result").text, 60)
+        # The form says "checking…" until the view's answer arrives: wait for the answer, not the first text.
+        refused = wait_for("the refused form", lambda: (
+            text := alice.find_element(By.CSS_SELECTOR, "#start-result").text) != "checking…" and text, 60,
+            explain=lambda: _body(alice))
         assert "nothing was created" in refused, refused
         assert runs() == [], "a refused form creates no run"
         alice.find_element(By.CSS_SELECTOR, "#param-region").send_keys("emea")
