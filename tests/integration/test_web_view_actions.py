@@ -128,13 +128,20 @@ def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_
     with web_view(cluster.kubeconfig, context_name("alice"), ns) as alice, \
             web_view(cluster.kubeconfig, context_name("bob"), ns) as bob, \
             web_view(cluster.kubeconfig, context_name("carol"), ns) as carol:
-        # The workflow page: workflows show's model (params, triggers with the webhook path) and the graph.
+        # The workflow page: workflows show's model (params, triggers with the webhook path, the schedule's next
+        # slot as the operator wrote it) and the graph.
+        next_slot = wait_for("the operator's next slot of the schedule", lambda: next(
+            (slot.get("nextScheduleTime") for slot in ((get(cluster, "workflows.towline.dev", WORKFLOW, ns) or {})
+                                                       .get("status") or {}).get("schedules") or []
+             if slot.get("trigger") == "nightly" and slot.get("nextScheduleTime")), None), 60)
         alice.sign_in(browser)
         browser.get(alice.url(f"/workflows/{WORKFLOW}"))
         hook = wait_for_element(browser, '#triggers tr[data-trigger="on_push"]', "the webhook trigger")
         assert f"/hooks/{ns}/{WORKFLOW}/on_push" in hook.text and "standard-webhooks" in hook.text
         nightly = browser.find_element(By.CSS_SELECTOR, '#triggers tr[data-trigger="nightly"]').text
-        assert "0 2 * * *" in nightly and "Europe/Berlin" in nightly
+        assert "0 2 * * *" in nightly and "Europe/Berlin" in nightly and f"next {next_slot}" in nightly, nightly
+        facts = browser.find_element(By.CSS_SELECTOR, "dl.facts").text
+        assert f"Next schedule\n{next_slot}" in facts, facts
         assert {n.get_attribute("data-step") for n in browser.find_elements(By.CSS_SELECTOR, "#graph g.node")} == \
             {"review", "send"}
         assert "(required)" in browser.find_element(By.CSS_SELECTOR, '#params tr[data-param="region"]').text

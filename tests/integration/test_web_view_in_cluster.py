@@ -119,9 +119,9 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _gated_run(view: InClusterView, requester_token: str) -> tuple[str, str]:
+def _started_run(view: InClusterView, requester_token: str) -> str:
     """A Workflow whose first step is a four-eyes gate bob and carol may decide, and a run carol started with her
-    own ID token (so its requester is oidc:carol, as the API server saw her); (run, approval) once it waits."""
+    own ID token (so its requester is oidc:carol, as the API server saw her): the run's name."""
     cluster, namespace = view.cluster, view.namespace
     workflow = {
         "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
@@ -143,7 +143,13 @@ def _gated_run(view: InClusterView, requester_token: str) -> tuple[str, str]:
            "spec": {"workflowRef": {"name": "close-quarter"}, "requestedBy": CAROL}}
     created = kubectl_with_token(cluster, requester_token, "create", "-o", "name", "-f", "-", stdin=json.dumps(run))
     assert created.returncode == 0, created.stderr
-    name = created.stdout.strip().split("/")[-1]
+    return str(created.stdout.strip().split("/")[-1])
+
+
+def _gated_run(view: InClusterView, requester_token: str) -> tuple[str, str]:
+    """`_started_run`'s run and its approval, once it waits at the gate."""
+    cluster, namespace = view.cluster, view.namespace
+    name = _started_run(view, requester_token)
 
     def waiting() -> str | None:
         found = get(cluster, "workflowruns.towline.dev", name, namespace) or {}
@@ -225,13 +231,25 @@ def test_bob_approves_after_signing_in_from_the_link_and_carol_sees_the_four_eye
     assert run
 
 
-def test_dave_signed_in_sees_no_runs_and_the_api_servers_refusal(in_cluster_view: InClusterView) -> None:
+def test_dave_signed_in_sees_no_runs_and_the_api_servers_refusal(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
+) -> None:
     view = in_cluster_view
+    # A run is there (carol's), so "no runs" is what dave may see, not what the namespace holds.
+    client = view.provider.register_client([f"{view.url}/auth/callback"])
+    run = _started_run(view, sign_in(view.provider, client, "carol").id_token)
+    assert get(view.cluster, "workflowruns.towline.dev", run, view.namespace) is not None
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as dave:
         _sign_in(dave, view, "dave", view.link("/runs"))
         refusal = wait_for("the refusal", lambda: dave.find_elements(By.CSS_SELECTOR, "p.result.refused"), 60)[0]
         assert "403" in refusal.text and DAVE in refusal.text
         assert dave.find_elements(By.CSS_SELECTOR, "tr[data-run]") == []
+        assert run not in _body(dave)
+        # Nor in the view's every-namespace list, the cluster-wide one or namespace by namespace.
+        dave.get(f"{view.url}/all/runs")
+        wait_for("the every-namespace page", lambda: dave.find_elements(By.CSS_SELECTOR, "#runs"), 60,
+                 explain=lambda: _body(dave))
+        assert dave.find_elements(By.CSS_SELECTOR, "#runs tbody tr") == [], _body(dave)
 
 
 def test_a_stolen_session_cookie_stops_working_after_sign_out(in_cluster_view: InClusterView) -> None:
