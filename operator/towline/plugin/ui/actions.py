@@ -21,7 +21,7 @@ from towline.k8s.client import EVENTS, ApiError, KubeApi
 from towline.plugin import manifests, runactions
 from towline.plugin.runtree import run_tree
 from towline.plugin.ui import forms, person, views
-from towline.plugin.ui.history import BadInputError, run_name
+from towline.plugin.ui.history import run_name
 from towline.plugin.ui.sse import follow_collection, open_stream
 
 JSON = dict[str, Any]
@@ -193,16 +193,6 @@ def run_stream_change(kind: str, run: JSON) -> JSON | None:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _named(handler: Handler) -> Handler:
-    """A name in the path that is no object name is a 400 naming it, before any API call."""
-    async def checked(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except BadInputError as error:
-            return problem(400, str(error))
-    return checked
-
-
 def add_routes(app: web.Application, *, page: PageRenderer) -> None:
     async def start_page(request: web.Request) -> web.StreamResponse:
         return page(request, "start", run_name(request.match_info["name"]))
@@ -210,11 +200,11 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
     async def all_runs_page(request: web.Request) -> web.StreamResponse:
         return page(request, "allruns", "")
 
-    person.add_get(app, "/workflows/{name}/start", _named(start_page))
-    person.add_get(app, "/api/workflows/{name}/form", _named(form_json))
-    person.add_post(app, "/api/workflows/{name}/runs", _named(start_run))
-    person.add_post(app, "/api/runs/{name}/{action}", _named(run_action))
-    person.add_get(app, "/events/runs/{name}/events", _named(run_events))
-    person.add_get(app, "/api/namespaces", _named(namespaces_json))
+    person.add_get(app, "/workflows/{name}/start", start_page)
+    person.add_get(app, "/api/workflows/{name}/form", form_json)
+    person.add_post(app, "/api/workflows/{name}/runs", start_run)
+    person.add_post(app, "/api/runs/{name}/{action}", run_action)
+    person.add_get(app, "/events/runs/{name}/events", run_events)
+    person.add_get(app, "/api/namespaces", namespaces_json)
     app.router.add_get("/all/runs", all_runs_page)
-    app.router.add_get("/api/all/runs", _named(all_runs))
+    app.router.add_get("/api/all/runs", all_runs)

@@ -43,7 +43,7 @@ from towline.plugin.ui.editorcheck import (
     spec_path,
     unified_diff,
 )
-from towline.plugin.ui.history import BadInputError, run_name
+from towline.plugin.ui.history import run_name
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 from towline.validation.editorschema import action_inputs_schema, contained, workflow_schema
@@ -169,17 +169,9 @@ async def workflow_yaml(request: web.Request) -> web.StreamResponse:
     })
 
 
-class BodyRefusedError(web.HTTPException):
-    """A body the editor does not take; the status and text say why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status_code = status
-        super().__init__(text=json.dumps({"status": status, "message": message}), content_type="application/json")
-
-
-def _too_large() -> BodyRefusedError:
-    return BodyRefusedError(413, f"the request is larger than {MAX_BODY_BYTES // 1024} KiB (1 MiB), the editor's "
-                                 "limit: split the Workflow or shorten it")
+def _too_large() -> person.BadInputError:
+    return person.BadInputError(f"the request is larger than {MAX_BODY_BYTES // 1024} KiB (1 MiB), the editor's "
+                                "limit: split the Workflow or shorten it", status=413)
 
 
 async def read_body(request: web.Request) -> JSON:
@@ -198,7 +190,7 @@ async def read_body(request: web.Request) -> JSON:
     except ValueError:
         body = None
     if not isinstance(body, dict) or not isinstance(body.get("yaml"), str):
-        raise BodyRefusedError(400, 'send {"yaml": "<the Workflow as YAML text>"} as JSON')
+        raise person.BadInputError('send {"yaml": "<the Workflow as YAML text>"} as JSON')
     return body
 
 
@@ -331,19 +323,6 @@ async def apply(request: web.Request) -> web.StreamResponse:
                               "generation": generation(applied)})
 
 
-def _checked(handler: Any) -> Any:
-    """A name that is no object name is a 400 naming it; a refused body answers as it says."""
-    async def checked(request: web.Request) -> web.StreamResponse:
-        try:
-            response: web.StreamResponse = await handler(request)
-        except BadInputError as error:
-            return problem(400, str(error))
-        except BodyRefusedError as refused:
-            return web.Response(status=refused.status_code, text=refused.text, content_type="application/json")
-        return response
-    return checked
-
-
 def add_routes(app: web.Application, *, page: PageRenderer, allow_apply: bool) -> None:
     app[ALLOW_APPLY] = allow_apply
     app[READING] = asyncio.Semaphore(2)
@@ -352,11 +331,11 @@ def add_routes(app: web.Application, *, page: PageRenderer, allow_apply: bool) -
         name = request.match_info.get("name")
         return page(request, "editor", run_name(name) if name else "")
 
-    person.add_get(app, "/editor", _checked(editor_page))
-    person.add_get(app, "/editor/{name}", _checked(editor_page))
-    person.add_get(app, "/api/editor/catalog", _checked(catalog_json))
-    person.add_get(app, "/api/editor/examples", _checked(examples_json))
-    person.add_get(app, "/api/editor/workflows/{name}", _checked(workflow_yaml))
-    person.add_post(app, "/api/editor/validate", _checked(validate))
-    person.add_post(app, "/api/editor/diff", _checked(diff))
-    person.add_post(app, "/api/editor/apply", _checked(apply))
+    person.add_get(app, "/editor", editor_page)
+    person.add_get(app, "/editor/{name}", editor_page)
+    person.add_get(app, "/api/editor/catalog", catalog_json)
+    person.add_get(app, "/api/editor/examples", examples_json)
+    person.add_get(app, "/api/editor/workflows/{name}", workflow_yaml)
+    person.add_post(app, "/api/editor/validate", validate)
+    person.add_post(app, "/api/editor/diff", diff)
+    person.add_post(app, "/api/editor/apply", apply)

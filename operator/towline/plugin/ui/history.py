@@ -38,10 +38,6 @@ NOT_INSTALLED = ("The archive is not installed: this cluster serves no archive.t
                  "with archive.enabled=true (docs/archive.md).")
 
 
-class BadInputError(ValueError):
-    """A filter or name the page sent that cannot be asked of the archive; the message names the field."""
-
-
 def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
@@ -110,19 +106,19 @@ def history_query(params: Mapping[str, str]) -> dict[str, str]:
     for key in (*FILTERS, "continue"):
         value = (params.get(key) or "").strip()
         if len(value) > (4096 if key == "continue" else MAX_TEXT):
-            raise BadInputError(f"{key}: at most {MAX_TEXT} characters")
+            raise person.BadInputError(f"{key}: at most {MAX_TEXT} characters")
         if value:
             query[key] = value
     limit = (params.get("limit") or DEFAULT_LIMIT).strip()
     if not limit.isdigit() or not 1 <= int(limit) <= 500:
-        raise BadInputError(f"limit={limit!r}: write a whole number of runs per page from 1 to 500")
+        raise person.BadInputError(f"limit={limit!r}: write a whole number of runs per page from 1 to 500")
     query["limit"] = limit
     return query
 
 
 def run_name(text: str) -> str:
     if len(text) > MAX_TEXT or not re.fullmatch(DNS_SUBDOMAIN_PATTERN, text):
-        raise BadInputError(f"run name {text[:80]!r} is not a Kubernetes object name (lower-case letters, "
+        raise person.BadInputError(f"run name {text[:80]!r} is not a Kubernetes object name (lower-case letters, "
                             "digits, - and .)")
     return text
 
@@ -166,9 +162,6 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
         status, body = refusal(error, user=user, namespace=namespace, action=action)
         return web.json_response(body, status=status)
 
-    def bad(error: BadInputError) -> web.Response:
-        return web.json_response({"status": 400, "problem": "bad-request", "message": str(error)}, status=400)
-
     async def history_page(request: web.Request) -> web.StreamResponse:
         return page(request, "history", "")
 
@@ -179,8 +172,6 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
         client, namespace, _ = context(request)
         try:
             answer = await client.request("GET", runs_path(namespace), query=history_query(request.query))
-        except BadInputError as error:
-            return bad(error)
         except ApiError as error:
             return refused(request, error, "list")
         items = [item for item in _items(answer.get("items")) if isinstance(item, dict)]
@@ -191,8 +182,6 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
         client, namespace, _ = context(request)
         try:
             answer = await client.request("GET", f"{runs_path(namespace)}/{run_name(request.match_info['name'])}")
-        except BadInputError as error:
-            return bad(error)
         except ApiError as error:
             return refused(request, error, "get")
         return web.json_response(archived_detail(answer))
@@ -202,8 +191,6 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
         step = (request.query.get("step") or "").strip() or None
         try:
             text = await archived_log(client, namespace, run_name(request.match_info["name"]), step)
-        except BadInputError as error:
-            return bad(error)
         except ApiError as error:
             return refused(request, error, "log")
         return web.Response(text=text, content_type="text/plain", charset="utf-8")

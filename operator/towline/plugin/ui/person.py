@@ -50,6 +50,16 @@ class Door(Protocol):
     async def admit(self, request: web.Request) -> Person | web.StreamResponse | None: ...
 
 
+class BadInputError(ValueError):
+    """Input a page sent that cannot be asked of the API server or the archive (a name that is no object name, a
+    filter out of range, a body the view does not take). Raised anywhere in a handler; the view's middleware
+    answers `status` (400 unless said) with the message, which names the field and the fix, before any API call."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 PERSON = web.RequestKey("person", Person)
 DOOR = web.AppKey("door", Door)
 

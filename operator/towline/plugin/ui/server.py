@@ -58,6 +58,9 @@ async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
                                      "<meta name=\"towline-csrf\">): reload the page and try again\n")
     try:
         response = await handler(request)
+    except person.BadInputError as error:
+        response = web.json_response({"status": error.status, "problem": "bad-request", "message": str(error)},
+                                     status=error.status)
     except ApiError as error:
         response = web.json_response({"status": error.status, "message": error.message},
                                      status=error.status if 400 <= error.status < 600 else 502)

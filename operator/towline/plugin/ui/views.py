@@ -129,37 +129,40 @@ def _condition(obj: JSON, kind: str) -> JSON:
     return {"status": "Unknown", "reason": None, "message": None}
 
 
-def trigger_view(trigger: TriggerShown) -> JSON:
+def trigger_view(trigger: TriggerShown, webhook_url: str | None = None) -> JSON:
     """A trigger as `kubectl towline workflows show` lists it (a webhook's path at the ingress, a schedule's
-    next and last slot)."""
+    next and last slot); with `webhook_url` (the webhook ingress's public origin, `ui.webhookUrl`), a webhook's
+    `url` is the address senders post to."""
     return {
         "name": trigger.name, "type": trigger.type, "detail": trigger.detail, "cron": trigger.cron,
         "timeZone": trigger.time_zone, "concurrencyPolicy": trigger.concurrency_policy,
         "nextScheduleTime": trigger.next_schedule_time, "lastScheduleTime": trigger.last_schedule_time,
         "scheme": trigger.scheme, "path": trigger.path,
+        "url": f"{webhook_url.rstrip('/')}{trigger.path}" if webhook_url and trigger.path else None,
     }
 
 
-def workflow_summary(workflow: JSON) -> JSON:
+def workflow_summary(workflow: JSON, webhook_url: str | None = None) -> JSON:
     spec, status = workflow.get("spec") or {}, workflow.get("status") or {}
     shown = workflow_shown(workflow)
     return {
         "name": shown.name,
         "ready": _condition(workflow, "Ready"),
         "suspend": shown.suspended,
-        "triggers": [trigger_view(trigger) for trigger in shown.triggers],
+        "triggers": [trigger_view(trigger, webhook_url) for trigger in shown.triggers],
         "nextScheduleTime": shown.next_schedule_time,
         "lastRun": status.get("lastRun"),
         "steps": len(spec.get("steps") or []) + len(spec.get("finally") or []),
     }
 
 
-def workflow_detail(workflow: JSON, runs: list[JSON]) -> JSON:
-    """A workflow's page: `workflows show`'s model (params, triggers, schedules), its steps as the graph the
-    run page draws, its definition as the YAML one would commit, its runs."""
+def workflow_detail(workflow: JSON, runs: list[JSON], webhook_url: str | None = None) -> JSON:
+    """A workflow's page: `workflows show`'s model (params, triggers, schedules; each webhook's URL at
+    `webhook_url`, when the view knows it), its steps as the graph the run page draws, its definition as the YAML
+    one would commit, its runs."""
     shown = workflow_shown(workflow)
     return {
-        **workflow_summary(workflow),
+        **workflow_summary(workflow, webhook_url),
         "namespace": shown.namespace,
         "readyText": shown.ready_message,
         "params": [{"name": p.name, "type": p.type, "required": p.required, "hasDefault": p.has_default,
