@@ -50,6 +50,8 @@ from towline_dev.ocilayout import read_archive, write_archive
 from towline_dev.versions import KUBERNETES_VERSION
 
 Progress = Callable[[str], None]
+PythonBuilder = Callable[[Path, str, Path, str], list[Path]]
+"""Builds the sdist and wheel of a distribution (root, version, out, project), as `build_python` does."""
 
 CHART = Path("charts") / "towline"
 CHART_NAME = "towline"
@@ -347,8 +349,11 @@ class Release:
     seconds: float
 
 
-def build_release(version: str, dist: Path, progress: Progress) -> Release:
-    """Every artifact of `version` into `dist` (emptied first); a failure leaves `dist` as it was."""
+def build_release(version: str, dist: Path, progress: Progress, *,
+                  python: PythonBuilder = build_python) -> Release:
+    """Every artifact of `version` into `dist` (emptied first); a failure leaves `dist` as it was.
+
+    `python` builds the sdists and wheels as `build_python` does (tests hand it the build cache's copies)."""
     started = time.monotonic()
     helm = find_binaries(progress=progress).path("helm")
     values = yaml.safe_load((REPO_ROOT / CHART / "values.yaml").read_text())
@@ -369,9 +374,9 @@ def build_release(version: str, dist: Path, progress: Progress) -> Release:
             digests[image.reference] = retag_archive(archives[image.built_as], staging / image.archive_name,
                                                      image.reference)
         progress(f"python: sdist and wheel at {version} (python -m build)")
-        build_python(REPO_ROOT, version, staging)
+        python(REPO_ROOT, version, staging, ".")
         progress(f"python: the step kit's sdist and wheel (towline-step, {STEP_KIT}/) at {version}")
-        build_python(REPO_ROOT, version, staging, STEP_KIT)
+        python(REPO_ROOT, version, staging, STEP_KIT)
         (staging / "images.txt").write_text(images_text(digests))
         sums = {path.name: file_sha256(path) for path in staging.iterdir() if path.is_file()}
         (staging / "SHA256SUMS").write_text(sha256sums_text(sums))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from towline_dev import REPO_ROOT
 from towline_dev.binaries import _exclusive_lock, cache_root
+from towline_dev.distcache import copy_python_dists
 from towline_dev.imagebuild import content_key, published_build
 from towline_dev.images import context_files, pinned_inputs
 from towline_dev.packaging import CHART, build_release
@@ -72,9 +73,15 @@ def ensure_release(version: str, progress: Progress) -> CachedRelease:
             return CachedRelease(version, target, None)
         started = time.monotonic()
         with published_build(target, prefix=f".{version}-") as staging:
-            build_release(version, staging, progress)
+            build_release(version, staging, progress, python=_cached_python)
         _drop_old(cache, keep=target)
         return CachedRelease(version, target, time.monotonic() - started)
+
+
+def _cached_python(root: Path, version: str, out: Path, project: str) -> list[Path]:
+    """The release's sdists and wheels from the build cache (`towline_dev.distcache`), which the tests that
+    install a wheel share: the same files `build_python` would make from these sources."""
+    return copy_python_dists(version, out, project, root)
 
 
 def _drop_old(cache: Path, *, keep: Path) -> None:

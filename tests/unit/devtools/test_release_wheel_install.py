@@ -1,7 +1,8 @@
-"""README's "Install the `kubectl towline` plugin", run as written against the wheels `make release` builds: the
-plugin's wheel and the step kit's (`towline-step`, which the plugin's depends on at the same version) in one
-dist directory, installed into a fresh virtual environment, the step kit taken from beside the plugin's wheel and
-everything else from the package index. pip then finds every requirement met, and both commands answer.
+"""README's "Install the `kubectl towline` plugin", run as written against the wheels `make release` builds (built
+once per content of the sources, `towline_dev.distcache`): the plugin's wheel and the step kit's (`towline-step`,
+which the plugin's depends on at the same version) in one dist directory, installed into a fresh virtual
+environment, the step kit taken from beside the plugin's wheel and everything else from the package index. pip
+then finds every requirement met, and both commands answer.
 
 Needs the package index (or pip's cache) for the plugin's dependencies, as `make install` does.
 """
@@ -15,7 +16,8 @@ import subprocess
 from pathlib import Path
 
 from towline_dev import REPO_ROOT
-from towline_dev.packaging import STEP_KIT, build_python
+from towline_dev.distcache import copy_python_dists
+from towline_dev.packaging import STEP_KIT
 
 SECTION = (REPO_ROOT / "README.md").read_text().split("### 4. Install the `kubectl towline` plugin", 1)[1] \
     .split("\n### ", 1)[0]
@@ -33,7 +35,7 @@ def readme_commands() -> list[list[str]]:
 def test_readmes_plugin_install_takes_the_step_kit_from_beside_the_wheel(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     for project in (".", STEP_KIT):
-        build_python(REPO_ROOT, "0.1.0", dist, project)
+        copy_python_dists("0.1.0", dist, project)
     assert {path.name for path in dist.glob("*.whl")} == {"towline-0.1.0-py3-none-any.whl",
                                                           "towline_step-0.1.0-py3-none-any.whl"}
     venv = tmp_path / "venv"

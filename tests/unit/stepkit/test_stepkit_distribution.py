@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from towline_dev import REPO_ROOT
-from towline_dev.packaging import STEP_KIT, build_python
+from towline_dev.distcache import copy_python_dists, python_dists
+from towline_dev.packaging import STEP_KIT
 from towline_step.protocol import read_result_message
 
 SECTION = (REPO_ROOT / "README.md").read_text().split("## Write your own step", 1)[1].split("\n## ", 1)[0]
@@ -82,9 +83,10 @@ def _empty_venv(where: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The step kit's wheel, as `make release` builds it; the operator's wheel is built by the test that needs it."""
+    """The step kit's wheel, as `make release` builds it (once per content: `towline_dev.distcache`); the
+    operator's wheel is taken by the test that needs it."""
     dist = tmp_path_factory.mktemp("dist")
-    (wheel,) = [path for path in build_python(REPO_ROOT, "0.1.0", dist, STEP_KIT) if path.suffix == ".whl"]
+    (wheel,) = [path for path in copy_python_dists("0.1.0", dist, STEP_KIT) if path.suffix == ".whl"]
     assert wheel.name == "towline_step-0.1.0-py3-none-any.whl"
     return {"dist": dist, "towline-step": wheel}
 
@@ -181,7 +183,7 @@ def test_readmes_step_runs_with_the_sdk_extra_as_its_container_runs_it(sdk_env: 
 def test_the_operators_wheel_and_the_step_kit_install_together(
     wheels: dict[str, Path], tmp_path: Path,
 ) -> None:
-    (operator,) = [path for path in build_python(REPO_ROOT, "0.1.0", tmp_path / "dist") if path.suffix == ".whl"]
+    (operator,) = [path for path in python_dists("0.1.0") if path.suffix == ".whl"]
     with zipfile.ZipFile(operator) as archive:
         carried = [name for name in archive.namelist() if name.startswith("towline_step/")]
         metadata = archive.read("towline-0.1.0.dist-info/METADATA").decode()
