@@ -191,6 +191,8 @@ def add_ui_parser(commands: Any) -> None:
     ui.add_argument("--absolute-hours", type=positive_float, default="8", help="and this long after sign-in")
     ui.add_argument("--allow-apply", action="store_true",
                     help="the editor may apply Workflows as the signed-in person (ui.editor.allowApply)")
+    ui.add_argument("--webhook-url", default="",
+                    help="the webhook ingress's public origin (ui.webhookUrl): webhooks are shown with their URL")
     ui.add_argument("--host", default="0.0.0.0")  # noqa: S104 - a pod's port, reached through its Service
     ui.add_argument("--port", type=port_number, default="8080")
     ui.add_argument("--log-level", default=os.environ.get("TOWLINE_LOG_LEVEL", "info"))
@@ -212,7 +214,7 @@ def run_web_view(parsed: argparse.Namespace) -> int:
             default_namespace=parsed.default_namespace, api_server=parsed.api_server or serving.in_cluster_api_server(),
             api_ca_file=parsed.api_ca_file or serving.DEFAULT_API_CA, provider_ca_file=parsed.provider_ca_file,
             idle_seconds=parsed.idle_minutes * 60, absolute_seconds=parsed.absolute_hours * 3600,
-            allow_apply=parsed.allow_apply)
+            allow_apply=parsed.allow_apply, webhook_url=parsed.webhook_url or None)
         serving.check_settings(settings)
     except serving.SettingsError as error:
         print(f"towline ui: {error}", file=sys.stderr)

@@ -99,7 +99,25 @@ def test_the_operator_links_notifications_to_ui_url(k8s_binaries: BinarySet) -> 
     assert not operator_env(render(k8s_binaries)).get("TOWLINE_UI_URL"), "no ui.url: no link"
 
 
+def webhook_url_arg(documents: list[dict[str, Any]]) -> str | None:
+    return next((arg.split("=", 1)[1] for arg in ui_container(documents)["args"]
+                 if arg.startswith("--webhook-url=")), None)
+
+
+def test_the_workflow_pages_webhook_urls_are_at_the_webhook_ingresss_public_host(k8s_binaries: BinarySet) -> None:
+    assert webhook_url_arg(render(k8s_binaries, UI)) is None, "not exposed: the page shows the path only"
+    exposed = {"ingress.expose.ingress.enabled": "true", "ingress.expose.ingress.host": "hooks.example.com"}
+    assert webhook_url_arg(render(k8s_binaries, {**UI, **exposed})) == "https://hooks.example.com"
+    routed = {"ingress.expose.httpRoute.enabled": "true", "ingress.expose.httpRoute.hostnames": '["in.example.com"]',
+              "ingress.expose.httpRoute.parentRefs": '[{"name": "public"}]'}
+    assert webhook_url_arg(render(k8s_binaries, {**UI, **routed})) == "https://in.example.com"
+    # Behind something the chart does not make (a CDN, another controller): said outright.
+    told = {**exposed, "ui.webhookUrl": "https://events.example.com"}
+    assert webhook_url_arg(render(k8s_binaries, {**UI, **told})) == "https://events.example.com"
+
+
 @pytest.mark.parametrize(("values", "named"), [
+    ({"ui.webhookUrl": "https://hooks.example.com/hooks/"}, "webhookUrl"),
     ({"ui.expose.ingress.enabled": "true"}, "host"),
     ({"ui.expose.ingress.enabled": "true", "ui.expose.ingress.host": "Towline_Example"}, "host"),
     ({"ui.expose.httpRoute.enabled": "true"}, "parentRefs"),

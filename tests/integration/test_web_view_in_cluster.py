@@ -42,6 +42,8 @@ pytestmark = [pytest.mark.integration]
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
 SERVICE_ACCOUNT = "towline-ui"
 SESSION_COOKIE = "__Host-towline-session"
+HOOKS = "https://hooks.example.com"
+"""ui.webhookUrl: where webhook senders reach the webhook ingress (the view only shows it)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str,
 def in_cluster_view(
     towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
 ) -> Iterator[InClusterView]:
-    with _serving(towline_installed, identity_provider, "web-sso") as view:
+    with _serving(towline_installed, identity_provider, "web-sso", ("--set", f"ui.webhookUrl={HOOKS}")) as view:
         yield view
 
 
@@ -415,3 +417,44 @@ def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested
     (run,) = runs()
     assert run["spec"]["requestedBy"] == ALICE, run["spec"]
     assert run["spec"]["params"] == {"region": "emea", "days": 3}, run["spec"]
+
+
+def test_alice_signed_in_sees_a_workflows_graph_params_webhook_url_and_next_schedule(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
+) -> None:
+    """The workflow page in the cluster, read with alice's ID token: its steps as a graph, its params, each
+    webhook's URL at ui.webhookUrl and the schedule's next slot as the operator wrote it."""
+    view = in_cluster_view
+    cluster, namespace = view.cluster, view.namespace
+    cluster.kubectl("-n", namespace, "create", "secret", "generic", "push-hook", "--from-literal=secret=whsec_dGVzdA==")
+    workflow = {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "nightly-sync", "namespace": namespace},
+        "spec": {
+            "params": [{"name": "region", "type": "string", "required": True},
+                       {"name": "days", "type": "integer", "default": 7}],
+            "triggers": [
+                {"name": "nightly", "schedule": {"cron": "0 2 * * *", "timeZone": "Europe/Berlin"}},
+                {"name": "on_push", "webhook": {"verify": {"scheme": "standard-webhooks",
+                                                           "secretRef": {"name": "push-hook", "key": "secret"}}}},
+            ],
+            "steps": [{"id": "plan", "action": "data.transform", "with": {"data": {}, "fields": {"ok": "true"}}},
+                      {"id": "apply", "needs": ["plan"], "action": "data.transform",
+                       "with": {"data": {}, "fields": {"ok": "true"}}}],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
+    next_slot = wait_for("the operator's next slot of the schedule", lambda: (
+        (get(cluster, "workflows.towline.dev", "nightly-sync", namespace) or {}).get("status") or {}).get(
+        "nextScheduleTime"), 60)
+    with headless_chromium(print, arguments=view.provider.chromium_arguments()) as alice:
+        _sign_in(alice, view, "alice", view.link("/workflows/nightly-sync"))
+        hook = wait_for("the webhook trigger's row", lambda: alice.find_elements(
+            By.CSS_SELECTOR, '#triggers tr[data-trigger="on_push"]'), 60, explain=lambda: _body(alice))[0]
+        assert f"POST {HOOKS}/hooks/{namespace}/nightly-sync/on_push" in hook.text, hook.text
+        nightly = alice.find_element(By.CSS_SELECTOR, '#triggers tr[data-trigger="nightly"]').text
+        assert "0 2 * * *" in nightly and f"next {next_slot}" in nightly, nightly
+        assert f"Next schedule\n{next_slot}" in alice.find_element(By.CSS_SELECTOR, "dl.facts").text
+        assert "(required)" in alice.find_element(By.CSS_SELECTOR, '#params tr[data-param="region"]').text
+        assert {n.get_attribute("data-step") for n in alice.find_elements(By.CSS_SELECTOR, "#graph g.node")} == \
+            {"plan", "apply"}

@@ -72,6 +72,16 @@ def test_workflow_summary_lists_manual_and_declared_triggers_and_readiness() -> 
     assert summary["ready"]["status"] == "True" and summary["nextScheduleTime"] == "2026-12-02T07:00:00Z"
 
 
+def test_a_webhooks_url_is_its_path_at_the_webhook_ingresss_origin_when_the_view_knows_it() -> None:
+    workflow = {"metadata": {"name": "wf", "namespace": "team"}, "spec": {"steps": [{"id": "a"}], "triggers": [
+        {"name": "daily", "schedule": {"cron": "0 8 * * *"}},
+        {"name": "push", "webhook": {"verify": {"scheme": "github"}}}]}}
+    shown = views.workflow_detail(workflow, [], webhook_url="https://hooks.example.com/")
+    assert {t["name"]: t["url"] for t in shown["triggers"]} == {
+        "manual": None, "daily": None, "push": "https://hooks.example.com/hooks/team/wf/push"}
+    assert all(t["url"] is None for t in views.workflow_detail(workflow, [])["triggers"]), "no origin: no URL"
+
+
 def test_an_approval_says_whether_its_message_quotes_the_runs_inputs() -> None:
     """The approvals page heads such a card with Towline's own question, never with the message."""
     def approval(spec: dict[str, Any]) -> dict[str, Any]:

@@ -201,7 +201,8 @@ async def workflow_json(request: web.Request) -> web.StreamResponse:
     workflow = await session.get_workflow(api, namespace, name)
     if workflow is None:
         return web.json_response({"status": 404, "message": f"no Workflow {name!r}"}, status=404)
-    return web.json_response(views.workflow_detail(workflow, await session.list_runs(api, namespace, name)))
+    return web.json_response(views.workflow_detail(workflow, await session.list_runs(api, namespace, name),
+                                                   webhook_url=request.app[SETTINGS].get("webhookUrl")))
 
 
 async def decide(request: web.Request) -> web.StreamResponse:

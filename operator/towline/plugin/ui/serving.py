@@ -22,7 +22,7 @@ from aiohttp import web
 
 from towline.k8s.client import KubeApi
 from towline.plugin.ui.oidc import Provider, ProviderSettings
-from towline.plugin.ui.server import build_app_behind
+from towline.plugin.ui.server import SETTINGS, build_app_behind
 from towline.plugin.ui.sessions import PendingLogins, SessionStore
 from towline.plugin.ui.signin import CALLBACK_PATH, SIGNOUT_PATH, SignInDoor, Site
 
@@ -53,6 +53,8 @@ class ServeSettings:
     absolute_seconds: float = 8 * 3600.0
     allow_apply: bool = False
     """`ui.editor.allowApply`: the editor may apply Workflows as the signed-in person."""
+    webhook_url: str | None = None
+    """`ui.webhookUrl`: the webhook ingress's public origin; the workflow page shows each webhook's URL there."""
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -73,6 +75,12 @@ def check_settings(settings: ServeSettings) -> None:
     if not settings.client_secret:
         raise SettingsError("the client secret is empty: set ui.oidc.clientSecret.name/key to a Secret that "
                               "holds it")
+    if settings.webhook_url is not None:
+        hooks = urlsplit(settings.webhook_url)
+        if hooks.scheme not in {"http", "https"} or not hooks.netloc or hooks.path not in {"", "/"} or hooks.query \
+                or hooks.fragment:
+            raise SettingsError(f"ui.webhookUrl {settings.webhook_url!r} must be the webhook ingress's origin as "
+                                "senders reach it, like https://hooks.example.com (no path), or empty")
     if "openid" not in settings.scopes:
         raise SettingsError(f"ui.oidc.scopes {' '.join(settings.scopes)!r} must include openid")
 
@@ -109,6 +117,7 @@ def build(settings: ServeSettings, http: aiohttp.ClientSession) -> web.Applicati
         logins=PendingLogins(time.time),
         base_api=KubeApi.without_credentials(settings.api_server, settings.api_ca_file))
     app = build_app_behind(door, signout=SIGNOUT_PATH, allow_apply=settings.allow_apply)
+    app[SETTINGS]["webhookUrl"] = settings.webhook_url
     door.add_routes(app)
     return app
 

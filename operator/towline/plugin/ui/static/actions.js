@@ -157,8 +157,10 @@ async function startPage() {
 
 function triggerRow(t) {
   let detail = t.detail;
-  if (t.type === "webhook") detail = h("span", {}, `webhook (${t.scheme}) POST `, h("code", {}, t.path),
-    " at the webhook ingress");
+  // Its URL when the view knows the webhook ingress's public origin (ui.webhookUrl), else its path there.
+  if (t.type === "webhook") detail = h("span", {}, `webhook (${t.scheme}) POST `, h("code", {}, t.url || t.path),
+    t.url ? null : " at the webhook ingress");
+  if (t.type === "cloudEvent" && t.url) detail = h("span", {}, `${t.detail}: `, h("code", {}, t.url));
   if (t.type === "schedule") {
     detail = `${t.cron} (${t.timeZone}, ${t.concurrencyPolicy}); next ${t.nextScheduleTime || "none"}, ` +
       `last ${t.lastScheduleTime || "never"}`;
