@@ -2,7 +2,9 @@
 
 KIND `event`: the CloudEvents the events sink could not deliver. KIND `delivery`: the webhook deliveries the ingress
 refused after their signature checked, kept in the namespace's ConfigMap towline-dead-letters
-(towline.k8s.deliveryletters); replaying one starts one run as the person who asks (see `replay_delivery`).
+(towline.k8s.deliveryletters). KIND `run`: the namespace's runs that failed before their first step, live or archived
+(towline.plugin.runletters; its ID is the run's name). Replaying a delivery or a run starts one run as the person who
+asks (towline.plugin.replaying, which the web view's Replay button shares).
 
 Events are kept in the ConfigMap towline-event-dead-letters of the operator's namespace (towline.k8s.deadletters), so
 who may see and replay them is RBAC's: get (list) and update (replay) on that ConfigMap, which the chart gives no
@@ -17,22 +19,13 @@ import json
 from typing import Any
 
 from towline.api.events import DeadLetter
-from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi
+from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP, read_dead_letters, request_replay
-from towline.k8s.deliveryletters import (
-    DELIVERY_LETTERS_CONFIG_MAP,
-    REPLAY_OF_ANNOTATION,
-    REPLAYED_BY_ANNOTATION,
-    DeliveryLetter,
-    find_delivery_letter,
-    mark_replayed,
-    read_delivery_letters,
-)
-from towline.k8s.identity import whoami
-from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
+from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, DeliveryLetter
 from towline.plugin.commands import Io, NotFound
 from towline.plugin.manifests import UsageError
-from towline.plugin.views import RUN_KIND
+from towline.plugin.replaying import ReplayRefused, namespace_letters, replay_letter
+from towline.plugin.runletters import RunLetter
 
 DEFAULT_OPERATOR_NAMESPACE = "towline-system"
 EXAMPLES = """Examples:
@@ -43,11 +36,12 @@ EXAMPLES = """Examples:
   kubectl towline deadletters -n shop              # also the deliveries the ingress refused in namespace shop
   kubectl towline deadletters -A                   # ... in every namespace you may read them in
   kubectl towline deadletters -n shop replay 9c1e... # one new run from a refused delivery, as you
+  kubectl towline deadletters -n shop replay orders-x7k2p  # a run that failed before its first step, again
   kubectl towline deadletters --operator-namespace towline   # a release installed elsewhere"""
 
 
 def add_parser(sub: Any) -> None:
-    text = "list the CloudEvents the events sink did not take, or replay them"
+    text = "list what Towline could not deliver or start (events, deliveries, runs), or replay it"
     parser: argparse.ArgumentParser = sub.add_parser(
         "deadletters", help=text, description=text[0].upper() + text[1:] + ".", epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,7 +50,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("ids", nargs="*", metavar="ID", help="with replay: the letters' ids")
     parser.add_argument("--all", action="store_true", help="with replay: every letter kept")
     parser.add_argument("-A", "--all-namespaces", action="store_true",
-                        help="refused deliveries of every namespace you may read them in")
+                        help="refused deliveries and runs of every namespace you may read them in")
     parser.add_argument("-o", "--output", choices=("json",), default=None, help="json: the letters as a List")
     parser.add_argument("--operator-namespace", default=DEFAULT_OPERATOR_NAMESPACE,
                         help="the namespace Towline's operator runs in (default: %(default)s)")
@@ -81,26 +75,34 @@ async def _run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -
         if args.ids or args.all:
             raise UsageError("ids and --all go with replay: kubectl towline deadletters replay ID | --all")
         letters = await _event_letters(api, io, operator_namespace)
-        deliveries = await read_delivery_letters(api, None if args.all_namespaces else namespace)
+        deliveries, runs = await namespace_letters(api, None if args.all_namespaces else namespace)
         if args.output == "json":
-            items = [*(letter_document(letter) for letter in letters), *(d.document() for d in deliveries)]
+            items = [*(letter_document(letter) for letter in letters), *(d.document() for d in deliveries),
+                     *(r.document() for r in runs)]
             io.out(json.dumps({"kind": "List", "items": items}, indent=2))
-        elif not letters and not deliveries:
+        elif not letters and not deliveries and not runs:
             io.err(f"no dead letters in {operator_namespace} (ConfigMap {DEAD_LETTERS_CONFIG_MAP}) nor in "
-                   f"{'any namespace' if args.all_namespaces else namespace} (ConfigMap {DELIVERY_LETTERS_CONFIG_MAP})")
+                   f"{'any namespace' if args.all_namespaces else namespace} (ConfigMap {DELIVERY_LETTERS_CONFIG_MAP}, "
+                   "or a run that failed before its first step)")
         else:
-            io.out(table(letters, deliveries))
+            io.out(table(letters, deliveries, runs))
         return 0
     if bool(args.ids) == args.all:
         raise UsageError("replay takes the letters' ids or --all (kubectl towline deadletters lists them)")
     if args.ids and len(args.ids) == 1:
-        delivery = await find_delivery_letter(api, namespace, args.ids[0])
-        if delivery is not None:
-            return await replay_delivery(api, io, delivery)
+        try:
+            replayed = await replay_letter(api, namespace, args.ids[0])
+        except ReplayRefused as refused:
+            io.err(f"error: {refused}")
+            return 1
+        if replayed is not None:
+            io.out(replayed.message)
+            return 0
     try:
         asked = await request_replay(api, operator_namespace, None if args.all else list(args.ids))
     except LookupError as missing:
-        raise NotFound(f"{missing}, nor a refused delivery in namespace {namespace} (pass -n NAMESPACE)") from None
+        raise NotFound(f"{missing}, nor a refused delivery or a failed run in namespace {namespace} "
+                       "(pass -n NAMESPACE)") from None
     if not asked:
         io.err(f"no dead letters in {operator_namespace} to replay")
         return 0
@@ -120,57 +122,8 @@ async def _event_letters(api: KubeApi, io: Io, operator_namespace: str) -> list[
         return []
 
 
-async def replay_delivery(api: KubeApi, io: Io, letter: DeliveryLetter) -> int:
-    """One new run from a refused delivery's stored data, created as the person who asks (the API server checks
-    they hold the replay verb and name themselves), named from the letter so a second replay finds the first's run;
-    then the letter records who replayed it and the run."""
-    where = f"{letter.namespace}/{letter.workflow}"
-    if letter.replay_run:
-        io.err(f"error: dead letter {letter.id} was replayed already by {letter.replayed_by}: run "
-               f"{letter.replay_run} in {letter.namespace}")
-        return 1
-    if letter.data is None:
-        io.err(f"error: dead letter {letter.id} ({letter.reason}) kept no data to start a run with (a body over the "
-               "size kept, or one the trigger's data mapping refused); ask the sender to deliver it again")
-        return 1
-    workflow = await api.get(WORKFLOWS.path(letter.namespace, letter.workflow))
-    if workflow is None:
-        raise NotFound(f"Workflow {where} is gone; dead letter {letter.id} cannot be replayed")
-    triggers = (workflow.get("spec") or {}).get("triggers") or []
-    declared = next((t for t in triggers if t.get("name") == letter.trigger), None)
-    if declared is None:
-        raise NotFound(f"Workflow {where} no longer has trigger {letter.trigger}; dead letter {letter.id} cannot be "
-                       "replayed")
-    from towline.triggers.ingress.runname import webhook_run_name  # noqa: PLC0415 - the replay alone loads the engine
-
-    user = await whoami(api)
-    name = webhook_run_name(letter.namespace, letter.workflow, letter.trigger, f"replay/{letter.id}")
-    body = {
-        **RUN_KIND,
-        "metadata": {
-            "name": name, "namespace": letter.namespace,
-            "labels": {LABEL_WORKFLOW: letter.workflow, LABEL_TRIGGER: identifier_label(letter.trigger)},
-            "annotations": {REPLAYED_BY_ANNOTATION: user,
-                            REPLAY_OF_ANNOTATION: f"{DELIVERY_LETTERS_CONFIG_MAP}/{letter.id}"},
-            "ownerReferences": [{"apiVersion": RUN_KIND["apiVersion"], "kind": "Workflow", "name": letter.workflow,
-                                 "uid": workflow["metadata"]["uid"]}],
-        },
-        "spec": {"workflowRef": {"name": letter.workflow}, "params": declared.get("params") or {},
-                 "trigger": {"type": "webhook", "name": letter.trigger, "data": letter.data},
-                 "requestedBy": user},
-    }
-    run, created = await api.create(WORKFLOW_RUNS.path(letter.namespace), body)
-    if not created:
-        earlier = ((run.get("metadata") or {}).get("annotations") or {}).get(REPLAYED_BY_ANNOTATION, "someone")
-        await mark_replayed(api, letter, earlier, name)
-        io.err(f"error: dead letter {letter.id} was replayed already by {earlier}: run {name} in {letter.namespace}")
-        return 1
-    await mark_replayed(api, letter, user, name)
-    io.out(f"dead letter {letter.id} replayed by {user} as run {name} in {letter.namespace}")
-    return 0
-
-
-def table(letters: list[DeadLetter], deliveries: list[DeliveryLetter] | None = None) -> str:
+def table(letters: list[DeadLetter], deliveries: list[DeliveryLetter] | None = None,
+          runs: list[RunLetter] | None = None) -> str:
     rows = [("KIND", "ID", "NAMESPACE", "WHAT", "FAILED", "REPLAYED", "ERROR")]
     for letter in letters:
         error = f"{letter.error} (attempts: {letter.attempts})"
@@ -179,6 +132,10 @@ def table(letters: list[DeadLetter], deliveries: list[DeliveryLetter] | None = N
     for delivery in deliveries or []:
         rows.append((delivery.kind, delivery.id, delivery.namespace, f"{delivery.workflow}/{delivery.trigger}",
                      delivery.failed_at, delivery.replay_run or "", delivery.reason))
+    for run in runs or []:
+        trigger = run.trigger.get("name") or run.trigger.get("type") or "manual"
+        rows.append((run.kind, run.id, run.namespace, f"{run.workflow}/{trigger}" + (" (archived)" if run.archived
+                     else ""), run.failed_at, run.replay_run or "", run.reason))
     rows = [(*row[:-1], row[-1] if len(row[-1]) <= 80 else row[-1][:77] + "...") for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     lines = ["   ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)) + "   " + row[-1]

@@ -21,7 +21,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
-from towline.plugin.ui import actions, editor, guard, history, person, views
+from towline.plugin.ui import actions, deadletters, editor, guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import follow_collection, open_stream
 
@@ -29,7 +29,8 @@ JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC = resources.files("towline.plugin.ui") / "static"
-PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived", "start", "allruns", "editor")
+PAGES = ("runs", "run", "approvals", "workflows", "workflow", "history", "archived", "start", "allruns", "editor",
+         "deadletters")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
@@ -253,6 +254,7 @@ def build_app_behind(door: person.Door, *, signout: str = "", allow_apply: bool 
     person.add_post(app, "/api/approvals/{name}", decide)
     history.add_routes(app, page=_page)
     actions.add_routes(app, page=_page)
+    deadletters.add_routes(app, page=_page)
     editor.add_routes(app, page=_page, allow_apply=allow_apply)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

@@ -462,10 +462,12 @@ async function workflowsPage() {
 
 const PAGES = { runs: runsPage, run: runPage, approvals: approvalsPage, workflows: workflowsPage,
   workflow: workflowShowPage, history: historyPage, archived: archivedRunPage, start: startPage,
-  allruns: allRunsPage, editor: () => undefined /* editor.js, a module, draws the editor */ };
+  allruns: allRunsPage, editor: () => undefined /* editor.js, a module, draws the editor */,
+  deadletters: deadLettersPage };
 
 signOutButton();
 namespaceSwitcher();
+deadLettersNav().catch(() => undefined);  // only a link: the page itself says what the API server refuses
 Promise.resolve(PAGES[document.body.dataset.page]()).catch((error) => {
   fill(main, h("p", { class: "result refused" }, `Could not load this page: ${error.message}`));
 });

@@ -1,0 +1,153 @@
+"""Runs that failed before their first step, as dead letters of kind `run`, through the real API server and operator:
+an admin lists one (`kubectl towline deadletters`) and replays it once as a run that names who replayed it; the
+listing shows nothing of a Secret the Workflow names; a runner, who may start runs, is refused the replay by the API
+server's admission policy, through the plugin and straight at the API server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tests.integration.pluginsupport import ok, towline
+from tests.integration.support import apply, bind_role, create, list_objects, wait_for_phase
+
+from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
+from towline.plugin.runletters import RunLetter, replay_manifest, run_letter
+from towline_dev.controlplane import ControlPlane
+from towline_dev.install import OperatorProcess
+
+pytestmark = pytest.mark.integration
+
+CANARY = "canary-run-letter-7d1f0c2b9e"
+"""The value of the Secret the Workflow's step names: no listing or replay may ever show it."""
+RUNS = "workflowruns.towline.dev"
+
+
+def username(cluster: ControlPlane, user: str) -> str:
+    answer = json.loads(cluster.kubectl("auth", "whoami", "-o", "json", user=user).stdout)
+    name: str = answer["status"]["userInfo"]["username"]
+    return name
+
+
+def orders(namespace: str) -> dict[str, Any]:
+    """A Workflow whose first step is bob's approval (a replay that starts waits there, no Job needed) and whose
+    second mounts the Secret crm-api."""
+    return {
+        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": "orders", "namespace": namespace},
+        "spec": {
+            "params": [{"name": "region", "type": "string", "required": True}],
+            "steps": [
+                {"id": "review", "approval": {"message": "Go?", "approvers": {"users": ["bob"]}}},
+                {"id": "sync", "needs": ["review"], "action": "http.request", "credentials": {"crm": "crm-api"},
+                 "with": {"url": "https://crm.example/api", "auth": {"bearer": {"credential": "crm", "key": "token"}}},
+                 "egress": [{"cidr": "203.0.113.0/24", "ports": [443]}]},
+            ],
+        },
+    }
+
+
+def early_run(cluster: ControlPlane, namespace: str, name: str, *, requester: str = "alice",
+              params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run of Workflow orders the operator fails before any step: made before the Workflow exists, or (params {})
+    without the param it requires."""
+    create(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+                     "metadata": {"name": name, "namespace": namespace},
+                     "spec": {"workflowRef": {"name": "orders"},
+                              "params": {"region": "emea"} if params is None else params,
+                              "requestedBy": requester}}, user=requester)
+    return wait_for_phase(cluster, namespace, name, {"Failed"})
+
+
+def run_letters(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(ok(towline(cluster, namespace, "deadletters", "-o", "json",
+                                                        user="admin")))["items"]
+    return [item for item in items if item.get("kind") == "run"]
+
+
+@pytest.fixture
+def orders_namespace(towline_installed: ControlPlane, namespace: str) -> str:
+    cluster = towline_installed
+    bind_role(cluster, namespace, "towline-runner", users=("alice",))
+    cluster.kubectl("create", "secret", "generic", "crm-api", "-n", namespace, f"--from-literal=token={CANARY}")
+    return namespace
+
+
+def test_a_run_that_failed_before_its_first_step_is_listed_and_replayed_once_by_an_admin(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, orders_namespace: str
+) -> None:
+    cluster, ns = towline_installed, orders_namespace
+    failed = early_run(cluster, ns, "early")
+    assert "does not exist" in failed["status"]["message"]
+    apply(cluster, orders(ns))
+
+    [letter] = run_letters(cluster, ns)
+    assert (letter["id"], letter["workflow"], letter["triggerType"]) == ("early", "orders", "manual")
+    assert letter["params"] == {"region": "emea"} and letter["requestedBy"] == "alice"
+    assert "does not exist" in letter["reason"] and letter["replayedBy"] is None
+    shown = ok(towline(cluster, ns, "deadletters", user="admin"))
+    assert any(line.split()[:2] == ["run", "early"] for line in shown.splitlines()), shown
+
+    replayed = ok(towline(cluster, ns, "deadletters", "replay", "early", user="admin"))
+    admin = username(cluster, "admin")
+    [replay] = [run for run in list_objects(cluster, RUNS, ns) if run["metadata"]["name"] != "early"]
+    name = replay["metadata"]["name"]
+    assert f"replayed by {admin} as run {name}" in replayed, replayed
+    assert replay["metadata"]["annotations"][REPLAYED_BY_ANNOTATION] == admin
+    assert replay["metadata"]["annotations"][REPLAY_OF_ANNOTATION] == "workflowruns/early"
+    assert replay["spec"]["requestedBy"] == admin and replay["spec"]["params"] == {"region": "emea"}
+    assert "trigger" not in replay["spec"] or replay["spec"]["trigger"].get("type", "manual") == "manual"
+    wait_for_phase(cluster, ns, name, {"AwaitingApproval"})  # this time it started
+
+    [marked] = run_letters(cluster, ns)
+    assert (marked["replayedBy"], marked["replayRun"]) == (admin, name)
+    again = towline(cluster, ns, "deadletters", "replay", "early", user="admin")
+    assert again.returncode != 0 and name in again.stderr, again.stderr
+    assert len(list_objects(cluster, RUNS, ns)) == 2, "a second replay starts no run"
+
+    listed = towline(cluster, ns, "deadletters", "-o", "json", user="admin").stdout
+    for text in (listed, shown, json.dumps(list_objects(cluster, RUNS, ns))):
+        assert CANARY not in text, "a Secret's value reached a dead letter or its replay"
+
+
+def test_a_runner_may_not_replay_a_failed_run_through_the_plugin_or_the_api_server(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, orders_namespace: str
+) -> None:
+    cluster, ns = towline_installed, orders_namespace
+    failed = early_run(cluster, ns, "early")
+    apply(cluster, orders(ns))
+
+    # alice may start runs of orders and read early, but the replay she asks for is the API server's to refuse.
+    refused = towline(cluster, ns, "deadletters", "replay", "early", user="alice")
+    assert refused.returncode != 0 and "alice may not replay dead letters" in refused.stderr, refused.stderr
+
+    # Straight at the API server, the very run the plugin builds, named as herself or as the admin.
+    letter = run_letter(failed)
+    assert isinstance(letter, RunLetter)
+    workflow_uid = cluster.kubectl("get", "workflow.towline.dev", "orders", "-n", ns, "-o",
+                                   "jsonpath={.metadata.uid}").stdout
+    for who in ("alice", username(cluster, "admin")):
+        forged = replay_manifest(letter, who, f"forged-{len(who)}", workflow_uid)
+        forged["spec"]["requestedBy"] = "alice"
+        answer = create(cluster, forged, user="alice", check=False)
+        assert answer.returncode != 0, f"alice created a run marked as replayed by {who}"
+        assert "may not replay" in answer.stderr or "replayed-by" in answer.stderr, answer.stderr
+    assert [run["metadata"]["name"] for run in list_objects(cluster, RUNS, ns)] == ["early"]
+
+
+def test_a_run_letter_is_found_by_the_shared_replay_code_only_for_a_failed_run(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, orders_namespace: str
+) -> None:
+    """A run that started is no letter: replaying it is refused naming its phase, and nothing is created."""
+    cluster, ns = towline_installed, orders_namespace
+    apply(cluster, orders(ns))
+    create(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
+                     "metadata": {"name": "started", "namespace": ns},
+                     "spec": {"workflowRef": {"name": "orders"}, "params": {"region": "emea"},
+                              "requestedBy": "alice"}}, user="alice")
+    wait_for_phase(cluster, ns, "started", {"AwaitingApproval"})
+    assert run_letters(cluster, ns) == []
+    refused = towline(cluster, ns, "deadletters", "replay", "started", user="admin")
+    assert refused.returncode != 0 and "did not fail before its first step" in refused.stderr, refused.stderr
+    assert len(list_objects(cluster, RUNS, ns)) == 1
