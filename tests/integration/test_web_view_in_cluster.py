@@ -12,192 +12,47 @@ carol's refusal is the admission policy's own message.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
-from tests.integration.helmsupport import render
-from tests.integration.oidcsupport import ALICE, BOB, CAROL, DAVE, grant_oidc_people, kubectl_with_token
+from tests.integration.incluster_view_support import (
+    HOOKS,
+    SERVICE_ACCOUNT,
+    SESSION_COOKIE,
+    InClusterView,
+    gated_run,
+    notification_link,
+    page_text,
+    press_approve,
+    refusal_in,
+    screenshot,
+    serving_view,
+    session_cookie,
+    sign_in_from,
+    started_run,
+)
+from tests.integration.oidcsupport import ALICE, BOB, CAROL, DAVE
 from tests.integration.support import get, wait_for
-from tests.workers import namespace_prefix
 
 from towline_dev.browser import headless_chromium
 from towline_dev.controlplane import ControlPlane
 from towline_dev.idp.flow import sign_in
-from towline_dev.idp.issuer import ISSUER_URL, WEB_VIEW_CLIENT_ID
 from towline_dev.idp.provider import IdentityProvider
 from towline_dev.install import OperatorProcess
-from towline_dev.release import local_image_values
 
 pytestmark = [pytest.mark.integration]
-
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
-SERVICE_ACCOUNT = "towline-ui"
-SESSION_COOKIE = "__Host-towline-session"
-HOOKS = "https://hooks.example.com"
-"""ui.webhookUrl: where webhook senders reach the webhook ingress (the view only shows it)."""
-
-
-@dataclass(frozen=True)
-class InClusterView:
-    url: str
-    namespace: str
-    cluster: ControlPlane
-    provider: IdentityProvider
-
-    def link(self, path: str) -> str:
-        return f"{self.url}/ns/{self.namespace}{path}"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _deploy(cluster: ControlPlane, provider: IdentityProvider, namespace: str, url: str, secret: str,
-            helm_args: tuple[str, ...] = ()) -> None:
-    """The chart's ui.yaml (nothing else of the chart) into `namespace`, as helm renders it."""
-    cluster.kubectl("-n", namespace, "create", "secret", "generic", "ui-oidc", f"--from-literal=client-secret={secret}")
-    cluster.kubectl("-n", namespace, "create", "configmap", "ui-oidc-ca", f"--from-file=ca.crt={provider.ca_bundle}")
-    documents = render(cluster.binaries, {
-        **local_image_values(), "ui.enabled": "true", "ui.url": url, "ui.defaultNamespace": namespace,
-        "ui.oidc.issuer": ISSUER_URL, "ui.oidc.clientId": WEB_VIEW_CLIENT_ID,
-        "ui.oidc.clientSecret.name": "ui-oidc", "ui.oidc.caConfigMap.name": "ui-oidc-ca",
-    }, "--show-only", "templates/ui.yaml", *helm_args, namespace=namespace)
-    cluster.kubectl("-n", namespace, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
-    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/towline-ui", "--timeout=180s")
-
-
-@contextmanager
-def _serving(cluster: ControlPlane, provider: IdentityProvider, name: str,
-             helm_args: tuple[str, ...] = ()) -> Iterator[InClusterView]:
-    """The view in a namespace of its own (the OIDC people granted there), reached at 127.0.0.1 through a
-    port-forward to its Service, while the block runs."""
-    namespace = f"{namespace_prefix()}{name}-{os.getpid()}"  # under the suite, this worker's operator watches it
-    cluster.kubectl("create", "namespace", namespace)
-    cluster.kubectl("label", "namespace", namespace, "towline.dev/test=true")
-    wait_for("the namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", namespace))
-    grant_oidc_people(cluster, namespace)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    client = provider.register_client([f"{url}/auth/callback"])
-    forward: subprocess.Popen[str] | None = None
-    try:
-        _deploy(cluster, provider, namespace, url, client.client_secret, helm_args)
-        forward = subprocess.Popen(
-            [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(cluster.kubeconfig), "-n", namespace,
-             "port-forward", "--address", "127.0.0.1", "service/towline-ui", f"{port}:80"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wait_for("the view through the port-forward", lambda: _answers(f"{url}/healthz"), 60)
-        yield InClusterView(url, namespace, cluster, provider)
-    finally:
-        if forward is not None:
-            forward.terminate()
-            forward.wait(10)
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")
 def in_cluster_view(
     towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
 ) -> Iterator[InClusterView]:
-    with _serving(towline_installed, identity_provider, "web-sso", ("--set", f"ui.webhookUrl={HOOKS}")) as view:
+    with serving_view(towline_installed, identity_provider, "web-sso", ("--set", f"ui.webhookUrl={HOOKS}")) as view:
         yield view
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _started_run(view: InClusterView, requester_token: str) -> str:
-    """A Workflow whose first step is a four-eyes gate bob and carol may decide, and a run carol started with her
-    own ID token (so its requester is oidc:carol, as the API server saw her): the run's name."""
-    cluster, namespace = view.cluster, view.namespace
-    workflow = {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "close-quarter", "namespace": namespace},
-        "spec": {"steps": [
-            {"id": "review", "approval": {"message": "Close the quarter?", "approvers": {"users": [BOB, CAROL]},
-                                          "fourEyes": True, "expiresAfter": "30m"}},
-            {"id": "post", "needs": ["review"], "action": "data.transform",
-             "with": {"data": {}, "fields": {"ok": "true"}}},
-        ]},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(workflow))
-    wait_for("the Workflow Ready", lambda: any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in ((get(cluster, "workflows.towline.dev", "close-quarter", namespace) or {}).get("status") or {})
-        .get("conditions", [])), 60)
-    run = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-           "metadata": {"generateName": "close-quarter-", "namespace": namespace},
-           "spec": {"workflowRef": {"name": "close-quarter"}, "requestedBy": CAROL}}
-    created = kubectl_with_token(cluster, requester_token, "create", "-o", "name", "-f", "-", stdin=json.dumps(run))
-    assert created.returncode == 0, created.stderr
-    return str(created.stdout.strip().split("/")[-1])
-
-
-def _gated_run(view: InClusterView, requester_token: str) -> tuple[str, str]:
-    """`_started_run`'s run and its approval, once it waits at the gate."""
-    cluster, namespace = view.cluster, view.namespace
-    name = _started_run(view, requester_token)
-
-    def waiting() -> str | None:
-        found = get(cluster, "workflowruns.towline.dev", name, namespace) or {}
-        steps = (found.get("status") or {}).get("steps") or []
-        return next((s.get("approvalName") for s in steps if s.get("id") == "review" and s.get("approvalName")
-                     and get(cluster, "approvals.towline.dev", s["approvalName"], namespace)), None)
-
-    return name, str(wait_for("the run waiting at its gate", waiting, 120))
-
-
-def _sign_in(driver: Any, view: InClusterView, person: str, address: str) -> None:
-    """Open `address` signed out: the view sends the browser to the provider's login form; sign `person` in
-    there, and the browser comes back to `address`."""
-    driver.get(address)
-    wait_for("the provider's login form", lambda: driver.find_elements(By.ID, "username"), 60)
-    driver.find_element(By.ID, "username").send_keys(person)
-    driver.find_element(By.ID, "password").send_keys(view.provider.password(person))
-    driver.find_element(By.ID, "sign-in").click()
-    wait_for(f"{person} back at {address}", lambda: driver.current_url == address, 60,
-             explain=lambda: f"the browser is at {driver.current_url}: {_body(driver)}")
-
-
-def _body(driver: Any) -> str:
-    """What the page shows now, read in one script call (a page being replaced has no element to go stale)."""
-    return str(driver.execute_script("return document.body ? document.body.innerText : ''") or "")[:500]
-
-
-def _session_cookie(driver: Any) -> str:
-    return str(next(c["value"] for c in driver.get_cookies() if c["name"] == SESSION_COOKIE))
-
-
-def _press_approve(driver: Any, approval: str) -> Any:
-    card = wait_for("the approval's card", lambda: driver.find_elements(
-        By.CSS_SELECTOR, f'.approval[data-approval="{approval}"]'), 60)[0]
-    card.find_element(By.CSS_SELECTOR, "button.approve").click()
-    return card
-
-
-def _refusal_in(card: Any) -> Any:
-    return wait_for("the refusal", lambda: next(
-        (r for r in card.find_elements(By.CSS_SELECTOR, ".result.refused") if r.text), None), 60)
-
-
-def _screenshot(driver: Any, name: str, tmp_path: Path) -> None:
-    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    driver.save_screenshot(str(directory / name))
 
 
 def test_bob_approves_after_signing_in_from_the_link_and_carol_sees_the_four_eyes_refusal(
@@ -206,25 +61,26 @@ def test_bob_approves_after_signing_in_from_the_link_and_carol_sees_the_four_eye
     view = in_cluster_view
     client = view.provider.register_client([f"{view.url}/auth/callback"])
     carol_token = sign_in(view.provider, client, "carol").id_token
-    run, approval = _gated_run(view, carol_token)
-    link = view.link(f"/approvals/{approval}")  # what the opened gate's notification carries with ui.url set
+    run, approval = gated_run(view, carol_token)
+    link = notification_link(view, run, approval)
+    assert link == view.link(f"/approvals/{approval}")
     arguments = view.provider.chromium_arguments()
 
     with headless_chromium(print, arguments=arguments) as carol:
-        _sign_in(carol, view, "carol", link)
+        sign_in_from(carol, view, "carol", link)
         assert f"{CAROL} · namespace {view.namespace}" in carol.find_element(By.CSS_SELECTOR, ".who").text
-        answer = _refusal_in(_press_approve(carol, approval))
+        answer = refusal_in(press_approve(carol, approval))
         assert f"four-eyes approval: {CAROL} started this run and cannot approve it" in answer.text
-        _screenshot(carol, "web-view-in-cluster-four-eyes.png", tmp_path)
+        screenshot(carol, "web-view-in-cluster-four-eyes.png", tmp_path)
 
     with headless_chromium(print, arguments=arguments) as bob:
-        _sign_in(bob, view, "bob", link)
-        _screenshot(bob, "web-view-in-cluster-approval.png", tmp_path)
-        _press_approve(bob, approval)
+        sign_in_from(bob, view, "bob", link)
+        screenshot(bob, "web-view-in-cluster-approval.png", tmp_path)
+        press_approve(bob, approval)
         # Decided, the card leaves the waiting list and the decision shows in the decided table, with who.
         wait_for("the decided row naming bob", lambda: bob.execute_script(
             "const row = document.querySelector(arguments[0]); return row ? row.innerText : ''",
-            f'tr[data-approval="{approval}"]'), 60, explain=lambda: _body(bob))
+            f'tr[data-approval="{approval}"]'), 60, explain=lambda: page_text(bob))
         shown = bob.execute_script("return document.querySelector(arguments[0]).innerText",
                                    f'tr[data-approval="{approval}"]')
         assert BOB in shown and "Approved" in shown, shown
@@ -239,30 +95,30 @@ def test_dave_signed_in_sees_no_runs_and_the_api_servers_refusal(
     view = in_cluster_view
     # A run is there (carol's), so "no runs" is what dave may see, not what the namespace holds.
     client = view.provider.register_client([f"{view.url}/auth/callback"])
-    run = _started_run(view, sign_in(view.provider, client, "carol").id_token)
+    run = started_run(view, sign_in(view.provider, client, "carol").id_token)
     assert get(view.cluster, "workflowruns.towline.dev", run, view.namespace) is not None
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as dave:
-        _sign_in(dave, view, "dave", view.link("/runs"))
+        sign_in_from(dave, view, "dave", view.link("/runs"))
         refusal = wait_for("the refusal", lambda: dave.find_elements(By.CSS_SELECTOR, "p.result.refused"), 60)[0]
         assert "403" in refusal.text and DAVE in refusal.text
         assert dave.find_elements(By.CSS_SELECTOR, "tr[data-run]") == []
-        assert run not in _body(dave)
+        assert run not in page_text(dave)
         # Nor in the view's every-namespace list, the cluster-wide one or namespace by namespace.
         dave.get(f"{view.url}/all/runs")
         wait_for("the every-namespace page", lambda: dave.find_elements(By.CSS_SELECTOR, "#runs"), 60,
-                 explain=lambda: _body(dave))
-        assert dave.find_elements(By.CSS_SELECTOR, "#runs tbody tr") == [], _body(dave)
+                 explain=lambda: page_text(dave))
+        assert dave.find_elements(By.CSS_SELECTOR, "#runs tbody tr") == [], page_text(dave)
 
 
 def test_a_stolen_session_cookie_stops_working_after_sign_out(in_cluster_view: InClusterView) -> None:
     view = in_cluster_view
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
-        _sign_in(bob, view, "bob", view.link("/workflows"))
-        stolen = _session_cookie(bob)
+        sign_in_from(bob, view, "bob", view.link("/workflows"))
+        stolen = session_cookie(bob)
         assert httpx.get(view.link("/api/workflows"), headers={"Cookie": f"{SESSION_COOKIE}={stolen}"}).status_code \
             == 200, "the copy works while bob is signed in"
         bob.find_element(By.ID, "sign-out").click()
-        wait_for("the signed-out page", lambda: "Signed out" in _body(bob), 30)
+        wait_for("the signed-out page", lambda: "Signed out" in page_text(bob), 30)
     after = httpx.get(view.link("/api/workflows"), headers={"Cookie": f"{SESSION_COOKIE}={stolen}"})
     assert after.status_code == 401
 
@@ -274,13 +130,13 @@ def test_cross_site_writes_and_forged_identity_headers_change_nothing(
     client = view.provider.register_client([f"{view.url}/auth/callback"])
     carol_token = sign_in(view.provider, client, "carol").id_token
     bob_token = sign_in(view.provider, client, "bob").id_token
-    _, approval = _gated_run(view, carol_token)
+    _, approval = gated_run(view, carol_token)
     arguments = view.provider.chromium_arguments()
     with headless_chromium(print, arguments=arguments) as bob, headless_chromium(print, arguments=arguments) as carol:
-        _sign_in(bob, view, "bob", view.link("/approvals"))
-        _sign_in(carol, view, "carol", view.link("/approvals"))
-        bobs = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
-        carols = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(carol)}"}
+        sign_in_from(bob, view, "bob", view.link("/approvals"))
+        sign_in_from(carol, view, "carol", view.link("/approvals"))
+        bobs = {"Cookie": f"{SESSION_COOKIE}={session_cookie(bob)}"}
+        carols = {"Cookie": f"{SESSION_COOKIE}={session_cookie(carol)}"}
         carols_csrf = carol.find_element(By.CSS_SELECTOR, 'meta[name="towline-csrf"]').get_attribute("content")
     url = view.link(f"/api/approvals/{approval}")
     body = json.dumps({"decision": "Approved"})
@@ -335,10 +191,10 @@ def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
 ) -> None:
     # A view whose sessions last 18 s from sign-in (ui.session.absoluteHours), however busy they are.
     short = ("--set-json", "ui.session.absoluteHours=0.005")
-    with _serving(towline_installed, identity_provider, "web-sso-expiry", short) as view, \
+    with serving_view(towline_installed, identity_provider, "web-sso-expiry", short) as view, \
             headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
-        _sign_in(bob, view, "bob", view.link("/workflows"))
-        stolen = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
+        sign_in_from(bob, view, "bob", view.link("/workflows"))
+        stolen = {"Cookie": f"{SESSION_COOKIE}={session_cookie(bob)}"}
         assert httpx.get(view.link("/api/workflows"), headers=stolen).status_code == 200
         # Used all along (so never idle), the copy still stops at the absolute limit.
         wait_for("the copied cookie refused", lambda: httpx.get(view.link("/api/workflows"), headers=stolen)
@@ -350,8 +206,8 @@ def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
 def test_a_stream_open_on_a_copied_cookie_ends_when_the_session_does(in_cluster_view: InClusterView) -> None:
     view = in_cluster_view
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
-        _sign_in(bob, view, "bob", view.link("/approvals"))
-        stolen = {"Cookie": f"{SESSION_COOKIE}={_session_cookie(bob)}"}
+        sign_in_from(bob, view, "bob", view.link("/approvals"))
+        stolen = {"Cookie": f"{SESSION_COOKIE}={session_cookie(bob)}"}
         csrf = bob.find_element(By.CSS_SELECTOR, 'meta[name="towline-csrf"]').get_attribute("content")
     # Read timeout 60 s: a stream the view leaves open fails the test by timing out; ending it is the fact awaited.
     with httpx.Client(timeout=httpx.Timeout(60.0)) as http, \
@@ -395,7 +251,7 @@ def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested
         return [r for r in listed["items"] if r["spec"]["workflowRef"]["name"] == "rotate-keys"]
 
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as alice:
-        _sign_in(alice, view, "alice", view.link("/workflows/rotate-keys/start"))
+        sign_in_from(alice, view, "alice", view.link("/workflows/rotate-keys/start"))
         days = wait_for("the days field", lambda: alice.find_elements(By.CSS_SELECTOR, "#param-days"), 60)[0]
         days.clear()
         days.send_keys("soon")
@@ -403,7 +259,7 @@ def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested
         # The form says "checking…" until the view's answer arrives: wait for the answer, not the first text.
         refused = wait_for("the refused form", lambda: (
             text := alice.find_element(By.CSS_SELECTOR, "#start-result").text) != "checking…" and text, 60,
-            explain=lambda: _body(alice))
+            explain=lambda: page_text(alice))
         assert "nothing was created" in refused, refused
         assert runs() == [], "a refused form creates no run"
         alice.find_element(By.CSS_SELECTOR, "#param-region").send_keys("emea")
@@ -412,7 +268,7 @@ def test_alice_signed_in_starts_a_run_from_the_params_form_recorded_as_requested
         alice.find_element(By.CSS_SELECTOR, "#start-run").click()
         started = wait_for("the started run", lambda: "requested by" in (
             text := alice.find_element(By.CSS_SELECTOR, "#start-result").text) and text, 60,
-            explain=lambda: _body(alice))
+            explain=lambda: page_text(alice))
         assert f"requested by {ALICE}" in started, started
     (run,) = runs()
     assert run["spec"]["requestedBy"] == ALICE, run["spec"]
@@ -448,9 +304,9 @@ def test_alice_signed_in_sees_a_workflows_graph_params_webhook_url_and_next_sche
         (get(cluster, "workflows.towline.dev", "nightly-sync", namespace) or {}).get("status") or {}).get(
         "nextScheduleTime"), 60)
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as alice:
-        _sign_in(alice, view, "alice", view.link("/workflows/nightly-sync"))
+        sign_in_from(alice, view, "alice", view.link("/workflows/nightly-sync"))
         hook = wait_for("the webhook trigger's row", lambda: alice.find_elements(
-            By.CSS_SELECTOR, '#triggers tr[data-trigger="on_push"]'), 60, explain=lambda: _body(alice))[0]
+            By.CSS_SELECTOR, '#triggers tr[data-trigger="on_push"]'), 60, explain=lambda: page_text(alice))[0]
         assert f"POST {HOOKS}/hooks/{namespace}/nightly-sync/on_push" in hook.text, hook.text
         nightly = alice.find_element(By.CSS_SELECTOR, '#triggers tr[data-trigger="nightly"]').text
         assert "0 2 * * *" in nightly and f"next {next_slot}" in nightly, nightly
