@@ -163,19 +163,24 @@ def test_cross_site_writes_and_forged_identity_headers_change_nothing(
 
 
 def test_the_ui_service_account_alone_lists_no_run_and_approves_nothing(
-    in_cluster_view: InClusterView,
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
 ) -> None:
     view = in_cluster_view
     cluster, namespace = view.cluster, view.namespace
+    # A run waits at a gate: there is a run to list and an approval to decide.
+    client = view.provider.register_client([f"{view.url}/auth/callback"])
+    run, approval = gated_run(view, sign_in(view.provider, client, "carol").id_token)
     account = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
     listed = cluster.kubectl("--as", account, "-n", namespace, "get", "workflowruns", check=False)
-    assert listed.returncode != 0 and "forbidden" in listed.stderr.lower()
+    assert listed.returncode != 0 and "forbidden" in listed.stderr.lower() and run not in listed.stdout
     everywhere = cluster.kubectl("--as", account, "get", "workflowruns", "--all-namespaces", check=False)
     assert everywhere.returncode != 0 and "forbidden" in everywhere.stderr.lower()
-    patch = cluster.kubectl("--as", account, "-n", namespace, "patch", "approval", "any-approval", "--type",
+    patch = cluster.kubectl("--as", account, "-n", namespace, "patch", "approval", approval, "--type",
                             "merge", "-p", json.dumps({"spec": {"decision": "Approved", "decidedBy": account}}),
                             check=False)
     assert patch.returncode != 0 and "forbidden" in patch.stderr.lower()
+    still = get(cluster, "approvals.towline.dev", approval, namespace)
+    assert still is not None and not still["spec"].get("decision"), "nothing was decided"
     secrets = cluster.kubectl("--as", account, "-n", namespace, "get", "secrets", check=False)
     assert secrets.returncode != 0 and "forbidden" in secrets.stderr.lower()
     # And the pod holds no token of it to use: nothing is mounted at the ServiceAccount's path.
