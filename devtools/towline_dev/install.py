@@ -45,6 +45,7 @@ CHART_TEMPLATES = (
     "templates/user-roles.yaml",
     "templates/admission-policies.yaml",
     "templates/admission-policy-credentials.yaml",
+    "templates/admission-policy-dead-letters.yaml",
     "templates/admission-policy-step-objects.yaml",
     "templates/admission-policy-step-pod-access.yaml",
     "templates/admission-policy-step-types.yaml",

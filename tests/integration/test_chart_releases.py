@@ -35,7 +35,7 @@ TODAYS_CLUSTER_NAMES = {
         "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
-        "towline-ingress-dead-letters", "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
+        "towline-ingress-dead-letters", "towline-dead-letters", "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
         "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
         "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases"},
     "APIService": {ARCHIVE_API_SERVICE},
@@ -44,7 +44,7 @@ TODAYS_CLUSTER_NAMES = {
 towline-runner and friends by these names, so they must not change."""
 
 SCOPED_POLICIES = {"approval-decisions", "run-requester", "trigger-runs", "run-updates", "workflow-credentials",
-                   "step-type-images", "step-type-credentials"}
+                   "step-type-images", "step-type-credentials", "dead-letters"}
 """Policies that hold everyone in a namespace to this release's operator and ingress (or its values):
 bound only to its watchNamespaces, so that another release's operator may act in its own."""
 

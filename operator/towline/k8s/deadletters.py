@@ -97,9 +97,10 @@ def _age(text: str) -> tuple[str, str]:
 
 
 async def keep_entry(api: KubeApi, namespace: str, name: str, key: str, text: str, *, limit: int,
-                     age: Callable[[str], tuple[str, str]]) -> int:
+                     age: Callable[[str], tuple[str, str]], owner: Callable[[str], str] = lambda key: key) -> int:
     """Write one letter into the dead-letter ConfigMap `name` (made when missing); past `limit` the oldest by `age`
-    go (logged). The number kept. Every dead-letter store is this shape: one data key per letter, its JSON."""
+    go (logged), each with the keys it `owner`s (a letter's replay mark). The number of letters kept. Every
+    dead-letter store is this shape: one data key per letter, its JSON."""
     path = CONFIG_MAPS.path(namespace, name)
     for _ in range(_WRITE_TRIES):
         config_map = await api.get(path)
@@ -114,19 +115,19 @@ async def keep_entry(api: KubeApi, namespace: str, name: str, key: str, text: st
             continue
         data = dict(config_map.get("data") or {})
         data[key] = text
-        over = len(data) - limit
+        letters = [kept for kept in data if owner(kept) == kept]
+        over = len(letters) - limit
         if over > 0:
-            oldest = sorted(data, key=lambda kept: age(data[kept]))[:over]
+            oldest = set(sorted(letters, key=lambda kept: age(data[kept]))[:over])
             log.warning("dead letters in %s/%s over %d: the oldest %d dropped (%s)", namespace, name, limit, over,
-                        ", ".join(oldest))
-            for old in oldest:
-                data.pop(old, None)
+                        ", ".join(sorted(oldest)))
+            data = {kept: value for kept, value in data.items() if owner(kept) not in oldest}
         config_map["data"] = data
         try:
             await api.replace(path, config_map)
         except Conflict:
             continue
-        return len(data)
+        return min(len(letters), limit)
     raise Conflict(409, f"ConfigMap {name} kept changing while keeping {key}")
 
 

@@ -16,27 +16,38 @@ Replay (`kubectl towline deadletters replay ID`) is done as the person who asks:
 annotated towline.dev/replayed-by (their own name, which the chart's admission policy checks against the API
 server's) and towline.dev/replay-of (this ConfigMap's letter), named from the letter's id so a second replay finds
 the first's run; then the letter is marked replayed, naming the run.
+
+Integrity: only the ingress writes a letter (the chart's policy towline-dead-letters). A replay never changes one:
+it adds the letter's mark, the data key `<id>.replayed` (REPLAY_MARK_SUFFIX), which the policy lets a holder of the
+replay verb write naming themselves; removing letters (a dismissal) takes the same verb. So the data a replay
+starts a run with is what the ingress verified, whoever else may update the namespace's ConfigMaps.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from towline.k8s.client import CONFIG_MAPS, Conflict, KubeApi
+from towline.k8s.client import CONFIG_MAPS, ApiError, Conflict, KubeApi
 from towline.k8s.deadletters import keep_entry
 from towline.logs import redact
+
+log = logging.getLogger(__name__)
 
 DELIVERY_LETTERS_CONFIG_MAP = "towline-dead-letters"
 REPLAYED_BY_ANNOTATION = "towline.dev/replayed-by"
 REPLAY_OF_ANNOTATION = "towline.dev/replay-of"
+REPLAY_MARK_SUFFIX = ".replayed"
+"""A letter's replay mark is the data key `<id>.replayed`: {"replayRun": ..., "replayedBy": ...}."""
 MAX_LETTERS = 200
 MAX_PAYLOAD_BYTES = 8192
 """A body larger than this is kept as its size only (200 letters stay far inside a ConfigMap's 1 MiB)."""
 MAX_HEADER_BYTES = 2048
 _WRITE_TRIES = 5
+FORBIDDEN = 403
 _CREDENTIAL_WORDS = ("authorization", "cookie", "signature", "token", "secret", "key", "hmac", "auth", "sig")
 
 JSON = dict[str, Any]
@@ -114,9 +125,37 @@ def letter_from(text: str) -> DeliveryLetter | None:
         return None
 
 
+def mark_key(letter_id: str) -> str:
+    return f"{letter_id}{REPLAY_MARK_SUFFIX}"
+
+
+def mark_text(user: str, run: str) -> str:
+    """The mark's stored form: the policy compares its end with `"replayedBy":"<the API server's user>"}`."""
+    return json.dumps({"replayRun": run, "replayedBy": user}, separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False)
+
+
+def letter_owning(key: str) -> str:
+    """The letter a data key belongs to: itself, or the letter a replay mark marks."""
+    return key.removesuffix(REPLAY_MARK_SUFFIX)
+
+
+def _marked(letter: DeliveryLetter, mark: str | None) -> DeliveryLetter:
+    try:
+        raw = json.loads(mark) if mark is not None else None
+    except ValueError:
+        raw = None
+    if isinstance(raw, dict):
+        by, run = raw.get("replayedBy"), raw.get("replayRun")
+        letter.replayed_by = str(by) if by else None
+        letter.replay_run = str(run) if run else None
+    return letter
+
+
 def letters_of(config_map: JSON | None) -> list[DeliveryLetter]:
     data = (config_map or {}).get("data") or {}
-    letters = [letter for text in data.values() if (letter := letter_from(text)) is not None]
+    letters = [_marked(letter, data.get(mark_key(key))) for key, text in data.items()
+               if not key.endswith(REPLAY_MARK_SUFFIX) and (letter := letter_from(text)) is not None]
     return sorted(letters, key=lambda letter: (letter.failed_at, letter.id))
 
 
@@ -127,7 +166,7 @@ def _path(namespace: str) -> str:
 async def keep_delivery_letter(api: KubeApi, letter: DeliveryLetter) -> int:
     """Keep the letter in its namespace's store (the oldest go past MAX_LETTERS); the number kept."""
     return await keep_entry(api, letter.namespace, DELIVERY_LETTERS_CONFIG_MAP, letter.id, letter_text(letter),
-                            limit=MAX_LETTERS, age=_age)
+                            limit=MAX_LETTERS, age=_age, owner=letter_owning)
 
 
 def _age(text: str) -> tuple[str, str]:
@@ -150,18 +189,23 @@ async def find_delivery_letter(api: KubeApi, namespace: str, letter_id: str) -> 
 
 
 async def mark_replayed(api: KubeApi, letter: DeliveryLetter, user: str, run: str) -> None:
-    """Record on the letter who replayed it and the run it started (whoever wrote the ConfigMap meanwhile)."""
+    """Record beside the letter who replayed it and the run it started: its mark, never the letter itself. The
+    policy towline-dead-letters lets a person write only a mark naming themself, while the letter is kept: a mark
+    naming someone else (a replay that found an earlier one's run) is refused and the letter stays unmarked; the
+    run's annotations still say who replayed it."""
     for _ in range(_WRITE_TRIES):
         config_map = await api.get(_path(letter.namespace))
         if config_map is None or letter.id not in (config_map.get("data") or {}):
             return  # dropped past the bound meanwhile: the run's annotations still say what it replayed
-        kept = letter_from(config_map["data"][letter.id]) or letter
-        kept.replayed_by, kept.replay_run = user, run
-        config_map["data"][letter.id] = letter_text(kept)
+        config_map["data"][mark_key(letter.id)] = mark_text(user, run)
         try:
             await api.replace(_path(letter.namespace), config_map)
         except Conflict:
             continue
+        except ApiError as error:
+            if error.status != FORBIDDEN:
+                raise
+            log.info("dead letter %s/%s not marked as replayed by %s: %s", letter.namespace, letter.id, user,
+                     error.message)
         return
     raise Conflict(409, f"ConfigMap {DELIVERY_LETTERS_CONFIG_MAP} kept changing while marking {letter.id} replayed")
-

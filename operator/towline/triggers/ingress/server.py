@@ -15,7 +15,8 @@ a sender that is still writing to read its answer, too short to pile up.
 
 Two listeners: the public port serves only deliveries; the admin port serves
 `/healthz`, `/readyz` and `/metrics` (the chart exposes it to the kubelet and
-to whoever `networkPolicy.metricsFrom` names, never through the public Service).
+to whoever `networkPolicy.metricsFrom` names, never through the public Service);
+its metrics include the dead letters' gauges (towline.triggers.ingress.lettergauges).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from towline.tracing import TracingConfig, span_sink
 from towline.triggers.ingress.app import Ingress, IngressSettings
 from towline.triggers.ingress.deadletters import DeadLetters
 from towline.triggers.ingress.deliveries import DeliveryHandler
+from towline.triggers.ingress.lettergauges import DeadLetterWatch
 from towline.triggers.ingress.tracing import DeliveryTracer
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ INGRESS_SERVICE = "towline-ingress"
 async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings, admin_port: int) -> None:
     api = await KubeApi.connect(kubeconfig)
     cache = WorkflowCache(api)
+    letters = DeadLetterWatch(api)
     try:
         identity = await whoami(api)
         spans = span_sink(TracingConfig.from_environment(os.environ), service=INGRESS_SERVICE)
@@ -56,6 +59,7 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
                                      letters=DeadLetters(api))
         ingress = Ingress(cache, deliveries, settings)
         cache.start()
+        letters.start()
         runner = web.AppRunner(ingress.application(), auto_decompress=False, access_log=None, handle_signals=False,
                                keepalive_timeout=settings.header_timeout_seconds, lingering_time=LINGERING_SECONDS)
         admin = web.AppRunner(ingress.admin_application(), access_log=None, handle_signals=False)
@@ -77,6 +81,7 @@ async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressS
         if spans is not None:  # the deliveries' spans still queued, sent within the exporter's timeout
             await asyncio.to_thread(spans.shutdown)
     finally:
+        await letters.stop()
         await cache.stop()
         await api.close()
 
