@@ -35,7 +35,8 @@ TODAYS_CLUSTER_NAMES = {
         "towline-archive", "towline-archive-auth", "towline-archive-readers"},
     "ValidatingAdmissionPolicy": {
         "towline-approval-decisions", "towline-run-requester", "towline-trigger-runs", "towline-ingress-runs",
-        "towline-ingress-dead-letters", "towline-dead-letters", "towline-run-updates", "towline-nesting-depth", "towline-workflow-credentials",
+        "towline-ingress-dead-letters", "towline-dead-letters", "towline-run-updates", "towline-nesting-depth",
+        "towline-workflow-credentials",
         "towline-step-objects", "towline-step-pod-access", "towline-step-type-images",
         "towline-step-type-credentials", "towline-step-type-schemas", "towline-archive-releases"},
     "APIService": {ARCHIVE_API_SERVICE},
