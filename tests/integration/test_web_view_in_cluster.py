@@ -115,6 +115,12 @@ def test_a_stolen_session_cookie_stops_working_after_sign_out(in_cluster_view: I
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
         sign_in_from(bob, view, "bob", view.link("/workflows"))
         stolen = session_cookie(bob)
+        # The cookie as the browser keeps it: HttpOnly (the page's script never sees it), Secure, SameSite=Lax,
+        # host-only on Path=/ (the __Host- prefix), and it holds the session's id only.
+        (kept,) = (c for c in bob.get_cookies() if c["name"] == SESSION_COOKIE)
+        assert (kept["httpOnly"], kept["secure"], kept["sameSite"], kept["path"]) == (True, True, "Lax", "/"), kept
+        assert SESSION_COOKIE not in str(bob.execute_script("return document.cookie"))
+        assert len(stolen) == 43 and "." not in stolen, "256 random bits, no token"
         assert httpx.get(view.link("/api/workflows"), headers={"Cookie": f"{SESSION_COOKIE}={stolen}"}).status_code \
             == 200, "the copy works while bob is signed in"
         bob.find_element(By.ID, "sign-out").click()
