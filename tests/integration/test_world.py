@@ -126,6 +126,40 @@ def test_an_uplinked_world_reaches_the_machine_and_leaves_no_link_rule_or_sysctl
     assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forwarding
 
 
+def test_an_uplinked_world_is_refused_the_machines_test_range_and_the_fence_goes_with_it() -> None:
+    """The machine's node, test hosts and identity provider use the addresses every world uses for its own: a
+    world whose own host is not up yet must be refused, not answered by the machine's (a world's API server once
+    took the machine's provider for its own). The machine itself still reaches the address."""
+    address, link = "198.51.100.248", "towline-wtest1"  # free in layout.py's plan (neither node nor test host)
+    run(["ip", "link", "add", link, "type", "bridge"])  # a port-less bridge holds an address, as the node's does
+    try:
+        run(["ip", "address", "add", f"{address}/32", "dev", link])
+        run(["ip", "link", "set", link, "up"])
+        with socket.create_server((address, 0)) as listener:
+            port = listener.getsockname()[1]
+            socket.create_connection((address, port), timeout=5).close()  # the machine reaches it
+            script = ("import socket\n"
+                      "try:\n"
+                      f"    socket.create_connection(('{address}', {port}), timeout=10)\n"
+                      "    print('reached')\n"
+                      "except ConnectionRefusedError:\n"
+                      "    print('refused')\n"
+                      "except OSError as error:\n"
+                      "    print(f'failed: {error!r}')\n")
+            with world.World(["python3", "-c", script], uplink=True, stdout=subprocess.PIPE, text=True) as inside:
+                number = inside.uplink
+                assert number is not None
+                assert all(_uplink_rule(number) in run(["iptables", "-S", chain]).stdout
+                           for chain in world.FENCED_CHAINS)
+                assert inside.wait() == 0
+                said = inside.process.stdout.read().strip() if inside.process.stdout else ""
+        assert said == "refused", f"the world's connection to the machine's {address}: {said}"
+        assert not any(_uplink_rule(number) in run(["iptables", "-S", chain]).stdout
+                       for chain in world.FENCED_CHAINS), "the world's fence stayed after it"
+    finally:
+        run(["ip", "link", "delete", link], check=False)
+
+
 def test_a_world_that_ended_keeps_its_uplink_number_until_it_is_waited_for() -> None:
     """`make test` waits for its worlds only after the concurrent part: one that ended early has lost its link
     (with its network namespace) but not yet its rule, and a world made meanwhile must not take its number

@@ -16,7 +16,9 @@ With `uplink`, a veth pair joins it to the machine (198.18.N.2 inside, 198.18.N.
 first free of 1-63: the benchmarking range, so nothing is mistaken for a real host) and the machine
 forwards and masquerades its traffic: the world reaches what the machine reaches (package mirrors,
 PyPI), and a route out exists as on the machine (a Service address is routed before kube-proxy's
-DNAT rewrites it).
+DNAT rewrites it). The machine's own test range is not among what it reaches: forwarded traffic from the
+uplink to 198.51.100.0/24 is rejected, so a world's test hosts, identity provider or node address that is not
+up yet is never answered by the machine's (a world's API server once fetched the machine's provider's keys).
 
     python -m towline_dev.node.world [--uplink] -- COMMAND [ARG...]
 
@@ -101,6 +103,8 @@ class World:
         run(["ip", "address", "add", f"{outside}/30", "dev", _host_link(self.uplink)])
         run(["ip", "link", "set", _host_link(self.uplink), "up"])
         run(["iptables", "-t", "nat", "-A", *_masquerade(self.uplink, self._owner)])
+        for chain in FENCED_CHAINS:
+            run(["iptables", "-I", *_fenced(chain, self.uplink, self._owner)])
         self._forwarding = set_sysctl("net.ipv4.ip_forward", "1")
         enter = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip"]
         run([*enter, "address", "add", f"{inside}/30", "dev", INSIDE_LINK])
@@ -112,6 +116,8 @@ class World:
             return
         number, self.uplink = self.uplink, None
         run(["iptables", "-t", "nat", "-D", *_masquerade(number, self._owner)], check=False)
+        for chain in FENCED_CHAINS:
+            run(["iptables", "-D", *_fenced(chain, number, self._owner)], check=False)
         if link_exists(_host_link(number)):
             run(["ip", "link", "delete", _host_link(number)], check=False)
         if self._forwarding is not None:
@@ -155,6 +161,23 @@ def _masquerade(number: int, owner: int) -> list[str]:
             "-m", "comment", "--comment", uplink_comment(number, owner)]
 
 
+MACHINES_TEST_RANGE = "198.51.100.0/24"
+"""The documentation range the machine's node, pods, Services and test hosts use (towline_dev.node.layout); every
+world uses the same addresses for its own."""
+
+
+FENCED_CHAINS = ("INPUT", "FORWARD")
+"""Where the machine meets a world's packets for its test range: its own addresses (the node's) and those it
+forwards to (the test hosts' namespace, the identity provider, pods)."""
+
+
+def _fenced(chain: str, number: int, owner: int) -> list[str]:
+    """The filter rule that keeps uplink `number`'s world from the machine's test range in `chain` (REJECT: a
+    refusal at once, not a wait)."""
+    return [chain, "-i", _host_link(number), "-d", MACHINES_TEST_RANGE, "-j", "REJECT",
+            "-m", "comment", "--comment", uplink_comment(number, owner)]
+
+
 def uplink_comment(number: int, owner: int) -> str:
     """What marks uplink `number`'s rule, made by process `owner` (`_RULE_COMMENT` reads it back)."""
     return f"towline world uplink {number} of pid {owner}"
@@ -171,15 +194,16 @@ def _live_uplinks() -> set[int]:
     and every killed suite would take two of the 63 numbers for good. So is one that names no owner (older
     code's)."""
     taken: set[int] = set()
-    listed = run(["iptables", "-t", "nat", "-S", "POSTROUTING"], check=False).stdout
-    for rule in listed.splitlines():
-        found = _RULE_COMMENT.search(rule)
-        if found is None:
-            continue
-        if found[2] is not None and alive(int(found[2])):
-            taken.add(int(found[1]))
-        else:
-            run(["iptables", "-t", "nat", *shlex.split(rule.replace("-A", "-D", 1))], check=False)
+    for table, chain in (("nat", "POSTROUTING"), *(("filter", fenced) for fenced in FENCED_CHAINS)):
+        listed = run(["iptables", "-t", table, "-S", chain], check=False).stdout
+        for rule in listed.splitlines():
+            found = _RULE_COMMENT.search(rule)
+            if found is None:
+                continue
+            if found[2] is not None and alive(int(found[2])):
+                taken.add(int(found[1]))
+            else:
+                run(["iptables", "-t", table, *shlex.split(rule.replace("-A", "-D", 1))], check=False)
     return taken
 
 
