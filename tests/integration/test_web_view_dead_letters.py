@@ -55,7 +55,8 @@ def test_alice_replays_a_failed_run_from_the_page_and_carol_gets_the_api_servers
     early_run(cluster, ns, "early", requester="carol")
     apply(cluster, orders(ns))
     with web_view(cluster.kubeconfig, context_name("alice"), ns) as alice, \
-            web_view(cluster.kubeconfig, context_name("carol"), ns) as carol, httpx.Client() as carols_client:
+            web_view(cluster.kubeconfig, context_name("carol"), ns) as carol, \
+            web_view(cluster.kubeconfig, context_name("carol"), ns) as carols_other, httpx.Client() as carols_client:
         alice.sign_in(browser)
         browser.get(alice.url("/runs"))
         wait_for_element(browser, "#nav-deadletters", "the nav's Dead letters link").click()
@@ -84,11 +85,12 @@ def test_alice_replays_a_failed_run_from_the_page_and_carol_gets_the_api_servers
         assert browser.find_elements(By.CSS_SELECTOR, "#nav-deadletters") == [], "no link for carol"
 
         # carol may create runs and read early: the page's replay, as her, is the admission policy's to refuse.
-        token = session_of(carol, carols_client)
+        # (Her second view: a launch code opens one session, and her browser holds the first view's.)
+        token = session_of(carols_other, carols_client)
         second = early_run(cluster, ns, "early-2", requester="carol", params={})
         assert "region" in second["status"]["message"], second["status"]
-        refusal = carols_client.post(carol.url(f"/ns/{ns}/api/deadletters/early-2/replay"),
-                                     headers={"Origin": carol.base, "X-Towline-CSRF": token})
+        refusal = carols_client.post(carols_other.url(f"/ns/{ns}/api/deadletters/early-2/replay"),
+                                     headers={"Origin": carols_other.base, "X-Towline-CSRF": token})
         assert refusal.status_code == 403, refusal.text
         assert "carol may not replay dead letters" in refusal.json()["message"], refusal.text
         assert len(list_objects(cluster, RUNS, ns)) == 3, "nothing was created for carol"
