@@ -17,7 +17,7 @@ from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.plugin import deadletters
 from towline.plugin.commands import Io
-from towline.plugin.runletters import failed_before_first_step, replay_manifest, run_letter
+from towline.plugin.runletters import failed_before_first_step, read_run_letters, replay_manifest, run_letter
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
 
@@ -203,3 +203,19 @@ def test_the_list_shows_a_run_row_beside_the_others() -> None:
     [header, row] = deadletters.table([], [], [letter]).splitlines()
     assert header.split()[:3] == ["KIND", "ID", "NAMESPACE"]
     assert row.split()[:4] == ["run", "early", "team", "orders/manual"] and "does not exist" in row
+
+
+class ArchivingApi(FakeApi):
+    """An archive that kept `early` (also live) and `pruned` (gone from the cluster), both as the runs they were."""
+
+    async def request(self, method: str, path: str, *, body: JSON | None = None, **kwargs: Any) -> JSON:
+        if "archive.towline.dev" in path:
+            assert kwargs.get("query") == {"phase": "Failed", "limit": "200"}, kwargs
+            return {"items": [{"record": {"run": failed_run("early")}}, {"record": {"run": failed_run("pruned")}},
+                              {"record": {"run": failed_run("ok", phase="Succeeded")}}]}
+        return await super().request(method, path, body=body, **kwargs)
+
+
+def test_the_archive_adds_the_failed_runs_the_cluster_pruned_once_each() -> None:
+    letters = asyncio.run(read_run_letters(cast(KubeApi, ArchivingApi("root")), "team"))
+    assert [(letter.name, letter.archived) for letter in letters] == [("early", False), ("pruned", True)]
