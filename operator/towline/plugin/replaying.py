@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, KubeApi
+from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi
 from towline.k8s.deliveryletters import (
     DELIVERY_LETTERS_CONFIG_MAP,
     REPLAY_OF_ANNOTATION,
@@ -31,6 +31,7 @@ from towline.plugin.runletters import RunLetter, find_run_letter, read_run_lette
 from towline.plugin.views import RUN_KIND
 
 JSON = dict[str, Any]
+FORBIDDEN = 403
 _OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 """An id that could name a run (every letter's id can): anything else is looked up nowhere."""
 
@@ -61,7 +62,12 @@ async def replay_letter(api: KubeApi, namespace: str, letter_id: str) -> Replaye
     """Replay the run letter or refused delivery `letter_id` of `namespace`; None when it names neither."""
     if not _OBJECT_NAME.fullmatch(letter_id):
         return None
-    found = await find_run_letter(api, namespace, letter_id)
+    try:
+        found = await find_run_letter(api, namespace, letter_id)
+    except ApiError as error:
+        if error.status != FORBIDDEN:
+            raise
+        found = None  # runs not theirs to read: an id of another kind may still be theirs (the store answers)
     if isinstance(found, RunLetter):
         return await replay_run(api, found)
     if found is not None:

@@ -16,7 +16,7 @@ from aiohttp import web
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.plugin import deadletters
-from towline.plugin.commands import Io
+from towline.plugin.commands import Io, NotFound
 from towline.plugin.runletters import failed_before_first_step, read_run_letters, replay_manifest, run_letter
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
@@ -219,3 +219,22 @@ class ArchivingApi(FakeApi):
 def test_the_archive_adds_the_failed_runs_the_cluster_pruned_once_each() -> None:
     letters = asyncio.run(read_run_letters(cast(KubeApi, ArchivingApi("root")), "team"))
     assert [(letter.name, letter.archived) for letter in letters] == [("early", False), ("pruned", True)]
+
+
+class NoRunsApi(FakeApi):
+    """A person who may not read the namespace's runs (an admin of the events sink's letters only)."""
+
+    async def get(self, path: str) -> JSON | None:
+        if path.startswith(RUNS):
+            raise ApiError(403, 'workflowruns.towline.dev "x" is forbidden')
+        return await super().get(path)
+
+
+def test_an_id_that_is_no_readable_run_goes_on_to_the_other_kinds() -> None:
+    try:
+        command_replay(NoRunsApi("ops"), "5c0e8f6d2b7a41e39d4f0a1b2c3d4e5f")
+    except NotFound as missing:
+        assert "no dead letter '5c0e8f6d2b7a41e39d4f0a1b2c3d4e5f'" in str(missing)
+        assert "nor a refused delivery or a failed run in namespace team" in str(missing)
+    else:
+        raise AssertionError("an id found nowhere is a NotFound naming it")
