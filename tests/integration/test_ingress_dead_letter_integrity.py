@@ -59,8 +59,9 @@ def orders(cluster: ControlPlane, ingress: IngressProcess, namespace: str) -> st
     return hook_url(ingress, namespace, "orders", "order_paid")
 
 
-def refuse(url: str, delivery_id: str) -> None:
-    response = post(url, REFUSED, signed_standard(KEY, REFUSED, delivery_id=delivery_id))
+def refuse(url: str, delivery_id: str, order: str = "A-7") -> None:
+    body = REFUSED.replace(b"A-7", order.encode())
+    response = post(url, body, signed_standard(KEY, body, delivery_id=delivery_id))
     assert response.status_code == 202 and refusal(response)["run"] is None, response.text
 
 
@@ -175,7 +176,7 @@ def test_a_refused_delivery_moves_the_gauges_and_a_replay_or_a_dismissal_moves_t
     wait_for("the gauges to leave the replayed letter out", lambda: gauges(ingress, namespace) == {},
              explain=lambda: gauges(ingress, namespace))
 
-    refuse(url, "msg_gauge_2")
+    refuse(url, "msg_gauge_2", order="A-8")
     wait_for("the gauge to count the second letter", lambda: gauges(ingress, namespace).get(count) == 1,
              explain=lambda: gauges(ingress, namespace))
     [second] = [key for key in store(cluster, namespace) if key != letter_id and not key.endswith(".replayed")]
