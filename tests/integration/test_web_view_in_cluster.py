@@ -325,3 +325,36 @@ def test_alice_signed_in_sees_a_workflows_graph_params_webhook_url_and_next_sche
         assert "(required)" in alice.find_element(By.CSS_SELECTOR, '#params tr[data-param="region"]').text
         assert {n.get_attribute("data-step") for n in alice.find_elements(By.CSS_SELECTOR, "#graph g.node")} == \
             {"plan", "apply"}
+
+
+def test_bob_who_may_list_namespaces_switches_among_them_and_sees_runs_only_where_he_may_list_them(
+    towline_operator: OperatorProcess, in_cluster_view: InClusterView,
+) -> None:
+    """The namespace switcher and the every-namespace page for someone who may list namespaces: every namespace
+    is offered, the page lists runs of the namespaces whose runs he may list and names each other one with the
+    API server's refusal (dave's test has the one who may list neither)."""
+    view = in_cluster_view
+    cluster = view.cluster
+    client = view.provider.register_client([f"{view.url}/auth/callback"])
+    run = started_run(view, sign_in(view.provider, client, "carol").id_token)
+    role = f"{view.namespace}-namespace-lister"
+    cluster.kubectl("create", "clusterrole", role, "--verb=get,list", "--resource=namespaces")
+    try:
+        cluster.kubectl("create", "clusterrolebinding", role, f"--clusterrole={role}", f"--user={BOB}")
+        with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+            sign_in_from(bob, view, "bob", view.link("/runs"))
+            switcher = wait_for("the namespace switcher", lambda: bob.find_elements(By.ID, "namespace"), 60,
+                                explain=lambda: page_text(bob))[0]
+            offered = {o.get_attribute("value") for o in switcher.find_elements(By.TAG_NAME, "option")}
+            assert {view.namespace, "kube-system", "default"} <= offered, offered
+            bob.get(f"{view.url}/all/runs")
+            wait_for("carol's run on the every-namespace page", lambda: bob.find_elements(
+                By.CSS_SELECTOR, f'#runs tr[data-run="{run}"][data-namespace="{view.namespace}"]'), 60,
+                explain=lambda: page_text(bob))
+            shown = {r.get_attribute("data-namespace") for r in bob.find_elements(By.CSS_SELECTOR, "#runs tbody tr")}
+            assert shown == {view.namespace}, shown
+            refusal = bob.find_element(By.CSS_SELECTOR, 'p[data-refused="kube-system"]').text
+            assert BOB in refusal and "forbidden" in refusal, refusal
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", role, "--ignore-not-found")
+        cluster.kubectl("delete", "clusterrole", role, "--ignore-not-found")
