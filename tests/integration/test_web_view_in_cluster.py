@@ -214,6 +214,30 @@ def test_a_stolen_session_cookie_stops_working_when_the_session_expires(
         wait_for("bob's browser sent to sign in again", lambda: bob.find_elements(By.ID, "username"), 60)
 
 
+def test_a_stolen_session_cookie_stops_working_once_the_session_sat_idle(
+    towline_installed: ControlPlane, real_node_with_images: Any, identity_provider: IdentityProvider,
+) -> None:
+    # A view whose sessions end after 15 s without a request (ui.session.idleMinutes).
+    short = ("--set-json", "ui.session.idleMinutes=0.25")
+    with serving_view(towline_installed, identity_provider, "web-sso-idle", short) as view:
+        with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
+            sign_in_from(bob, view, "bob", view.link("/workflows"))
+            stolen = {"Cookie": f"{SESSION_COOKIE}={session_cookie(bob)}"}
+        # bob closed his browser. A live stream opened with the copy is no request after its first: it ends when
+        # the session has sat idle, which is the fact this waits for (a read timeout fails the test instead).
+        with httpx.Client(timeout=httpx.Timeout(90.0)) as http, \
+                http.stream("GET", view.link("/events/approvals"), headers=stolen) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("event: ")) == "event: snapshot"
+            try:
+                for _ in lines:
+                    pass
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                pass
+        answer = httpx.get(view.link("/api/workflows"), headers=stolen)
+        assert answer.status_code == 401, answer.text
+
+
 def test_a_stream_open_on_a_copied_cookie_ends_when_the_session_does(in_cluster_view: InClusterView) -> None:
     view = in_cluster_view
     with headless_chromium(print, arguments=view.provider.chromium_arguments()) as bob:
