@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from towline.k8s.client import Conflict
+from towline.k8s.client import ApiError, Conflict
 from towline.k8s.deliveryletters import (
     DeliveryLetter,
     keep_delivery_letter,
@@ -97,5 +97,23 @@ def test_a_mark_for_a_letter_dropped_meanwhile_is_not_written() -> None:
         await keep_delivery_letter(api, other)  # type: ignore[arg-type]
         await mark_replayed(api, kept, "jane", "run-1")  # type: ignore[arg-type]
         assert api.stored is not None and set(api.stored["data"]) == {other.id}
+
+    asyncio.run(body())
+
+
+def test_a_mark_the_policy_refuses_leaves_the_letter_unmarked() -> None:
+    """A replay that found an earlier replay's run may not write a mark naming that earlier person (the policy
+    towline-dead-letters: a mark names its writer); the letter stays as it was and the replay goes on."""
+
+    class Refusing(OneConfigMap):
+        async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            raise ApiError(403, 'configmaps "towline-dead-letters" is forbidden: ValidatingAdmissionPolicy ...')
+
+    async def body() -> None:
+        api = Refusing()
+        kept = letter(1)
+        await keep_delivery_letter(api, kept)  # type: ignore[arg-type]
+        await mark_replayed(api, kept, "jane", "run-1")  # type: ignore[arg-type]
+        assert api.stored is not None and set(api.stored["data"]) == {kept.id}
 
     asyncio.run(body())
