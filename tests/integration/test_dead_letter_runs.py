@@ -9,15 +9,29 @@ import json
 from typing import Any
 
 import pytest
+from tests.integration.ingress_support import (
+    create_secret,
+    hook_url,
+    ingress,
+    new_whsec,
+    opt_in,
+    post,
+    signed_standard,
+    standard_webhook,
+    wait_until_cached,
+    webhook_workflow,
+)
 from tests.integration.pluginsupport import ok, towline
 from tests.integration.support import apply, bind_role, create, list_objects, wait_for_phase
 
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.plugin.runletters import RunLetter, replay_manifest, run_letter
 from towline_dev.controlplane import ControlPlane
+from towline_dev.ingress import IngressProcess
 from towline_dev.install import OperatorProcess
 
 pytestmark = pytest.mark.integration
+__all__ = ["ingress"]
 
 CANARY = "canary-run-letter-7d1f0c2b9e"
 """The value of the Secret the Workflow's step names: no listing or replay may ever show it."""
@@ -151,3 +165,35 @@ def test_a_run_letter_is_found_by_the_shared_replay_code_only_for_a_failed_run(
     refused = towline(cluster, ns, "deadletters", "replay", "started", user="admin")
     assert refused.returncode != 0 and "did not fail before its first step" in refused.stderr, refused.stderr
     assert len(list_objects(cluster, RUNS, ns)) == 1
+
+
+def test_a_webhook_run_that_failed_before_its_first_step_is_replayed_with_its_trigger_and_data(
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
+) -> None:
+    """The ingress starts a run the operator refuses (a param the Workflow requires, which no delivery gives); once
+    the Workflow has a default, the admin's replay is a webhook run of the same trigger and data, and it runs."""
+    cluster = towline_installed
+    key = new_whsec()
+    create_secret(cluster, namespace, "hooked-key", {"signing-secret": key})
+    opt_in(cluster, namespace, "hooked-key")
+    workflow = webhook_workflow("hooked", namespace, standard_webhook("hooked-key", data={"order": "body.id"}))
+    workflow["spec"]["params"] = [{"name": "region", "type": "string", "required": True}]
+    apply(cluster, workflow)
+    wait_until_cached(ingress, namespace, "hooked")
+    body = json.dumps({"id": "A-9"}).encode()
+    delivered = post(hook_url(ingress, namespace, "hooked"), body, signed_standard(key, body))
+    assert delivered.status_code == 202, delivered.text
+    [failed] = list_objects(cluster, RUNS, namespace)
+    name = failed["metadata"]["name"]
+    assert "region" in wait_for_phase(cluster, namespace, name, {"Failed"})["status"]["message"]
+
+    [letter] = run_letters(cluster, namespace)
+    assert (letter["id"], letter["triggerType"], letter["trigger"]) == (name, "webhook", "hook")
+    assert letter["data"] == {"order": "A-9"}
+    workflow["spec"]["params"] = [{"name": "region", "type": "string", "default": "emea"}]
+    apply(cluster, workflow)
+    ok(towline(cluster, namespace, "deadletters", "replay", name, user="admin"))
+    [replay] = [run for run in list_objects(cluster, RUNS, namespace) if run["metadata"]["name"] != name]
+    assert replay["spec"]["trigger"] == {"type": "webhook", "name": "hook", "data": {"order": "A-9"}}
+    assert replay["metadata"]["annotations"][REPLAY_OF_ANNOTATION] == f"workflowruns/{name}"
+    wait_for_phase(cluster, namespace, replay["metadata"]["name"], {"Succeeded"}, timeout=240)
