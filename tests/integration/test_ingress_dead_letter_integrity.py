@@ -134,6 +134,27 @@ def test_a_namespace_editor_can_neither_change_nor_forge_nor_remove_a_dead_lette
     assert json.loads(after[mark_key(letter_id)])["replayRun"] == run["metadata"]["name"]
 
 
+def test_the_policy_decides_within_its_cost_budget_on_a_full_store(
+    towline_installed: ControlPlane, namespace: str
+) -> None:
+    """A store near a ConfigMap's 1 MiB (200 letters of 5 KB, as the ingress keeps them at most): an admin's mark
+    is admitted and an editor's change refused by its rule, not by CEL's cost limit."""
+    cluster = towline_installed
+    bind_role(cluster, namespace, "edit", users=("alice",))
+    letters = {f"{number:020x}": json.dumps({"id": f"{number:020x}", "pad": "x" * 5000}) for number in range(200)}
+    full = {"apiVersion": "v1", "kind": "ConfigMap", "data": letters,
+            "metadata": {"name": DELIVERY_LETTERS_CONFIG_MAP, "namespace": namespace}}
+    cluster.kubectl("create", "-f", "-", *AS_INGRESS, stdin=json.dumps(full))
+    first = f"{0:020x}"
+    admin = cluster.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout
+    marked = patch(cluster, namespace, [{"op": "add", "path": f"/data/{mark_key(first)}",
+                                         "value": json.dumps({"replayRun": "r", "replayedBy": admin},
+                                                             separators=(",", ":"))}], user="admin")
+    assert marked.returncode == 0, marked.stderr
+    changed = patch(cluster, namespace, [{"op": "replace", "path": f"/data/{first}", "value": "{}"}], user="alice")
+    assert changed.returncode != 0 and f"may not add or change dead letter {first}" in changed.stderr, changed.stderr
+
+
 def test_the_ingress_may_list_and_watch_the_dead_letter_stores_and_no_other_config_map(
     towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
 ) -> None:
