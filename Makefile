@@ -58,22 +58,28 @@ layers-check:
 	$(PYTHON) -m towline_dev.layers --check docs/runtime.md
 
 # The web view's third-party browser code, from the pinned npm lock: the graph layout (one file) and the editor's
-# YAML library (its browser build, a tree of ES modules). Committed so the wheel needs no npm; the check fails when
-# they no longer match the lock.
+# YAML library, its browser build of some 70 ES modules bundled into one module by esbuild (pinned in the same lock),
+# so the editor's page fetches one file for it, not one per module (docs/web-view.md). Committed so the wheel needs
+# no npm; the check builds it again and fails when the committed files no longer match the lock.
 UI_VENDOR := operator/towline/plugin/ui/static/vendor
+YAML_BUNDLE := cd webui && node_modules/.bin/esbuild node_modules/yaml/browser/dist/index.js --bundle --format=esm \
+	--platform=browser --log-level=warning --banner:js='// yaml (eemeli/yaml, ISC licence: yaml.LICENSE) at the version \
+	webui/package-lock.json pins, bundled by make ui-assets: do not edit'
 ui-assets:
 	cd webui && npm ci --ignore-scripts --no-audit --no-fund
 	mkdir -p $(UI_VENDOR)
 	cp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/
-	rm -rf $(UI_VENDOR)/yaml && cp -r webui/node_modules/yaml/browser/dist $(UI_VENDOR)/yaml
-	cp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml/LICENSE
+	rm -rf $(UI_VENDOR)/yaml
+	$(YAML_BUNDLE) --outfile=$(CURDIR)/$(UI_VENDOR)/yaml.js
+	cp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml.LICENSE
 
 ui-assets-check:
 	cd webui && npm ci --ignore-scripts --no-audit --no-fund
 	cmp webui/node_modules/@dagrejs/dagre/dist/dagre.min.js $(UI_VENDOR)/dagre.min.js
 	cmp webui/node_modules/@dagrejs/dagre/LICENSE $(UI_VENDOR)/LICENSE
-	diff -r -x LICENSE webui/node_modules/yaml/browser/dist $(UI_VENDOR)/yaml
-	cmp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml/LICENSE
+	$(YAML_BUNDLE) --outfile=$(CURDIR)/webui/node_modules/.towline-yaml.js
+	cmp webui/node_modules/.towline-yaml.js $(UI_VENDOR)/yaml.js
+	cmp webui/node_modules/yaml/LICENSE $(UI_VENDOR)/yaml.LICENSE
 
 unit:
 	$(PYTHON) -m pytest tests/unit -q

@@ -263,6 +263,24 @@ def test_a_secret_alice_may_not_read_and_a_step_type_input_off_its_schema_are_sh
         .stdout.strip() == "", f"nothing was applied; {page_state(driver)}"
 
 
+def test_a_module_that_does_not_arrive_is_named_with_a_way_to_load_the_editor_again(
+    author_namespace: str, alice: WebView, chromium: Any,
+) -> None:
+    """A module of the editor the browser cannot fetch (a server too busy to answer, a file missing) makes the
+    import fail: the page names the file and offers to load the editor again, instead of "Loading…" for ever."""
+    driver = chromium
+    alice.sign_in(driver)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/static/vendor/yaml*"]})
+    driver.get(alice.url("/editor"))
+    failed = wait_for_element(driver, "#editor-load-failed", "the editor's word that it could not load", 60)
+    assert "/static/vendor/yaml" in failed.text, failed.text
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    driver.find_element(By.CSS_SELECTOR, "#editor-reload").click()
+    wait_for_element(driver, 'body[data-editor-ready="true"]', "the editor, loaded again", 60)
+    assert not driver.find_elements(By.CSS_SELECTOR, "#editor-load-failed")
+
+
 def test_a_draft_survives_a_reload(author_namespace: str, alice: WebView, chromium: Any) -> None:
     driver = chromium
     alice.sign_in(driver)

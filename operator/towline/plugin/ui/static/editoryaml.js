@@ -6,7 +6,7 @@
 // library keeps comments, key order and scalar styles, but not the column of a trailing comment nor a long
 // string's line folding. Nothing is ever written that the author did not set (no defaults); a new key goes in the
 // CRD schema's order.
-import * as YAML from "./vendor/yaml/index.js";
+import * as YAML from "./vendor/yaml.js";
 
 export { YAML };
 
