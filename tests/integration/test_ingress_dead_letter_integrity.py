@@ -135,7 +135,7 @@ def test_a_namespace_editor_can_neither_change_nor_forge_nor_remove_a_dead_lette
 
 
 def test_the_policy_decides_within_its_cost_budget_on_a_full_store(
-    towline_installed: ControlPlane, namespace: str
+    towline_installed: ControlPlane, ingress: IngressProcess, namespace: str
 ) -> None:
     """A store near a ConfigMap's 1 MiB (200 letters of 5 KB, as the ingress keeps them at most): an admin's mark
     is admitted and an editor's change refused by its rule, not by CEL's cost limit."""
