@@ -18,6 +18,7 @@ from tests.integration.support import apply, bind_role, list_objects, wait_for_p
 from tests.integration.test_dead_letter_runs import RUNS, early_run, orders
 from tests.integration.test_web_view import wait_for_element
 from tests.integration.test_web_view_actions import result_text, session_of, until
+from tests.integration.test_web_view_editor import shown_namespace
 
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline_dev.browser import headless_chromium, web_view
@@ -26,6 +27,7 @@ from towline_dev.install import OperatorProcess
 from towline_dev.kubeconfig import context_name
 
 pytestmark = [pytest.mark.integration]
+__all__ = ["shown_namespace"]
 
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
 
@@ -37,10 +39,10 @@ def chromium() -> Iterator[Any]:
 
 
 @pytest.fixture
-def letters_namespace(towline_installed: ControlPlane, namespace: str) -> str:
+def letters_namespace(towline_installed: ControlPlane, shown_namespace: str) -> str:
     """alice: runner and Towline admin of the namespace; carol: runner only. carol's run of Workflow orders, made
     before the Workflow was, failed before its first step."""
-    cluster = towline_installed
+    cluster, namespace = towline_installed, shown_namespace
     bind_role(cluster, namespace, "towline-runner", users=("alice", "carol"))
     bind_role(cluster, namespace, "towline-admin", users=("alice",))
     cluster.kubectl("create", "secret", "generic", "crm-api", "-n", namespace, "--from-literal=token=unused")
