@@ -227,13 +227,15 @@ def test_a_stolen_session_cookie_stops_working_once_the_session_sat_idle(
         # the session has sat idle, which is the fact this waits for (a read timeout fails the test instead).
         with httpx.Client(timeout=httpx.Timeout(90.0)) as http, \
                 http.stream("GET", view.link("/events/approvals"), headers=stolen) as stream:
-            lines = stream.iter_lines()
-            assert next(line for line in lines if line.startswith("event: ")) == "event: snapshot"
-            try:
-                for _ in lines:
+            # On a loaded machine the browser may take the whole idle time to close: then the stream is refused.
+            if stream.status_code != 401:
+                lines = stream.iter_lines()
+                assert next(line for line in lines if line.startswith("event: ")) == "event: snapshot"
+                try:
+                    for _ in lines:
+                        pass
+                except (httpx.RemoteProtocolError, httpx.ReadError):
                     pass
-            except (httpx.RemoteProtocolError, httpx.ReadError):
-                pass
         answer = httpx.get(view.link("/api/workflows"), headers=stolen)
         assert answer.status_code == 401, answer.text
 
