@@ -201,7 +201,7 @@ def test_a_refused_delivery_moves_the_gauges_and_a_replay_or_a_dismissal_moves_t
     wait_for("the gauge to count the second letter", lambda: gauges(ingress, namespace).get(count) == 1,
              explain=lambda: gauges(ingress, namespace))
     [second] = [key for key in store(cluster, namespace) if key != letter_id and not key.endswith(".replayed")]
-    bind_role(cluster, namespace, "admin", users=("bob",))  # the built-in admin: towline-admin aggregated into it
+    bind_role(cluster, namespace, "towline-admin", users=("bob",))  # that role alone
     dismissed = patch(cluster, namespace, [{"op": "remove", "path": f"/data/{second}"}], user="bob")
     assert dismissed.returncode == 0, dismissed.stderr
     wait_for("the gauges to leave the dismissed letter out", lambda: gauges(ingress, namespace) == {},
