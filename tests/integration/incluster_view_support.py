@@ -9,6 +9,8 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,20 +83,51 @@ def serving_view(cluster: ControlPlane, provider: IdentityProvider, name: str,
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     client = provider.register_client([f"{url}/auth/callback"])
-    forward: subprocess.Popen[str] | None = None
+    forward: PortForward | None = None
     try:
         deploy_view(cluster, provider, namespace, url, client.client_secret, helm_args)
-        forward = subprocess.Popen(
+        forward = PortForward(
             [str(cluster.binaries.path("kubectl")), "--kubeconfig", str(cluster.kubeconfig), "-n", namespace,
-             "port-forward", "--address", "127.0.0.1", "service/towline-ui", f"{port}:80"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             "port-forward", "--address", "127.0.0.1", "service/towline-ui", f"{port}:80"])
         wait_for("the view through the port-forward", lambda: answers(f"{url}/healthz"), 60)
         yield InClusterView(url, namespace, cluster, provider)
     finally:
         if forward is not None:
-            forward.terminate()
-            forward.wait(10)
+            forward.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+class PortForward:
+    """`kubectl port-forward` to the view's Service, started again whenever it exits while the view is in use:
+    kubectl ends a forward when a connection to the pod breaks (a browser closing a page's live stream once made it
+    do so, and the next sign-in found nothing listening). Its messages go to a file, never to an unread pipe, which
+    would stall it once full."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self._argv = argv
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.log = Path(tempfile.mkstemp(prefix="towline-ui-port-forward-", suffix=".log")[1])
+        self._keeper = threading.Thread(target=self._keep, name="port-forward", daemon=True)
+        self._keeper.start()
+
+    def _keep(self) -> None:
+        with self.log.open("ab") as log:
+            while not self._stopped.is_set():
+                with self._lock:
+                    if self._stopped.is_set():
+                        return
+                    self._process = subprocess.Popen(self._argv, stdout=log, stderr=log)
+                self._process.wait()
+                self._stopped.wait(0.5)  # a forward that cannot start is not started again in a busy loop
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                self._process.terminate()
+        self._keeper.join(15)
 
 
 def answers(url: str) -> bool:
@@ -163,7 +196,8 @@ def sign_in_from(driver: Any, view: InClusterView, person: str, address: str) ->
     """Open `address` signed out: the view sends the browser to the provider's login form; sign `person` in
     there, and the browser comes back to `address`."""
     driver.get(address)
-    wait_for("the provider's login form", lambda: driver.find_elements(By.ID, "username"), 60)
+    wait_for("the provider's login form", lambda: driver.find_elements(By.ID, "username"), 60,
+             explain=lambda: f"the browser is at {driver.current_url}: {page_text(driver)}")
     driver.find_element(By.ID, "username").send_keys(person)
     driver.find_element(By.ID, "password").send_keys(view.provider.password(person))
     driver.find_element(By.ID, "sign-in").click()
