@@ -183,7 +183,10 @@ def test_code_python_sandbox_holds_against_every_way_out(
                                   "        hoard.append(bytearray(8 << 20))\n", with_={"memory": "96Mi"}),
             # The runner's budget ends by the Job's creation plus the timeout (TOWLINE_DEADLINE_AT), however
             # long ten pods starting at once take, so the code is stopped and reported before the kubelet acts.
-            python_step("endless", "def main(inputs):\n    while True:\n        pass\n", timeoutSeconds=60),
+            # The loop spins on a fifth of a core (its pod's limit): stopping it is the same, and it does not take
+            # a core of the machine for its whole minute.
+            python_step("endless", "def main(inputs):\n    while True:\n        pass\n", timeoutSeconds=60,
+                        with_={"cpu": "200m"}),
             python_step("write_root", "def main(inputs):\n    open('/escape', 'w').write('x')\n"),
             python_step("token", "def main(inputs):\n"
                                  "    return open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()\n"),
