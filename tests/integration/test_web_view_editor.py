@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import ElementNotInteractableException, StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -117,12 +117,12 @@ def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
 
 
 def again_if_redrawn(act: Any) -> Any:
-    """Do `act` once more when the validation's answer redrew the element between finding and using it (it redraws
-    the graph and the form whenever it arrives; a person's next click finds the new element)."""
+    """Do `act` once more when the validation's answer redrew the element between finding and using it (an answer
+    with new problems redraws the graph and the form; a person's next click finds the new element)."""
     for _ in range(4):
         try:
             return act()
-        except StaleElementReferenceException:
+        except (StaleElementReferenceException, ElementNotInteractableException):
             continue
     return act()
 
@@ -188,8 +188,8 @@ def test_alice_builds_the_readmes_first_workflow_by_clicking_and_kubectl_takes_t
     typed(driver, "spec.steps[2].id", "announce")
     typed(driver, "spec.steps[2].credentials.slack", "releases-slack")
     typed(driver, "spec.steps[2].with.text", "Released ${{ steps.fetch_release.output.body.tag }}")
-    drag_edge(driver, "fetch_release", "review")
-    drag_edge(driver, "review", "announce")
+    again_if_redrawn(lambda: drag_edge(driver, "fetch_release", "review"))
+    again_if_redrawn(lambda: drag_edge(driver, "review", "announce"))
     until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#editor-graph path.edge[data-edge]")) == 2,
           "the two edges drawn")
     valid(driver)

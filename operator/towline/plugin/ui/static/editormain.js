@@ -141,6 +141,10 @@ function render(from) {
   const typing = from && from !== "yaml" && parts.form.contains(document.activeElement);
   if (!typing) renderForm(steps);
   showProblems();
+  showStatus();
+}
+
+function showStatus() {
   parts.status.textContent = state.parsed.errors.length ? "The YAML does not parse: the graph shows the last text that did."
     : state.text === state.base ? "No changes." : "Changed (kept as a draft in this browser).";
 }
@@ -259,11 +263,17 @@ async function check() {
   let answer;
   try { answer = await api.validate(workflowText()); } catch (error) { answer = { ok: false, status: 0, body: { message: error.message } }; }
   if (mine !== sequence) return;
+  const before = JSON.stringify(state.problems);
   state.problems = answer.ok ? answer.body.problems || [] : [{ path: "", source: "server",
     message: `could not validate (${answer.status}): ${answer.body.message || ""}` }];
   state.checked = answer.ok;
-  parts.status.textContent = answer.ok && answer.body.ok ? "Valid." : `${state.problems.length} problem(s).`;
-  render(document.activeElement === parts.yaml ? "yaml" : "check");
+  // The same problems as before (most answers while typing, every "valid" after a valid one): nothing on the graph
+  // or the forms changes, so they are not drawn again, and the element under a person's pointer or keyboard focus
+  // stays the one they are using. Other answers redraw both, to mark the steps and fields they name.
+  if (JSON.stringify(state.problems) === before) {
+    showProblems();
+    showStatus();
+  } else render(document.activeElement === parts.yaml ? "yaml" : "check");
 }
 
 // ---- the page --------------------------------------------------------------------------------------------------
