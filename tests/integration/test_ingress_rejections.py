@@ -6,6 +6,7 @@ the chart's ingress ServiceAccount against the real local control plane.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from tests.integration.ingress_support import (
 )
 from tests.integration.support import apply, wait_for
 
+from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP
 from towline.triggers.ingress import sign
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import INGRESS_SERVICE_ACCOUNT, IngressProcess
@@ -314,9 +316,12 @@ def test_a_slow_request_head_is_cut_off(tight_ingress: IngressProcess) -> None:
     assert closed_after is not None, "the ingress kept a connection open for 20 s without a complete request head"
 
 
-def test_a_workflow_the_operator_found_invalid_is_404_and_the_log_names_its_first_problem(
+def test_a_workflow_the_operator_found_invalid_refuses_a_signed_delivery_keeps_it_and_tells_an_outsider_nothing(
     towline_installed: ControlPlane, towline_operator: OperatorProcess, ingress: IngressProcess, namespace: str
 ) -> None:
+    """The trigger itself is sound, the Workflow's steps are not (the operator's validationErrors): a signed delivery
+    is refused 409 WorkflowInvalid, starts nothing and waits as a dead letter while the author fixes the Workflow;
+    an unsigned one is refused for its signature as to any valid Workflow, without a word about the problem."""
     secret = new_whsec()
     create_secret(towline_installed, namespace, "hook-secret", {"signing-secret": secret})
     opt_in(towline_installed, namespace, "hook-secret")
@@ -324,9 +329,17 @@ def test_a_workflow_the_operator_found_invalid_is_404_and_the_log_names_its_firs
     manifest["spec"]["steps"][0]["needs"] = ["colect"]
     apply(towline_installed, manifest)
     wait_until_cached(ingress, namespace, "typo", log_marker=f"Workflow {namespace}/typo is not valid")
+    unsigned = post(hook_url(ingress, namespace, "typo"), BODY, {"Content-Type": "application/json"})
+    assert_refused(towline_installed, namespace, unsigned, 401, "Unauthorized", "")
+    assert "colect" not in unsigned.text and "not valid" not in unsigned.text
     response = post(hook_url(ingress, namespace, "typo"), BODY, signed_standard(secret, BODY))
-    assert_refused(towline_installed, namespace, response, 404, "NotFound", "no webhook trigger")
+    assert_refused(towline_installed, namespace, response, 409, "WorkflowInvalid", "is not valid")
+    assert "colect" not in response.text, "the problem is in the Workflow's status and the ingress log, for its author"
     assert "spec.steps[0].needs[0]" in ingress.log_text()
+    store = json.loads(towline_installed.kubectl(
+        "get", "configmap", DELIVERY_LETTERS_CONFIG_MAP, "-n", namespace, "-o", "json").stdout)["data"]
+    letters = [json.loads(text) for key, text in store.items() if not key.endswith(".replayed")]
+    assert [(letter["workflow"], letter["reason"]) for letter in letters] == [("typo", "WorkflowInvalid")], letters
 
 
 def test_an_ingress_that_cannot_list_workflows_is_not_ready_and_starts_nothing(

@@ -47,6 +47,7 @@ def test_a_body_over_the_cap_is_kept_as_its_size_only() -> None:
 def test_kept_outcomes_are_the_verified_refusals_only() -> None:
     assert kept_reason(Accepted(202, None, "filtered: the trigger's filter is false for this delivery")) == "Filtered"
     assert kept_reason(Refusal(409, "Suspended", "suspended")) == "Suspended"
+    assert kept_reason(Refusal(409, "WorkflowInvalid", "not valid")) == "WorkflowInvalid"
     assert kept_reason(Refusal(503, "ApiServerBusy", "busy")) == "ApiServerBusy"
     assert kept_reason(Accepted(202, "run-1", "run created")) is None
     assert kept_reason(Accepted(202, None, "ignored: type not matched; no run started")) is None

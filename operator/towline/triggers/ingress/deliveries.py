@@ -3,7 +3,7 @@
 Order matters: what the headers alone can refuse (a missing or malformed
 signature, a stale timestamp, a wrong bearer token) is refused before the
 body is read (`prepare`); the signature is checked before anything the body
-says is believed; only then is a caller told that the Workflow is suspended;
+says is believed; only then is a caller told that the Workflow is suspended or invalid;
 the rate limit counts only verified deliveries (so unsigned junk cannot use up
 a trigger's budget), and the run's name comes from the delivery's signed
 identity so a redelivery or a replay finds the run it already started.
@@ -137,6 +137,10 @@ class DeliveryHandler:
             return verified
         if target.webhook.verify.scheme == "slack" and (challenge := slack_challenge(media, raw)) is not None:
             return Accepted(200, None, "Slack URL verification: challenge answered; no run started", challenge)
+        if target.invalid is not None:
+            return Refusal(409, "WorkflowInvalid", f"Workflow {target.namespace}/{target.workflow} is not valid; no "
+                           "run starts until its author fixes it (the delivery is kept for an admin to replay)",
+                           detail=target.invalid)
         if target.suspended:
             return Refusal(409, "Suspended", f"Workflow {target.namespace}/{target.workflow} is suspended "
                            "(spec.suspend: true); no run starts until it is resumed")
@@ -241,7 +245,7 @@ class DeliveryHandler:
         return Accepted(200, name, "redelivery: the run for this delivery already exists")
 
 
-KEPT_REFUSALS = frozenset({"Suspended", "ApiServerBusy"})
+KEPT_REFUSALS = frozenset({"Suspended", "WorkflowInvalid", "ApiServerBusy"})
 FILTERED = "filtered: "
 
 

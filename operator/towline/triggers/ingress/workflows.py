@@ -3,13 +3,18 @@
 Reads the cached Workflow (never the API server), parses and checks it once
 per resourceVersion and trigger. The caller is not yet authenticated here, so
 every path that is not a usable webhook trigger (no such Workflow or trigger,
-a schedule trigger, an invalid Workflow) gets the same 404; what was wrong
-goes to the ingress log (`Refusal.detail`) and, for an invalid Workflow, is in
-its status. Whether a Workflow is suspended is told only to a signed delivery.
+a schedule trigger, a trigger the ingress cannot verify with) gets the same 404;
+what was wrong goes to the ingress log (`Refusal.detail`). A Workflow whose
+trigger is sound but which the operator found invalid (its status's
+validationErrors) is a target: its deliveries are verified like any other, and a
+signed one is refused and kept as a dead letter (`Target.invalid`), so nothing a
+sender sent while the author fixes the Workflow is lost. Whether a Workflow is
+suspended or invalid is told only to a signed delivery.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +28,7 @@ from towline.validation.triggers import cloud_event_errors, webhook_errors, webh
 
 JSON = dict[str, Any]
 _PARSED_CACHE = 4096
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,9 @@ class Target:
     """The delivery settings (for a cloudEvent trigger, its verification and limits as a webhook's)."""
     suspended: bool = False
     cloud_event: CloudEventTrigger | None = None
+    invalid: str | None = None
+    """Why the operator found the Workflow invalid (its first problem), or None: a signed delivery is then refused
+    and kept as a dead letter instead of starting a run the operator would fail."""
 
 
 class TriggerResolver:
@@ -83,12 +92,15 @@ class TriggerResolver:
                              f"{first_problem.field}: {first_problem.message}")
         status = workflow.get("status") or {}
         errors = status.get("validationErrors") or []
+        invalid = None
         if errors and status.get("observedGeneration") == workflow["metadata"].get("generation"):
             first = errors[0]
-            return not_found(f"Workflow {namespace}/{name} is not valid ({len(errors)} problem(s)); first: "
-                             f"{first.get('field')}: {first.get('message')}")
+            invalid = (f"Workflow {namespace}/{name} is not valid ({len(errors)} problem(s)); first: "
+                       f"{first.get('field')}: {first.get('message')}")
+            log.info("%s: signed deliveries to trigger %s are kept as dead letters until it is fixed", invalid,
+                     trigger_name)
         return Target(namespace, name, workflow["metadata"].get("uid", ""), trigger, webhook,
-                      suspended=spec.suspend, cloud_event=trigger.cloud_event)
+                      suspended=spec.suspend, cloud_event=trigger.cloud_event, invalid=invalid)
 
     def _spec(self, workflow: JSON, namespace: str, name: str) -> WorkflowSpec | Refusal:
         key = (namespace, name, str(workflow["metadata"].get("resourceVersion")))
