@@ -167,6 +167,14 @@ class WatchedRun(Protocol):
     def gate_expiry(self) -> float | None: ...
     @property
     def awaiting_archive(self) -> bool: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def trigger(self) -> str: ...
+    @property
+    def letter_since(self) -> float | None: ...
+    @property
+    def replays(self) -> str | None: ...
 
 
 class OperatorState(Collector):
@@ -177,6 +185,9 @@ class OperatorState(Collector):
     - `towline_approval_next_expiry_timestamp_seconds{namespace}`: when the first of those expires;
     - `towline_runs_awaiting_archive{namespace}`: runs over (or being deleted) that the archive has not written yet
       (they hold its finalizer: the history limit cannot prune them, so they pile up while the archive is down);
+    - `towline_run_dead_letters{namespace,trigger}`: runs that failed before their first step (dead letters of kind
+      run, k8s.runletters) that no run replays yet, by how they were started;
+    - `towline_run_dead_letter_oldest_timestamp_seconds{namespace,trigger}`: when the oldest of those failed;
     - `towline_leader`: 1 while this replica holds the Lease (and may act), else 0.
 
     Every replica watches, so each reports the same runs; only the leader acts. `runs` yields
@@ -192,7 +203,9 @@ class OperatorState(Collector):
         gates: dict[str, int] = {}
         expiry: dict[str, float] = {}
         awaiting: dict[str, int] = {}
-        for namespace, run in self.runs():
+        watched = list(self.runs())
+        letters, oldest = _waiting_run_letters(watched)
+        for namespace, run in watched:
             if run.awaiting_archive:
                 awaiting[namespace] = awaiting.get(namespace, 0) + 1
             key = (namespace, run.workflow, run.phase)
@@ -225,8 +238,38 @@ class OperatorState(Collector):
         for namespace, count in sorted(awaiting.items()):
             unarchived.add_metric([namespace], count)
         yield unarchived
+        waiting = GaugeMetricFamily(
+            "towline_run_dead_letters", "Runs that failed before their first step and that no run replays yet.",
+            labels=["namespace", "trigger"])
+        for (namespace, trigger), count in sorted(letters.items()):
+            waiting.add_metric([namespace, trigger], count)
+        yield waiting
+        since = GaugeMetricFamily(
+            "towline_run_dead_letter_oldest_timestamp_seconds",
+            "When the oldest run that failed before its first step, not replayed yet, failed (Unix time).",
+            labels=["namespace", "trigger"])
+        for (namespace, trigger), moment in sorted(oldest.items()):
+            since.add_metric([namespace, trigger], moment)
+        yield since
         yield GaugeMetricFamily("towline_leader", "1 while this replica holds the Lease and may act, else 0.",
                                 value=1 if self.leading() else 0)
+
+
+def _waiting_run_letters(
+    watched: list[tuple[str, WatchedRun]],
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+    """Per (namespace, trigger): how many runs that failed before their first step no run replays yet, and when
+    the oldest of them failed."""
+    replayed = {(namespace, run.replays) for namespace, run in watched if run.replays}
+    letters: dict[tuple[str, str], int] = {}
+    oldest: dict[tuple[str, str], float] = {}
+    for namespace, run in watched:
+        if run.letter_since is None or (namespace, run.name) in replayed:
+            continue
+        key = (namespace, run.trigger)
+        letters[key] = letters.get(key, 0) + 1
+        oldest[key] = min(oldest.get(key, run.letter_since), run.letter_since)
+    return letters, oldest
 
 
 _STATE: list[OperatorState] = []

@@ -21,11 +21,13 @@ from tests.integration.ingress_support import (
     wait_until_cached,
     webhook_workflow,
 )
+from tests.integration.metricsupport import scrape, value
 from tests.integration.pluginsupport import ok, towline
-from tests.integration.support import apply, bind_role, create, list_objects, wait_for_phase
+from tests.integration.support import apply, bind_role, create, list_objects, wait_for, wait_for_phase
 
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.plugin.runletters import RunLetter, replay_manifest, run_letter
+from towline_connectors.wire import parse_rfc3339
 from towline_dev.controlplane import ControlPlane
 from towline_dev.ingress import IngressProcess
 from towline_dev.install import OperatorProcess
@@ -102,6 +104,11 @@ def test_a_run_that_failed_before_its_first_step_is_listed_and_replayed_once_by_
     assert "does not exist" in letter["reason"] and letter["replayedBy"] is None
     shown = ok(towline(cluster, ns, "deadletters", user="admin"))
     assert any(line.split()[:2] == ["run", "early"] for line in shown.splitlines()), shown
+    # The operator counts it, from the runs it watches, until a run replays it.
+    wait_for("the run letter in the operator's gauge", lambda: value(
+        scrape(towline_operator), "towline_run_dead_letters", namespace=ns, trigger="manual") == 1)
+    assert value(scrape(towline_operator), "towline_run_dead_letter_oldest_timestamp_seconds",
+                 namespace=ns, trigger="manual") == parse_rfc3339(failed["status"]["finishedAt"]).timestamp()
 
     replayed = ok(towline(cluster, ns, "deadletters", "replay", "early", user="admin"))
     admin = username(cluster, "admin")
@@ -116,6 +123,8 @@ def test_a_run_that_failed_before_its_first_step_is_listed_and_replayed_once_by_
 
     [marked] = run_letters(cluster, ns)
     assert (marked["replayedBy"], marked["replayRun"]) == (admin, name)
+    wait_for("the replayed letter gone from the operator's gauge", lambda: value(
+        scrape(towline_operator), "towline_run_dead_letters", namespace=ns, trigger="manual") == 0)
     again = towline(cluster, ns, "deadletters", "replay", "early", user="admin")
     assert again.returncode != 0 and name in again.stderr, again.stderr
     assert len(list_objects(cluster, RUNS, ns)) == 2, "a second replay starts no run"

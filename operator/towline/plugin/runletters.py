@@ -27,13 +27,12 @@ from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
+from towline.k8s.runletters import REPLAY_OF_RUN, failed_before_first_step, replayed_run
 from towline.plugin.history import runs_path
 from towline.plugin.views import RUN_KIND
 
 JSON = dict[str, Any]
 RUN_LETTER_KIND = "run"
-REPLAY_OF_RUN = "workflowruns/"
-"""The towline.dev/replay-of value of a run letter's replay: workflowruns/<the failed run's name>."""
 ARCHIVE_PAGE = "200"
 """Archived Failed runs read per listing: the newest first, enough for an admin's list."""
 _UNAVAILABLE = (403, 404, 503)
@@ -42,21 +41,6 @@ _UNAVAILABLE = (403, 404, 503)
 
 def _mapping(value: Any) -> JSON:
     return value if isinstance(value, dict) else {}
-
-
-def step_started(step: JSON) -> bool:
-    """Whether a step entry shows any start: an attempt, a Job, a child run, an approval, a start time."""
-    return bool(step.get("attempt") or step.get("jobName") or step.get("startedAt") or step.get("childRun")
-                or step.get("approvalName") or step.get("history"))
-
-
-def failed_before_first_step(run: JSON) -> bool:
-    """A Failed run none of whose steps ever started; never a subflow's child (its parent is what to retry)."""
-    status, spec = _mapping(run.get("status")), _mapping(run.get("spec"))
-    if status.get("phase") != "Failed" or _mapping(spec.get("trigger")).get("type") == "parent":
-        return False
-    steps = status.get("steps")
-    return not any(step_started(_mapping(step)) for step in (steps if isinstance(steps, list) else []))
 
 
 @dataclass
@@ -111,10 +95,10 @@ def _replays(runs: list[JSON]) -> dict[tuple[str, str], tuple[str, str]]:
     for run in runs:
         meta = _mapping(run.get("metadata"))
         annotations = _mapping(meta.get("annotations"))
-        of = str(annotations.get(REPLAY_OF_ANNOTATION) or "")
-        if of.startswith(REPLAY_OF_RUN) and annotations.get(REPLAYED_BY_ANNOTATION):
-            key = (str(meta.get("namespace") or ""), of.removeprefix(REPLAY_OF_RUN))
-            found[key] = (str(annotations[REPLAYED_BY_ANNOTATION]), str(meta.get("name") or ""))
+        of = replayed_run(run)
+        if of is not None and annotations.get(REPLAYED_BY_ANNOTATION):
+            found[(str(meta.get("namespace") or ""), of)] = (str(annotations[REPLAYED_BY_ANNOTATION]),
+                                                             str(meta.get("name") or ""))
     return found
 
 

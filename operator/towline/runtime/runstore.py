@@ -21,6 +21,7 @@ from towline.handlers.parsed import ParsedRuns
 from towline.k8s.client import resource_version
 from towline.k8s.indexer import Index, Store
 from towline.k8s.labels import RUN_ARCHIVE_FINALIZER
+from towline.k8s.runletters import failed_before_first_step, replayed_run
 from towline.metrics import next_gate_expiry, open_approval_gates
 from towline.runtime.cache import ChildCache
 from towline_connectors.wire import parse_rfc3339
@@ -43,10 +44,21 @@ class RunSummary:
     """When the first of those expires, Unix seconds (the approvals-expiring alert's gauge)."""
     awaiting_archive: bool = False
     """Over (or being deleted) and still held by the archive's finalizer: not in the record yet."""
+    name: str = ""
+    trigger: str = "manual"
+    """How it was started (spec.trigger.type)."""
+    letter_since: float | None = None
+    """When it became a dead letter of kind run (failed before its first step; k8s.runletters), Unix seconds."""
+    replays: str | None = None
+    """The failed run this run replays (its towline.dev/replay-of), which is then no waiting letter."""
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> RunSummary:
         status = body.get("status") or {}
+        letter_since = None
+        if failed_before_first_step(body):
+            moment = status.get("finishedAt") or body["metadata"].get("creationTimestamp")
+            letter_since = parse_rfc3339(str(moment)).timestamp() if moment else None
         return cls(
             workflow=str(((body.get("spec") or {}).get("workflowRef") or {}).get("name", "")),
             created=str(body["metadata"].get("creationTimestamp") or ""),
@@ -58,6 +70,9 @@ class RunSummary:
             gate_expiry=next_gate_expiry(body),
             awaiting_archive=RUN_ARCHIVE_FINALIZER in (body["metadata"].get("finalizers") or ()) and (
                 status.get("phase") in TERMINAL_RUN_PHASES or bool(body["metadata"].get("deletionTimestamp"))),
+            name=str(body["metadata"].get("name") or ""),
+            trigger=str(((body.get("spec") or {}).get("trigger") or {}).get("type") or "manual"),
+            letter_since=letter_since, replays=replayed_run(body),
         )
 
     @property

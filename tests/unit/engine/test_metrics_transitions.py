@@ -22,6 +22,10 @@ class Seen:
     open_gates: int = 0
     gate_expiry: float | None = None
     awaiting_archive: bool = False
+    name: str = ""
+    trigger: str = "manual"
+    letter_since: float | None = None
+    replays: str | None = None
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Seen:
@@ -164,3 +168,25 @@ def test_each_loop_instance_counts_as_an_attempt_of_its_action_and_the_loop_itse
     # All three started together and ended 2, 4 and 6 s later: times read from each entry once it was compacted.
     assert value("towline_step_duration_seconds_sum", action="data.transform", outcome="Succeeded") == before_sum + 12
     assert value("towline_approval_decision_seconds_count", decision="Approved") == before_decided
+
+
+def test_runs_that_failed_before_their_first_step_are_counted_until_a_run_replays_them() -> None:
+    """The run dead letters' gauges (the alert TowlineRunDeadLetters reads them): a letter a replay names leaves
+    them; the oldest one's failure time is per namespace and trigger."""
+    runs = [
+        ("metrics-l", Seen("a", "Failed", name="early-1", letter_since=100.0)),
+        ("metrics-l", Seen("a", "Failed", name="hook-1", trigger="webhook", letter_since=50.0)),
+        ("metrics-l", Seen("a", "Failed", name="hook-2", trigger="webhook", letter_since=70.0)),
+        ("metrics-l", Seen("a", "Failed", name="hook-0", trigger="webhook", letter_since=10.0)),
+        ("metrics-l", Seen("a", "Running", name="again", replays="hook-0")),
+        ("metrics-l", Seen("a", "Failed", name="late")),  # failed after a step started: no letter
+        ("metrics-m", Seen("b", "Failed", name="hook-0", trigger="webhook", letter_since=5.0)),  # not replayed here
+    ]
+    export_operator_state(lambda: runs, lambda: True)
+    assert value("towline_run_dead_letters", namespace="metrics-l", trigger="manual") == 1
+    assert value("towline_run_dead_letters", namespace="metrics-l", trigger="webhook") == 2
+    assert value("towline_run_dead_letter_oldest_timestamp_seconds", namespace="metrics-l", trigger="webhook") == 50
+    assert value("towline_run_dead_letters", namespace="metrics-m", trigger="webhook") == 1
+    runs.append(("metrics-m", Seen("b", "Succeeded", name="again", replays="hook-0")))
+    assert REGISTRY.get_sample_value("towline_run_dead_letters", {"namespace": "metrics-m", "trigger": "webhook"}) \
+        is None
