@@ -12,10 +12,11 @@ import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.integration.oidcsupport import whoami
-from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role, wait_for
+from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role, get, wait_for
 from tests.keptlogs import kept_logs_root
 from tests.workers import SHARED_NODE, namespace_prefix, operator_scope, worker_id
 
@@ -150,6 +151,33 @@ def chart_left_to_helm(control_plane: ControlPlane) -> Iterator[ControlPlane]:
         if operator is not None:
             operator_kubeconfig(control_plane, operator.kubeconfig)
             operator.start()
+
+
+@pytest.fixture
+def chromium() -> Iterator[Any]:
+    """Headless Chromium (towline_dev.browser) for the test, 1600x1000; a file whose screenshots need another size
+    has a `chromium` of its own."""
+    from towline_dev.browser import headless_chromium  # noqa: PLC0415 - selenium only for the browser tests
+
+    with headless_chromium(print, width=1600, height=1000) as driver:
+        yield driver
+
+
+@pytest.fixture
+def shown_namespace(request: pytest.FixtureRequest, towline_installed: ControlPlane) -> Iterator[str]:
+    """The namespace of a test whose screenshots the docs show: the test's own `namespace`, or, when writing the
+    pictures (TOWLINE_UPDATE_SCREENSHOTS=1, one test at a time), `team`, the README's `kubectl towline -n team ui`,
+    made and deleted here, so the pictures show no generated name."""
+    if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") != "1":
+        yield request.getfixturevalue("namespace")
+        return
+    cluster, name = towline_installed, "team"
+    cluster.kubectl("create", "namespace", name)  # fails if it exists: the pictures show only this test's objects
+    try:
+        wait_for("the new namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", name))
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ server's admission policy, through the plugin and straight at the API server."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from tests.integration.ingress_support import (
@@ -21,6 +20,7 @@ from tests.integration.ingress_support import (
     wait_until_cached,
     webhook_workflow,
 )
+from tests.integration.letterssupport import RUNS, early_run, orders, run_letters, username
 from tests.integration.metricsupport import scrape, value
 from tests.integration.pluginsupport import ok, towline
 from tests.integration.support import apply, bind_role, create, list_objects, wait_for, wait_for_phase
@@ -37,50 +37,6 @@ __all__ = ["ingress"]
 
 CANARY = "canary-run-letter-7d1f0c2b9e"
 """The value of the Secret the Workflow's step names: no listing or replay may ever show it."""
-RUNS = "workflowruns.towline.dev"
-
-
-def username(cluster: ControlPlane, user: str) -> str:
-    answer = json.loads(cluster.kubectl("auth", "whoami", "-o", "json", user=user).stdout)
-    name: str = answer["status"]["userInfo"]["username"]
-    return name
-
-
-def orders(namespace: str) -> dict[str, Any]:
-    """A Workflow whose first step is bob's approval (a replay that starts waits there, no Job needed) and whose
-    second mounts the Secret crm-api."""
-    return {
-        "apiVersion": "towline.dev/v1alpha1", "kind": "Workflow",
-        "metadata": {"name": "orders", "namespace": namespace},
-        "spec": {
-            "params": [{"name": "region", "type": "string", "required": True}],
-            "steps": [
-                {"id": "review", "approval": {"message": "Go?", "approvers": {"users": ["bob"]}}},
-                {"id": "sync", "needs": ["review"], "action": "http.request", "credentials": {"crm": "crm-api"},
-                 "with": {"url": "https://crm.example/api", "auth": {"bearer": {"credential": "crm", "key": "token"}}},
-                 "egress": [{"cidr": "203.0.113.0/24", "ports": [443]}]},
-            ],
-        },
-    }
-
-
-def early_run(cluster: ControlPlane, namespace: str, name: str, *, requester: str = "alice",
-              params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A run of Workflow orders the operator fails before any step: made before the Workflow exists, or (params {})
-    without the param it requires."""
-    create(cluster, {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",
-                     "metadata": {"name": name, "namespace": namespace},
-                     "spec": {"workflowRef": {"name": "orders"},
-                              "params": {"region": "emea"} if params is None else params,
-                              "requestedBy": requester}}, user=requester)
-    return wait_for_phase(cluster, namespace, name, {"Failed"})
-
-
-def run_letters(cluster: ControlPlane, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(ok(towline(cluster, namespace, "deadletters", "-o", "json",
-                                                        user="admin")))["items"]
-    return [item for item in items if item.get("kind") == "run"]
-
 
 @pytest.fixture
 def orders_namespace(towline_installed: ControlPlane, namespace: str) -> str:

@@ -22,6 +22,7 @@ from tests.integration.ingress_support import (
     wait_until_cached,
     webhook_workflow,
 )
+from tests.integration.letterssupport import username
 from tests.integration.pluginsupport import ok, towline
 from tests.integration.support import apply, bind_role, create
 
@@ -39,12 +40,6 @@ CANARY_KEY = "whsec_Y2FuYXJ5LWRlYWQtbGV0dGVyLWtleS0wMTIzNDU2Nzg5"
 REFUSED_BODY = {"type": "order.refunded", "data": {"id": "A-7", "total": 3.5}, "note": CANARY_KEY}
 """A body the filter refuses, carrying the signing key itself (a sender that echoes its configuration)."""
 REFUSED = json.dumps(REFUSED_BODY).encode()
-
-
-def username(cluster: ControlPlane, user: str) -> str:
-    answer = json.loads(cluster.kubectl("auth", "whoami", "-o", "json", user=user).stdout)
-    name: str = answer["status"]["userInfo"]["username"]
-    return name
 
 
 def listed(cluster: ControlPlane, namespace: str, user: str = "admin") -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ writes them to docs/images/).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from tests.integration import browsersupport
+from tests.integration.browsersupport import live_wait, screenshot
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -27,7 +26,6 @@ from tests.integration.support import (
     get,
     start_run,
     step_status,
-    wait_for,
     wait_for_phase,
 )
 
@@ -39,7 +37,6 @@ from towline_dev.kubeconfig import context_name
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 CANARY = "canary-secret-value-7f3e91d2"
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
 
 
 def twelve_steps(namespace: str, api: str) -> dict[str, Any]:
@@ -79,51 +76,16 @@ def chromium() -> Iterator[Any]:
 
 
 @pytest.fixture
-def shown_namespace(request: pytest.FixtureRequest, towline_installed: ControlPlane) -> Iterator[str]:
-    """The namespace of the test that takes the README's screenshots. Writing them
-    (TOWLINE_UPDATE_SCREENSHOTS=1), it is `team`, the namespace of the README's
-    `kubectl towline -n team ui`, made and deleted here; otherwise the test's own generated one."""
-    if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") != "1":
-        yield request.getfixturevalue("team_namespace")
-        return
-    cluster, name = towline_installed, "team"
-    cluster.kubectl("create", "namespace", name)  # fails if it exists: the pictures show only this test's objects
-    try:
-        wait_for("the new namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", name))
-        bind_role(cluster, name, "towline-runner", users=("carol", "alice", "bob"))
-        bind_role(cluster, name, "towline-approver", users=("alice", "bob", "carol"))
-        yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false")
-
-
-def screenshot(driver: Any, name: str, tmp_path: Path) -> Path:
-    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    path = directory / name
-    driver.save_screenshot(str(path))
-    assert path.stat().st_size > 10_000, "a screenshot of a drawn page"
-    return path
-
-
-def live_wait(driver: Any, timeout: float, poll: float = 0.2) -> WebDriverWait[Any]:
-    """A wait that reads again when the page re-rendered an element between finding and reading it
-    (live updates replace a run's row as its phase changes)."""
-    return WebDriverWait(driver, timeout, poll_frequency=poll, ignored_exceptions=(StaleElementReferenceException,))
+def shown_team(towline_installed: ControlPlane, shown_namespace: str) -> str:
+    """`shown_namespace` where carol may start runs and alice, bob and carol may decide (as team_namespace)."""
+    bind_role(towline_installed, shown_namespace, "towline-runner", users=("carol", "alice", "bob"))
+    bind_role(towline_installed, shown_namespace, "towline-approver", users=("alice", "bob", "carol"))
+    return shown_namespace
 
 
 def wait_for_element(driver: Any, css: str, what: str, timeout: float = 120) -> Any:
-    try:
-        return live_wait(driver, timeout, 0.2).until(
-            lambda d: (d.find_elements(By.CSS_SELECTOR, css) or [None])[0], message=f"waiting for {what} ({css})")
-    except TimeoutException as error:
-        raise AssertionError(f"{what} ({css}) did not appear in {timeout:.0f} s; {page_state(driver)}") from error
-
-
-def page_state(driver: Any) -> str:
-    """What the browser shows instead, for the failure message: address, title, the page's text (canary cut)."""
-    text = str(driver.execute_script("return document.body ? document.body.innerText : '(no body)'") or "")
-    return (f"the browser is at {driver.current_url.split('?')[0]!r}, title {driver.title!r}, showing: "
-            f"{text.replace(CANARY, '(canary)')[:800]!r}")
+    """browsersupport's, with the canary cut from a failure's page text."""
+    return browsersupport.wait_for_element(driver, css, what, timeout, hidden=(CANARY,))
 
 
 def node_phase(driver: Any, step: str) -> str | None:
@@ -209,10 +171,10 @@ def test_without_a_session_or_from_a_foreign_host_or_origin_a_request_is_refused
 
 
 def test_runs_graph_logs_and_approvals_live_in_the_browser_as_each_person(
-    towline_operator: OperatorProcess, towline_installed: ControlPlane, shown_namespace: str,
+    towline_operator: OperatorProcess, towline_installed: ControlPlane, shown_team: str,
     chromium: Any, tmp_path: Path,
 ) -> None:
-    cluster, ns = towline_installed, shown_namespace
+    cluster, ns = towline_installed, shown_team
     bind_role(cluster, ns, "towline-log-reader", users=("carol",))
     cluster.kubectl("create", "secret", "generic", "ledger-api", "-n", ns, f"--from-literal=token={CANARY}")
     browser = chromium

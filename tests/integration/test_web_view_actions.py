@@ -9,27 +9,32 @@ towline-approver), so their writes get the API server's refusal, shown on the pa
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
-from tests.integration.support import apply, bind_role, create, get, list_objects, wait_for, wait_for_phase
-from tests.integration.test_web_view import live_wait, page_state, wait_for_element
+from tests.integration.browsersupport import (
+    offered,
+    page_state,
+    press,
+    result_text,
+    runs_of,
+    screenshot,
+    session_of,
+    until,
+    wait_for_element,
+)
+from tests.integration.support import apply, bind_role, create, get, wait_for, wait_for_phase
 
-from towline_dev.browser import WebView, headless_chromium, web_view
+from towline_dev.browser import web_view
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 from towline_dev.kubeconfig import context_name
 
 pytestmark = [pytest.mark.integration]
 
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
 WORKFLOW = "nightly-report"
 WRITES = ("cancel", "stop", "suspend", "resume", "retry", "resubmit")
 
@@ -61,12 +66,6 @@ def nightly_report(namespace: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def chromium() -> Iterator[Any]:
-    with headless_chromium(print, width=1600, height=1000) as driver:
-        yield driver
-
-
-@pytest.fixture
 def report_namespace(towline_installed: ControlPlane, namespace: str) -> str:
     cluster = towline_installed
     bind_role(cluster, namespace, "towline-runner", users=("alice",))
@@ -76,48 +75,6 @@ def report_namespace(towline_installed: ControlPlane, namespace: str) -> str:
     cluster.kubectl("create", "secret", "generic", "push-hook", "-n", namespace, "--from-literal=secret=whsec_dGVzdA==")
     apply(cluster, nightly_report(namespace))
     return namespace
-
-
-def screenshot(driver: Any, name: str, tmp_path: Path) -> None:
-    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    path = directory / name
-    driver.save_screenshot(str(path))
-    assert path.stat().st_size > 10_000, "a screenshot of a drawn page"
-
-
-def runs_of(cluster: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
-    return {run["metadata"]["name"]: run for run in list_objects(cluster, "workflowruns.towline.dev", namespace)}
-
-
-def result_text(driver: Any, css: str, what: str) -> str:
-    """The text of a write's answer once it is no longer `sending…`."""
-    box = wait_for_element(driver, css, what)
-    live_wait(driver, 60).until(lambda d: d.find_element(By.CSS_SELECTOR, css).get_attribute("class")
-                                in ("result done", "result refused"), message=f"the answer of {what}")
-    return str(box.text)
-
-
-def press(driver: Any, action: str) -> str:
-    button = wait_for_element(driver, f'#run-actions button[data-action="{action}"]', f"the {action} button", 90)
-    button.click()
-    return result_text(driver, "#action-result", action)
-
-
-def until(driver: Any, holds: Any, what: str, timeout: float = 60) -> None:
-    """Wait until `holds(driver)`; failing, say what the page shows and what its script logged."""
-    try:
-        live_wait(driver, timeout).until(holds, message=what)
-    except TimeoutException as error:
-        try:
-            logged = [entry.get("message") for entry in driver.get_log("browser")]
-        except Exception as reading:
-            logged = [f"(no browser log: {reading})"]
-        raise AssertionError(f"{what}: not within {timeout:.0f} s; offered {offered(driver)}; {page_state(driver)}; "
-                             f"browser log {logged[-10:]}") from error
-
-
-def offered(driver: Any) -> list[str]:
-    return [b.get_attribute("data-action") for b in driver.find_elements(By.CSS_SELECTOR, "#run-actions button")]
 
 
 def test_alice_starts_a_run_from_the_form_and_bob_and_carol_see_the_api_servers_refusals(
@@ -236,15 +193,6 @@ def started_by_alice(cluster: ControlPlane, namespace: str, name: str) -> str:
                      "spec": {"workflowRef": {"name": WORKFLOW}, "requestedBy": "alice", "params": {"region": "emea"}}},
            user="alice")
     return name
-
-
-def session_of(view: WebView, client: httpx.Client) -> str:
-    """Open the view's session in `client` and read the page's write token (as the page's script does)."""
-    assert client.get(view.launch_url).status_code == 303
-    page = client.get(view.url("/runs"))
-    found = re.search(r'<meta name="towline-csrf" content="([^"]+)">', page.text)
-    assert found, page.text[:400]
-    return found.group(1)
 
 
 def test_each_write_needs_the_pages_token_its_origin_and_the_persons_right(

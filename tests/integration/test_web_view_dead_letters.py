@@ -6,36 +6,24 @@ the API server's admission policy in its own words. Each person runs their own `
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from tests.integration.browsersupport import result_text, screenshot, session_of, until, wait_for_element
+from tests.integration.letterssupport import RUNS, early_run, orders
 from tests.integration.support import apply, bind_role, list_objects, wait_for_phase
-from tests.integration.test_dead_letter_runs import RUNS, early_run, orders
-from tests.integration.test_web_view import wait_for_element
-from tests.integration.test_web_view_actions import result_text, session_of, until
-from tests.integration.test_web_view_editor import shown_namespace
 
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
-from towline_dev.browser import headless_chromium, web_view
+from towline_dev.browser import web_view
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OperatorProcess
 from towline_dev.kubeconfig import context_name
 
 pytestmark = [pytest.mark.integration]
-__all__ = ["shown_namespace"]
 
-SCREENSHOTS = Path(__file__).parents[2] / "docs" / "images"
-
-
-@pytest.fixture
-def chromium() -> Iterator[Any]:
-    with headless_chromium(print, width=1600, height=1000) as driver:
-        yield driver
 
 
 @pytest.fixture
@@ -77,8 +65,7 @@ def test_alice_replays_a_failed_run_from_the_page_and_carol_gets_the_api_servers
         until(browser, lambda d: replay["metadata"]["name"] in d.find_element(
             By.CSS_SELECTOR, 'tr[data-letter="early"]').text, "the letter names its replay")
         assert browser.find_elements(By.CSS_SELECTOR, 'button[data-replay="early"]') == [], "replayed once"
-        directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
-        browser.save_screenshot(str(directory / "web-view-dead-letters.png"))
+        screenshot(browser, "web-view-dead-letters.png", tmp_path)
 
         carol.sign_in(browser)
         browser.get(carol.url(f"/ns/{ns}/deadletters"))

@@ -9,7 +9,6 @@ its schema are shown on their fields before anything is applied; a draft survive
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,9 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
-from tests.integration.support import apply, bind_role, get, wait_for
-from tests.integration.test_web_view import page_state, wait_for_element
-from tests.integration.test_web_view_actions import until as until_shown
+from tests.integration.browsersupport import page_state, screenshot, wait_for_element
+from tests.integration.browsersupport import until as until_shown
+from tests.integration.support import apply, bind_role, wait_for
 
 from towline_dev import REPO_ROOT
 from towline_dev.browser import WebView, headless_chromium, web_view
@@ -34,7 +33,6 @@ from towline_dev.release import STEP_TYPE_IMAGE_PREFIX
 
 pytestmark = [pytest.mark.integration]
 
-SCREENSHOTS = REPO_ROOT / "docs" / "images"
 READABLE_SECRETS = ("release-webhook", "releases-slack")
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
 
@@ -52,22 +50,6 @@ def readme_first_workflow() -> tuple[str, dict[str, Any]]:
 def chromium(tmp_path: Path) -> Iterator[Any]:
     with headless_chromium(print, width=1700, height=1000) as driver:
         yield driver
-
-
-@pytest.fixture
-def shown_namespace(request: pytest.FixtureRequest, towline_installed: ControlPlane) -> Iterator[str]:
-    """The test's own namespace; `team`, the README's, made and deleted here, when writing the README's screenshots
-    (TOWLINE_UPDATE_SCREENSHOTS=1, one test at a time), so the pictures show no generated name."""
-    if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") != "1":
-        yield request.getfixturevalue("namespace")
-        return
-    cluster, name = towline_installed, "team"
-    cluster.kubectl("create", "namespace", name)  # fails if it exists: the pictures show only this test's objects
-    try:
-        wait_for("the new namespace's default ServiceAccount", lambda: get(cluster, "serviceaccounts", "default", name))
-        yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture
@@ -156,12 +138,6 @@ def downloaded(driver: Any, directory: Path) -> bytes:
 def valid(driver: Any) -> None:
     until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#editor-valid"),
           "the validation as alice accepts the Workflow (dry run included)", 90)
-
-
-def screenshot(driver: Any, name: str, tmp_path: Path) -> None:
-    directory = SCREENSHOTS if os.environ.get("TOWLINE_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    driver.save_screenshot(str(directory / name))
-    assert (directory / name).stat().st_size > 10_000, "a screenshot of a drawn page"
 
 
 def test_alice_builds_the_readmes_first_workflow_by_clicking_and_kubectl_takes_the_download(

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from tests.integration.attacks.attack_support import gate_approval, jobs_of, patch_as
+from tests.integration.browsersupport import offered, press, runs_of, until, wait_for_element
 from tests.integration.support import apply, bind_role, create, get, ready, step_status, wait_for_phase
-from tests.integration.test_web_view import wait_for_element
-from tests.integration.test_web_view_actions import chromium, offered, press, runs_of, until
 
 from towline_dev.browser import web_view
 from towline_dev.controlplane import ControlPlane
@@ -27,7 +26,6 @@ from towline_dev.install import OperatorProcess
 from towline_dev.kubeconfig import context_name
 
 pytestmark = [pytest.mark.integration]
-__all__ = ["chromium"]  # the browser fixture, shared with test_web_view_actions
 
 WORKFLOW = "ship"
 RUN = "ship-1"

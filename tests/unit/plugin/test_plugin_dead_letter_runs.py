@@ -15,9 +15,9 @@ from aiohttp import web
 
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
+from towline.k8s.runletters import failed_before_first_step
 from towline.plugin import deadletters
 from towline.plugin.commands import Io, NotFound
-from towline.k8s.runletters import failed_before_first_step
 from towline.plugin.runletters import read_run_letters, replay_manifest, run_letter
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
