@@ -81,11 +81,8 @@ IN_THE_WORLDS: dict[str, tuple[str, ...]] = {
         "tests/integration/test_operator_ha.py",
         "tests/integration/test_approval_notifications.py",
         "tests/integration/test_control_plane_restart.py",
-        # Chromium through long interactive sequences: under the three workers' load the editor's page once did not
-        # load in 120 s (not understood yet; it passes in a world). Not the in-cluster view's tests: they sign in
-        # at the tests' identity provider, which a world cannot have beside the shared node's (the world's API
-        # server reached the machine's provider at the same address, so every sign-in there failed).
-        "tests/integration/test_web_view_editor.py",
+        # Not the browser tests: the exclusive tests before them restart the world's node (a new API server port
+        # and CA), which the session's clients and identity provider do not follow.
     ),
 }
 """Files of the concurrent part that the exclusive part's worlds run after their own tests share their node, when

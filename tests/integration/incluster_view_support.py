@@ -67,7 +67,7 @@ def deploy_view(cluster: ControlPlane, provider: IdentityProvider, namespace: st
         "ui.oidc.clientSecret.name": "ui-oidc", "ui.oidc.caConfigMap.name": "ui-oidc-ca",
     }, "--show-only", "templates/ui.yaml", *helm_args, namespace=namespace)
     cluster.kubectl("-n", namespace, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
-    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/towline-ui", "--timeout=180s")
+    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/towline-ui", "--timeout=180s", timeout=200)
 
 
 @contextmanager

@@ -19,6 +19,8 @@ PyPI), and a route out exists as on the machine (a Service address is routed bef
 DNAT rewrites it). The machine's own test range is not among what it reaches: forwarded traffic from the
 uplink to 198.51.100.0/24 is rejected, so a world's test hosts, identity provider or node address that is not
 up yet is never answered by the machine's (a world's API server once fetched the machine's provider's keys).
+Every iptables call waits for the xtables lock (`-w`): the machine's node's kube-proxy and kube-router hold it
+often, and a removal refused for the lock would leave a rule behind.
 
     python -m towline_dev.node.world [--uplink] -- COMMAND [ARG...]
 
@@ -102,9 +104,9 @@ class World:
         outside, inside = _addresses(self.uplink)
         run(["ip", "address", "add", f"{outside}/30", "dev", _host_link(self.uplink)])
         run(["ip", "link", "set", _host_link(self.uplink), "up"])
-        run(["iptables", "-t", "nat", "-A", *_masquerade(self.uplink, self._owner)])
+        run(["iptables", "-w", "-t", "nat", "-A", *_masquerade(self.uplink, self._owner)])
         for chain in FENCED_CHAINS:
-            run(["iptables", "-I", *_fenced(chain, self.uplink, self._owner)])
+            run(["iptables", "-w", "-I", *_fenced(chain, self.uplink, self._owner)])
         self._forwarding = set_sysctl("net.ipv4.ip_forward", "1")
         enter = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip"]
         run([*enter, "address", "add", f"{inside}/30", "dev", INSIDE_LINK])
@@ -115,9 +117,9 @@ class World:
         if self.uplink is None:
             return
         number, self.uplink = self.uplink, None
-        run(["iptables", "-t", "nat", "-D", *_masquerade(number, self._owner)], check=False)
+        run(["iptables", "-w", "-t", "nat", "-D", *_masquerade(number, self._owner)], check=False)
         for chain in FENCED_CHAINS:
-            run(["iptables", "-D", *_fenced(chain, number, self._owner)], check=False)
+            run(["iptables", "-w", "-D", *_fenced(chain, number, self._owner)], check=False)
         if link_exists(_host_link(number)):
             run(["ip", "link", "delete", _host_link(number)], check=False)
         if self._forwarding is not None:
@@ -195,7 +197,7 @@ def _live_uplinks() -> set[int]:
     code's)."""
     taken: set[int] = set()
     for table, chain in (("nat", "POSTROUTING"), *(("filter", fenced) for fenced in FENCED_CHAINS)):
-        listed = run(["iptables", "-t", table, "-S", chain], check=False).stdout
+        listed = run(["iptables", "-w", "-t", table, "-S", chain], check=False).stdout
         for rule in listed.splitlines():
             found = _RULE_COMMENT.search(rule)
             if found is None:
@@ -203,7 +205,7 @@ def _live_uplinks() -> set[int]:
             if found[2] is not None and alive(int(found[2])):
                 taken.add(int(found[1]))
             else:
-                run(["iptables", "-t", table, *shlex.split(rule.replace("-A", "-D", 1))], check=False)
+                run(["iptables", "-w", "-t", table, *shlex.split(rule.replace("-A", "-D", 1))], check=False)
     return taken
 
 
