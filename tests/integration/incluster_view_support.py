@@ -196,7 +196,16 @@ def sign_in_from(driver: Any, view: InClusterView, person: str, address: str) ->
     """Open `address` signed out: the view sends the browser to the provider's login form; sign `person` in
     there, and the browser comes back to `address`."""
     driver.get(address)
-    wait_for("the provider's login form", lambda: driver.find_elements(By.ID, "username"), 60,
+
+    def login_form() -> list[Any]:
+        found: list[Any] = driver.find_elements(By.ID, "username")
+        if not found and "ERR_NETWORK_CHANGED" in page_text(driver):
+            # Chromium drops what is in flight when the machine's interfaces change (a pod's veth came or went on
+            # the node beside it) and shows its error page: load the page again, as a person presses Reload.
+            driver.get(address)
+        return found
+
+    wait_for("the provider's login form", login_form, 60,
              explain=lambda: f"the browser is at {driver.current_url}: {page_text(driver)}")
     driver.find_element(By.ID, "username").send_keys(person)
     driver.find_element(By.ID, "password").send_keys(view.provider.password(person))

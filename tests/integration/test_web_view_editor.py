@@ -80,7 +80,18 @@ def alice(towline_installed: ControlPlane, author_namespace: str) -> Iterator[We
 
 def open_editor(driver: Any, view: WebView, path: str) -> None:
     driver.get(view.url(path))
-    wait_for_element(driver, 'body[data-editor-ready="true"]', f"the editor at {path}")
+
+    def ready(d: Any) -> bool:
+        if d.find_elements(By.CSS_SELECTOR, 'body[data-editor-ready="true"]'):
+            return True
+        # A module Chromium dropped in flight (ERR_NETWORK_CHANGED: a pod's veth came or went on the node beside
+        # the browser) leaves the page naming it with its button; a person presses it, and so does the test (the
+        # page's own handling is test_a_module_that_does_not_arrive_is_named_with_a_way_to_load_the_editor_again).
+        for again in d.find_elements(By.ID, "editor-reload"):
+            again.click()
+        return False
+
+    until(driver, ready, f"the editor at {path}", 120)
     driver.execute_script("window.editorErrors = []; addEventListener('error', (e) => editorErrors.push(e.message)); "
                           "addEventListener('unhandledrejection', (e) => editorErrors.push(String(e.reason)));")
 
