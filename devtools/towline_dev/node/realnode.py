@@ -57,6 +57,10 @@ from towline_dev.processes import free_loopback_port, signal_group, spawn, stop_
 Progress = Callable[[str], None]
 COMPONENTS = ("containerd", "kubelet", "kube-proxy", "kube-router", "kube-scheduler")
 _SYSCTLS = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1"}
+_IPV6_SYSCTLS = {"net.ipv6.conf.default.addr_gen_mode": "1"}
+"""While the node runs, a new interface gets no IPv6 link-local address (mode 1, none): every pod's veth would
+otherwise add and remove one beside the tests' browser, which Chromium takes for a network change and fails what
+it is loading (ERR_NETWORK_CHANGED). The node uses IPv4 only. Set only where the kernel has IPv6."""
 
 
 def _quiet(message: str) -> None:
@@ -257,7 +261,9 @@ class RealNode:
         network.add_node_address()
         if not Path("/proc/sys/net/bridge").exists():
             subprocess.run(["modprobe", "br_netfilter"], capture_output=True, check=False)
-        for key, value in _SYSCTLS.items():
+        ipv6 = {key: value for key, value in _IPV6_SYSCTLS.items()
+                if Path("/proc/sys", *key.split(".")).exists()}
+        for key, value in {**_SYSCTLS, **ipv6}.items():
             self._saved_sysctls.setdefault(key, network.set_sysctl(key, value))
 
     def _start(self, component: str, argv: list[str]) -> None:

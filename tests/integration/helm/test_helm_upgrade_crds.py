@@ -48,7 +48,8 @@ def cluster(helm_cluster: Cluster, existing_cluster: ExistingCluster | None) -> 
 def _remove_everything(cluster: Cluster) -> None:
     for release, namespace in ((RELEASE, NAMESPACE), ("other", "other-system")):
         uninstall(cluster, release, namespace)
-    cluster.kubectl("delete", "crd", "-l", CRD_SELECTOR, "--ignore-not-found", "--wait=true", timeout=120)
+    # Deleting a CRD waits for the API server to remove each of its objects: minutes on a loaded machine.
+    cluster.kubectl("delete", "crd", "-l", CRD_SELECTOR, "--ignore-not-found", "--wait=true", timeout=400)
 
 
 @pytest.fixture
