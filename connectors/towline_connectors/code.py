@@ -140,8 +140,9 @@ async def run_in_sandbox(
 def outcome_error(outcome: SandboxOutcome, what: str) -> ActionError | None:
     """The step failure an outcome means (None when the code succeeded): the deadline, a crash, or the code's own."""
     if outcome.timed_out:
-        return ActionError(ErrorClass.TIMEOUT, f"{what} ran past the step's time limit ({outcome.seconds:.1f}s) and "
-                                               "was stopped; raise timeoutSeconds if the work is real")
+        return ActionError(ErrorClass.TIMEOUT, f"{what} ran past the step's time limit and was stopped after "
+                                               f"{outcome.seconds:.1f}s (what was left of timeoutSeconds once the "
+                                               "step's pod had started); raise timeoutSeconds if the work is real")
     document = outcome.document
     if document is None:
         return ActionError(ErrorClass.PERMANENT, f"{what}: {outcome.describe_exit()}")

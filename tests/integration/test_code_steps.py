@@ -167,7 +167,9 @@ def test_code_python_sandbox_holds_against_every_way_out(
         ports = [port, 443, 80, cluster.apiserver_port]
 
         def connect(step_id: str, host: str, target_port: int, raw: bool = False) -> dict[str, Any]:
-            return python_step(step_id, connect_source(raw), timeoutSeconds=60, **networked,
+            # The budget ends by the Job's creation plus the timeout: thirteen pods starting at once on a loaded
+            # node took 53 s once, which left a 4 s connect too little. The code's own timeout is the 4 s.
+            return python_step(step_id, connect_source(raw), timeoutSeconds=180, **networked,
                                with_={"ports": ports, "inputs": {"host": host, "port": target_port}})
 
         escapes = workflow(ns, "escapes", [
