@@ -23,7 +23,7 @@ from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Reso
 from towline.plugin.approvalrule import decision_patch
 from towline.plugin.ui import actions, deadletters, editor, guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
-from towline.plugin.ui.sse import follow_collection, open_stream
+from towline.plugin.ui.sse import ClientGone, follow_collection, open_stream
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -65,6 +65,8 @@ async def guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     except ApiError as error:
         response = web.json_response({"status": error.status, "message": error.message},
                                      status=error.status if 400 <= error.status < 600 else 502)
+    except ClientGone as gone:  # a live page closed: its stream ends here, as far as it went
+        return gone.response
     if not response.prepared:
         response.headers.update(SECURITY_HEADERS)
     return response

@@ -3,14 +3,17 @@
 No polling: each open page holds one watch on the API server, made as the
 person. When the server ends a watch the loop continues from the last
 resourceVersion; when that version has expired (410) it lists again and sends
-a fresh snapshot. The loop ends when the browser goes away, and in the cluster
-within STREAM_CHECK_SECONDS of the person's session ending (sign-out, expiry).
+a fresh snapshot. The loop ends when the browser goes away (the next write finds
+the connection closed: ClientGone, which the view's middleware answers quietly, as
+it is no error), and in the cluster within STREAM_CHECK_SECONDS of the person's
+session ending (sign-out, expiry).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,8 +23,19 @@ from towline.k8s import live
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.ui.person import PERSON
 
+log = logging.getLogger(__name__)
+
 JSON = dict[str, Any]
 Send = Callable[[str, Any], Awaitable[None]]
+
+
+class ClientGone(Exception):  # noqa: N818 - says what happened
+    """The browser closed a live stream (left or reloaded the page): the stream's handler ends with `response`,
+    the stream as far as it went. A person leaving a page is no error."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__("the browser closed the stream")
+        self.response = response
 
 
 STREAM_CHECK_SECONDS = 5.0
@@ -39,7 +53,11 @@ async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
 
     async def send(event: str, data: Any) -> None:
         payload = json.dumps(data, separators=(",", ":"))
-        await response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+        try:
+            await response.write(f"event: {event}\ndata: {payload}\n\n".encode())
+        except ConnectionError as closed:  # aiohttp's "Cannot write to closing transport", a reset, a broken pipe
+            log.debug("%s %s: the browser closed the stream (%s)", request.method, request.path, closed)
+            raise ClientGone(response) from None
 
     return response, send
 
