@@ -32,10 +32,7 @@ from towline.api.common import (
     unchanged,
 )
 from towline.api.loops import InstanceId
-
-Decision = Literal["Approved", "Rejected"]
-ApprovalPhase = Literal["Pending", "Approved", "Rejected", "Expired", "Cancelled"]
-
+from towline.api.runterms import ApprovalDecision, ApprovalPhase
 
 APPROVERS_LINE_LIMIT = 512
 """Longest status.approvers; a longer list is cut with an ellipsis (spec.approvers keeps every name)."""
@@ -99,7 +96,7 @@ class ApprovalSpec(TowlineModel):
         description="On a retry's gate: who requested the runs it repeats (their params); four-eyes refuses them too.",
     )
     expires_at: datetime = Field(description="After this, no decision is taken and the gate's step fails (Expired).")
-    decision: Decision | None = Field(default=None, description="Approved or Rejected; final once set.")
+    decision: ApprovalDecision | None = Field(default=None, description="Approved or Rejected; final once set.")
     decided_by: str | None = Field(
         default=None, max_length=253, description="Your Kubernetes user name; admission policy checks it."
     )

@@ -1,4 +1,5 @@
-"""A WorkflowRun's phases and the annotation a person sets on it, without the resource models.
+"""A WorkflowRun's phases, its Approvals' decisions and phases, and the annotation a person sets on a run, without
+the resource models.
 
 Clients that only read runs (the `kubectl towline` plugin, whose every command is a new
 process) need these few names, not pydantic's models of the three resources: loading those
@@ -8,7 +9,7 @@ engine's transition table (`towline.engine.phases`) take them from here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 RunPhase = Literal[
     "Pending", "Running", "Waiting", "AwaitingApproval", "RetryScheduled",
@@ -19,6 +20,13 @@ StepPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Skipped", "Ret
 
 TERMINAL_RUN_PHASES: frozenset[RunPhase] = frozenset({"Succeeded", "Failed", "Cancelled"})
 """Phases a run never leaves (the engine's transition table allows no move out of them)."""
+
+ApprovalDecision = Literal["Approved", "Rejected"]
+"""What a person decides on an Approval (spec.decision); its phase then says the same."""
+DECISIONS: tuple[ApprovalDecision, ...] = get_args(ApprovalDecision)
+Closing = Literal["Expired", "Cancelled"]
+"""How the operator closes an Approval nobody decided: its time ran out, or the run gave the gate up."""
+ApprovalPhase = Literal["Pending", ApprovalDecision, Closing]
 
 RESUME_ANNOTATION = "towline.dev/resume"
 """A person sets (or changes) this annotation on a run to resume it after repairing credentials."""

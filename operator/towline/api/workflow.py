@@ -282,7 +282,7 @@ class Step(TowlineModel):
 
 ApprovalEvent = Literal["opened", "decided", "expired"]
 
-NOTIFICATION_ACTIONS = ("notify.slack", "notify.email", "webhook.send", "http.request")
+NotificationAction = Literal["notify.slack", "notify.email", "webhook.send", "http.request"]
 """The built-in actions an approval notification may use."""
 
 
@@ -319,7 +319,7 @@ class ApprovalNotification(TowlineModel):
         description="Deprecated: the old name of events, read when events is absent (a Workflow written before "
         "the rename). Write events: YAML 1.1, which kubectl reads, takes an unquoted on as the boolean true.",
     )
-    action: Literal["notify.slack", "notify.email", "webhook.send", "http.request"] = Field(
+    action: NotificationAction = Field(
         description="The connector that delivers it: notify.slack, notify.email, webhook.send (signed) or "
         "http.request.",
     )

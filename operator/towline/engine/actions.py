@@ -14,7 +14,9 @@ from typing import Any, Literal
 from towline.api.common import Approvers
 from towline.api.resources import PodMetadata, StepResources
 from towline.api.run import RetryOf, WorkflowRunStatus
+from towline.api.runterms import ApprovalDecision, Closing
 from towline.api.steptype import ResolvedStepType
+from towline.api.workflow import ApprovalEvent
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class CreateNotificationJob:
 
     step_id: str
     """The gate's step id."""
-    event: Literal["opened", "decided", "expired"]
+    event: ApprovalEvent
     index: int
     """Which spec.approvalNotifications entry it comes from."""
     job_name: str
@@ -89,7 +91,7 @@ class CloseApproval:
     """
 
     name: str
-    phase: Literal["Expired", "Cancelled"]
+    phase: Closing
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ class RecordApprovalDecision:
     """Mirror a counted decision into the Approval's status (phase and time), for `kubectl get`."""
 
     name: str
-    phase: Literal["Approved", "Rejected"]
+    phase: ApprovalDecision
     decided_at: datetime
 
 
@@ -135,11 +137,15 @@ class SetChildRun:
     stop: bool | None = None
 
 
+EventType = Literal["Normal", "Warning"]
+"""A Kubernetes Event's type: Normal, or Warning for what a person should look at."""
+
+
 @dataclass(frozen=True)
 class EmitEvent:
     """A Kubernetes Event on the run for something a person cares about."""
 
-    type: Literal["Normal", "Warning"]
+    type: EventType
     reason: str
     message: str
 

@@ -11,10 +11,11 @@ credential values.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from towline.api.common import Approvers, parse_duration
 from towline.api.run import StepStatus
+from towline.api.runterms import DECISIONS, Closing
 from towline.api.workflow import ApprovalGate, ApprovalPolicy, Step
 from towline.engine.actions import CloseApproval, CreateApproval, RecordApprovalDecision
 from towline.engine.naming import approval_name
@@ -129,7 +130,7 @@ class Gates:
             message=f"approved by {who}, who requested this run or a run it retries; four-eyes does not count it",
         )
 
-    def close_and_fail(self, entry_id: str, closed_as: Literal["Expired", "Cancelled"], *, reason: str,
+    def close_and_fail(self, entry_id: str, closed_as: Closing, *, reason: str,
                        event_reason: str, message: str) -> None:
         """The gate fails now: its Approval is closed (`closed_as`) so nobody decides it any more, and a Warning
         Event says why."""
@@ -169,7 +170,7 @@ class Gates:
         requested = next((action for action in self.driver.actions
                           if isinstance(action, CreateApproval) and action.step_id == entry.id), None)
         message = requested.message if requested is not None else (observation.message if observation else "")
-        decision = entry.reason if entry.reason in ("Approved", "Rejected") else None
+        decision = entry.reason if entry.reason in DECISIONS else None
         assert entry.approval_name is not None
         return GateFacts(
             namespace=self.driver.run.namespace, run=self.driver.run.name, workflow=self.driver.run.workflow_name,

@@ -26,6 +26,7 @@ from typing import Any
 
 from towline.api.common import Approvers
 from towline.api.run import NotificationRecord, StepStatus
+from towline.api.runterms import DECISIONS
 from towline.api.workflow import ApprovalEvent, ApprovalNotification
 from towline.engine.actions import CreateNotificationJob
 from towline.engine.idempotency import KEY_PREFIX
@@ -71,7 +72,7 @@ def gate_events(entry: StepStatus) -> list[Event]:
     if entry.approval_name is None:
         return []
     events: list[Event] = ["opened"]
-    if entry.reason in ("Approved", "Rejected"):
+    if entry.reason in DECISIONS:
         events.append("decided")
     elif entry.reason == "Expired":
         events.append("expired")

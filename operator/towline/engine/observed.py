@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from towline.api.runterms import ApprovalDecision
+
 JobState = Literal["active", "succeeded", "failed"]
-ApprovalDecision = Literal["Approved", "Rejected"]
 
 REASON_UNMOUNTABLE = "SecretMissing"
 """JobObservation.reason of a Job whose step found a Secret it names missing.

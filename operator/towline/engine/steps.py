@@ -20,6 +20,7 @@ from towline.engine.actions import (
     CreateStepJob,
     DeleteJob,
     EmitEvent,
+    EventType,
     SetChildRun,
 )
 from towline.engine.bindings import Bindings
@@ -78,7 +79,7 @@ class StepDriver:
         self.ran_images: dict[str, str | None] = {}
         """What each step's finished attempt ran (the kubelet's imageID), for its attempt record."""
 
-    def event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+    def event(self, kind: EventType, reason: str, message: str) -> None:
         self.actions.append(EmitEvent(kind, reason, clip(message, 1024) or ""))
 
     # --- actions ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from towline.api.loopids import loop_of
+from towline.api.runterms import ApprovalDecision
 from towline.api.steptypenames import step_type_reference
 from towline.plugin.loopcounts import LoopCounts, loop_counts
 
@@ -152,7 +153,7 @@ class StepNode:
         return self.kind in ("approval", "policy-gate")
 
     @property
-    def decision(self) -> Literal["Approved", "Rejected"] | None:
+    def decision(self) -> ApprovalDecision | None:
         if not self.decided_by:
             return None
         return "Rejected" if self.reason == "Rejected" else "Approved"

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from towline.api.workflow import ApprovalNotification, Step, ValidationError, WorkflowSpec
+from towline.api.workflow import ApprovalNotification, NotificationAction, Step, ValidationError, WorkflowSpec
 from towline.expressions import string_leaves
 from towline.validation.actions import ActionCatalog
 from towline.validation.graph import LocatedStep
 from towline.validation.steps import action_errors, credential_errors, host_errors
 from towline_connectors.wire import is_template
 
-MESSAGE_FIELDS: Mapping[str, str] = {
+MESSAGE_FIELDS: Mapping[NotificationAction, str] = {
     "notify.slack": "text",
     "notify.email": "text",
     "webhook.send": "payload",
