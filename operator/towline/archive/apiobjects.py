@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from towline.archive.records import ArchivedRun, Entry, HistoryQuery
+from towline_connectors.wire import parse_rfc3339, rfc3339
 
 GROUP = "archive.towline.dev"
 VERSION = "v1alpha1"
@@ -140,7 +141,7 @@ def _time_param(params: Mapping[str, str], name: str) -> datetime | None:
     if not text:
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = parse_rfc3339(text)
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
@@ -181,7 +182,8 @@ def decode_all_continue(token: str) -> tuple[str, str | None]:
 
 
 def _rfc3339(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A metav1.Time: whole seconds, as the API server writes a WorkflowRun's times."""
+    return None if moment is None else rfc3339(moment, timespec="seconds")
 
 
 def approvers(run: ArchivedRun) -> list[str]:
