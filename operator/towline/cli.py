@@ -184,6 +184,9 @@ def add_ui_parser(commands: Any) -> None:
     ui.add_argument("--client-secret-file", required=True, help="a file holding the client secret (a mounted Secret)")
     ui.add_argument("--scopes", default="openid email profile groups", help="space-separated; must include openid")
     ui.add_argument("--default-namespace", default="default", help="the namespace of / and of a link naming none")
+    ui.add_argument("--operator-namespace", default="towline-system",  # kubectl towline deadletters' default
+                    help="where the operator runs and the events sink keeps its dead letters (the chart: its "
+                         "release namespace)")
     ui.add_argument("--api-server", default=None, help="default: https://$KUBERNETES_SERVICE_HOST:$..._PORT")
     ui.add_argument("--api-ca-file", default=None, help="the API server's CA (default: the mounted kube-root-ca.crt)")
     ui.add_argument("--provider-ca-file", default=None, help="a CA bundle for the provider's TLS (default: system)")
@@ -211,7 +214,8 @@ def run_web_view(parsed: argparse.Namespace) -> int:
         settings = serving.ServeSettings(
             url=parsed.url, issuer=parsed.issuer, client_id=parsed.client_id,
             client_secret=serving.read_secret_file(parsed.client_secret_file), scopes=tuple(parsed.scopes.split()),
-            default_namespace=parsed.default_namespace, api_server=parsed.api_server or serving.in_cluster_api_server(),
+            default_namespace=parsed.default_namespace, operator_namespace=parsed.operator_namespace,
+            api_server=parsed.api_server or serving.in_cluster_api_server(),
             api_ca_file=parsed.api_ca_file or serving.DEFAULT_API_CA, provider_ca_file=parsed.provider_ca_file,
             idle_seconds=parsed.idle_minutes * 60, absolute_seconds=parsed.absolute_hours * 3600,
             allow_apply=parsed.allow_apply, webhook_url=parsed.webhook_url or None)

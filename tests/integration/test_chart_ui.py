@@ -52,6 +52,12 @@ def test_issuer_client_scopes_and_session_limits_reach_the_view_and_its_secret_c
                                                 "items": [{"key": "secret", "path": "client-secret"}]}
 
 
+def test_the_view_finds_the_events_sinks_dead_letters_in_the_releases_namespace(k8s_binaries: BinarySet) -> None:
+    """The operator runs in the release's namespace, and its sink keeps its dead letters there."""
+    args = ui_container(render(k8s_binaries, UI, namespace="towline"))["args"]
+    assert "--operator-namespace=towline" in args, args
+
+
 def test_without_exposure_the_view_is_a_cluster_ip_service_only(k8s_binaries: BinarySet) -> None:
     documents = render(k8s_binaries, UI)
     assert find(documents, "Service", "towline-ui")["spec"]["type"] == "ClusterIP"

@@ -162,6 +162,9 @@ kubectl towline ui --port 8765     # then open the URL it prints (its code works
     ui.add_argument("--open", action="store_true", help="open it in the browser")
     ui.add_argument("--allow-apply", action="store_true",
                     help="let the editor apply Workflows as you (server-side apply); off: it only hands you the YAML")
+    ui.add_argument("--operator-namespace", default=deadletters.DEFAULT_OPERATOR_NAMESPACE,
+                    help="the namespace Towline's operator runs in, where the events sink keeps its dead letters "
+                         "(default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,7 +277,7 @@ async def _serve_ui(api: KubeApi, namespace: str, io: commands.Io, args: argpars
     from towline.plugin.ui.launch import serve  # noqa: PLC0415 - command-only import (see `main`)
 
     return await serve(api, namespace, port=args.port, open_browser=args.open, out=io.out,
-                       allow_apply=args.allow_apply)
+                       allow_apply=args.allow_apply, operator_namespace=args.operator_namespace)
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:

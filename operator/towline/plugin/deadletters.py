@@ -9,13 +9,15 @@ asks (towline.plugin.replaying, which the web view's Replay button shares).
 Events are kept in the ConfigMap towline-event-dead-letters of the operator's namespace (towline.k8s.deadletters), so
 who may see and replay them is RBAC's: get (list) and update (replay) on that ConfigMap, which the chart gives no
 team role. Replay asks the operator to send them again (it holds the signing secret; this command never does):
-the operator takes each letter out of the ConfigMap and sends it with its original id, once.
+the operator takes each letter out of the ConfigMap and sends it with its original id, once. `replay_events` is
+that request, shared with the web view's Dead letters page.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from towline.api.events import DeadLetter
@@ -61,6 +63,28 @@ def letter_document(letter: DeadLetter) -> dict[str, Any]:
             "failedAt": letter.failed_at, "event": letter.event}
 
 
+@dataclass(frozen=True)
+class EventReplay:
+    """The events sink's letters handed to the operator to send again (none: nothing was kept)."""
+
+    operator_namespace: str
+    letters: list[DeadLetter]
+
+    @property
+    def message(self) -> str:
+        if not self.letters:
+            return f"no dead letters in {self.operator_namespace} to replay"
+        ids = ", ".join(letter.id for letter in self.letters)
+        return f"{len(self.letters)} dead letter(s) handed to the operator to send again: {ids}"
+
+
+async def replay_events(api: KubeApi, operator_namespace: str, ids: list[str] | None) -> EventReplay:
+    """`replay ID...` (None: `--all`) of the events sink's letters, as the caller: the annotation the operator acts
+    on (towline.k8s.deadletters.request_replay), which takes update on the ConfigMap. Raises LookupError naming an id
+    that is not kept, ApiError with the API server's refusal."""
+    return EventReplay(operator_namespace, await request_replay(api, operator_namespace, ids))
+
+
 async def run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -> int:
     try:
         return await _run(api, io, args, namespace)
@@ -99,15 +123,11 @@ async def _run(api: KubeApi, io: Io, args: argparse.Namespace, namespace: str) -
             io.out(replayed.message)
             return 0
     try:
-        asked = await request_replay(api, operator_namespace, None if args.all else list(args.ids))
+        asked = await replay_events(api, operator_namespace, None if args.all else list(args.ids))
     except LookupError as missing:
         raise NotFound(f"{missing}, nor a refused delivery or a failed run in namespace {namespace} "
                        "(pass -n NAMESPACE)") from None
-    if not asked:
-        io.err(f"no dead letters in {operator_namespace} to replay")
-        return 0
-    ids = ", ".join(letter.id for letter in asked)
-    io.out(f"{len(asked)} dead letter(s) handed to the operator to send again: {ids}")
+    (io.out if asked.letters else io.err)(asked.message)
     return 0
 
 

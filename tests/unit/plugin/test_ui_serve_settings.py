@@ -30,6 +30,7 @@ def test_settings_as_the_docs_write_them_pass() -> None:
     ({"webhook_url": "hooks.example.com"}, "ui.webhookUrl"),
     ({"webhook_url": "https://hooks.example.com/hooks/"}, "ui.webhookUrl"),
     ({"webhook_url": "ftp://hooks.example.com"}, "ui.webhookUrl"),
+    ({"operator_namespace": "Towline_System"}, "--operator-namespace"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_its_chart_key(changes: dict[str, object], named: str) -> None:
     with pytest.raises(SettingsError) as refused:

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from towline.k8s import session
 from towline.k8s.client import KubeApi
+from towline.plugin.deadletters import DEFAULT_OPERATOR_NAMESPACE
 from towline.plugin.ui import guard
 from towline.plugin.ui.server import SETTINGS, build_app
 
@@ -19,11 +20,12 @@ HOST = "127.0.0.1"
 
 
 async def serve(api: KubeApi, namespace: str, *, port: int, open_browser: bool, out: Callable[[str], None],
-                allow_apply: bool = False) -> int:
+                allow_apply: bool = False, operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE) -> int:
     """Bind 127.0.0.1:`port` (0: any free port), print the launch URL, serve until cancelled."""
     user = await session.who_am_i(api)
     launch = guard.Launch(time.monotonic)
-    app = build_app(api, namespace=namespace, user=user, launch=launch, allow_apply=allow_apply)
+    app = build_app(api, namespace=namespace, user=user, launch=launch, allow_apply=allow_apply,
+                    operator_namespace=operator_namespace)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, HOST, port)

@@ -21,6 +21,7 @@ from aiohttp import web
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
+from towline.plugin.deadletters import DEFAULT_OPERATOR_NAMESPACE
 from towline.plugin.ui import actions, deadletters, editor, guard, history, person, views
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import ClientGone, follow_collection, open_stream
@@ -225,18 +226,21 @@ async def decide(request: web.Request) -> web.StreamResponse:
     return web.json_response(views.approval_view(decided))
 
 
-def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch,
-              allow_apply: bool = False) -> web.Application:
+def build_app(api: KubeApi, *, namespace: str, user: str, launch: guard.Launch, allow_apply: bool = False,
+              operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE) -> web.Application:
     """`kubectl towline ui`'s application; `settings["port"]` is filled in once the socket is bound."""
-    app = build_app_behind(LocalDoor(api, namespace=namespace, user=user, launch=launch), allow_apply=allow_apply)
+    app = build_app_behind(LocalDoor(api, namespace=namespace, user=user, launch=launch), allow_apply=allow_apply,
+                           operator_namespace=operator_namespace)
     app[LAUNCH] = launch
     app.router.add_get(guard.LOGIN_PATH, login)
     return app
 
 
-def build_app_behind(door: person.Door, *, signout: str = "", allow_apply: bool = False) -> web.Application:
+def build_app_behind(door: person.Door, *, signout: str = "", allow_apply: bool = False,
+                     operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE) -> web.Application:
     """The web view's pages and data behind `door`; `signout` is the sign-out path, if the mode has one;
-    `allow_apply`: the editor may apply Workflows (as the person), `ui.editor.allowApply`."""
+    `allow_apply`: the editor may apply Workflows (as the person), `ui.editor.allowApply`; `operator_namespace`:
+    where the events sink keeps its dead letters (`--operator-namespace`)."""
     app = web.Application(middlewares=[guarded], client_max_size=64 * 1024)
     app[person.DOOR] = door
     app[SETTINGS] = {"port": 0, "signout": signout}
@@ -256,7 +260,7 @@ def build_app_behind(door: person.Door, *, signout: str = "", allow_apply: bool 
     person.add_post(app, "/api/approvals/{name}", decide)
     history.add_routes(app, page=_page)
     actions.add_routes(app, page=_page)
-    deadletters.add_routes(app, page=_page)
+    deadletters.add_routes(app, page=_page, operator_namespace=operator_namespace)
     editor.add_routes(app, page=_page, allow_apply=allow_apply)
     app.router.add_static("/static/", str(STATIC), append_version=False)
     return app

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 DEFAULT_API_CA = "/var/run/towline/kube-root-ca/ca.crt"
 """The cluster's CA (the kube-root-ca.crt ConfigMap every namespace has), mounted without any token."""
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class SettingsError(ValueError):
@@ -48,6 +50,8 @@ class ServeSettings:
     default_namespace: str
     api_server: str
     api_ca_file: str
+    operator_namespace: str = "towline-system"
+    """`--operator-namespace` (the chart: its release namespace): where the events sink keeps its dead letters."""
     provider_ca_file: str | None = None
     idle_seconds: float = 30 * 60.0
     absolute_seconds: float = 8 * 3600.0
@@ -81,6 +85,9 @@ def check_settings(settings: ServeSettings) -> None:
                 or hooks.fragment:
             raise SettingsError(f"ui.webhookUrl {settings.webhook_url!r} must be the webhook ingress's origin as "
                                 "senders reach it, like https://hooks.example.com (no path), or empty")
+    if not _NAMESPACE.fullmatch(settings.operator_namespace):
+        raise SettingsError(f"--operator-namespace {settings.operator_namespace!r} is not a namespace name (lowercase "
+                            "letters, digits and '-', at most 63): give the namespace Towline's operator runs in")
     if "openid" not in settings.scopes:
         raise SettingsError(f"ui.oidc.scopes {' '.join(settings.scopes)!r} must include openid")
 
@@ -116,7 +123,8 @@ def build(settings: ServeSettings, http: aiohttp.ClientSession) -> web.Applicati
                               absolute_seconds=settings.absolute_seconds),
         logins=PendingLogins(time.time),
         base_api=KubeApi.without_credentials(settings.api_server, settings.api_ca_file))
-    app = build_app_behind(door, signout=SIGNOUT_PATH, allow_apply=settings.allow_apply)
+    app = build_app_behind(door, signout=SIGNOUT_PATH, allow_apply=settings.allow_apply,
+                           operator_namespace=settings.operator_namespace)
     app[SETTINGS]["webhookUrl"] = settings.webhook_url
     door.add_routes(app)
     return app
