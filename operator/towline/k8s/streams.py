@@ -1,6 +1,7 @@
 """The processes' persistent list+watch streams (the operator's step Jobs, pods, Approvals, default-deny policies
-and WorkflowRuns; the archive's runs, Approvals and step pods): where each runs and how it outlives a failure. With
-the reflector and the stores (towline.k8s.indexer) it is the one watch layer every process shares.
+and WorkflowRuns; the archive's runs, Approvals and step pods; the ingress's Workflows and dead-letter stores): where
+each runs and how it outlives a failure. With the reflector and the stores (towline.k8s.indexer) it is the one watch
+layer every process shares.
 
 A stream is `towline.k8s.reflector.reflect` (list in pages, watch from the list's resourceVersion, list again on
 410 Gone, one backoff for every restart) for one namespace, or for the whole cluster. `--namespace` takes kopf's
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 T = TypeVar("T", bound=Hashable)
 
-__all__ = ["FAILED", "LISTED", "PAGE_SIZE", "SYNCED", "Listing", "Sink", "Wanted", "follow", "scopes"]
+__all__ = ["FAILED", "LISTED", "PAGE_SIZE", "SYNCED", "Following", "Listing", "Sink", "Wanted", "follow", "scopes"]
 
 Sink = Callable[[str, JSON], None]
 """Takes each event of a stream: LISTED, SYNCED (the (re-)list ended), ADDED, MODIFIED, DELETED, or FAILED."""
@@ -96,3 +97,25 @@ async def follow(api: KubeApi, resource: Resource, scope: str | None, sink: Sink
                         type(error).__name__, error, delay)
             sink(FAILED, {})
             await asyncio.sleep(delay)
+
+
+class Following:
+    """One `follow` stream as a background task of its process (the ingress's Workflow cache and dead-letter
+    gauges): `start` begins it, `stop` cancels it and waits until it has ended."""
+
+    def __init__(self, api: KubeApi, resource: Resource, sink: Sink, *, what: str, task_name: str,
+                 field_selector: str | None = None) -> None:
+        self._api, self._resource, self._sink = api, resource, sink
+        self._what, self._task_name, self._field_selector = what, task_name, field_selector
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        stream = follow(self._api, self._resource, None, self._sink, what=self._what,
+                        field_selector=self._field_selector)
+        self._task = asyncio.create_task(stream, name=self._task_name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

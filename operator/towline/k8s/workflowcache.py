@@ -12,13 +12,13 @@ not modify it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from towline.k8s.client import WORKFLOWS, KubeApi
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
-from towline.k8s.reflector import SYNCED, reflect
+from towline.k8s.reflector import SYNCED
+from towline.k8s.streams import Following
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,10 @@ class WorkflowCache:
     """Workflows by (namespace, name), kept current by a watch."""
 
     def __init__(self, api: KubeApi) -> None:
-        self._api = api
         self._objects: Store[ObjectKey, JSON] = Store()
         self._feed = Feed(self._objects, key_of=object_key, value_of=lambda body: body)
         self.synced = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._stream = Following(api, WORKFLOWS, self.take, what="Workflow", task_name="workflow-cache")
 
     def get(self, namespace: str, name: str) -> JSON | None:
         return self._objects.get((namespace, name))
@@ -42,19 +41,10 @@ class WorkflowCache:
         return len(self._objects)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="workflow-cache")
+        self._stream.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        stream = reflect(self._api, WORKFLOWS.path(), what="Workflow")
-        async with contextlib.aclosing(stream):
-            async for event, body in stream:
-                self.take(event, body)
+        await self._stream.stop()
 
     def take(self, event: str, body: JSON) -> None:
         """One event of the stream: a (re-)list is collected apart and replaces the cache when it ends."""

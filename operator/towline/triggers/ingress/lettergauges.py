@@ -15,8 +15,6 @@ Every replica watches, so each reports the same figures (the chart's alert takes
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from prometheus_client.registry import Collector
 from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, letters_of
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
-from towline.k8s.reflector import reflect
+from towline.k8s.streams import Following
 
 log = logging.getLogger(__name__)
 
@@ -100,26 +98,7 @@ GAUGES = DeadLetterGauges()
 REGISTRY.register(GAUGES)
 
 
-class DeadLetterWatch:
+def dead_letter_watch(api: KubeApi, gauges: DeadLetterGauges = GAUGES) -> Following:
     """The list+watch of every namespace's towline-dead-letters, into the gauges."""
-
-    def __init__(self, api: KubeApi, gauges: DeadLetterGauges = GAUGES) -> None:
-        self._api = api
-        self._gauges = gauges
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="dead-letter-gauges")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        stream = reflect(self._api, CONFIG_MAPS.path(), field_selector=f"metadata.name={DELIVERY_LETTERS_CONFIG_MAP}",
-                         what="dead-letter ConfigMap")
-        async with contextlib.aclosing(stream):
-            async for event, body in stream:
-                self._gauges.take(event, body)
+    return Following(api, CONFIG_MAPS, gauges.take, what="dead-letter ConfigMap", task_name="dead-letter-gauges",
+                     field_selector=f"metadata.name={DELIVERY_LETTERS_CONFIG_MAP}")

@@ -37,7 +37,7 @@ from towline.tracing import TracingConfig, span_sink
 from towline.triggers.ingress.app import Ingress, IngressSettings
 from towline.triggers.ingress.deadletters import DeadLetters
 from towline.triggers.ingress.deliveries import DeliveryHandler
-from towline.triggers.ingress.lettergauges import DeadLetterWatch
+from towline.triggers.ingress.lettergauges import dead_letter_watch
 from towline.triggers.ingress.tracing import DeliveryTracer
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ INGRESS_SERVICE = "towline-ingress"
 async def serve(kubeconfig: str | None, host: str, port: int, settings: IngressSettings, admin_port: int) -> None:
     api = await KubeApi.connect(kubeconfig)
     cache = WorkflowCache(api)
-    letters = DeadLetterWatch(api)
+    letters = dead_letter_watch(api)
     try:
         identity = await whoami(api)
         spans = span_sink(TracingConfig.from_environment(os.environ), service=INGRESS_SERVICE)
