@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -200,59 +200,48 @@ class OperatorState(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         phases: dict[tuple[str, str, str], int] = {}
-        gates: dict[str, int] = {}
-        expiry: dict[str, float] = {}
-        awaiting: dict[str, int] = {}
+        gates: dict[tuple[str], int] = {}
+        expiry: dict[tuple[str], float] = {}
+        awaiting: dict[tuple[str], int] = {}
         watched = list(self.runs())
         letters, oldest = _waiting_run_letters(watched)
         for namespace, run in watched:
+            where = (namespace,)
             if run.awaiting_archive:
-                awaiting[namespace] = awaiting.get(namespace, 0) + 1
+                awaiting[where] = awaiting.get(where, 0) + 1
             key = (namespace, run.workflow, run.phase)
             phases[key] = phases.get(key, 0) + 1
             if run.open_gates:
-                gates[namespace] = gates.get(namespace, 0) + run.open_gates
+                gates[where] = gates.get(where, 0) + run.open_gates
             if run.gate_expiry is not None:
-                expiry[namespace] = min(expiry.get(namespace, run.gate_expiry), run.gate_expiry)
-        runs = GaugeMetricFamily("towline_runs", "WorkflowRuns the operator watches, by phase.",
-                                 labels=["namespace", "workflow", "phase"])
-        for labels, count in sorted(phases.items()):
-            runs.add_metric(list(labels), count)
-        yield runs
-        pending = GaugeMetricFamily(
-            "towline_approvals_pending", "Approval gates waiting for a decision.", labels=["namespace"]
-        )
-        for namespace, count in sorted(gates.items()):
-            pending.add_metric([namespace], count)
-        yield pending
-        expires = GaugeMetricFamily(
-            "towline_approval_next_expiry_timestamp_seconds",
-            "When the first approval gate waiting for a decision expires (Unix time).", labels=["namespace"],
-        )
-        for namespace, moment in sorted(expiry.items()):
-            expires.add_metric([namespace], moment)
-        yield expires
-        unarchived = GaugeMetricFamily(
-            "towline_runs_awaiting_archive", "Runs over (or being deleted) that the archive has not written yet.",
-            labels=["namespace"])
-        for namespace, count in sorted(awaiting.items()):
-            unarchived.add_metric([namespace], count)
-        yield unarchived
-        waiting = GaugeMetricFamily(
-            "towline_run_dead_letters", "Runs that failed before their first step and that no run replays yet.",
-            labels=["namespace", "trigger"])
-        for (namespace, trigger), count in sorted(letters.items()):
-            waiting.add_metric([namespace, trigger], count)
-        yield waiting
-        since = GaugeMetricFamily(
-            "towline_run_dead_letter_oldest_timestamp_seconds",
-            "When the oldest run that failed before its first step, not replayed yet, failed (Unix time).",
-            labels=["namespace", "trigger"])
-        for (namespace, trigger), moment in sorted(oldest.items()):
-            since.add_metric([namespace, trigger], moment)
-        yield since
+                expiry[where] = min(expiry.get(where, run.gate_expiry), run.gate_expiry)
+        yield _gauge("towline_runs", "WorkflowRuns the operator watches, by phase.",
+                     ["namespace", "workflow", "phase"], phases)
+        yield _gauge("towline_approvals_pending", "Approval gates waiting for a decision.", ["namespace"], gates)
+        yield _gauge("towline_approval_next_expiry_timestamp_seconds",
+                     "When the first approval gate waiting for a decision expires (Unix time).", ["namespace"], expiry)
+        yield _gauge("towline_runs_awaiting_archive",
+                     "Runs over (or being deleted) that the archive has not written yet.", ["namespace"], awaiting)
+        yield _gauge("towline_run_dead_letters",
+                     "Runs that failed before their first step and that no run replays yet.",
+                     ["namespace", "trigger"], letters)
+        yield _gauge("towline_run_dead_letter_oldest_timestamp_seconds",
+                     "When the oldest run that failed before its first step, not replayed yet, failed (Unix time).",
+                     ["namespace", "trigger"], oldest)
         yield GaugeMetricFamily("towline_leader", "1 while this replica holds the Lease and may act, else 0.",
                                 value=1 if self.leading() else 0)
+
+
+LabelValues = TypeVar("LabelValues", bound=tuple[str, ...])
+
+
+def _gauge(name: str, documentation: str, labels: list[str],
+           values: Mapping[LabelValues, float]) -> GaugeMetricFamily:
+    """A gauge with one sample per label values, in their order (a scrape reads the same order every time)."""
+    gauge = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, value in sorted(values.items()):
+        gauge.add_metric(list(label_values), value)
+    return gauge
 
 
 def _waiting_run_letters(
