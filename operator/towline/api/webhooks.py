@@ -7,7 +7,7 @@ limits the ingress holds it to. The ingress and the operator both read these.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
@@ -20,6 +20,14 @@ HTTP_HEADER_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
 """An HTTP header name (RFC 9110 token)."""
 
 WebhookContentType = Literal["application/json", "application/x-www-form-urlencoded", "text/plain"]
+
+# The delivery limits webhook and cloudEvent triggers share (CloudEventTrigger.as_webhook), with their defaults.
+BodyBytes = Annotated[int, Field(ge=1, le=10_485_760, description="The largest body accepted; larger answers 413.")]
+BODY_BYTES_DEFAULT = 1_048_576
+DataBytes = Annotated[
+    int, Field(ge=1, le=65_536, description="Cap on the JSON size of trigger.data; larger answers 422."),
+]
+DATA_BYTES_DEFAULT = 8192
 
 
 class WebhookVerification(TowlineModel):
@@ -93,9 +101,7 @@ class WebhookTrigger(TowlineModel):
     """Start runs from signed HTTP deliveries to the webhook ingress."""
 
     verify: WebhookVerification = Field(description="How a delivery is authenticated; a bad signature answers 401.")
-    max_body_bytes: int = Field(
-        default=1_048_576, ge=1, le=10_485_760, description="The largest body accepted; larger answers 413.",
-    )
+    max_body_bytes: BodyBytes = BODY_BYTES_DEFAULT
     rate_limit_per_minute: int = Field(
         default=60, ge=1, le=100_000,
         description="Verified deliveries accepted per minute (a burst of this many); more answer 429.",
@@ -119,15 +125,13 @@ class WebhookTrigger(TowlineModel):
         default=None, max_length=1024,
         description="A CEL condition over `body` and `headers`; false answers 202 filtered and starts nothing.",
     )
-    max_data_bytes: int = Field(
-        default=8192, ge=1, le=65_536, description="Cap on the JSON size of trigger.data; larger answers 422.",
-    )
+    max_data_bytes: DataBytes = DATA_BYTES_DEFAULT
 
 
 CloudEventScheme = Literal["standard-webhooks", "hmac", "bearer", "none"]
-CLOUD_EVENT_SCHEMES: tuple[str, ...] = ("standard-webhooks", "hmac", "bearer", "none")
 """The schemes a CloudEvents sender can use: the general ones (the providers' own schemes sign their own
 payloads, never a CloudEvent)."""
+CLOUD_EVENT_SCHEMES: tuple[CloudEventScheme, ...] = get_args(CloudEventScheme)
 MAX_EVENT_TYPE = 256
 MAX_EVENT_SOURCE = 1024
 
@@ -143,7 +147,7 @@ class CloudEventTrigger(TowlineModel):
     model_config = ConfigDict(
         json_schema_extra=cel_rules(
             cel_rule(
-                "self.verify.scheme in ['standard-webhooks', 'hmac', 'bearer', 'none']",
+                f"self.verify.scheme in [{', '.join(repr(scheme) for scheme in CLOUD_EVENT_SCHEMES)}]",
                 "a cloudEvent trigger is verified with standard-webhooks, hmac, bearer, or none (with "
                 "allowUnsigned); the providers' schemes sign their own payloads, not CloudEvents",
                 field_path=".verify.scheme",
@@ -174,16 +178,12 @@ class CloudEventTrigger(TowlineModel):
         description="trigger.data key -> CEL over `event` (e.g. event.data.order.id, event.subject); only these "
         "enter the run.",
     )
-    max_body_bytes: int = Field(
-        default=1_048_576, ge=1, le=10_485_760, description="The largest body accepted; larger answers 413.",
-    )
+    max_body_bytes: BodyBytes = BODY_BYTES_DEFAULT
     rate_limit_per_minute: int = Field(
         default=60, ge=1, le=100_000,
         description="Verified events accepted per minute (a burst of this many); more answer 429.",
     )
-    max_data_bytes: int = Field(
-        default=8192, ge=1, le=65_536, description="Cap on the JSON size of trigger.data; larger answers 422.",
-    )
+    max_data_bytes: DataBytes = DATA_BYTES_DEFAULT
 
     def as_webhook(self) -> WebhookTrigger:
         """The delivery settings the ingress shares with webhook triggers (verification, body, rate, data cap)."""
