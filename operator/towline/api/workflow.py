@@ -83,6 +83,13 @@ HostPattern = Annotated[
         description="A lower-case host name or IPv4 address; `*.example.org` matches its subdomains.",
     ),
 ]
+JobCredentials = Annotated[
+    dict[Identifier, SecretName], Field(max_length=16, json_schema_extra=secret_reference_rules()),
+]
+"""Credential alias -> name of a Secret in this namespace, mounted for one Job only: a step's, or an approval
+notification's (validated as the step it runs)."""
+AllowHosts = Annotated[list[HostPattern], Field(max_length=32)]
+"""The only hosts a Job's pod may connect to: a step's, or an approval notification's."""
 
 
 class Param(TowlineModel):
@@ -250,16 +257,16 @@ class Step(TowlineModel):
         default="fail", max_length=63, pattern=IDENTIFIER_PATTERN,
         description="fail, continue, or the id of a step under spec.compensations to run before failing.",
     )
-    credentials: dict[Identifier, SecretName] = Field(
-        default_factory=dict, max_length=16, json_schema_extra=secret_reference_rules(),
+    credentials: JobCredentials = Field(
+        default_factory=dict,
         description="Credential alias -> name of a Secret in this namespace; mounted for this step only.",
     )
     egress: list[EgressRule] = Field(
         default_factory=list, max_length=32,
         description="Destinations ({cidr, ports}) this step's pod may reach besides DNS and its connector's own.",
     )
-    allow_hosts: list[HostPattern] = Field(
-        default_factory=list, max_length=32,
+    allow_hosts: AllowHosts = Field(
+        default_factory=list,
         description="The only hosts this step's pod may connect to (e.g. api.example.com, *.example.org); "
         "required when a step with credentials has a templated host.",
     )
@@ -328,12 +335,12 @@ class ApprovalNotification(TowlineModel):
         description="The action's inputs without its message (which the operator writes), e.g. {url: ...} for "
         "webhook.send; no ${{ }} bindings.",
     )
-    credentials: dict[Identifier, SecretName] = Field(
-        default_factory=dict, max_length=16, json_schema_extra=secret_reference_rules(),
+    credentials: JobCredentials = Field(
+        default_factory=dict,
         description="Credential alias -> name of a Secret in this namespace; mounted for the notification's Job only.",
     )
-    allow_hosts: list[HostPattern] = Field(
-        default_factory=list, max_length=32,
+    allow_hosts: AllowHosts = Field(
+        default_factory=list,
         description="The only hosts the notification's pod may connect to; unset, the hosts its inputs name.",
     )
 
