@@ -22,7 +22,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from towline_connectors.credcheck import check_credentials, credential_keys, credential_secrets
 from towline_connectors.errors import ActionError, ErrorClass
@@ -36,18 +35,12 @@ from towline_connectors.isolation import (
 from towline_connectors.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_connectors.result import StepResult, render_result
 from towline_connectors.wire import INPUT_ENV, ISOLATION_PROBE_ENV, NAMESPACE_ENV, PREPARE_FLAG
-from towline_step.protocol import (
-    CREDENTIALS_DIR_ENV,
-    DEADLINE_SECONDS_ENV,
-    DEFAULT_CREDENTIALS_DIR,
-    DEFAULT_INPUTS_PATH,
-    DEFAULT_RESULT_PATH,
-    INPUTS_PATH_ENV,
-    RESULT_PATH_ENV,
-)
+from towline_step.protocol import DEADLINE_SECONDS_ENV, credentials_dir_from, inputs_path_from, result_path_from
 
-__all__ = ["PREPARE_FLAG", "main", "prepare", "run_prepare"]
-_DEFAULT_DEADLINE_SECONDS = 300.0
+__all__ = ["DEFAULT_DEADLINE_SECONDS", "PREPARE_FLAG", "main", "prepare", "run_prepare"]
+
+DEFAULT_DEADLINE_SECONDS = 300.0
+"""The step's time budget when its pod sets no TOWLINE_DEADLINE_SECONDS (the runner's and its prepare step's)."""
 
 Isolation = Callable[[ProbeTarget, float], IsolationReport]
 
@@ -58,7 +51,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
         inputs = json.loads(environ.get(INPUT_ENV) or "{}")
         if not isinstance(inputs, dict):
             raise ValueError("not a JSON object")
-        deadline = float(environ.get(DEADLINE_SECONDS_ENV) or _DEFAULT_DEADLINE_SECONDS)
+        deadline = float(environ.get(DEADLINE_SECONDS_ENV) or DEFAULT_DEADLINE_SECONDS)
         secrets = credential_secrets(environ)
         keys = credential_keys(environ)
         probe_text = environ.get(ISOLATION_PROBE_ENV, "").strip()
@@ -67,8 +60,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
         return StepResult.failure(error)
     except ValueError as error:
         return StepResult.failure(ActionError(ErrorClass.VALIDATION, f"the step pod's settings are broken: {error}"))
-    credentials_dir = Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR)
-    missing = check_credentials(secrets, environ.get(NAMESPACE_ENV, "").strip(), credentials_dir, keys)
+    missing = check_credentials(secrets, environ.get(NAMESPACE_ENV, "").strip(), credentials_dir_from(environ), keys)
     if missing is not None:
         return missing
     if probe is not None:
@@ -79,7 +71,7 @@ def prepare(environ: Mapping[str, str], *, log: logging.Logger, isolation: Isola
             return StepResult.failure(ActionError(ErrorClass.TRANSIENT, NOT_ISOLATED_MESSAGE))
         log.info("egress isolation in effect after %.3fs (%d probes, %s)",
                  report.waited_seconds, report.attempts, report.last.value)
-    target = Path(environ.get(INPUTS_PATH_ENV) or DEFAULT_INPUTS_PATH)
+    target = inputs_path_from(environ)
     try:
         target.write_text(json.dumps(inputs, separators=(",", ":")), encoding="utf-8")
     except OSError as error:
@@ -96,7 +88,7 @@ def run_prepare(environ: Mapping[str, str], *, log: TextSink, isolation: Isolati
         result = prepare(environ, log=logger, isolation=isolation)
         if not result.ok:
             result, text = render_result(result, redactor, "")
-            path = Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
+            path = result_path_from(environ)
             try:
                 path.write_text(text, encoding="utf-8")
             except OSError as error:

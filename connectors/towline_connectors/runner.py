@@ -59,7 +59,7 @@ from towline_connectors.isolation import (
     isolation_budget,
 )
 from towline_connectors.netguard import NetGuard, NetworkRules, Resolver, system_resolver
-from towline_connectors.prepare import PREPARE_FLAG
+from towline_connectors.prepare import DEFAULT_DEADLINE_SECONDS, PREPARE_FLAG
 from towline_connectors.prepare import main as prepare_main
 from towline_connectors.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_connectors.registry import ACTIONS, format_validation_errors
@@ -84,24 +84,19 @@ from towline_connectors.wire import (
     parse_rfc3339,
 )
 from towline_step.protocol import (
-    CREDENTIALS_DIR_ENV,
     DEADLINE_SECONDS_ENV,
     IDEMPOTENCY_KEY_ENV,
     RESULT_LIMIT_BYTES,
-    RESULT_PATH_ENV,
     TRACEPARENT_ENV,
+    credentials_dir_from,
     parse_traceparent,
+    result_path_from,
 )
 
-DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
-DEFAULT_RESULT_PATH = "/dev/termination-log"
-DEFAULT_DEADLINE_SECONDS = 300.0
 _LOGGER_NAME = "towline_connectors"
 
 __all__ = [
-    "DEFAULT_CREDENTIALS_DIR",
     "DEFAULT_DEADLINE_SECONDS",
-    "DEFAULT_RESULT_PATH",
     "EXIT_OK",
     "EXIT_PERMANENT",
     "EXIT_RETRYABLE",
@@ -335,10 +330,10 @@ def run_step(
 ) -> StepResult:
     """Run one step as the environment describes and write its result document."""
     seams = seams or RunnerSeams()
-    credentials_dir = Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR)
+    credentials_dir = credentials_dir_from(environ)
     for value in read_secret_files(credentials_dir):
         redactor.add(value)
-    result_path = Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
+    result_path = result_path_from(environ)
     stream = log if isinstance(log, RedactingStream) else RedactingStream(log, redactor)
     shrink_hint = "return less data from this step"
     with logging_to(stream, _LOGGER_NAME) as logger:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from towline_step.context import result_path_from
-from towline_step.protocol import EXIT_USAGE, ErrorClass
+from towline_step.protocol import EXIT_USAGE, ErrorClass, result_path_from
 from towline_step.redact import Redactor
 from towline_step.result import Outcome, render
 

@@ -21,17 +21,14 @@ from towline_step.attempt import Deadline, StepContext
 from towline_step.errors import AuthError, InvalidInputError, PermanentError, TransientError
 from towline_step.protocol import (
     ALLOW_HOSTS_ENV,
-    CREDENTIALS_DIR_ENV,
     DEADLINE_SECONDS_ENV,
-    DEFAULT_CREDENTIALS_DIR,
-    DEFAULT_INPUTS_PATH,
-    DEFAULT_RESULT_PATH,
     IDEMPOTENCY_KEY_ENV,
-    INPUTS_PATH_ENV,
     PROTOCOL_VERSION,
     PROTOCOL_VERSION_ENV,
-    RESULT_PATH_ENV,
     STEP_TYPE_ENV,
+    credentials_dir_from,
+    inputs_path_from,
+    result_path_from,
     step_environment,
 )
 from towline_step.redact import Redactor
@@ -60,11 +57,6 @@ class StepEnvironment:
             deadline_seconds=self.deadline_seconds)
 
 
-def result_path_from(environ: Mapping[str, str]) -> Path:
-    """Where the result goes; known even when the rest of the environment is broken, so a failure is reported."""
-    return Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
-
-
 def read_environment(environ: Mapping[str, str]) -> StepEnvironment:
     """The environment as the SDK understands it; a malformed variable is a validation failure naming it."""
     version = environ.get(PROTOCOL_VERSION_ENV, "").strip()
@@ -85,8 +77,8 @@ def read_environment(environ: Mapping[str, str]) -> StepEnvironment:
                 f"{DEADLINE_SECONDS_ENV} must be a positive number of seconds, not {raw_deadline[:32]!r}"
             )
     return StepEnvironment(
-        inputs_path=Path(environ.get(INPUTS_PATH_ENV) or DEFAULT_INPUTS_PATH),
-        credentials_dir=Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR),
+        inputs_path=inputs_path_from(environ),
+        credentials_dir=credentials_dir_from(environ),
         result_path=result_path_from(environ),
         idempotency_key=environ.get(IDEMPOTENCY_KEY_ENV) or None,
         deadline_seconds=deadline,

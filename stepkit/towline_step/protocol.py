@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 PROTOCOL_VERSION = 1
@@ -55,6 +56,21 @@ name OpenTelemetry's environment carrier reads."""
 DEFAULT_INPUTS_PATH = "/var/run/towline/step/inputs.json"
 DEFAULT_CREDENTIALS_DIR = "/var/run/towline/credentials"
 DEFAULT_RESULT_PATH = "/dev/termination-log"
+
+
+# Where a step's files are, as its environment says or else where the pod puts them: read so by the runner, its
+# prepare step and the SDK alike.
+def inputs_path_from(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get(INPUTS_PATH_ENV) or DEFAULT_INPUTS_PATH)
+
+
+def credentials_dir_from(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get(CREDENTIALS_DIR_ENV) or DEFAULT_CREDENTIALS_DIR)
+
+
+def result_path_from(environ: Mapping[str, str]) -> Path:
+    """Known even when the rest of the environment is broken, so a failure is reported."""
+    return Path(environ.get(RESULT_PATH_ENV) or DEFAULT_RESULT_PATH)
 
 
 def step_environment(

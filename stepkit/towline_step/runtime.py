@@ -31,9 +31,9 @@ try:
 except ModuleNotFoundError as missing:  # the step kit without its sdk extra
     raise sdk_missing(missing, "Step.main() (towline_step.runtime)") from missing
 
-from towline_step.context import Context, load_credentials, read_environment, result_path_from
+from towline_step.context import Context, load_credentials, read_environment
 from towline_step.errors import InvalidInputError, PermanentError, StepError
-from towline_step.protocol import INPUTS_PATH_ENV, ErrorClass
+from towline_step.protocol import INPUTS_PATH_ENV, ErrorClass, result_path_from
 from towline_step.redact import RedactingStream, Redactor, TextSink, logging_to
 from towline_step.result import Outcome, render
 
