@@ -21,12 +21,14 @@ from towline_connectors.models import CredentialRef
 from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import PodNeeds
 from towline_connectors.wire import is_template
-from towline_step.protocol import clamp_delay_seconds
+from towline_step.protocol import RESULT_LIMIT_BYTES, clamp_delay_seconds
 
 MAX_PROCESSES = 32
 """Processes and threads the code's user may have at once (RLIMIT_NPROC of a user id only this pod has)."""
 DEADLINE_MARGIN_SECONDS = 1.0
 """Kept back from the step's budget so the runner still writes the result after killing the code."""
+RESULT_ROOM = f"the result holds about {RESULT_LIMIT_BYTES // 1024} KiB"
+"""What a code step's shrink hint tells its author the output must fit in: the step protocol's result limit."""
 
 _MEMORY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|k|M|G)?$")
 _UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
-from towline_connectors.code import CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
+from towline_connectors.code import RESULT_ROOM, CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
 from towline_connectors.context import ActionContext
 from towline_connectors.models import InputModel, OutputModel
 from towline_connectors.spec import (
@@ -122,7 +122,7 @@ SPEC = ActionSpec(
     run=run_python_code,
     mutating_for=lambda inputs: bool(python_destinations(inputs)),
     default_retry=RetryDefaults(limit=0, backoff="exponential", base_delay_seconds=5.0, max_delay_seconds=300.0),
-    shrink_hint="return less from main (the result holds about 4 KiB)",
+    shrink_hint=f"return less from main ({RESULT_ROOM})",
     destinations_for=python_destinations,
     pod_needs_for=python_pod_needs,
     code=True,

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from towline_connectors.code import CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
+from towline_connectors.code import RESULT_ROOM, CpuLimit, code_pod_needs, memory_between, memory_bytes, run_in_sandbox
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass, classify_http_status
 from towline_connectors.httpcall import HttpCall, send
@@ -175,7 +175,7 @@ SPEC = ActionSpec(
     output_model=WasmCodeOutput,
     run=run_wasm_code,
     mutating=False,
-    shrink_hint="write a smaller JSON document to stdout (the result holds about 4 KiB)",
+    shrink_hint=f"write a smaller JSON document to stdout ({RESULT_ROOM})",
     destinations_for=wasm_destinations,
     pod_needs_for=wasm_pod_needs,
     code=True,
