@@ -2,8 +2,9 @@
 the Kubernetes and node binaries (the node's volume provisioner among them), the private-registry tools,
 kubeconform and its schemas (which check the rendered chart), promtool (which tests the chart's alerts),
 the kstatus command (which reads runs as Flux and kpt do), kwok (the simulated node of the shard tests),
-Hydra (the tests' OpenID Connect provider), Jaeger (the tracing tests' collector) and, as root (the real
-node's tests need root too), the two images.
+Hydra (the tests' OpenID Connect provider), Jaeger (the tracing tests' collector), the CloudEvents
+interop tests' Go programs (towline_dev.cloudevents_go) and, as root (the real node's tests need root too),
+the two images.
 
 Run before pytest, so the first build's progress reaches the terminal line by line
 (under pytest it would be captured until the session ends). When everything is
@@ -17,6 +18,7 @@ import sys
 import time
 
 from towline_dev.binaries import BinariesUnavailable, find_binaries, find_kwok, find_local_path_provisioner
+from towline_dev.cloudevents_go import find_cesdk, find_heartbeats
 from towline_dev.debpackages import PackagesUnavailable
 from towline_dev.idp.hydra import find_hydra
 from towline_dev.imagebuild import ImageBuildFailed
@@ -71,6 +73,10 @@ def main() -> int:
         started = time.monotonic()
         jaeger = find_jaeger(progress=_say)
         _say(f"jaeger (the tracing tests' collector): {jaeger} ({time.monotonic() - started:.1f} s)")
+        started = time.monotonic()
+        cesdk, heartbeats = find_cesdk(progress=_say), find_heartbeats(progress=_say)
+        _say(f"CloudEvents in Go (the SDK's sender and receiver, Knative's heartbeats): {cesdk}, {heartbeats} "
+             f"({time.monotonic() - started:.1f} s)")
     except BinariesUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

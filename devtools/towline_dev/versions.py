@@ -61,6 +61,14 @@ CLI_UTILS_VERSION = "v0.37.2"
 """sigs.k8s.io/cli-utils: its kstatus package, which Flux, kpt and Config Sync read object health with;
 a small command over it (towline_dev/kstatus.go) shows what they make of a WorkflowRun (towline_dev.kstatus)."""
 
+CLOUDEVENTS_SDK_GO_VERSION = "v2.16.2"
+"""github.com/cloudevents/sdk-go/v2: the CloudEvents SDK for Go that the interop tests send and receive with
+(towline_dev/cesdk: its go.mod and go.sum pin the same version; towline_dev.cloudevents_go builds it)."""
+
+KNATIVE_EVENTING_VERSION = "v0.47.0"
+"""knative.dev/eventing at Knative Eventing 1.20 (its Go module versions are v0.X.Y for 1.(X-27).Y): its
+`heartbeats` sample, the Knative sender of the CloudEvents interop tests (towline_dev.cloudevents_go)."""
+
 # Debian packages. Debian's archives keep only the newest build of a package: a security or
 # stable update replaces the build a pin names, and the day it lands the pinned version is no
 # longer offered. So each pin says what else it accepts (towline_dev.debversions): the same

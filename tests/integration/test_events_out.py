@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.cloudevent_checks import received_event
+from tests.integration.eventsinksupport import operator_with_sink
 from tests.integration.ingress_support import create_secret, new_whsec
 from tests.integration.pluginsupport import ok, towline
 from tests.integration.support import (
@@ -32,7 +30,6 @@ from tests.integration.support import (
     wait_for_phase,
     workflow,
 )
-from tests.keptlogs import kept_logs_root
 
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP
 from towline_dev.controlplane import ControlPlane
@@ -42,25 +39,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 CANARY_SECRET = "canary-secret-e51a77c0"
 CANARY_PARAM = "canary-param-3b8d12"
-
-
-@contextmanager
-def operator_with_sink(session_operator: OperatorProcess, tmp_path: Path, url: str, secret: str,
-                       **settings: str) -> Iterator[OperatorProcess]:
-    """The session operator restarted with events.sink set (its signing secret in a file, as the chart mounts it)."""
-    secret_file = tmp_path / "signing-secret"
-    secret_file.write_text(secret)
-    session_operator.stop()
-    env = {"TOWLINE_EVENTS_SINK_URL": url, "TOWLINE_EVENTS_SECRET_FILE": str(secret_file),
-           "TOWLINE_EVENTS_MAX_ATTEMPTS": "3", **settings}
-    sinking = replace(session_operator, settings={**session_operator.settings, **env},
-                      log_path=tmp_path / "operator.log", process=None)
-    try:
-        yield sinking.start()
-    finally:
-        sinking.stop()
-        (kept_logs_root() / f"operator-events-{tmp_path.name}.log").write_bytes(Path(sinking.log_path).read_bytes())
-        session_operator.start()
 
 
 @pytest.fixture
