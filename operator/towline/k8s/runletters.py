@@ -11,14 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION
+from towline.lenient import as_mapping
 
 JSON = dict[str, Any]
 REPLAY_OF_RUN = "workflowruns/"
 """The towline.dev/replay-of value of a run letter's replay: workflowruns/<the failed run's name>."""
-
-
-def _mapping(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
 
 
 def step_started(step: JSON) -> bool:
@@ -29,15 +26,15 @@ def step_started(step: JSON) -> bool:
 
 def failed_before_first_step(run: JSON) -> bool:
     """A Failed run none of whose steps ever started; never a subflow's child (its parent is what to retry)."""
-    status, spec = _mapping(run.get("status")), _mapping(run.get("spec"))
-    if status.get("phase") != "Failed" or _mapping(spec.get("trigger")).get("type") == "parent":
+    status, spec = as_mapping(run.get("status")), as_mapping(run.get("spec"))
+    if status.get("phase") != "Failed" or as_mapping(spec.get("trigger")).get("type") == "parent":
         return False
     steps = status.get("steps")
-    return not any(step_started(_mapping(step)) for step in (steps if isinstance(steps, list) else []))
+    return not any(step_started(as_mapping(step)) for step in (steps if isinstance(steps, list) else []))
 
 
 def replayed_run(run: JSON) -> str | None:
     """The failed run that `run` replays (its towline.dev/replay-of names workflowruns/NAME), or None."""
-    annotations = _mapping(_mapping(run.get("metadata")).get("annotations"))
+    annotations = as_mapping(as_mapping(run.get("metadata")).get("annotations"))
     of = str(annotations.get(REPLAY_OF_ANNOTATION) or "")
     return of.removeprefix(REPLAY_OF_RUN) if of.startswith(REPLAY_OF_RUN) else None

@@ -28,7 +28,8 @@ from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
 from towline.k8s.runletters import REPLAY_OF_RUN, failed_before_first_step, replayed_run
-from towline.plugin.history import runs_path
+from towline.lenient import as_mapping
+from towline.plugin.history import kept_run, runs_path
 from towline.plugin.views import RUN_KIND
 
 JSON = dict[str, Any]
@@ -37,10 +38,6 @@ ARCHIVE_PAGE = "200"
 """Archived Failed runs read per listing: the newest first, enough for an admin's list."""
 _UNAVAILABLE = (403, 404, 503)
 """The archive not served, not the caller's to read, or not ready: the live runs are listed alone."""
-
-
-def _mapping(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass
@@ -65,14 +62,14 @@ class RunLetter:
 
     @property
     def trigger(self) -> JSON:
-        return _mapping(self.spec.get("trigger"))
+        return as_mapping(self.spec.get("trigger"))
 
     def document(self) -> JSON:
         trigger = self.trigger
         return {"id": self.id, "kind": self.kind, "namespace": self.namespace, "workflow": self.workflow,
                 "run": self.name, "uid": self.uid, "trigger": trigger.get("name") or trigger.get("type") or "manual",
                 "triggerType": trigger.get("type") or "manual", "reason": self.reason, "failedAt": self.failed_at,
-                "params": _mapping(self.spec.get("params")), "data": _mapping(trigger.get("data")),
+                "params": as_mapping(self.spec.get("params")), "data": as_mapping(trigger.get("data")),
                 "requestedBy": self.spec.get("requestedBy"), "archived": self.archived,
                 "replayedBy": self.replayed_by, "replayRun": self.replay_run}
 
@@ -81,10 +78,10 @@ def run_letter(run: JSON, *, archived: bool = False) -> RunLetter | None:
     """The letter a run is, or None when it is not one."""
     if not failed_before_first_step(run):
         return None
-    meta, spec, status = _mapping(run.get("metadata")), _mapping(run.get("spec")), _mapping(run.get("status"))
+    meta, spec, status = as_mapping(run.get("metadata")), as_mapping(run.get("spec")), as_mapping(run.get("status"))
     return RunLetter(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
-        workflow=str(_mapping(spec.get("workflowRef")).get("name") or ""), spec=spec,
+        workflow=str(as_mapping(spec.get("workflowRef")).get("name") or ""), spec=spec,
         reason=str(status.get("message") or "the run failed before its first step"),
         failed_at=str(status.get("finishedAt") or meta.get("creationTimestamp") or ""), archived=archived)
 
@@ -93,8 +90,8 @@ def _replays(runs: list[JSON]) -> dict[tuple[str, str], tuple[str, str]]:
     """(namespace, replayed run) -> (who replayed it, the replay's name), from the replays' annotations."""
     found: dict[tuple[str, str], tuple[str, str]] = {}
     for run in runs:
-        meta = _mapping(run.get("metadata"))
-        annotations = _mapping(meta.get("annotations"))
+        meta = as_mapping(run.get("metadata"))
+        annotations = as_mapping(meta.get("annotations"))
         of = replayed_run(run)
         if of is not None and annotations.get(REPLAYED_BY_ANNOTATION):
             found[(str(meta.get("namespace") or ""), of)] = (str(annotations[REPLAYED_BY_ANNOTATION]),
@@ -111,8 +108,7 @@ async def archived_failed_runs(api: KubeApi, namespace: str | None) -> list[JSON
             return []
         raise
     items = answer.get("items")
-    records = [_mapping(_mapping(item).get("record")) for item in (items if isinstance(items, list) else [])]
-    return [run for record in records if (run := _mapping(record.get("run")))]
+    return [run for item in (items if isinstance(items, list) else []) if (run := kept_run(item))]
 
 
 async def read_run_letters(api: KubeApi, namespace: str | None) -> list[RunLetter]:
@@ -142,7 +138,7 @@ async def find_run_letter(api: KubeApi, namespace: str, name: str) -> RunLetter 
             if error.status in _UNAVAILABLE:
                 return None
             raise
-        run, archived = _mapping(_mapping(answer.get("record")).get("run")), True
+        run, archived = kept_run(answer), True
         if not run:
             return None
     letter = run_letter(run, archived=archived)
@@ -154,11 +150,11 @@ def replay_manifest(letter: RunLetter, user: str, name: str, workflow_uid: str) 
     `user`, who names themself as its replayer (the admission policy checks both against the API server)."""
     trigger = letter.trigger
     kind = trigger.get("type") or "manual"
-    spec: JSON = {"workflowRef": {"name": letter.workflow}, "params": _mapping(letter.spec.get("params")),
+    spec: JSON = {"workflowRef": {"name": letter.workflow}, "params": as_mapping(letter.spec.get("params")),
                   "requestedBy": user}
     labels = {LABEL_WORKFLOW: letter.workflow}
     if kind == "webhook":
-        spec["trigger"] = {"type": "webhook", "name": trigger.get("name"), "data": _mapping(trigger.get("data"))}
+        spec["trigger"] = {"type": "webhook", "name": trigger.get("name"), "data": as_mapping(trigger.get("data"))}
         labels[LABEL_TRIGGER] = identifier_label(str(trigger.get("name") or ""))
     if letter.spec.get("retryOf"):
         spec["retryOf"] = letter.spec["retryOf"]

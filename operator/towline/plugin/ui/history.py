@@ -17,7 +17,8 @@ from aiohttp import web
 
 from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.client import ApiError, KubeApi
-from towline.plugin.history import archived_log, runs_path
+from towline.lenient import as_mapping, as_text
+from towline.plugin.history import archived_log, kept_record, kept_run, runs_path
 from towline.plugin.runtree import archived_run_tree, run_facts
 from towline.plugin.ui import person, views
 
@@ -38,58 +39,42 @@ NOT_INSTALLED = ("The archive is not installed: this cluster serves no archive.t
                  "with archive.enabled=true (docs/archive.md).")
 
 
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-def _mapping(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
-
-
 def _items(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _record(item: JSON) -> JSON:
-    return _mapping(item.get("record"))
-
-
-def _kept_run(item: JSON) -> JSON:
-    return _mapping(_record(item).get("run"))
-
-
 def _chain(item: JSON) -> JSON:
-    chain = _mapping(item.get("chain"))
+    chain = as_mapping(item.get("chain"))
     return {key: chain.get(key) for key in ("seq", "digest", "prevDigest", "recordedAt")}
 
 
 def archived_summary(item: JSON) -> JSON:
     """One row of the History list: the archive's own columns, and the run's trigger as it recorded it."""
-    meta = _mapping(item.get("metadata"))
+    meta = as_mapping(item.get("metadata"))
     return {
-        "name": _text(meta.get("name")),
-        "uid": _text(meta.get("uid")),
-        "labels": {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()},
-        "workflow": _text(item.get("workflow")),
-        "phase": _text(item.get("phase")) or "Pending",
-        "requestedBy": _text(item.get("requester")),
+        "name": as_text(meta.get("name")),
+        "uid": as_text(meta.get("uid")),
+        "labels": {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()},
+        "workflow": as_text(item.get("workflow")),
+        "phase": as_text(item.get("phase")) or "Pending",
+        "requestedBy": as_text(item.get("requester")),
         "approvers": [str(name) for name in _items(item.get("approvers"))],
-        "trigger": run_facts(_kept_run(item)).trigger.type,
-        "startedAt": _text(item.get("startedAt")),
-        "finishedAt": _text(item.get("finishedAt")),
-        "deletedBeforeItEnded": _record(item).get("deletedBeforeItEnded") is True,
+        "trigger": run_facts(kept_run(item)).trigger.type,
+        "startedAt": as_text(item.get("startedAt")),
+        "finishedAt": as_text(item.get("finishedAt")),
+        "deletedBeforeItEnded": kept_record(item).get("deletedBeforeItEnded") is True,
         "chain": _chain(item),
     }
 
 
 def archived_approval(approval: JSON) -> JSON:
     """An approval as the record kept it: who decided, when, and why."""
-    return {**views.approval_view(approval), "decidedAt": _mapping(approval.get("status")).get("decidedAt")}
+    return {**views.approval_view(approval), "decidedAt": as_mapping(approval.get("status")).get("decidedAt")}
 
 
 def archived_detail(item: JSON) -> JSON:
     """An archived run's page: the run page's own view of the kept run, plus what only the archive knows."""
-    record = _record(item)
+    record = kept_record(item)
     approvals = [a for a in _items(record.get("approvals")) if isinstance(a, dict)]
     logs = [log for log in _items(record.get("logs")) if isinstance(log, dict)]
     return {
@@ -176,7 +161,7 @@ def add_routes(app: web.Application, *, page: PageRenderer) -> None:
             return refused(request, error, "list")
         items = [item for item in _items(answer.get("items")) if isinstance(item, dict)]
         return web.json_response({"runs": [archived_summary(item) for item in items],
-                                  "continue": _mapping(answer.get("metadata")).get("continue") or None})
+                                  "continue": as_mapping(answer.get("metadata")).get("continue") or None})
 
     async def run_json(request: web.Request) -> web.StreamResponse:
         client, namespace, _ = context(request)
