@@ -31,7 +31,6 @@ from tests.integration.support import (
     workflow,
 )
 
-from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP
 from towline_dev.controlplane import ControlPlane
 from towline_dev.install import OPERATOR_NAMESPACE, OperatorProcess
 
@@ -39,12 +38,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("test_hosts")]
 
 CANARY_SECRET = "canary-secret-e51a77c0"
 CANARY_PARAM = "canary-param-3b8d12"
-
-
-@pytest.fixture
-def no_dead_letters(towline_installed: ControlPlane) -> None:
-    towline_installed.kubectl("delete", "configmap", DEAD_LETTERS_CONFIG_MAP, "-n", OPERATOR_NAMESPACE,
-                              "--ignore-not-found")
 
 
 def dead_letters(cluster: ControlPlane) -> list[dict[str, Any]]:
@@ -61,7 +54,6 @@ def events_of(requests: list[dict[str, Any]], secret: str, run: str) -> list[Any
 
 def test_a_run_with_a_retry_and_an_approval_reaches_the_sink_signed_parsed_and_without_values(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path,
-    no_dead_letters: None,
 ) -> None:
     cluster, ns, secret = towline_installed, team_namespace, new_whsec()
     create_secret(cluster, ns, "canary", {"token": CANARY_SECRET})
@@ -108,7 +100,6 @@ def test_a_run_with_a_retry_and_an_approval_reaches_the_sink_signed_parsed_and_w
 
 def test_a_receiver_that_is_down_leaves_dead_letters_and_a_replay_delivers_each_once(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path,
-    no_dead_letters: None,
 ) -> None:
     cluster, ns, secret = towline_installed, team_namespace, new_whsec()
     with ScriptedServer() as servers:
@@ -186,7 +177,7 @@ def api_server_address(cluster: ControlPlane) -> tuple[str, int]:
 @pytest.mark.parametrize("target", ["a name resolving to loopback", "the API server"])
 def test_a_sink_at_a_refused_address_is_never_contacted(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path,
-    no_dead_letters: None, target: str,
+    target: str,
 ) -> None:
     cluster, ns = towline_installed, team_namespace
     receiver = LoopbackReceiver()
