@@ -27,6 +27,8 @@ DECISIONS: tuple[ApprovalDecision, ...] = get_args(ApprovalDecision)
 Closing = Literal["Expired", "Cancelled"]
 """How the operator closes an Approval nobody decided: its time ran out, or the run gave the gate up."""
 ApprovalPhase = Literal["Pending", ApprovalDecision, Closing]
+ENDED_APPROVAL_PHASES: frozenset[ApprovalPhase] = frozenset((*DECISIONS, *get_args(Closing)))
+"""Phases an Approval never leaves: decided, or closed with no decision."""
 
 RESUME_ANNOTATION = "towline.dev/resume"
 """A person sets (or changes) this annotation on a run to resume it after repairing credentials."""

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from towline.api.runterms import ENDED_APPROVAL_PHASES, TERMINAL_RUN_PHASES
 from towline.archive.records import ApprovalIndex, LogIndex, RunIndex
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, LABEL_STEP
 from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
-FINISHED_RUN_PHASES = frozenset({"Succeeded", "Failed", "Cancelled"})
-DECIDED_APPROVAL_PHASES = frozenset({"Approved", "Rejected", "Expired", "Cancelled"})
 ENDED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 KEPT_METADATA = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "generation",
                  "deletionTimestamp", "ownerReferences")
@@ -40,7 +39,7 @@ class Capture:
 
 
 def run_finished(run: Mapping[str, Any]) -> bool:
-    return (run.get("status") or {}).get("phase") in FINISHED_RUN_PHASES
+    return (run.get("status") or {}).get("phase") in TERMINAL_RUN_PHASES
 
 
 def run_deleting(run: Mapping[str, Any]) -> bool:
@@ -48,7 +47,7 @@ def run_deleting(run: Mapping[str, Any]) -> bool:
 
 
 def approval_decided(approval: Mapping[str, Any]) -> bool:
-    return (approval.get("status") or {}).get("phase") in DECIDED_APPROVAL_PHASES
+    return (approval.get("status") or {}).get("phase") in ENDED_APPROVAL_PHASES
 
 
 def pod_ended(pod: Mapping[str, Any]) -> bool:
