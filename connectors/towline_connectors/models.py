@@ -59,12 +59,16 @@ class CredentialRef(InputModel):
         return f"{self.credential}/{self.key}"
 
 
+USERNAME_KEY, PASSWORD_KEY = "username", "password"
+"""The keys a username and password credential is read from unless the step names others."""
+
+
 class UserPassRef(InputModel):
     """A username and password held in one credential (basic auth, SMTP)."""
 
     credential: str = Field(min_length=1, description="Alias of the credential in the step's `credentials` map.")
-    username_key: str = Field(default="username", min_length=1)
-    password_key: str = Field(default="password", min_length=1)
+    username_key: str = Field(default=USERNAME_KEY, min_length=1)
+    password_key: str = Field(default=PASSWORD_KEY, min_length=1)
 
     @property
     def username(self) -> CredentialRef:

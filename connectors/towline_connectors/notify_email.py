@@ -22,7 +22,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from towline_connectors.context import ActionContext
 from towline_connectors.errors import ActionError, ErrorClass
-from towline_connectors.models import InputModel, OutputModel, UserPassRef
+from towline_connectors.models import PASSWORD_KEY, USERNAME_KEY, InputModel, OutputModel, UserPassRef
 from towline_connectors.netguard import DestinationRefusedError, NetGuard, ResolutionError
 from towline_connectors.runtime import run_blocking
 from towline_connectors.spec import ActionResult, ActionSpec, CredentialRequirement, Destination, Inputs, RetryDefaults
@@ -250,7 +250,7 @@ SPEC = ActionSpec(
     input_model=EmailInput,
     output_model=EmailOutput,
     run=run_email,
-    credential=CredentialRequirement(type="smtp", required_keys=("username", "password"), optional=True),
+    credential=CredentialRequirement(type="smtp", required_keys=(USERNAME_KEY, PASSWORD_KEY), optional=True),
     default_retry=RetryDefaults(limit=3, base_delay_seconds=5.0, max_delay_seconds=300.0),
     rate_limit_hint="set by the SMTP provider; 4xx replies are retried",
     destinations_for=email_destinations,

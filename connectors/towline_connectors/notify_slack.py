@@ -103,7 +103,7 @@ SPEC = ActionSpec(
     input_model=SlackInput,
     output_model=SlackOutput,
     run=run_slack,
-    credential=CredentialRequirement(type="slack-incoming-webhook", required_keys=("url",)),
+    credential=CredentialRequirement(type="slack-incoming-webhook", required_keys=(DEFAULT_WEBHOOK.key,)),
     default_retry=RetryDefaults(limit=3, base_delay_seconds=2.0, max_delay_seconds=60.0),
     rate_limit_hint="Slack allows about 1 message per second per webhook",
     destinations_for=slack_destinations,

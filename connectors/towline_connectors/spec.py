@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from towline_connectors.context import ActionContext
+from towline_connectors.models import PASSWORD_KEY, USERNAME_KEY
 from towline_connectors.wire import is_template
 
 # How an action avoids doing a side effect twice when it is replayed.
@@ -166,8 +167,8 @@ def find_credential_refs(value: Any) -> list[tuple[str, str]]:
             if isinstance(value.get("key"), str):
                 found.append((alias, value["key"]))
             if "key" not in value:
-                found.append((alias, str(value.get("usernameKey", "username"))))
-                found.append((alias, str(value.get("passwordKey", "password"))))
+                found.append((alias, str(value.get("usernameKey", USERNAME_KEY))))
+                found.append((alias, str(value.get("passwordKey", PASSWORD_KEY))))
         for item in value.values():
             found.extend(find_credential_refs(item))
     elif isinstance(value, list):

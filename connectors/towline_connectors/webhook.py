@@ -147,7 +147,7 @@ SPEC = ActionSpec(
     input_model=WebhookInput,
     output_model=WebhookOutput,
     run=run_webhook,
-    credential=CredentialRequirement(type="standard-webhooks-secret", required_keys=("signing-secret",)),
+    credential=CredentialRequirement(type="standard-webhooks-secret", required_keys=(DEFAULT_SECRET.key,)),
     idempotency=IDEMPOTENCY_KEY_HEADER,
     default_retry=RetryDefaults(limit=8, base_delay_seconds=5.0, max_delay_seconds=3600.0),
     rate_limit_hint="receiver-specific; 429/502/504 and Retry-After are honoured",
