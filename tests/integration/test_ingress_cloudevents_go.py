@@ -176,6 +176,19 @@ def test_knative_heartbeats_without_a_token_is_refused_401_and_starts_no_run(
     assert runs(towline_installed, namespace) == []
 
 
+def test_knative_heartbeats_with_an_oidc_token_for_the_sink_is_refused_401_and_starts_no_run(
+    towline_installed: ControlPlane, namespace: str, pulse: str, tmp_path: Path,
+) -> None:
+    """What Knative's `authentication-oidc` feature puts at /oidc/token: a ServiceAccount token the API server
+    issued for the sink's audience (a TokenRequest, as Knative's token provider makes). No bearer Secret holds it."""
+    issued = towline_installed.kubectl("create", "token", "default", "-n", namespace, "--audience", pulse,
+                                       "--duration", "10m").stdout.strip()
+    assert issued.count(".") == 2, "a JWT"
+    logged = run_heartbeats(tmp_path / "pod", pulse, issued)
+    assert "failed to send cloudevent: 401" in logged, logged
+    assert runs(towline_installed, namespace) == []
+
+
 def test_knative_heartbeats_with_the_trigger_token_at_its_token_path_starts_one_run(
     towline_installed: ControlPlane, namespace: str, pulse: str, tmp_path: Path,
 ) -> None:
