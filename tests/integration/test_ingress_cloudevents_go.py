@@ -98,10 +98,9 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
-def go_send(cesdk: Path, url: str, mode: str, event_id: str, *, bearer: Path | None = None,
-            source: str = SOURCE) -> int:
+def go_send(cesdk: Path, url: str, mode: str, event_id: str, *, bearer: Path | None = None) -> int:
     """One event sent by the Go SDK's client in `mode`; the HTTP status the ingress answered."""
-    command = [str(cesdk), "send", "-url", url, "-mode", mode, "-type", PAID, "-source", source, "-id", event_id,
+    command = [str(cesdk), "send", "-url", url, "-mode", mode, "-type", PAID, "-source", SOURCE, "-id", event_id,
                "-subject", "A-1001", "-data", json.dumps({"order": {"id": "A-1001"}})]
     if bearer is not None:
         command += ["-bearer-file", str(bearer)]
