@@ -158,7 +158,19 @@ def _namespace_name(test_name: str) -> str:
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iterator[str]:
     """A fresh namespace per test (its default ServiceAccount exists); deleted afterwards."""
-    name = _namespace_name(request.node.name)
+    yield from _fresh_namespace(admin_client, _namespace_name(request.node.name))
+
+
+@pytest.fixture(scope="module")
+def dry_run_namespace(request: pytest.FixtureRequest, admin_client: KubeClients) -> Iterator[str]:
+    """One namespace for a module's tests that only send server-side dry runs into it (admission decides in full,
+    nothing stays, so no test sees another's), made once: each namespace's deletion has the namespace controller
+    go through every resource type, and the attack tests send dozens of such dry runs."""
+    yield from _fresh_namespace(admin_client, _namespace_name(request.module.__name__.rpartition(".")[2]))
+
+
+def _fresh_namespace(admin_client: KubeClients, name: str) -> Iterator[str]:
+    """Namespace `name`, once its default ServiceAccount exists; deleted afterwards."""
     admin_client.core.create_namespace({"metadata": {"name": name, "labels": {"towline.dev/test": "true"}}})
     deadline = time.monotonic() + 30
     while True:

@@ -266,16 +266,18 @@ class ControlPlane:
         return self.api_request("GET", path, user=user, timeout=timeout)
 
     def api_request(
-        self, method: str, path: str, *, body: bytes | None = None, user: str = "admin", timeout: float = 5.0
+        self, method: str, path: str, *, body: bytes | None = None, user: str = "admin", timeout: float = 5.0,
+        token: str | None = None,
     ) -> tuple[int, bytes]:
-        """One HTTPS request as `user` (a JSON `body`, if any): its status and body.
+        """One HTTPS request as `user` (a JSON `body`, if any): its status and body. With `token`, as whoever
+        bears it instead (a ServiceAccount's, as its own client would send it), over `user`'s kept connection.
 
         Over a connection kept per thread and user: the tests' waits poll several times a second, and a TLS
         handshake per poll cost the test process ten times the GET's own CPU (docs/benchmarks.md). A kept
         connection the server has closed since (a restart, its idle timeout) is opened again, once: also for
         a write, which the server then never received (the callers' writes are creations, which a second
         arrival would refuse as existing)."""
-        headers = {"Authorization": f"Bearer {self._tokens[user]}"}
+        headers = {"Authorization": f"Bearer {token or self._tokens[user]}"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         kept = self._kept_connections()

@@ -97,11 +97,12 @@ class ExistingCluster(ControlPlane):
         return True
 
     def api_request(
-        self, method: str, path: str, *, body: bytes | None = None, user: str = "admin", timeout: float = 5.0
+        self, method: str, path: str, *, body: bytes | None = None, user: str = "admin", timeout: float = 5.0,
+        token: str | None = None,
     ) -> tuple[int, bytes]:
-        """GETs through `kubectl get --raw` (the cluster's own credentials, whatever they are); other requests
-        answer 501, and their callers use kubectl itself."""
-        if method != "GET":
+        """GETs through `kubectl get --raw` (the cluster's own credentials, whatever they are); other requests,
+        and any with a `token` of its own, answer 501, and their callers use kubectl itself."""
+        if method != "GET" or token is not None:
             return 501, b"not sent: only GETs go to an existing cluster this way"
         result = self.kubectl("get", "--raw", path, user=user, check=False, timeout=timeout + 30)
         return (200, result.stdout.encode()) if result.returncode == 0 else (500, result.stderr.encode())

@@ -100,13 +100,27 @@ def _wait_for_admission_policies(cluster: ControlPlane) -> None:
         time.sleep(0.5)
 
 
+def service_account_token(cluster: ControlPlane, namespace: str, service_account: str) -> str:
+    """A fresh token of the ServiceAccount, valid for a day, as `kubectl create token` asks the API server for one
+    (a TokenRequest as the admin), from this process: the attack tests take one per test, and a kubectl process
+    costs about 80 ms of CPU (docs/benchmarks.md). Through kubectl where a request cannot be sent from here (an
+    existing cluster)."""
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": 24 * 3600}}
+    status, body = cluster.api_request("POST", path, body=json.dumps(request).encode(), timeout=30.0)
+    if status == 201:
+        return str(json.loads(body)["status"]["token"])
+    if status != 501:
+        raise RuntimeError(f"no token for ServiceAccount {namespace}/{service_account}: {status} {body[:500]!r}")
+    return cluster.kubectl("create", "token", service_account, "-n", namespace, "--duration=24h").stdout.strip()
+
+
 def operator_kubeconfig(
     cluster: ControlPlane, path: Path, namespace: str = OPERATOR_NAMESPACE, service_account: str = SERVICE_ACCOUNT
 ) -> Path:
     """A kubeconfig holding a fresh token of the operator's (or `service_account`'s) ServiceAccount, only."""
-    token = cluster.kubectl(
-        "create", "token", service_account, "-n", namespace, "--duration=24h"
-    ).stdout.strip()
+    token = service_account_token(cluster, namespace, service_account)
     document = {
         "apiVersion": "v1",
         "kind": "Config",

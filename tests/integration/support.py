@@ -8,6 +8,7 @@ kubectl, as the user a test names; the reads of waits and assertions as the admi
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.integration.reads import read_list, read_object
-from tests.integration.writes import create_as_kubectl
+from tests.integration.writes import create_as_kubectl, create_from_here
 
 from towline_dev.controlplane import ControlPlane
 from towline_dev.node.netns import in_namespace
@@ -30,8 +31,8 @@ TEST_SERVER_ALIAS = "198.51.100.221"
 
 # Manifests go to kubectl as JSON (which is YAML): PyYAML writes a key `n` or `y` bare, and
 # kubectl reads those as YAML 1.1 booleans.
-# The admin's new objects are created in this process (tests/integration/writes.py), as kubectl would create
-# them; the rest, and every person's action, through kubectl.
+# The admin's new objects, and everyone's `kubectl create`, are created in this process (tests/integration/writes.py),
+# as kubectl would create them; the rest, and a person's apply, through kubectl.
 def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = "admin", check: bool = True) -> Any:
     if isinstance(manifest, dict) and user == "admin" and check:
         created = create_as_kubectl(cluster, manifest, applied=True)
@@ -42,11 +43,13 @@ def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = 
 
 
 def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
-    if user == "admin" and check:
-        created = create_as_kubectl(cluster, manifest, applied=False)
-        if created is not None:
-            return created
-    return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
+    """`kubectl create -f -` as `user`: one POST with their token, from this process (tests/integration/writes.py)."""
+    created = create_from_here(cluster, manifest, user=user)
+    if created is None:
+        return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
+    if check and created.returncode != 0:
+        raise subprocess.CalledProcessError(created.returncode, created.args, created.stdout, created.stderr)
+    return created
 
 
 def start_run(cluster: ControlPlane, namespace: str, workflow: str, name: str = "run-1", *, user: str = "carol") -> str:

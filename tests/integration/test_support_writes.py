@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from tests.integration.reads import read_object
-from tests.integration.support import apply, create
-from tests.integration.writes import LAST_APPLIED, create_as_kubectl
+from tests.integration.support import apply, bind_role, create
+from tests.integration.writes import LAST_APPLIED, create_as_kubectl, create_from_here
 
 from towline_dev.controlplane import ControlPlane
+from towline_dev.install import service_account_token
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +94,42 @@ def test_an_admin_create_is_kubectls_and_what_exists_or_is_refused_goes_to_kubec
         apply(cluster, unknown)
     assert "stepz" in refused.value.stderr
     assert read_object(cluster, "workflows.towline.dev", "strict", ns) is None
+
+
+def test_a_create_from_here_is_answered_in_kubectls_words(towline_installed: ControlPlane, namespace: str) -> None:
+    """What the attack tests send as the operator (or the admin): admitted, a dry run leaves nothing; refused, the
+    same exit status and words as kubectl's with the same token (RBAC's refusal, strict validation's, an invalid
+    object's causes, the admission policies')."""
+    cluster, ns = towline_installed, namespace
+    bind_role(cluster, ns, "edit", users=(f"system:serviceaccount:{ns}:default",))
+    token = service_account_token(cluster, ns, "default")
+
+    def kubectls(manifest: dict[str, Any], token: str | None) -> subprocess.CompletedProcess[str]:
+        if token is None:
+            return cluster.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest), check=False)
+        return subprocess.run([str(cluster.binaries.path("kubectl")), "--kubeconfig=/dev/null",
+                               f"--server={cluster.server}", f"--certificate-authority={cluster.ca_cert}",
+                               f"--token={token}", "create", "--dry-run=server", "-f", "-"],
+                              input=json.dumps(manifest), capture_output=True, text=True, timeout=60, check=False)
+
+    deep: Any = 1
+    for _ in range(40):
+        deep = {"a": deep}
+    cases: list[tuple[str | None, dict[str, Any]]] = [
+        (token, config_map(ns, "admitted", {"a": "1"})),
+        (token, config_map("default", "elsewhere", {"a": "1"})),  # RBAC
+        (token, {**config_map(ns, "strict", {}), "dataz": {"a": "1"}}),  # strict validation
+        (token, config_map(ns, "bad-keys", {"a b": "1", "c/d": "2"})),  # invalid, two causes
+        (None, {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun",  # the admission policies, as the admin
+                "metadata": {"name": "deep", "namespace": ns},
+                "spec": {"workflowRef": {"name": "wf"}, "requestedBy": "admin", "params": {"deep": deep}}}),
+    ]
+    for bearer, manifest in cases:
+        ours = create_from_here(cluster, manifest, token=bearer, dry_run=True)
+        theirs = kubectls(manifest, bearer)
+        assert ours is not None
+        assert (ours.returncode != 0, ours.stdout, ours.stderr) == (theirs.returncode != 0, theirs.stdout,
+                                                                     theirs.stderr), manifest["metadata"]["name"]
+    assert read_object(cluster, "configmap", "admitted", ns) is None, "a dry run leaves nothing"
+    refused = create_from_here(cluster, config_map("default", "elsewhere", {}), token=token)
+    assert refused is not None and "cannot create resource" in refused.stderr

@@ -8,13 +8,10 @@ when it did not, the live attacks below read the Secret back from the pod's term
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.attacks.attack_support import create_as, refused, run_manifest
+from tests.integration.attacks.attack_support import AsOperator, create_as, refused, run_manifest
 from tests.integration.support import get, wait_for
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
@@ -25,7 +22,6 @@ from towline.k8s.steppods import build_step_pod
 from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
-from towline_dev.install import operator_kubeconfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
 
@@ -38,22 +34,6 @@ STEAL = ("import shutil; shutil.copy('/var/run/towline/credentials/api/token', '
 # reversed.
 CODE_STEAL = ("def main(inputs):\n"
               "    return open('/var/run/towline/credentials/api/token').read()[::-1]\n")
-
-AsOperator = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def as_operator(towline_installed: ControlPlane, tmp_path: Path) -> AsOperator:
-    """kubectl with a token of the operator's ServiceAccount, and nothing else."""
-    kubeconfig = operator_kubeconfig(towline_installed, tmp_path / "operator.kubeconfig")
-    kubectl = str(towline_installed.binaries.path("kubectl"))
-
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True,
-                              text=True, timeout=60, check=False)
-
-    return run
-
 
 @pytest.fixture
 def victim_run(towline_installed: ControlPlane, namespace: str, as_operator: AsOperator) -> RunRef:
@@ -110,7 +90,7 @@ def read_back(cluster: ControlPlane, as_operator: AsOperator, job: dict[str, Any
     stored = json.loads(as_operator("get", "job", name, "-n", ns, "-o", "json").stdout)
     pod = build_step_pod(stored)
     pod["metadata"].pop("finalizers")  # nobody would remove it: the namespace's deletion must not wait for it
-    created = as_operator("create", "-f", "-", stdin=json.dumps(pod))
+    created = as_operator.create(pod)
     assert created.returncode == 0, f"the Job was admitted but not its pod: {created.stderr}"
 
     def ended() -> str | None:
@@ -131,7 +111,7 @@ def test_a_compromised_operator_cannot_run_the_runner_image_as_a_step_types_cont
     towline_installed: ControlPlane, victim_run: RunRef, as_operator: AsOperator,
 ) -> None:
     job = runner_image_as_the_step(user_step_job(victim_run))
-    created = as_operator("create", "-f", "-", stdin=json.dumps(job))
+    created = as_operator.create(job)
     if created.returncode == 0:
         assert not leaked(read_back(towline_installed, as_operator, job)), \
             "the operator read the Secret's value through the runner image run as a step type's container"
@@ -144,7 +124,7 @@ def test_a_compromised_operator_cannot_run_code_where_the_chart_has_code_steps_o
     """The tests' chart has code steps on only in the namespaces of tests named test_code_* (towline_dev.install):
     this namespace is not one, whatever the operator says."""
     job = code_step_job(victim_run)
-    created = as_operator("create", "-f", "-", stdin=json.dumps(job))
+    created = as_operator.create(job)
     if created.returncode == 0:
         assert not leaked(read_back(towline_installed, as_operator, job)), \
             "the operator ran code of its own next to the Secret where the chart has code steps off"
@@ -164,7 +144,7 @@ def test_a_step_types_container_runs_only_images_under_the_allowed_prefixes(
 ) -> None:
     job = user_step_job(victim_run)
     _step_container(job)["image"] = USER_STEP_IMAGES[image]
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), IMAGES)
+    refused(as_operator.create(job, dry_run=True), IMAGES)
 
 
 @pytest.mark.parametrize("action", ["code.python", "code.wasm"])
@@ -174,17 +154,17 @@ def test_the_runner_of_any_shape_runs_no_code_action_where_code_steps_are_off(
     """A user step type's `prepare` runs the runner too: no code action there either."""
     job = user_step_job(victim_run)
     job["spec"]["template"]["spec"]["initContainers"][0]["env"].append({"name": "TOWLINE_ACTION", "value": action})
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), CODE_OFF)
+    refused(as_operator.create(job, dry_run=True), CODE_OFF)
     plain = code_step_job(victim_run)
     for entry in _step_container(plain)["env"]:
         if entry["name"] == "TOWLINE_ACTION":
             entry["value"] = action
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(plain)), CODE_OFF)
+    refused(as_operator.create(plain, dry_run=True), CODE_OFF)
 
 
 def test_code_step_jobs_as_the_operator_builds_them_are_admitted_where_code_steps_are_on(
     towline_installed: ControlPlane, victim_run: RunRef, as_operator: AsOperator,
 ) -> None:
     """The control: named test_code_*, this test's namespace is one the tests' chart has code steps on in."""
-    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(code_step_job(victim_run)))
+    created = as_operator.create(code_step_job(victim_run), dry_run=True)
     assert created.returncode == 0, created.stderr

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.attacks.attack_support import create_as, echo_workflow, install, refused, run_manifest
-from tests.integration.support import wait_for, wait_for_phase
+from tests.integration.attacks.attack_support import (
+    AsOperator,
+    create_as,
+    echo_workflow,
+    install,
+    refused,
+    run_manifest,
+)
+from tests.integration.support import create, wait_for, wait_for_phase
 
 from towline.api.steptype import ResolvedStepType, StepTypeSpec
 from towline.engine import job_name
@@ -30,7 +35,7 @@ from towline.k8s.steppods import build_step_pod
 from towline.validation.catalog import connector_catalog
 from towline_dev.controlplane import ControlPlane
 from towline_dev.images import RUNNER_IMAGE
-from towline_dev.install import OPERATOR_NAMESPACE, operator_kubeconfig
+from towline_dev.install import OPERATOR_NAMESPACE
 from towline_dev.node.nodeimages import TEST_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policies_enforced")]
@@ -44,22 +49,6 @@ VOLUMES = "a step Job's pod mounts only emptyDir volumes, Secret volumes with op
 HOST = "a step Job's pod uses no host network, PID or IPC namespace"
 RESTRICTED = "a step Job's pod has the restricted security context"
 EXCLUDED = "the Towline operator may not create, change or delete Jobs, pods or NetworkPolicies in namespace"
-
-AsOperator = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def as_operator(towline_installed: ControlPlane, tmp_path: Path) -> AsOperator:
-    """kubectl with a token of the operator's ServiceAccount, and nothing else."""
-    kubeconfig = operator_kubeconfig(towline_installed, tmp_path / "operator.kubeconfig")
-    kubectl = str(towline_installed.binaries.path("kubectl"))
-
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True,
-                              text=True, timeout=60, check=False)
-
-    return run
-
 
 def step_job(namespace: str, *, traced: bool = False) -> dict[str, Any]:
     """A Job exactly as the operator builds one, mounting the namespace's Secret `crown-jewels`."""
@@ -88,7 +77,7 @@ def test_a_compromised_operator_cannot_read_a_secret_through_a_job_of_its_own(
                             "'/var/run/towline/credentials/api/token', '/dev/termination-log')"]
     job["spec"]["template"]["metadata"] = {}
 
-    created = as_operator("create", "-f", "-", stdin=json.dumps(job))
+    created = as_operator.create(job)
     if created.returncode == 0:  # without the policy: read back what the Job's pod found, as the operator may
         def message() -> str | None:
             pods = json.loads(as_operator("get", "pods", "-n", ns, "-l", "job-name=exfiltrate", "-o", "json").stdout)
@@ -207,39 +196,39 @@ USER_STEP_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
 
 
 def test_a_step_types_job_as_the_operator_builds_it_is_admitted(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+    towline_installed: ControlPlane, dry_run_namespace: str, as_operator: AsOperator,
 ) -> None:
-    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(user_step_job(namespace)))
+    created = as_operator.create(user_step_job(dry_run_namespace), dry_run=True)
     assert created.returncode == 0, created.stderr
 
 
 @pytest.mark.parametrize("escape", list(USER_STEP_ESCAPES))
 def test_a_step_types_job_admits_no_other_shape(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+    towline_installed: ControlPlane, dry_run_namespace: str, as_operator: AsOperator, escape: str,
 ) -> None:
-    job = user_step_job(namespace)
+    job = user_step_job(dry_run_namespace)
     mutate, reason = USER_STEP_ESCAPES[escape]
     mutate(job)
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), reason)
+    refused(as_operator.create(job, dry_run=True), reason)
 
 
 def test_a_traced_runs_step_job_is_admitted_with_its_traceparent(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+    towline_installed: ControlPlane, dry_run_namespace: str, as_operator: AsOperator,
 ) -> None:
-    job = step_job(namespace, traced=True)
+    job = step_job(dry_run_namespace, traced=True)
     assert any(item["name"] == "TRACEPARENT" for item in _container(job)["env"])
-    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job))
+    created = as_operator.create(job, dry_run=True)
     assert created.returncode == 0, created.stderr
 
 
 @pytest.mark.parametrize("escape", list(ESCAPES))
 def test_the_operator_may_create_only_step_shaped_jobs(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+    towline_installed: ControlPlane, dry_run_namespace: str, as_operator: AsOperator, escape: str,
 ) -> None:
-    job = step_job(namespace)
+    job = step_job(dry_run_namespace)
     mutate, reason = ESCAPES[escape]
     mutate(job)
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), reason)
+    refused(as_operator.create(job, dry_run=True), reason)
 
 
 @pytest.mark.parametrize("where", ["kube-system", OPERATOR_NAMESPACE])
@@ -247,11 +236,11 @@ def test_the_operator_reaches_nothing_in_kube_system_or_its_own_namespace(
     towline_installed: ControlPlane, as_operator: AsOperator, where: str,
 ) -> None:
     job = step_job(where)
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(job)), f"{EXCLUDED} {where}")
+    refused(as_operator.create(job, dry_run=True), f"{EXCLUDED} {where}")
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
               "metadata": {"name": "towline-steps-default-deny", "namespace": where},
               "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(policy)), f"{EXCLUDED} {where}")
+    refused(as_operator.create(policy, dry_run=True), f"{EXCLUDED} {where}")
 
 
 @pytest.mark.parametrize("where", ["kube-system", OPERATOR_NAMESPACE])
@@ -273,6 +262,15 @@ def test_the_operator_deletes_nothing_in_kube_system_or_its_own_namespace(
 POD_SHAPE = "a pod of the Towline operator is a step Job's pod"
 
 
+@pytest.fixture(scope="module")
+def pods_namespace(towline_installed: ControlPlane, dry_run_namespace: str) -> str:
+    """`dry_run_namespace` with the ServiceAccount `cluster-admin-sa` the escapes name: a pod naming one that does
+    not exist is refused before any policy."""
+    create(towline_installed, {"apiVersion": "v1", "kind": "ServiceAccount",
+                               "metadata": {"name": "cluster-admin-sa", "namespace": dry_run_namespace}})
+    return dry_run_namespace
+
+
 def step_pod(namespace: str, job: dict[str, Any] | None = None) -> dict[str, Any]:
     """The pod the operator makes for `job` (default: `step_job`) once the API server stored it (a uid)."""
     job = copy.deepcopy(job or step_job(namespace))
@@ -292,37 +290,35 @@ POD_ESCAPES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
 
 
 def test_the_operators_step_pod_as_it_builds_it_is_admitted(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator,
+    towline_installed: ControlPlane, dry_run_namespace: str, as_operator: AsOperator,
 ) -> None:
-    created = as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(step_pod(namespace)))
+    created = as_operator.create(step_pod(dry_run_namespace), dry_run=True)
     assert created.returncode == 0, created.stderr
 
 
 @pytest.mark.parametrize("escape", [*POD_ESCAPES, *(name for name, (_, reason) in ESCAPES.items()
                                                     if reason != STEP_SHAPE)])
 def test_the_operator_may_create_only_step_shaped_pods(
-    towline_installed: ControlPlane, namespace: str, as_operator: AsOperator, escape: str,
+    towline_installed: ControlPlane, pods_namespace: str, as_operator: AsOperator, escape: str,
 ) -> None:
     """Every escape of a Job's pod template is refused on the pod too (the same rules read the pod's spec), and a
     pod must be a step Job's by name, labels and controller."""
-    # A pod naming a ServiceAccount that does not exist is refused before any policy: this one exists.
-    towline_installed.kubectl("create", "serviceaccount", "cluster-admin-sa", "-n", namespace)
     if escape in POD_ESCAPES:
-        pod = step_pod(namespace)
+        pod = step_pod(pods_namespace)
         mutate, reason = POD_ESCAPES[escape]
         mutate(pod)
     else:
-        job = step_job(namespace)
+        job = step_job(pods_namespace)
         mutate, reason = ESCAPES[escape]
         mutate(job)
-        pod = step_pod(namespace, job)
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod)), reason)
+        pod = step_pod(pods_namespace, job)
+    refused(as_operator.create(pod, dry_run=True), reason)
 
 
 def test_the_operators_pods_reach_nothing_in_kube_system(
     towline_installed: ControlPlane, as_operator: AsOperator,
 ) -> None:
-    refused(as_operator("create", "--dry-run=server", "-f", "-", stdin=json.dumps(step_pod("kube-system"))),
+    refused(as_operator.create(step_pod("kube-system"), dry_run=True),
             f"{EXCLUDED} kube-system")
 
 
