@@ -3,10 +3,16 @@
 No polling: each open page holds one watch on the API server, made as the
 person. When the server ends a watch the loop continues from the last
 resourceVersion; when that version has expired (410) it lists again and sends
-a fresh snapshot. The loop ends when the browser goes away (the next write finds
-the connection closed: ClientGone, which the view's middleware answers quietly, as
-it is no error), and in the cluster within STREAM_CHECK_SECONDS of the person's
-session ending (sign-out, expiry).
+a fresh snapshot. The loop ends when the browser goes away: at the next write (it
+finds the connection closed: ClientGone, which the view's middleware answers
+quietly, as it is no error), or within STREAM_CHECK_SECONDS when nothing is
+written, the watch behind it closed with it; and in the cluster within
+STREAM_CHECK_SECONDS of the person's session ending (sign-out, expiry).
+
+aiohttp cancels no handler when its client goes (`handler_cancellation` is off),
+and stays so here: turned on, it would cancel every handler, a write to the API
+server included, wherever it stands when a browser leaves. Only a stream's own
+check ends it.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ class ClientGone(Exception):  # noqa: N818 - says what happened
         self.response = response
 
 
-STREAM_CHECK_SECONDS = 5.0
-"""How soon a stream ends after its session did (sign-out, expiry): a copied cookie's open stream stops too."""
+STREAM_CHECK_SECONDS = 1.0
+"""How soon a stream ends after its browser left while nothing changed (its watch stays quiet, so no write finds the
+connection closed), or after its session did (sign-out, expiry): a copied cookie's open stream stops too."""
 
 
 async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
@@ -48,8 +55,7 @@ async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
     })
     await response.prepare(request)
     who = request.get(PERSON)
-    if who is not None and who.alive is not None:
-        _end_with_session(who.alive)
+    _end_when_over(request, who.alive if who is not None else None)
 
     async def send(event: str, data: Any) -> None:
         payload = json.dumps(data, separators=(",", ":"))
@@ -62,15 +68,21 @@ async def open_stream(request: web.Request) -> tuple[web.StreamResponse, Send]:
     return response, send
 
 
-def _end_with_session(alive: Callable[[], bool]) -> None:
-    """Cancel the stream's handler once its session has ended; the check stops with the handler."""
+def _end_when_over(request: web.Request, alive: Callable[[], bool] | None) -> None:
+    """Cancel the stream's handler once its browser has gone or its session (`alive`, if it has one) has ended:
+    the watch or log it follows is closed as the handler unwinds. The check stops with the handler."""
     handler = asyncio.current_task()
     assert handler is not None
 
     async def watch() -> None:
         while not handler.done():
             await asyncio.sleep(STREAM_CHECK_SECONDS)
-            if not alive():
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                log.debug("%s %s: the browser closed the stream", request.method, request.path)
+                handler.cancel()
+                return
+            if alive is not None and not alive():
                 handler.cancel()
                 return
 
