@@ -15,7 +15,6 @@ Every replica watches, so each reports the same figures (the chart's alert takes
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,8 +28,6 @@ from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, letters_of
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
 from towline.k8s.streams import Following
-
-log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
