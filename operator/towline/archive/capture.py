@@ -21,7 +21,6 @@ from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
-ENDED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 KEPT_METADATA = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "generation",
                  "deletionTimestamp", "ownerReferences")
 DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
@@ -48,10 +47,6 @@ def run_deleting(run: Mapping[str, Any]) -> bool:
 
 def approval_decided(approval: Mapping[str, Any]) -> bool:
     return (approval.get("status") or {}).get("phase") in ENDED_APPROVAL_PHASES
-
-
-def pod_ended(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ENDED_POD_PHASES
 
 
 def kept_object(body: Mapping[str, Any]) -> JSON:

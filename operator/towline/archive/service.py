@@ -34,7 +34,6 @@ from towline.archive.capture import (
     log_capture,
     log_key,
     pod_containers,
-    pod_ended,
     run_capture,
     run_deleting,
     run_finished,
@@ -57,6 +56,7 @@ from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, C
 from towline.k8s.indexer import Store, object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
 from towline.k8s.owners import controlling_job
+from towline.k8s.podphase import pod_ended
 from towline.k8s.streams import FAILED, SYNCED, follow, scopes
 
 log = logging.getLogger("towline.archive")

@@ -30,6 +30,7 @@ from towline.engine.observed import (
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, STEP_JOB_MANAGER
 from towline.k8s.owners import controller_uid
+from towline.k8s.podphase import pod_succeeded
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
@@ -225,17 +226,6 @@ def pod_failure_reason(pod: JSON) -> str:
     """Why a failed pod failed, as the kubelet says (`DeadlineExceeded` past `activeDeadlineSeconds`, `Evicted`),
     else `PodFailed` (a container exited non-zero: its result document says more)."""
     return str((pod.get("status") or {}).get("reason") or "PodFailed")
-
-
-def pod_succeeded(pod: JSON) -> bool:
-    """The pod's phase says every container ended with exit code 0 (final: a pod never leaves Succeeded)."""
-    return (pod.get("status") or {}).get("phase") == "Succeeded"
-
-
-def pod_ended(pod: JSON) -> bool:
-    """The pod's phase is final: Succeeded, or Failed (every container ended, one of them not with 0, or the
-    kubelet stopped it)."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def pod_finished_at(pod: JSON) -> datetime | None:

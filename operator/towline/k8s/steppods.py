@@ -35,15 +35,9 @@ from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED
 from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
 from towline.k8s.concurrency import side_by_side
 from towline.k8s.labels import STEP_POD_FINALIZER
-from towline.k8s.observe import (
-    job_finished,
-    managed_by_operator,
-    pod_ended,
-    pod_failure_reason,
-    pod_finished_at,
-    pod_succeeded,
-)
+from towline.k8s.observe import job_finished, managed_by_operator, pod_failure_reason, pod_finished_at
 from towline.k8s.owners import controller_uid
+from towline.k8s.podphase import pod_ended, pod_succeeded
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 JSON = dict[str, Any]

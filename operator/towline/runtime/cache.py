@@ -35,11 +35,10 @@ from towline.k8s.observe import (
     attempt_state,
     job_finished,
     managed_by_operator,
-    pod_ended,
-    pod_succeeded,
     secret_volumes,
 )
 from towline.k8s.owners import controller_uid, controlling_job
+from towline.k8s.podphase import pod_ended, pod_succeeded
 from towline.k8s.steppods import holds_finalizer
 
 JSON = dict[str, Any]

@@ -32,7 +32,7 @@ from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
 from towline.k8s.objects import DEFAULT_DENY_POLICY
-from towline.k8s.observe import pod_ended
+from towline.k8s.podphase import pod_ended
 from towline.k8s.steppods import deleting, holds_finalizer
 from towline.k8s.streams import LISTED, Listing, follow, scopes
 from towline.runtime.cache import ChildCache

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from towline.k8s import live, session
 from towline.k8s.client import PODS, ApiError, KubeApi
+from towline.k8s.podphase import pod_ended
 from towline.plugin.commands import runs_own_pods
 from towline.plugin.ui.sse import Send
 
@@ -28,7 +29,7 @@ async def stream_step_logs(api: KubeApi, namespace: str, run_name: str, step: st
         await send("pod", {"pod": name, "attempt": labels.get("towline.dev/attempt")})
         path = PODS.path(namespace, name, "log")
         try:
-            if (pod.get("status") or {}).get("phase") in {"Succeeded", "Failed"}:
+            if pod_ended(pod):
                 for line in (await session.pod_log(api, namespace, name)).splitlines():
                     await send("line", line)
             else:
