@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from towline.k8s.client import ApiError, KubeApi
-from towline.lenient import as_mapping
 from towline.plugin import output, render
 from towline.plugin.archived import report
 from towline.plugin.commands import Io, NotFound
@@ -28,16 +27,6 @@ def runs_path(namespace: str | None) -> str:
 
 def export_path(namespace: str) -> str:
     return f"{BASE}/namespaces/{namespace}/archivechains/chain/export"
-
-
-def kept_record(entry: Any) -> JSON:
-    """The record an archived run's entry keeps (an item of the archive's listing, or its answer for one run)."""
-    return as_mapping(as_mapping(entry).get("record"))
-
-
-def kept_run(entry: Any) -> JSON:
-    """The run object as the archive recorded it, from an archived run's entry; empty if it keeps none."""
-    return as_mapping(kept_record(entry).get("run"))
 
 
 GROUP_NOT_SERVED = "the server could not find the requested resource"

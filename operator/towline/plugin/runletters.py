@@ -29,7 +29,8 @@ from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTA
 from towline.k8s.labels import LABEL_TRIGGER, LABEL_WORKFLOW, identifier_label
 from towline.k8s.runletters import REPLAY_OF_RUN, failed_before_first_step, replayed_run
 from towline.lenient import as_mapping
-from towline.plugin.history import kept_run, runs_path
+from towline.plugin.history import runs_path
+from towline.plugin.keptrecords import kept_run
 from towline.plugin.views import RUN_KIND
 
 JSON = dict[str, Any]

@@ -23,6 +23,8 @@ from typing import Any, Literal
 from towline.api.loopids import loop_of
 from towline.api.runterms import ApprovalDecision
 from towline.api.steptypenames import step_type_reference
+from towline.lenient import as_mapping, as_text
+from towline.plugin.keptrecords import kept_run
 from towline.plugin.loopcounts import LoopCounts, loop_counts
 
 JSON = dict[str, Any]
@@ -189,16 +191,8 @@ def failure_edges(nodes: Iterable[StepNode]) -> list[tuple[str, str]]:
     return [(source, node.id) for node in listed for source in node.compensates if source in ids]
 
 
-def _mapping(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
-
-
 def _items(value: Any) -> list[JSON]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
 
 
 def _count(value: Any) -> int:
@@ -210,27 +204,27 @@ def _names(value: Any) -> tuple[str, ...]:
 
 
 def run_facts(run: JSON) -> RunFacts:
-    meta, spec, status = _mapping(run.get("metadata")), _mapping(run.get("spec")), _mapping(run.get("status"))
-    trigger = _mapping(spec.get("trigger"))
-    retry = _mapping(spec.get("retryOf"))
-    generation = _mapping(status.get("workflowSpec")).get("generation")
+    meta, spec, status = as_mapping(run.get("metadata")), as_mapping(run.get("spec")), as_mapping(run.get("status"))
+    trigger = as_mapping(spec.get("trigger"))
+    retry = as_mapping(spec.get("retryOf"))
+    generation = as_mapping(status.get("workflowSpec")).get("generation")
     return RunFacts(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
-        workflow=str(_mapping(spec.get("workflowRef")).get("name") or ""),
+        workflow=str(as_mapping(spec.get("workflowRef")).get("name") or ""),
         generation=generation if isinstance(generation, int) else None,
         phase=str(status.get("phase") or "Pending"),
-        message=_text(status.get("message")),
-        current_step=_text(status.get("currentStep")),
-        requested_by=_text(spec.get("requestedBy")),
-        trigger=Trigger(type=str(trigger.get("type") or "manual"), name=_text(trigger.get("name")),
-                        delivery_id=_text(trigger.get("deliveryId")),
-                        scheduled_time=_text(trigger.get("scheduledTime"))),
+        message=as_text(status.get("message")),
+        current_step=as_text(status.get("currentStep")),
+        requested_by=as_text(spec.get("requestedBy")),
+        trigger=Trigger(type=str(trigger.get("type") or "manual"), name=as_text(trigger.get("name")),
+                        delivery_id=as_text(trigger.get("deliveryId")),
+                        scheduled_time=as_text(trigger.get("scheduledTime"))),
         retry_of=RetryOf(str(retry["run"]), _names(retry.get("reuse"))) if retry.get("run") else None,
-        created=_text(meta.get("creationTimestamp")),
-        started_at=_text(status.get("startedAt")),
-        finished_at=_text(status.get("finishedAt")),
-        params=_mapping(status.get("params")) or _mapping(spec.get("params")),
+        created=as_text(meta.get("creationTimestamp")),
+        started_at=as_text(status.get("startedAt")),
+        finished_at=as_text(status.get("finishedAt")),
+        params=as_mapping(status.get("params")) or as_mapping(spec.get("params")),
         outputs=status["outputs"] if isinstance(status.get("outputs"), dict) else None,
         cancel=spec.get("cancel") is True,
         suspend=spec.get("suspend") is True,
@@ -253,10 +247,10 @@ def kind_of(step: JSON) -> StepKind:
 
 def _declared(step: JSON, section: Section, *, needs: tuple[str, ...], compensates: tuple[str, ...]) -> StepNode:
     return StepNode(
-        id=str(step["id"]), section=section, kind=kind_of(step), action=_text(step.get("action")), needs=needs,
-        compensates=compensates, when=_text(step.get("when")), inputs=_mapping(step.get("with")),
-        credentials=tuple(sorted(str(name) for name in _mapping(step.get("credentials")).values())),
-        for_each=isinstance(step.get("forEach"), dict), subflow=_text(_mapping(step.get("workflow")).get("name")),
+        id=str(step["id"]), section=section, kind=kind_of(step), action=as_text(step.get("action")), needs=needs,
+        compensates=compensates, when=as_text(step.get("when")), inputs=as_mapping(step.get("with")),
+        credentials=tuple(sorted(str(name) for name in as_mapping(step.get("credentials")).values())),
+        for_each=isinstance(step.get("forEach"), dict), subflow=as_text(as_mapping(step.get("workflow")).get("name")),
     )
 
 
@@ -265,10 +259,10 @@ def _with_instances(node: StepNode, entry: JSON, members: list[JSON]) -> StepNod
     instances = tuple(
         _with_state(StepNode(id=str(member["id"]), section=node.section,
                              kind="policy-gate" if member.get("gateFor") else node.kind, action=node.action,
-                             gate_for=_text(member.get("gateFor"))), member)
+                             gate_for=as_text(member.get("gateFor"))), member)
         for member in members
     )
-    total = _count(_mapping(entry.get("loop")).get("count"))
+    total = _count(as_mapping(entry.get("loop")).get("count"))
     phases = (instance.phase for instance in instances if instance.kind != "policy-gate")
     return replace(node, instances=instances, loop=loop_counts(total, phases))
 
@@ -296,24 +290,24 @@ def _loop_of(entry: JSON) -> str | None:
 def _attempt(record: JSON) -> Attempt:
     number = record.get("attempt")
     return Attempt(
-        number=number if isinstance(number, int) else None, job_name=_text(record.get("jobName")),
-        started_at=_text(record.get("startedAt")), finished_at=_text(record.get("finishedAt")),
-        error_class=_text(record.get("errorClass")), message=_text(record.get("message")),
-        image=_text(record.get("image")),
+        number=number if isinstance(number, int) else None, job_name=as_text(record.get("jobName")),
+        started_at=as_text(record.get("startedAt")), finished_at=as_text(record.get("finishedAt")),
+        error_class=as_text(record.get("errorClass")), message=as_text(record.get("message")),
+        image=as_text(record.get("image")),
     )
 
 
 def _with_state(node: StepNode, entry: JSON) -> StepNode:
     """The node as the run's `status.steps[]` entry says it stands (Pending when the run has no entry yet)."""
     return replace(
-        node, phase=str(entry.get("phase") or "Pending"), reason=_text(entry.get("reason")),
-        message=_text(entry.get("message")), attempt=_count(entry.get("attempt")),
-        job_name=_text(entry.get("jobName")), started_at=_text(entry.get("startedAt")),
-        finished_at=_text(entry.get("finishedAt")), retry_at=_text(entry.get("retryAt")),
-        wake_at=_text(entry.get("wakeAt")), expires_at=_text(entry.get("expiresAt")),
-        error_class=_text(entry.get("errorClass")), output=entry.get("output"),
-        credentials_used=_names(entry.get("credentialsUsed")), approval_name=_text(entry.get("approvalName")),
-        decided_by=_text(entry.get("decidedBy")), child_run=_text(entry.get("childRun")),
+        node, phase=str(entry.get("phase") or "Pending"), reason=as_text(entry.get("reason")),
+        message=as_text(entry.get("message")), attempt=_count(entry.get("attempt")),
+        job_name=as_text(entry.get("jobName")), started_at=as_text(entry.get("startedAt")),
+        finished_at=as_text(entry.get("finishedAt")), retry_at=as_text(entry.get("retryAt")),
+        wake_at=as_text(entry.get("wakeAt")), expires_at=as_text(entry.get("expiresAt")),
+        error_class=as_text(entry.get("errorClass")), output=entry.get("output"),
+        credentials_used=_names(entry.get("credentialsUsed")), approval_name=as_text(entry.get("approvalName")),
+        decided_by=as_text(entry.get("decidedBy")), child_run=as_text(entry.get("childRun")),
         history=tuple(_attempt(record) for record in _items(entry.get("history"))),
     )
 
@@ -362,7 +356,7 @@ def step_nodes(spec: JSON, entries: list[JSON] | None = None) -> tuple[StepNode,
     # Entries the snapshot does not explain (a run without its copy of the workflow) are still shown.
     nodes.extend(
         _with_state(StepNode(id=step_id, section="steps", kind=_entry_kind(entry),
-                             gate_for=_text(entry.get("gateFor"))), entry)
+                             gate_for=as_text(entry.get("gateFor"))), entry)
         for step_id, entry in states.items() if step_id not in placed
     )
     return tuple(nodes)
@@ -370,11 +364,11 @@ def step_nodes(spec: JSON, entries: list[JSON] | None = None) -> tuple[StepNode,
 
 def run_tree(run: JSON, *, archived: bool = False) -> RunTree:
     """A WorkflowRun (live, or as the archive kept it) as every view draws it."""
-    status = _mapping(run.get("status"))
-    return RunTree(run_facts(run), step_nodes(_mapping(status.get("workflowSpec")), _items(status.get("steps"))),
+    status = as_mapping(run.get("status"))
+    return RunTree(run_facts(run), step_nodes(as_mapping(status.get("workflowSpec")), _items(status.get("steps"))),
                    archived=archived)
 
 
 def archived_run_tree(item: JSON) -> RunTree:
     """An archived run (`archive.towline.dev` ArchivedRun): the WorkflowRun its record kept, drawn as a live one."""
-    return run_tree(_mapping(_mapping(item.get("record")).get("run")), archived=True)
+    return run_tree(kept_run(item), archived=True)

@@ -18,7 +18,8 @@ from aiohttp import web
 from towline.api.common import DNS_SUBDOMAIN_PATTERN
 from towline.k8s.client import ApiError, KubeApi
 from towline.lenient import as_mapping, as_text
-from towline.plugin.history import archived_log, kept_record, kept_run, runs_path
+from towline.plugin.history import archived_log, runs_path
+from towline.plugin.keptrecords import kept_record, kept_run
 from towline.plugin.runtree import archived_run_tree, run_facts
 from towline.plugin.ui import person, views
 
