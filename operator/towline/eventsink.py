@@ -48,6 +48,7 @@ from towline_connectors.netguard import (
     system_resolver,
 )
 from towline_connectors.transport import Connector
+from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ class EventSink:
         log.warning("event %s (%s) not delivered after %d attempt(s): %s; kept as a dead letter", event.get("id"),
                     event.get("type"), attempt, error.message)
         letter = DeadLetter(event=event, attempts=attempt, error=f"{error.error_class}: {error.message}"[:1024],
-                            failed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                            failed_at=rfc3339(datetime.now(UTC), timespec="seconds"))
         try:
             DEAD_LETTERS.set(await self._store.keep(letter))
         except Exception as unkept:  # the API server may be away too: the event is lost, and counted

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
+
+from towline_connectors.wire import rfc3339
 
 SPEC_VERSION = "1.0"
 TYPE_PREFIX = "dev.towline."
@@ -39,19 +41,13 @@ class EventRecord:
         """The structured-mode JSON object (CloudEvents JSON format)."""
         return {
             "specversion": SPEC_VERSION, "id": self.id, "type": self.type, "source": self.source,
-            "subject": self.subject, "time": _rfc3339(self.time), "datacontenttype": "application/json",
+            "subject": self.subject, "time": rfc3339(self.time), "datacontenttype": "application/json",
             "data": dict(self.data),
         }
 
     def body(self) -> bytes:
         """The bytes sent and signed: the document, minified."""
         return json.dumps(self.document(), separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _rfc3339(moment: datetime) -> str:
-    """towline_connectors.wire.rfc3339's form (UTC, `Z`), without the API models importing the connectors."""
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.isoformat().replace("+00:00", "Z")
 
 
 class EventEmitter(Protocol):

@@ -21,6 +21,7 @@ from towline.triggers.ingress import cloudevents
 from towline.triggers.ingress.outcome import Refusal
 from towline.triggers.ingress.payload import parse_body, trigger_data, visible_headers
 from towline.triggers.ingress.workflows import Target
+from towline_connectors.wire import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ HEADER_AUTHENTICATED = frozenset({"bearer", "gitlab"})
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC), timespec="seconds")
 
 
 def _secret_headers(target: Target) -> tuple[str, ...]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -28,6 +27,7 @@ from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, letters_of
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
 from towline.k8s.streams import Following
+from towline_connectors.wire import parse_rfc3339
 
 JSON = dict[str, Any]
 
@@ -43,7 +43,7 @@ class Waiting:
 
 def _moment(text: str) -> float | None:
     try:
-        return datetime.fromisoformat(text).timestamp()
+        return parse_rfc3339(text).timestamp()
     except ValueError:
         return None
 
