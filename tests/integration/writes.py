@@ -70,8 +70,8 @@ def create_from_here(
 ) -> subprocess.CompletedProcess[str] | None:
     """`manifest` created (or, `dry_run`, only admitted: `kubectl create --dry-run=server`) by `user` (a person of
     the control plane's kubeconfig), or by the bearer of `token`, with kubectl's exit status and words: what it
-    prints when created, or its words for the API server's refusal. None when it was not sent from here (kubectl
-    should send it)."""
+    prints when created, or its words for the API server's refusal (not the warnings kubectl would print beside:
+    a test about them runs kubectl). None when it was not sent from here (kubectl should send it)."""
     where = _collection(cluster, manifest)
     if where is None:
         return None
