@@ -137,12 +137,22 @@ def drag_edge(driver: Any, source: str, target: str) -> None:
 
 
 def downloaded(driver: Any, directory: Path) -> bytes:
-    """Press Download and read the file Chromium saved into `directory` (empty before)."""
+    """Press Download and read the file Chromium saved into `directory` (empty before).
+
+    Chromium reserves the file's name with an empty file while the bytes go to a `.crdownload` beside it, then
+    renames that over it: the download is done when no `.crdownload` is left and the file has bytes (no Workflow
+    downloads empty; reading the placeholder once gave a round trip of nothing)."""
     directory.mkdir(parents=True)
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(directory)})
     driver.find_element(By.CSS_SELECTOR, "#editor-download").click()
-    wait_for("the downloaded file", lambda: [p for p in directory.iterdir() if p.suffix == ".yaml"], timeout=30)
-    (path,) = [p for p in directory.iterdir() if p.suffix == ".yaml"]
+
+    def finished() -> list[Path]:
+        files = list(directory.iterdir())
+        saved = [p for p in files if p.suffix == ".yaml" and p.stat().st_size > 0]
+        return [] if any(p.suffix == ".crdownload" for p in files) else saved
+
+    wait_for("the downloaded file, complete", finished, timeout=30)
+    (path,) = finished()
     return path.read_bytes()
 
 
