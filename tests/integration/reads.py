@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +52,11 @@ _known: dict[str, dict[str, Resource]] = {}
 _lock = threading.Lock()
 
 
-def _get(cluster: ControlPlane, path: str) -> tuple[int, bytes]:
-    """One GET, sent again while the server answers 429 (e.g. "storage is (re)initializing" right after a
-    CRD is established), after the seconds it asks for, as client-go does for kubectl."""
+def until_not_throttled(send: Callable[[], tuple[int, bytes]]) -> tuple[int, bytes]:
+    """`send`'s answer, the request sent again while the server answers 429 (e.g. "storage is (re)initializing"
+    right after a CRD is established), after the seconds it asks for, as client-go does for kubectl."""
     for _ in range(TOO_MANY_REQUESTS_TRIES):
-        status, body = cluster.api_get(path, timeout=READ_TIMEOUT)
+        status, body = send()
         if status != 429:
             break
         try:
@@ -64,6 +65,11 @@ def _get(cluster: ControlPlane, path: str) -> tuple[int, bytes]:
             retry_after = 1.0
         time.sleep(min(retry_after, 10.0))  # the server's own signal of when to ask again
     return status, body
+
+
+def _get(cluster: ControlPlane, path: str) -> tuple[int, bytes]:
+    """One GET, sent again while the server is busy (until_not_throttled)."""
+    return until_not_throttled(lambda: cluster.api_get(path, timeout=READ_TIMEOUT))
 
 
 def _fetch(cluster: ControlPlane, path: str) -> dict[str, Any]:

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.parse
 from dataclasses import replace
 from typing import Any
 
-from tests.integration.reads import TOO_MANY_REQUESTS_TRIES, ReadError, resource
+from tests.integration.reads import ReadError, resource, until_not_throttled
 
 from towline_dev.controlplane import ControlPlane
 
@@ -78,19 +77,11 @@ def create_from_here(
     collection, shown = where
     options = {"fieldManager": CREATE_MANAGER, "fieldValidation": "Strict", **({"dryRun": "All"} if dry_run else {})}
     path = f"{collection}?{urllib.parse.urlencode(options)}"
-    for _ in range(TOO_MANY_REQUESTS_TRIES):
-        try:
-            status, answer = cluster.api_request("POST", path, body=json.dumps(manifest).encode(), timeout=30.0,
-                                                 user=user, token=token)
-        except (OSError, KeyError):  # not answering, or a user without a token of the plane's: kubectl's to say
-            return None
-        if status != 429:
-            break
-        try:
-            retry_after = float(json.loads(answer).get("details", {}).get("retryAfterSeconds") or 1)
-        except ValueError:
-            retry_after = 1.0
-        time.sleep(min(retry_after, 10.0))  # the server's own signal of when to ask again, as kubectl's client
+    try:
+        status, answer = until_not_throttled(lambda: cluster.api_request(
+            "POST", path, body=json.dumps(manifest).encode(), timeout=30.0, user=user, token=token))
+    except (OSError, KeyError):  # not answering, or a user without a token of the plane's: kubectl's to say
+        return None
     if status == 501:
         return None
     argv = ["create", *(["--dry-run=server"] if dry_run else []), "-f", "-"]
