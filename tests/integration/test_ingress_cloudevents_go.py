@@ -229,6 +229,11 @@ def received(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.read_text().split("\n")[:-1] if line.strip()]
 
 
+def received_of(out: Path, run: str) -> list[dict[str, Any]]:
+    """The receiver's records of the events about `run`."""
+    return [record for record in received(out) if json.loads(record["body"])["data"]["run"] == run]
+
+
 @pytest.mark.usefixtures("test_hosts")
 def test_every_event_towline_sends_parses_with_the_go_sdk(
     towline_operator: OperatorProcess, towline_installed: ControlPlane, team_namespace: str, tmp_path: Path,
@@ -243,9 +248,10 @@ def test_every_event_towline_sends_parses_with_the_go_sdk(
         run = start_run(cluster, ns, "announced")
         assert decide(cluster, ns, awaiting_approval(cluster, ns, run), "bob").returncode == 0
         assert wait_for_phase(cluster, ns, run, {"Succeeded", "Failed"})["status"]["phase"] == "Succeeded"
+        # The operator announces every run it watches (other tests' too): this run's end is the one to wait for.
         wait_for("the run's last event at the Go receiver", lambda: any(
-            (record["event"] or {}).get("type") == "dev.towline.run.succeeded" for record in received(out)))
-    records = [record for record in received(out) if json.loads(record["body"])["data"]["run"] == run]
+            (record["event"] or {}).get("type") == "dev.towline.run.succeeded" for record in received_of(out, run)))
+    records = received_of(out, run)
     assert [record["error"] for record in records] == [""] * len(records), "the SDK accepted every event"
     types = []
     for record in records:
