@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.integration.bindings import until_bound
 from tests.integration.reads import read_list, read_object
 from tests.integration.writes import create_as_kubectl, create_from_here
 
@@ -33,22 +34,29 @@ TEST_SERVER_ALIAS = "198.51.100.221"
 # kubectl reads those as YAML 1.1 booleans.
 # The admin's new objects, and everyone's `kubectl create`, are created in this process (tests/integration/writes.py),
 # as kubectl would create them; the rest, and a person's apply, through kubectl.
+# A RoleBinding or ClusterRoleBinding written here is waited for until the authorizer has seen it
+# (tests/integration/bindings.py), so the next request of the person it binds is decided with it.
 def apply(cluster: ControlPlane, manifest: dict[str, Any] | str, *, user: str = "admin", check: bool = True) -> Any:
+    applied = None
     if isinstance(manifest, dict) and user == "admin" and check:
-        created = create_as_kubectl(cluster, manifest, applied=True)
-        if created is not None:
-            return created
-    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
-    return cluster.kubectl("apply", "-f", "-", stdin=text, user=user, check=check)
+        applied = create_as_kubectl(cluster, manifest, applied=True)
+    if applied is None:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        applied = cluster.kubectl("apply", "-f", "-", stdin=text, user=user, check=check)
+    if isinstance(manifest, dict) and applied.returncode == 0:
+        until_bound(cluster, manifest)
+    return applied
 
 
 def create(cluster: ControlPlane, manifest: dict[str, Any], *, user: str = "admin", check: bool = True) -> Any:
     """`kubectl create -f -` as `user`: one POST with their token, from this process (tests/integration/writes.py)."""
     created = create_from_here(cluster, manifest, user=user)
     if created is None:
-        return cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
-    if check and created.returncode != 0:
+        created = cluster.kubectl("create", "-f", "-", stdin=json.dumps(manifest), user=user, check=check)
+    elif check and created.returncode != 0:
         raise subprocess.CalledProcessError(created.returncode, created.args, created.stdout, created.stderr)
+    if created.returncode == 0:
+        until_bound(cluster, manifest)
     return created
 
 

@@ -12,6 +12,7 @@ import subprocess
 from typing import Any
 
 import pytest
+from tests.integration.bindings import PROBE_USER, until_bound
 from tests.integration.reads import read_object
 from tests.integration.support import apply, bind_role, create
 from tests.integration.writes import LAST_APPLIED, create_as_kubectl, create_from_here
@@ -134,3 +135,25 @@ def test_a_create_from_here_is_answered_in_kubectls_words(towline_installed: Con
     assert read_object(cluster, "configmap", "admitted", ns) is None, "a dry run leaves nothing"
     refused = create_from_here(cluster, config_map("default", "elsewhere", {}), token=token)
     assert refused is not None and "cannot create resource" in refused.stderr
+
+
+def runner_binding(namespace: str, name: str, *subjects: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "towline-runner"},
+            "subjects": list(subjects)}
+
+
+def test_a_binding_is_waited_for_until_the_authorizer_grants_what_it_binds(
+    towline_installed: ControlPlane, namespace: str
+) -> None:
+    """A person's create right after their RoleBinding is decided with it (a CI run met the authorizer's cache
+    behind the stored binding); a binding that grants nothing yet fails the wait, naming who is still refused."""
+    never_written = runner_binding(namespace, "never-written", {"kind": "User", "name": "dave"})
+    with pytest.raises(AssertionError, match="still refuses.*dave"):
+        until_bound(towline_installed, never_written, within=1.0)
+    apply(towline_installed, runner_binding(namespace, "runners", {"kind": "User", "name": "dave"},
+                                            {"kind": "Group", "name": "night-shift"}))
+    for who in (("--as", "dave"), ("--as", PROBE_USER, "--as-group", "night-shift")):
+        can = towline_installed.kubectl("auth", "can-i", "create", "workflowruns.towline.dev", "-n", namespace, *who)
+        assert can.stdout.strip() == "yes", who
