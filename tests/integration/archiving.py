@@ -7,12 +7,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+from tests.integration.replicas import in_place_of
 from tests.integration.support import bind_role, wait_for
 from tests.workers import namespace_prefix
 
@@ -44,26 +45,22 @@ def archiving_beside(
     """The worker's operator stopped and replaced by one with the archive on (TOWLINE_ARCHIVE, as the chart sets it)
     and `operator_settings`; the archive process with `archive_settings`, started or not; the worker's operator
     back afterwards. A failure carries the archive's log."""
-    towline_operator.stop()
-    operator = replace(towline_operator, log_path=work / "operator.log", process=None,
-                       settings={**towline_operator.settings, "TOWLINE_ARCHIVE": "true", **operator_settings}).start()
     kubeconfig = operator_kubeconfig(cluster, work / "kubeconfig", service_account=ARCHIVE_SERVICE_ACCOUNT)
     database_url = f"sqlite:///{work / 'archive.db'}"
     key_file = write_signing_key(work / "signing-key.pem")
     archive = ArchiveProcess(kubeconfig=kubeconfig, log_path=work / "archive.log", database_url=database_url,
                              signing_key_file=key_file, watch_namespaces=towline_operator.watch_namespaces,
                              settings=dict(archive_settings))
-    if started:
-        archive.start()
-    try:
-        yield Archiving(cluster, operator, archive, database_url, key_file)
-    except BaseException as error:
-        error.add_note(f"archive log: {archive.log_text()[-3000:]}")
-        raise
-    finally:
-        archive.stop()
-        operator.stop()
-        towline_operator.start()
+    with in_place_of(towline_operator, work, settings={"TOWLINE_ARCHIVE": "true", **operator_settings}) as operator:
+        if started:
+            archive.start()
+        try:
+            yield Archiving(cluster, operator, archive, database_url, key_file)
+        except BaseException as error:
+            error.add_note(f"archive log: {archive.log_text()[-3000:]}")
+            raise
+        finally:
+            archive.stop()
 
 
 def namespace_archived_by(archiving: Archiving, admin_client: KubeClients) -> Iterator[str]:

@@ -10,10 +10,10 @@ their RoleBinding was created, in a CI run). Kubernetes' own e2e tests wait the 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from tests.integration.reads import read_object
+from tests.integration.waiting import wait_for
 
 from towline_dev.controlplane import ControlPlane
 
@@ -39,12 +39,8 @@ def until_bound(cluster: ControlPlane, binding: dict[str, Any], *, within: float
     for subject in binding.get("subjects") or []:
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                   "spec": {**_who(subject, metadata.get("namespace")), **attributes}}
-        deadline = time.monotonic() + within
-        while not _allowed(cluster, review):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{binding['kind']} {metadata.get('name')}: the authorizer still refuses "
-                                     f"{subject} after {within:.0f}s: {review['spec']}")
-            time.sleep(0.05)
+        wait_for(f"{binding['kind']} {metadata.get('name')} to take effect: the authorizer still refuses "
+                 f"{subject} {review['spec']}", lambda review=review: _allowed(cluster, review), within, 0.05)
 
 
 def _first_grant(cluster: ControlPlane, role_ref: dict[str, Any], namespace: str | None) -> dict[str, Any] | None:

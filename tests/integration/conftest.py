@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.integration.oidcsupport import whoami
+from tests.integration.replicas import in_place_of
 from tests.integration.support import TEST_SERVER_ADDRESS, TEST_SERVER_ALIAS, bind_role, get, wait_for
 from tests.keptlogs import kept_logs_root
 from tests.workers import SHARED_NODE, namespace_prefix, operator_scope, worker_id
@@ -117,13 +117,8 @@ def clocked_operator(
     settings, identity, Lease and metrics port; the session operator is back afterwards.
     """
     clock = MovableClock(tmp_path / "operator-clock")
-    towline_operator.stop()
-    clocked = replace(towline_operator, clock_file=clock.path, log_path=tmp_path / "operator.log", process=None)
-    try:
-        yield clocked.start(), clock
-    finally:
-        clocked.stop()
-        towline_operator.start()
+    with in_place_of(towline_operator, tmp_path, clock_file=clock.path) as clocked:
+        yield clocked, clock
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,9 @@ import fcntl
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
-from tests.keptlogs import kept_logs_root
+from tests.integration.replicas import in_place_of
 
 from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP, REPLAY_ANNOTATION
@@ -45,26 +44,13 @@ def operator_with_sink(session_operator: OperatorProcess, tmp_path: Path, url: s
                        **settings: str) -> Iterator[OperatorProcess]:
     """The session operator restarted with events.sink set (its signing secret in a file, as the chart mounts it),
     once no other test's operator has one, with no dead letters kept."""
+    secret_file = tmp_path / "signing-secret"
+    secret_file.write_text(secret)
+    env = {"TOWLINE_EVENTS_SINK_URL": url, "TOWLINE_EVENTS_SECRET_FILE": str(secret_file),
+           "TOWLINE_EVENTS_MAX_ATTEMPTS": "3", **settings}
     with SINK_TURN.open("w") as turn:
         fcntl.flock(turn, fcntl.LOCK_EX)
         empty_dead_letters(session_operator)
-        with _sinking(session_operator, tmp_path, url, secret, **settings) as sinking:
+        with in_place_of(session_operator, tmp_path, settings=env,
+                         kept_log=f"operator-events-{tmp_path.name}.log") as sinking:
             yield sinking
-
-
-@contextmanager
-def _sinking(session_operator: OperatorProcess, tmp_path: Path, url: str, secret: str,
-             **settings: str) -> Iterator[OperatorProcess]:
-    secret_file = tmp_path / "signing-secret"
-    secret_file.write_text(secret)
-    session_operator.stop()
-    env = {"TOWLINE_EVENTS_SINK_URL": url, "TOWLINE_EVENTS_SECRET_FILE": str(secret_file),
-           "TOWLINE_EVENTS_MAX_ATTEMPTS": "3", **settings}
-    sinking = replace(session_operator, settings={**session_operator.settings, **env},
-                      log_path=tmp_path / "operator.log", process=None)
-    try:
-        yield sinking.start()
-    finally:
-        sinking.stop()
-        (kept_logs_root() / f"operator-events-{tmp_path.name}.log").write_bytes(Path(sinking.log_path).read_bytes())
-        session_operator.start()

@@ -11,13 +11,13 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.integration.bindings import until_bound
 from tests.integration.reads import read_list, read_object
+from tests.integration.waiting import wait_for
 from tests.integration.writes import create_as_kubectl, create_from_here
 
 from towline_dev.controlplane import ControlPlane
@@ -90,24 +90,6 @@ def step_policy(cluster: ControlPlane, job_name: str, namespace: str) -> dict[st
              if policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()]
     assert len(found) <= 1, [policy["metadata"]["name"] for policy in found]
     return found[0] if found else None
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3, *,
-             explain: Callable[[], object] | None = None) -> Any:
-    """Poll until `probe` returns something truthy, and return that; the one way an integration test waits.
-
-    On timeout, fail with `what` and the last value seen, or what `explain` returns then (the state that kept
-    the fact false, when the probe's own falsy answer says nothing).
-    """
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    seen = explain() if explain is not None else last
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {seen!r}")
 
 
 def run_phase(cluster: ControlPlane, namespace: str, name: str) -> str | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.integration.ingress_support import create_secret, hook_url, new_whsec, opt_in, post, signed_standard
 from tests.integration.ingress_support import wait_until_cached as wait_until_ingress_sees
+from tests.integration.replicas import in_place_of
 from tests.integration.support import (
     ScriptedServer,
     apply,
@@ -56,15 +56,8 @@ def collector(test_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def traced_operator(towline_operator: OperatorProcess, collector: TraceCollector, tmp_path: Path,
                     ) -> Iterator[OperatorProcess]:
     """The session operator restarted with traces exported to the collector, for this test only."""
-    towline_operator.stop()
-    traced = replace(towline_operator, settings={**towline_operator.settings, **TRACING},
-                     log_path=tmp_path / "operator.log", process=None)
-    try:
-        yield traced.start()
-    finally:
-        traced.stop()
-        (kept_logs_root() / "operator-traced.log").write_bytes(Path(traced.log_path).read_bytes())
-        towline_operator.start()
+    with in_place_of(towline_operator, tmp_path, settings=TRACING, kept_log="operator-traced.log") as traced:
+        yield traced
 
 
 @pytest.fixture
