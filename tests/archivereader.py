@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from towline.archive.records import ArchivedRun, ArchiveError, Entry, HistoryPage, HistoryQuery
+from towline.jsontypes import JSON
 
-JSON = dict[str, Any]
 T0 = datetime(2025, 7, 1, 8, 0, tzinfo=UTC)
 
 

@@ -19,9 +19,9 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-JSON = dict[str, Any]
+from towline.jsontypes import JSON
 
 ANNOTATION_REF_NAME = "org.opencontainers.image.ref.name"
 ANNOTATION_CONTAINERD_NAME = "io.containerd.image.name"

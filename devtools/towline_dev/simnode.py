@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline_dev.binaries import find_kwok
 from towline_dev.certs import issue_leaf, load_ca, write_key_pair
 from towline_dev.controlplane import ControlPlane
@@ -50,7 +51,6 @@ SUCCEEDED_RESULT: dict[str, Any] = {
 }
 """What the runner writes for a step whose action returned `{"simulated": true}`."""
 
-JSON = dict[str, Any]
 
 
 def result_message(document: Mapping[str, Any]) -> str:

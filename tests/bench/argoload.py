@@ -29,6 +29,7 @@ from typing import Any
 from tests.bench.figures import rss_kib
 from tests.bench.scaleload import TERMINAL, Shape, watch
 from tests.bench.simcluster import cpu_seconds
+from towline.jsontypes import JSON
 from towline.k8s.client import PODS, KubeApi, Resource
 from towline_dev.argoworkflows import argo_crds, find_workflow_controller
 from towline_dev.controlplane import ControlPlane
@@ -41,7 +42,6 @@ ARGO_WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows")
 TASK_RESULTS = Resource("argoproj.io", "v1alpha1", "workflowtaskresults")
 LABEL_WORKFLOW = "workflows.argoproj.io/workflow"
 ANNOTATION_NODE_ID = "workflows.argoproj.io/node-id"
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

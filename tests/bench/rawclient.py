@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 from tests.bench.scaleload import Observations, Shape, step_inputs
 from towline.engine import naming
+from towline.jsontypes import JSON
 from towline.k8s.client import JOBS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.egresspolicies import egress_group
 from towline.k8s.objects import RunRef, StepPodSettings, egress_rules
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
 from towline.k8s.steppods import ended_status, start_step_pod
 from towline.validation.catalog import connector_catalog
-
-JSON = dict[str, Any]
-
 
 ACTION = "data.transform"
 

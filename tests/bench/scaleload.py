@@ -17,13 +17,13 @@ from typing import Any
 
 import aiohttp
 
+from towline.jsontypes import JSON
 from towline.k8s.client import JOBS, PODS, WORKFLOW_RUNS, KubeApi
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Cancelled"})
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """The label the API server puts on a Job's pod template (and so on its pods, whoever makes them)."""
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

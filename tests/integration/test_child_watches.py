@@ -9,10 +9,10 @@ phases itself, as a kubelet would, through the status subresource.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+from towline.jsontypes import JSON
 from towline.k8s.client import PODS, KubeApi
 from towline.k8s.labels import LABEL_STEP_POD
 from towline.runtime.cache import ChildCache
@@ -21,7 +21,6 @@ from towline_dev.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
-JSON = dict[str, Any]
 
 
 class Recorded(ChildEvents):

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.reflector import LISTED, SYNCED, Backoff, reflect
 from towline_dev.binaries import BinarySet
@@ -22,7 +23,6 @@ from towline_dev.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.local_only]
 
-JSON = dict[str, Any]
 
 
 class Counted(KubeApi):

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline_dev.node.credentials import KUBE_ROUTER
 from towline_dev.node.layout import CLUSTER_DNS_IP, COREDNS_IMAGE, LOCAL_PATH_IMAGE, corefile
 from towline_dev.node.nodeimages import TEST_IMAGE
-
-JSON = dict[str, Any]
 
 
 def _cluster_role(name: str, rules: list[JSON]) -> JSON:

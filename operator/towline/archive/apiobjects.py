@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from towline.archive.records import ArchivedRun, Entry, HistoryQuery
+from towline.jsontypes import JSON
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
 GROUP = "archive.towline.dev"
@@ -33,7 +34,6 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 """kubectl asks for 500 a page (`--chunk-size`); more is refused rather than silently cut."""
 
-JSON = dict[str, Any]
 
 
 class ApiProblem(Exception):  # noqa: N818 - it is an answer to the client, not a failure of the server

@@ -16,10 +16,9 @@ from typing import Any
 
 from towline.api.runterms import ENDED_APPROVAL_PHASES, TERMINAL_RUN_PHASES
 from towline.archive.records import ApprovalIndex, LogIndex, RunIndex
+from towline.jsontypes import JSON
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, LABEL_STEP
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 KEPT_METADATA = ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "generation",
                  "deletionTimestamp", "ownerReferences")

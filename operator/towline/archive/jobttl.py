@@ -10,11 +10,8 @@ one field, where it was unset, on a Towline step Job, and nothing else.
 
 from __future__ import annotations
 
-from typing import Any
-
+from towline.jsontypes import JSON
 from towline.k8s.owners import JobRef
-
-JSON = dict[str, Any]
 
 
 def job_ttl_patch(job: JobRef, seconds: int) -> JSON:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from towline.jsontypes import JSON
 from towline.k8s.indexer import Index, ObjectKey, Store, by_label
 from towline.k8s.labels import LABEL_RUN
 
-JSON = dict[str, Any]
 Key = ObjectKey
 """(namespace, name)"""
 

@@ -52,6 +52,7 @@ from towline.archive.pending import (
 )
 from towline.archive.records import Appended, Entry
 from towline.archive.store import ArchiveStore
+from towline.jsontypes import JSON
 from towline.k8s.client import APPROVALS, JOBS, PODS, WORKFLOW_RUNS, ApiError, Conflict, KubeApi
 from towline.k8s.indexer import Store, object_key
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD, RUN_ARCHIVE_FINALIZER
@@ -61,7 +62,6 @@ from towline.k8s.streams import FAILED, SYNCED, follow, scopes
 
 log = logging.getLogger("towline.archive")
 
-JSON = dict[str, Any]
 
 LOG_CAP_BYTES = 256 * 1024
 """Of each step container's log kept by default (the chart's archive.logCapBytes)."""

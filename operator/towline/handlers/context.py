@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from towline.api.events import EventEmitter
 from towline.api.run import WorkflowRun, WorkflowRunStatus
@@ -23,6 +23,7 @@ from towline.api.workflow import LastRun
 from towline.engine.admission import RunInLine
 from towline.engine.observed import Observed
 from towline.handlers.history import FinishedRun
+from towline.jsontypes import JSON
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import KubeApi
 from towline.validation.catalog import ConnectorCatalog
@@ -30,7 +31,6 @@ from towline.validation.codesteps import CodeStepPolicy
 
 Key = tuple[str, str]
 """(namespace, name)"""
-JSON = dict[str, Any]
 Now = Callable[[], datetime]
 """A clock: the wall time (UTC) a pass decides by."""
 CheckStepType = Callable[[JSON], ResolvedStepType | list[str]]

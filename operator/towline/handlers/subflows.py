@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
-from typing import Any
 
 from towline.api.run import WorkflowRun, WorkflowRunStatus, WorkflowSnapshot
 from towline.api.subflows import ChildRetry, SubflowRecord
@@ -18,13 +17,12 @@ from towline.engine.observed import Observed
 from towline.engine.rerun import child_retry
 from towline.engine.subflows import child_run_errors
 from towline.handlers.context import RunDeps
+from towline.jsontypes import JSON
 from towline.k8s.client import KubeApi
 from towline.k8s.owners import controller_uid
 from towline.k8s.runs import read_run, read_workflow
 from towline.k8s.subflows import foreign_child, observe_child_runs
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 PARENT_RECHECK = timedelta(seconds=1)
 """How soon a child run looks again at a parent whose status does not show the child yet: the parent's pass creates

@@ -16,6 +16,7 @@ from typing import Any, Protocol, assert_never
 from towline.api.approval import approvers_line
 from towline.engine import actions as engine_actions
 from towline.engine.steps import EGRESS_ISOLATION_MISSING
+from towline.jsontypes import JSON
 from towline.k8s.client import APPROVALS, EVENTS, JOBS, NETWORK_POLICIES, ApiError, KubeApi
 from towline.k8s.concurrency import side_by_side
 from towline.k8s.egresspolicies import EgressPolicies, build_shared_egress_policy
@@ -40,8 +41,6 @@ from towline.k8s.subflows import create_child_run, set_child_run
 from towline.logs import log_context
 from towline.metrics import record_isolation_missing
 from towline_connectors.wire import rfc3339
-
-JSON = dict[str, Any]
 
 log = logging.getLogger(__name__)
 

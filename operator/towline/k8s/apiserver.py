@@ -22,9 +22,9 @@ import copy
 import ipaddress
 import logging
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
+from towline.jsontypes import JSON
 from towline.k8s.client import NETWORK_POLICIES, ApiError, KubeApi, Resource
 from towline.k8s.labels import LABEL_RUN
 from towline.k8s.networks import ip_block_peers, nat64_forms
@@ -37,7 +37,6 @@ ENDPOINTS = Resource("", "v1", "endpoints")
 NAMESPACE = "default"
 NAME = "kubernetes"
 
-JSON = dict[str, Any]
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

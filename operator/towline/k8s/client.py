@@ -26,6 +26,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from prometheus_client import Counter, Histogram
 from yarl import URL
 
+from towline.jsontypes import JSON
 from towline.k8s import kubeconfig as kubeconfig_loader
 from towline.k8s.connection import Connection, in_cluster, tls_context
 
@@ -60,7 +61,6 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # so one answer cannot park a reconcile for hours.
 MAX_API_RETRY_AFTER_SECONDS = 10.0
 
-JSON = dict[str, Any]
 
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30)
 

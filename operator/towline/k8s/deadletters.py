@@ -19,9 +19,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from towline.api.events import DeadLetter
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, Conflict, KubeApi
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,6 @@ REPLAY_ALL = "all"
 MAX_LETTERS = 500
 _WRITE_TRIES = 5
 
-JSON = dict[str, Any]
 
 
 def letter_from(text: str) -> DeadLetter | None:

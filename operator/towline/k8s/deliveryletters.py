@@ -31,6 +31,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, ApiError, Conflict, KubeApi
 from towline.k8s.deadletters import keep_entry
 from towline.logs import redact
@@ -50,7 +51,6 @@ _WRITE_TRIES = 5
 FORBIDDEN = 403
 _CREDENTIAL_WORDS = ("authorization", "cookie", "signature", "token", "secret", "key", "hmac", "auth", "sig")
 
-JSON = dict[str, Any]
 
 
 @dataclass

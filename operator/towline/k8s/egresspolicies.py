@@ -18,9 +18,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from towline.jsontypes import JSON
 from towline.k8s.client import NETWORK_POLICIES, KubeApi
 from towline.k8s.labels import LABEL_EGRESS, LABEL_MANAGED_BY, LABEL_RUN, LABEL_WORKFLOW, MANAGER
-from towline.k8s.objects import JSON, RunRef, allow_hosts_annotation, egress_policy
+from towline.k8s.objects import RunRef, allow_hosts_annotation, egress_policy
 
 KEEP_SECONDS = 300.0
 """How long a policy this operator made or found is taken to still exist without asking. One somebody deleted is

@@ -20,13 +20,13 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from towline.jsontypes import JSON
 from towline.k8s.reflector import FAILED, LISTED, SYNCED
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 I = TypeVar("I", bound=Hashable)  # noqa: E741 - an index's value, as client-go's IndexFunc returns
 
-JSON = dict[str, Any]
 ObjectKey = tuple[str, str]
 """(namespace, name): an object's key in a store (a cluster-scoped object's namespace is "")."""
 

@@ -21,10 +21,10 @@ import base64
 import binascii
 import os
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline.k8s.connection import (
     Connection,
     ConnectionProblem,
@@ -39,7 +39,6 @@ PATH_SEPARATOR = ";" if os.name == "nt" else ":"
 PATH_KEYS = {"clusters": ("certificate-authority",), "users": ("client-certificate", "client-key", "tokenFile")}
 """The entries' fields that name files (resolved against the directory of the file that holds the entry)."""
 
-JSON = dict[str, Any]
 
 
 KubeconfigProblem = ConnectionProblem

@@ -12,16 +12,15 @@ ends it with the error.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
 
 import aiohttp
 
+from towline.jsontypes import JSON
 from towline.k8s.client import TRANSPORT_ERRORS, ApiUnavailable, KubeApi
 from towline.k8s.reflector import LISTED, SYNCED, WATCH_SECONDS, lines, open_stream, reflect
 
 __all__ = ["LISTED", "SYNCED", "WATCH_SECONDS", "follow_log", "watch_objects"]
 
-JSON = dict[str, Any]
 
 _CONNECT = aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30)
 """A stream may stay open as long as its pod runs; only connecting is bounded."""

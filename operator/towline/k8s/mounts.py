@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from towline.api.common import SECRET_KEY_PATTERN
 from towline.api.steptype import ResolvedStepType
+from towline.jsontypes import JSON
 from towline_step.protocol import DEFAULT_CREDENTIALS_DIR
 
 _SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 """What a Secret's data key may be (Kubernetes' rule); nothing else can be in a Secret, so nothing else is mounted."""
 
-JSON = dict[str, Any]
 
 
 def credential_keys(refs: Iterable[tuple[str, str]], credentials: Mapping[str, str]) -> dict[str, list[str]]:

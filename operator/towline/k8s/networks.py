@@ -11,6 +11,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from towline.jsontypes import JSON
 from towline_connectors.netguard import (
     METADATA_ADDRESSES,
     NAT64_WELL_KNOWN,
@@ -19,8 +20,6 @@ from towline_connectors.netguard import (
     IPNetwork,
     blocked_cidrs,
 )
-
-JSON = dict[str, Any]
 
 
 def needs_dns(egress: Sequence[Mapping[str, Any]], connector_ports: Sequence[int], allow_hosts: Sequence[str]) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from towline.api.common import API_VERSION
 from towline.engine.actions import CreateApproval
 from towline.engine.traces import TracedRun
+from towline.jsontypes import JSON
 from towline.k8s.labels import (
     ANNOTATION_ALLOW_HOSTS,
     ANNOTATION_STEP_ID,
@@ -37,7 +38,6 @@ from towline_connectors.wire import parse_address_port, rfc3339
 
 DEFAULT_DENY_POLICY = "towline-steps-default-deny"
 
-JSON = dict[str, Any]
 
 DEFAULT_STEP_RESOURCES: Mapping[str, Mapping[str, str]] = {
     "requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"},

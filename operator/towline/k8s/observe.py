@@ -27,6 +27,7 @@ from towline.engine.observed import (
     Observed,
     StepResult,
 )
+from towline.jsontypes import JSON
 from towline.k8s.client import APPROVALS, JOBS, PODS, KubeApi
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_NOTIFICATION, LABEL_RUN, STEP_JOB_MANAGER
 from towline.k8s.owners import controller_uid
@@ -34,8 +35,6 @@ from towline.k8s.podphase import pod_succeeded
 from towline.k8s.stepimage import foreign_run, refused_result
 from towline_connectors.wire import parse_rfc3339
 from towline_step.protocol import RESULT_LIMIT_BYTES, ResultDocument, missing_result, read_result_message
-
-JSON = dict[str, Any]
 
 
 async def observe_run(api: KubeApi, namespace: str, run_name: str, run_uid: str) -> Observed:

@@ -30,11 +30,11 @@ from typing import Any
 
 import aiohttp
 
+from towline.jsontypes import JSON
 from towline.k8s.client import TRANSPORT_ERRORS, ApiError, ApiUnavailable, KubeApi
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 LISTED, SYNCED, FAILED = "LISTED", "SYNCED", "FAILED"
 """Event types of `reflect` besides the API server's ADDED/MODIFIED/DELETED: an object of a (re-)list, the end of

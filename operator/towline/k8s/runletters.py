@@ -8,12 +8,10 @@ gauges (towline.metrics, through runtime.runstore) both ask here, so they never 
 
 from __future__ import annotations
 
-from typing import Any
-
+from towline.jsontypes import JSON
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION
 from towline.lenient import as_mapping
 
-JSON = dict[str, Any]
 REPLAY_OF_RUN = "workflowruns/"
 """The towline.dev/replay-of value of a run letter's replay: workflowruns/<the failed run's name>."""
 

@@ -8,11 +8,8 @@ annotations of a Workflow are never written.
 
 from __future__ import annotations
 
-from typing import Any
-
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, WORKFLOW_RUNS, WORKFLOWS, KubeApi
-
-JSON = dict[str, Any]
 
 
 async def read_run(api: KubeApi, namespace: str, name: str) -> JSON | None:

@@ -10,8 +10,8 @@ checks permissions itself. Names that must be truthful (`requestedBy`,
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s import kubeconfig as kubeconfig_loader
 from towline.k8s.client import (
     APPROVALS,
@@ -27,8 +27,6 @@ from towline.k8s.client import (
     Resource,
 )
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP, identifier_label
-
-JSON = dict[str, Any]
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from towline.engine.observed import StepResult
+from towline.jsontypes import JSON
 
-JSON = dict[str, Any]
 _DEFAULT_REGISTRY = "docker.io/"
 
 

@@ -24,9 +24,10 @@ from typing import Any, Protocol
 from towline.api.resources import PodMetadata, StepResources, quantity_value
 from towline.api.steptype import ResolvedStepType
 from towline.engine.traces import attempt_traceparent
+from towline.jsontypes import JSON
 from towline.k8s.labels import LABEL_EGRESS, LABEL_NOTIFICATION
 from towline.k8s.mounts import credential_keys, credential_volumes, slot_keys
-from towline.k8s.objects import JSON, RunRef, StepPodSettings, step_job_manifest, step_labels
+from towline.k8s.objects import RunRef, StepPodSettings, step_job_manifest, step_labels
 from towline.validation.catalog import CONFIG_MAP_FILE_PATH, PodNeeds
 from towline_connectors.wire import (
     ACTION_ENV,

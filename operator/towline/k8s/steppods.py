@@ -29,9 +29,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from towline.engine.observed import REASON_DEADLINE, REASON_POD_REFUSED
+from towline.jsontypes import JSON
 from towline.k8s.client import JOBS, PODS, ApiError, KubeApi
 from towline.k8s.concurrency import side_by_side
 from towline.k8s.labels import STEP_POD_FINALIZER
@@ -40,7 +41,6 @@ from towline.k8s.owners import controller_uid
 from towline.k8s.podphase import pod_ended, pod_succeeded
 from towline_connectors.wire import parse_rfc3339, rfc3339
 
-JSON = dict[str, Any]
 log = logging.getLogger(__name__)
 
 DEADLINE_GRACE = timedelta(seconds=30)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from towline.jsontypes import JSON
 from towline.k8s.client import CLUSTER_STEP_TYPES, STEP_TYPES, ApiError, KubeApi, Resource
-
-JSON = dict[str, Any]
 
 
 def _resource(namespace: str) -> Resource:

@@ -18,14 +18,14 @@ import fnmatch
 import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from towline.jsontypes import JSON
 from towline.k8s.client import KubeApi, Resource
 from towline.k8s.reflector import FAILED, LISTED, PAGE_SIZE, SYNCED, Backoff, reflect
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 T = TypeVar("T", bound=Hashable)
 
 __all__ = ["FAILED", "LISTED", "PAGE_SIZE", "SYNCED", "Following", "Listing", "Sink", "Wanted", "follow", "scopes"]

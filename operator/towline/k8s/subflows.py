@@ -18,13 +18,12 @@ from towline.api.run import WorkflowRunStatus
 from towline.engine.actions import CreateChildRun, SetChildRun
 from towline.engine.observed import ChildRunObservation
 from towline.engine.view import RunView
+from towline.jsontypes import JSON
 from towline.k8s.client import WORKFLOW_RUNS, ApiError, KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_WORKFLOW, MANAGER
 from towline.k8s.objects import RunRef, owned_by_run
 from towline.k8s.owners import controller_uid
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 LABEL_PARENT_RUN = "towline.dev/parent-run"
 """On a child run: its parent run's name (for selection only: what makes a run a child is its trigger and owner)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s.client import WORKFLOWS, KubeApi
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
 from towline.k8s.reflector import SYNCED
@@ -22,7 +22,6 @@ from towline.k8s.streams import Following
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 
 class WorkflowCache:

@@ -15,11 +15,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from towline.expressions import ExpressionError, evaluate
-
-JSON = dict[str, Any]
+from towline.jsontypes import JSON
 
 DECISION_RULES: tuple[str, ...] = (
     "!variables.deciding || !variables.isOperator",

@@ -9,16 +9,14 @@ operator at creation). A label could be put on anything; it is not trusted here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import approvalrule, commands, output, render, views
 from towline.plugin.filters import RunFilter
 from towline.plugin.manifests import UsageError
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 
 def pending(approval: JSON) -> bool:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
 from towline.api.runterms import TERMINAL_RUN_PHASES
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.owners import controlling_job
@@ -21,7 +21,6 @@ from towline.k8s.steptypes import list_step_types
 from towline.plugin import approvalrule, follow, graph, manifests, output, runactions, submitting
 from towline.plugin.runtree import run_tree, step_nodes
 
-JSON = dict[str, Any]
 TERMINAL = TERMINAL_RUN_PHASES
 _DONE = {"cancel": "cancelled", "stop": "stopped (no finally steps)", "suspend": "suspended", "resume": "resumed"}
 

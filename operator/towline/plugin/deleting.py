@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from towline.api.runterms import TERMINAL_RUN_PHASES
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import filters
@@ -24,7 +25,6 @@ from towline.plugin.completion import complete_with
 from towline.plugin.manifests import UsageError
 from towline_connectors.wire import parse_rfc3339
 
-JSON = dict[str, Any]
 ENDED: tuple[str, ...] = tuple(phase for phase in filters.PHASES if phase in TERMINAL_RUN_PHASES)
 
 EXAMPLES = """Examples:

@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline.plugin.render import age, decision_text, duration, present, retry_text, trigger_text
 from towline.plugin.runtree import Attempt, RunTree, StepNode
 
-JSON = dict[str, Any]
 MAX_VALUE_LINES = 30
 """A long input or output is cut here; `-o yaml` prints the whole run."""
 

@@ -11,12 +11,11 @@ import argparse
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, get_args
+from typing import get_args
 
 from towline.api.runterms import RunPhase
+from towline.jsontypes import JSON
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 PHASES: tuple[str, ...] = get_args(RunPhase)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

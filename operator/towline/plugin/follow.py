@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any
 
 from towline.api.runterms import TERMINAL_RUN_PHASES
+from towline.jsontypes import JSON
 from towline.k8s import live
 from towline.k8s.client import PODS, WORKFLOW_RUNS, ApiError, KubeApi
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP, identifier_label
 from towline.k8s.owners import controlling_job
 
-JSON = dict[str, Any]
 Print = Callable[[str], None]
 
 _LOGGABLE = frozenset({"Running", "Succeeded", "Failed"})

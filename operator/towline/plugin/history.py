@@ -8,14 +8,13 @@ list WorkflowRuns, logs and exports where they may also read pods' logs. Nothing
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin import output, render
 from towline.plugin.archived import report
 from towline.plugin.commands import Io, NotFound
 
-JSON = dict[str, Any]
 BASE = "/apis/archive.towline.dev/v1alpha1"
 ARCHIVE_OFF = ("the cluster serves no archive (archive.towline.dev): install the chart with archive.enabled=true "
                "(docs/archive.md)")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from towline.jsontypes import JSON
 from towline.lenient import as_mapping
-
-JSON = dict[str, Any]
 
 
 def kept_record(entry: Any) -> JSON:

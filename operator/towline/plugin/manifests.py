@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
-JSON = dict[str, Any]
+from towline.jsontypes import JSON
 
 RUN_API_VERSION = "towline.dev/v1alpha1"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-JSON = dict[str, Any]
+from towline.jsontypes import JSON
 
 MACHINE_FORMATS = ("json", "yaml", "name")
 FORMATS = ("json", "yaml", "name", "wide")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.plugin.runtree import SECTIONS, RetryOf, RunTree, StepNode, Trigger, run_facts
 from towline.text import elapsed
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 
 def duration(start: str | None, end: str | None, now: datetime) -> str:

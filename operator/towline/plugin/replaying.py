@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s.client import WORKFLOW_RUNS, WORKFLOWS, ApiError, KubeApi
 from towline.k8s.deliveryletters import (
     DELIVERY_LETTERS_CONFIG_MAP,
@@ -30,7 +30,6 @@ from towline.plugin.commands import NotFound
 from towline.plugin.runletters import RunLetter, find_run_letter, read_run_letters, replay_manifest
 from towline.plugin.views import RUN_KIND
 
-JSON = dict[str, Any]
 FORBIDDEN = 403
 _OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 """An id that could name a run (every letter's id can): anything else is looked up nowhere."""

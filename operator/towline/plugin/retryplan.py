@@ -9,15 +9,13 @@ plugin's start leaves out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from towline.api.run import WorkflowSnapshot
 from towline.api.workflow import WorkflowSpec
 from towline.engine.rerun import changed_params, differing_steps, reads_params
 from towline.engine.start import param_problems
+from towline.jsontypes import JSON
 from towline.plugin.manifests import UsageError, reusable_steps
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

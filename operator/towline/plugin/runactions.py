@@ -9,14 +9,14 @@ decides what a page offers, never what is allowed. No resource models are loaded
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from towline.api.runterms import RESUME_ANNOTATION, TERMINAL_RUN_PHASES
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import manifests, submitting
 
-JSON = dict[str, Any]
 Switch = Literal["cancel", "stop", "suspend", "resume"]
 SWITCHES: tuple[Switch, ...] = ("cancel", "stop", "suspend", "resume")
 ACTIONS = (*SWITCHES, "retry", "resubmit")

@@ -21,8 +21,8 @@ name comes from the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
@@ -33,7 +33,6 @@ from towline.plugin.history import runs_path
 from towline.plugin.keptrecords import kept_run
 from towline.plugin.views import RUN_KIND
 
-JSON = dict[str, Any]
 RUN_LETTER_KIND = "run"
 ARCHIVE_PAGE = "200"
 """Archived Failed runs read per listing: the newest first, enough for an admin's list."""

@@ -23,11 +23,10 @@ from typing import Any, Literal
 from towline.api.loopids import loop_of
 from towline.api.runterms import ApprovalDecision
 from towline.api.steptypenames import step_type_reference
+from towline.jsontypes import JSON
 from towline.lenient import as_mapping, as_text
 from towline.plugin.keptrecords import kept_run
 from towline.plugin.loopcounts import LoopCounts, loop_counts
-
-JSON = dict[str, Any]
 
 StepKind = Literal["action", "code", "step-type", "approval", "policy-gate", "wait", "subflow"]
 """What a node is, as the Workflow schema says it: a built-in `action`, a `code` action (code.python, code.wasm),

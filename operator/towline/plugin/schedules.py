@@ -13,12 +13,12 @@ import argparse
 from typing import Any
 
 from towline.api.schedulesuspend import FIELD_MANAGER, SUSPENDED, suspend_annotation, suspended_triggers
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import Conflict, KubeApi
 from towline.plugin.commands import Io, NotFound
 from towline.plugin.manifests import UsageError
 
-JSON = dict[str, Any]
 VERBS = ("suspend", "resume")
 GITOPS_MARKS = ("argocd.argoproj.io/", "app.kubernetes.io/instance", "kustomize.toolkit.fluxcd.io/",
                 "helm.toolkit.fluxcd.io/")

@@ -10,12 +10,12 @@ from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import manifests, output
 from towline.plugin.manifests import UsageError
 
-JSON = dict[str, Any]
 DRY_RUNS = ("client", "server")
 
 

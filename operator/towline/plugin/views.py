@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import metadata
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin import describe as describing
@@ -20,7 +20,6 @@ from towline.plugin.commands import Io, run_or_fail
 from towline.plugin.filters import RunFilter
 from towline.plugin.runtree import run_tree
 
-JSON = dict[str, Any]
 RUN_KIND = {"apiVersion": "towline.dev/v1alpha1", "kind": "WorkflowRun"}
 APPROVAL_KIND = {"apiVersion": "towline.dev/v1alpha1", "kind": "Approval"}
 EVENT_KIND = {"apiVersion": "v1", "kind": "Event"}

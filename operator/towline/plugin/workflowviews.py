@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from towline.api.schedulesuspend import suspended_triggers
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import KubeApi
 from towline.plugin import output, render
@@ -21,7 +22,6 @@ from towline.plugin.commands import Io, NotFound
 from towline.plugin.completion import complete_with
 from towline_connectors.wire import parse_rfc3339
 
-JSON = dict[str, Any]
 WORKFLOW_KIND = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow"}
 EXAMPLES = """Examples:
   kubectl towline workflows                      # NAME, READY, SUSPENDED, LAST RUN, NEXT SCHEDULE, AGE

@@ -29,6 +29,7 @@ from typing import Any
 from towline.api.run import WorkflowRunStatus
 from towline.engine.observed import JobState
 from towline.handlers.context import Key
+from towline.jsontypes import JSON
 from towline.k8s.indexer import Index, Store
 from towline.k8s.labels import ANNOTATION_STEP_ID, LABEL_RUN
 from towline.k8s.observe import (
@@ -41,7 +42,6 @@ from towline.k8s.owners import controller_uid, controlling_job
 from towline.k8s.podphase import pod_ended, pod_succeeded
 from towline.k8s.steppods import holds_finalizer
 
-JSON = dict[str, Any]
 KINDS = ("Job", "Pod", "Approval")
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.k8s.actions import DefaultDenyPolicies
 from towline.k8s.client import APPROVALS, JOBS, NETWORK_POLICIES, PODS, KubeApi, Resource
 from towline.k8s.labels import LABEL_RUN, LABEL_STEP_POD
@@ -37,7 +37,6 @@ from towline.k8s.steppods import deleting, holds_finalizer
 from towline.k8s.streams import LISTED, Listing, follow, scopes
 from towline.runtime.cache import ChildCache
 
-JSON = dict[str, Any]
 Key = tuple[str, str]
 
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from towline.engine import TERMINAL_RUN_PHASES
 from towline.engine.kstatus import kstatus_fields_lag
+from towline.jsontypes import JSON
 from towline.k8s.client import WORKFLOW_RUNS, KubeApi
 from towline.k8s.streams import Listing, Wanted, follow, scopes
 
-JSON = dict[str, Any]
 Key = tuple[str, str]
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.api.schedulesuspend import suspended_triggers
 from towline.api.workflow import ScheduleStatus, Trigger, WorkflowSpec, WorkflowStatus
 from towline.engine import TERMINAL_RUN_PHASES
+from towline.jsontypes import JSON
 from towline.k8s.client import KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import cancel_run, create_run, list_runs
@@ -26,7 +26,6 @@ from towline_connectors.wire import parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 
 async def fire_due_schedules(

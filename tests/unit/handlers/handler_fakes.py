@@ -34,6 +34,7 @@ from towline.engine.observed import Observed
 from towline.handlers.context import ArchiveHold, Definitions, Key, RunDeps, StepTypeDeps, WorkflowDeps
 from towline.handlers.history import FinishedRun
 from towline.handlers.parsed import ParsedRuns
+from towline.jsontypes import JSON
 from towline.k8s.actions import ActionContext
 from towline.k8s.client import EVENTS, JOBS, PODS, WORKFLOW_RUNS, WORKFLOWS, ApiError, Conflict, KubeApi
 from towline.k8s.connection import Connection
@@ -45,7 +46,6 @@ from towline.validation.catalog import ConnectorCatalog, connector_catalog
 from towline.validation.codesteps import CodeStepPolicy
 from towline.validation.steptypes import StepImagePolicy, check_step_type
 
-JSON = dict[str, Any]
 StoreKey = tuple[str, str, str]
 """(group/version/plural, namespace or "", name)"""
 

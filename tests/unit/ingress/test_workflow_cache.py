@@ -4,12 +4,9 @@ meanwhile see the previous list."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from towline.jsontypes import JSON
 from towline.k8s.reflector import FAILED, LISTED, SYNCED
 from towline.k8s.workflowcache import WorkflowCache
-
-JSON = dict[str, Any]
 
 
 def workflow(name: str, version: str = "1") -> JSON:

@@ -3,15 +3,13 @@ contents and the indexes, and a lookup of a missing value is empty, as client-go
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from towline.jsontypes import JSON
 from towline.k8s.indexer import Feed, Index, Store, by_label, object_key
 from towline.k8s.reflector import FAILED, LISTED, SYNCED
 
 Key = tuple[str, str]
-JSON = dict[str, Any]
 
 NAMESPACE: Index[Key, str, str] = Index("namespace", lambda key, phase: key[0])
 RUNNING: Index[Key, str, str] = Index("running", lambda key, phase: key[0] if phase == "Running" else None)

@@ -12,10 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, ApiUnavailable
 from towline.k8s.reflector import FAILED, LISTED, SYNCED, Backoff, reflect
-
-JSON = dict[str, Any]
 
 
 class Clock:

@@ -13,6 +13,7 @@ from typing import Any, cast
 import httpx
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.deliveryletters import REPLAY_OF_ANNOTATION, REPLAYED_BY_ANNOTATION
 from towline.k8s.runletters import failed_before_first_step
@@ -22,7 +23,6 @@ from towline.plugin.runletters import read_run_letters, replay_manifest, run_let
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
 
-JSON = dict[str, Any]
 RUNS = "/apis/towline.dev/v1alpha1/namespaces/team/workflowruns"
 WORKFLOW = {"metadata": {"name": "orders", "namespace": "team", "uid": "wf-uid"},
             "spec": {"triggers": [{"name": "paid", "webhook": {}}]}}

@@ -4,15 +4,14 @@ it: `status`, `graph` (DOT and Mermaid), `describe` and the web view's run page 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.plugin import graph, render
 from towline.plugin.describe import describe
 from towline.plugin.runtree import archived_run_tree, run_tree, step_nodes
 from towline.plugin.ui import history, views
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-JSON = dict[str, Any]
 
 
 def spec() -> JSON:

@@ -4,15 +4,14 @@ view's run page render from that one node (and describe and the page list the in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from towline.jsontypes import JSON
 from towline.plugin import graph, render
 from towline.plugin.describe import describe
 from towline.plugin.runtree import run_tree, step_nodes
 from towline.plugin.ui import views
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-JSON = dict[str, Any]
 DEPLOY = {"id": "deploy", "needs": ["inventory"], "action": "http.request",
           "forEach": {"items": "steps.inventory.output.clusters", "maxParallel": 2}}
 

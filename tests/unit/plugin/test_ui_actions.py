@@ -11,11 +11,11 @@ from typing import Any, cast
 import httpx
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
 
-JSON = dict[str, Any]
 RUNS = "/apis/towline.dev/v1alpha1/namespaces/team/workflowruns"
 WORKFLOW = {"metadata": {"name": "report", "namespace": "team"}, "spec": {"params": [
     {"name": "region", "type": "string", "required": True}, {"name": "days", "type": "integer", "default": 7}]}}

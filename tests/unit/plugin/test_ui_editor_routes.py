@@ -12,11 +12,11 @@ import httpx
 import yaml
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
 
-JSON = dict[str, Any]
 WORKFLOWS = "/apis/towline.dev/v1alpha1/namespaces/team/workflows"
 DOCUMENT = {"apiVersion": "towline.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": "deploy"},
             "spec": {"steps": [{"id": "call", "action": "http.request", "with": {"url": "https://api.example.com/"}}]}}

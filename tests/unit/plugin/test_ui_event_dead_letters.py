@@ -16,6 +16,7 @@ import httpx
 from aiohttp import web
 
 from towline.api.events import DeadLetter
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, ApiError, KubeApi
 from towline.k8s.deadletters import DEAD_LETTERS_CONFIG_MAP, REPLAY_ANNOTATION, letter_text
 from towline.plugin import cli, deadletters
@@ -23,7 +24,6 @@ from towline.plugin.commands import Io
 from towline.plugin.ui import person
 from towline.plugin.ui.server import build_app_behind
 
-JSON = dict[str, Any]
 Probe = Callable[[httpx.AsyncClient], Awaitable[None]]
 WRITE = {person.CSRF_HEADER: "token"}
 

@@ -14,12 +14,12 @@ from typing import Any, cast
 import httpx
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.ui import guard, history
 from towline.plugin.ui.server import SETTINGS, build_app
 
 BASE = "/apis/archive.towline.dev/v1alpha1/namespaces/team/archivedruns"
-JSON = dict[str, Any]
 
 
 def kept_run() -> JSON:

@@ -13,13 +13,13 @@ from typing import Any, cast
 import pytest
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s import live
 from towline.k8s.client import KubeApi
 from towline.k8s.connection import Connection
 from towline.plugin.ui import person, sse
 from towline.plugin.ui.server import build_app_behind
 
-JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import EVENTS, ApiError, KubeApi
 from towline.plugin import manifests, runactions
@@ -24,7 +25,6 @@ from towline.plugin.ui import forms, person, views
 from towline.plugin.ui.history import run_name
 from towline.plugin.ui.sse import follow_collection, open_stream
 
-JSON = dict[str, Any]
 PageRenderer = Callable[[web.Request, str, str], web.Response]
 _DONE = {"cancel": "cancel requested", "stop": "stopped (no finally steps)", "suspend": "suspended",
          "resume": "resumed"}

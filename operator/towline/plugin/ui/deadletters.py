@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -31,7 +30,6 @@ from towline.plugin.replaying import ReplayRefused, namespace_letters, replay_le
 from towline.plugin.ui import person
 from towline.plugin.ui.actions import problem
 
-JSON = dict[str, Any]
 PageRenderer = Callable[[web.Request, str, str], web.Response]
 FORBIDDEN = 403
 

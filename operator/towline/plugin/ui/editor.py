@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import WORKFLOWS, ApiError, resource_version
 from towline.k8s.steptypes import list_step_types
@@ -47,8 +48,6 @@ from towline.plugin.ui.history import run_name
 from towline.validation import validate_workflow_manifest
 from towline.validation.catalog import connector_catalog
 from towline.validation.editorschema import action_inputs_schema, contained, workflow_schema
-
-JSON = dict[str, Any]
 
 FIELD_MANAGER = "towline-editor"
 """The field manager of the editor's server-side apply (and of its dry runs)."""

@@ -23,8 +23,8 @@ import yaml
 
 from towline.api.secretrefs import secret_reference_paths
 from towline.api.workflow import Workflow
+from towline.jsontypes import JSON
 
-JSON = dict[str, Any]
 Source = Literal["yaml", "offline", "admission", "schema"]
 
 MAX_YAML_BYTES = 1024 * 1024

@@ -16,9 +16,9 @@ from typing import Any
 
 from towline.api.workflow import Param
 from towline.engine.start import param_problems
+from towline.jsontypes import JSON
 from towline.plugin.workflowviews import workflow_shown
 
-JSON = dict[str, Any]
 CONTROLS = {"string": "text", "integer": "number", "number": "number", "boolean": "checkbox",
             "object": "json", "array": "json"}
 """How the page asks for each declared type."""

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from towline.api.common import DNS_SUBDOMAIN_PATTERN
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.lenient import as_mapping, as_text
 from towline.plugin.history import archived_log, runs_path
@@ -23,7 +24,6 @@ from towline.plugin.keptrecords import kept_record, kept_run
 from towline.plugin.runtree import archived_run_tree, run_facts
 from towline.plugin.ui import person, views
 
-JSON = dict[str, Any]
 PageRenderer = Callable[[web.Request, str, str], web.Response]
 
 FILTERS = ("workflow", "requester", "approver", "phase", "since", "until", "labelSelector")

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import jwt
 
-JSON = dict[str, Any]
+from towline.jsontypes import JSON
 
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """Asymmetric algorithms only: an ID token signed with `none` or HS256 is refused whatever its header says."""

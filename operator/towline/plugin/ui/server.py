@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s import session
 from towline.k8s.client import APPROVALS, WORKFLOW_RUNS, ApiError, KubeApi, Resource
 from towline.plugin.approvalrule import decision_patch
@@ -26,7 +27,6 @@ from towline.plugin.ui import actions, deadletters, editor, guard, history, pers
 from towline.plugin.ui.logs import stream_step_logs
 from towline.plugin.ui.sse import ClientGone, follow_collection, open_stream
 
-JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC = resources.files("towline.plugin.ui") / "static"

@@ -25,13 +25,13 @@ from typing import Any
 
 from aiohttp import web
 
+from towline.jsontypes import JSON
 from towline.k8s import live
 from towline.k8s.client import ApiError, KubeApi
 from towline.plugin.ui.person import PERSON
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 Send = Callable[[str, Any], Awaitable[None]]
 
 

@@ -9,15 +9,13 @@ here reads a Secret; a step's credentials appear as the Secret names it mounts.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
 
 import yaml
 
+from towline.jsontypes import JSON
 from towline.plugin.manifests import clean_workflow
 from towline.plugin.runtree import RunFacts, RunTree, StepNode, run_facts, step_nodes
 from towline.plugin.workflowviews import TriggerShown, workflow_shown
-
-JSON = dict[str, Any]
 
 
 def _meta(obj: JSON) -> JSON:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from towline.api.common import API_VERSION
 from towline.api.runterms import TRACEPARENT_ANNOTATION
 from towline.api.webhooks import CloudEventTrigger
+from towline.jsontypes import JSON
 from towline.k8s.client import ApiError, KubeApi
 from towline.k8s.labels import LABEL_MANAGED_BY, LABEL_TRIGGER, LABEL_WORKFLOW, MANAGER, identifier_label
 from towline.k8s.runs import create_run
@@ -36,7 +36,6 @@ from towline.triggers.ingress.workflows import Target
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

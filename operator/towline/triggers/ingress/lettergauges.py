@@ -17,19 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from towline.jsontypes import JSON
 from towline.k8s.client import CONFIG_MAPS, KubeApi
 from towline.k8s.deliveryletters import DELIVERY_LETTERS_CONFIG_MAP, letters_of
 from towline.k8s.indexer import Feed, ObjectKey, Store, object_key
 from towline.k8s.streams import Following
 from towline_connectors.wire import parse_rfc3339
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

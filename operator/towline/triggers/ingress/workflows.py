@@ -17,16 +17,15 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError as PydanticError
 
 from towline.api.webhooks import CloudEventTrigger, WebhookTrigger
 from towline.api.workflow import Trigger, WorkflowSpec
+from towline.jsontypes import JSON
 from towline.triggers.ingress.outcome import Refusal, not_found
 from towline.validation.triggers import cloud_event_errors, webhook_errors, webhook_mapping_errors
 
-JSON = dict[str, Any]
 _PARSED_CACHE = 4096
 log = logging.getLogger(__name__)
 
