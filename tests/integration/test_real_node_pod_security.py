@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from tests.integration.nodesupport import create, create_step_job, exec_in, sleeper_pod, wait_running
-from tests.integration.support import wait_for
+from tests.integration.support import bind_role, wait_for
 
 from towline.k8s.objects import RunRef, StepPodSettings
 from towline.k8s.stepjobs import BuiltinAction, build_step_job
@@ -40,7 +40,7 @@ def plane(real_node: NodeCluster) -> Iterator[ControlPlane]:
         "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
     }}})
     # alice may manage pods here (RBAC), so only Pod Security stands between her and a root pod.
-    plane.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", NAMESPACE)
+    bind_role(plane, NAMESPACE, "edit", users=("alice",))
     for name, value in (("api-token", CANARY), ("unrelated", CANARY + "-unrelated")):
         plane.kubectl("create", "secret", "generic", name, f"--from-literal=token={value}", "-n", NAMESPACE)
     # A second key of the step's own Secret, which the step does not read.
