@@ -72,3 +72,17 @@ def test_kopf_still_takes_kubernetes_asyncio_when_it_was_loaded_first() -> None:
     """The guard only keeps out what nobody asked for: a process that loaded the library first keeps it."""
     loaded = loaded_by("kubernetes_asyncio.client, towline.runtime.wiring")
     assert "kubernetes_asyncio.client" in loaded and "kopf" in loaded
+
+
+@pytest.mark.parametrize("module", PROCESSES)
+def test_no_process_loads_the_opentelemetry_sdk_while_tracing_is_off(module: str) -> None:
+    """Tracing is off by default (the chart's tracing.endpoint): the SDK and its OTLP exporter (about 3 MiB of the
+    operator's memory) are loaded by `span_sink` when it is on, never at a process's start."""
+    loaded = loaded_by(f"{module}, towline.tracing; towline.tracing.span_sink(towline.tracing.TracingConfig())")
+    assert not {name for name in loaded if name.split(".")[0] == "opentelemetry"}
+
+
+def test_the_check_sees_the_sdk_once_tracing_is_on() -> None:
+    loaded = loaded_by("towline.tracing; towline.tracing.span_sink(towline.tracing.TracingConfig("
+                       "endpoint='http://127.0.0.1:4318/v1/traces')).shutdown()")
+    assert "opentelemetry.sdk.trace" in loaded

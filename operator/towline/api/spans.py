@@ -28,6 +28,6 @@ class SpanRecord:
 
 
 class SpanEmitter(Protocol):
-    """Where finished spans go (towline.tracing.SpanSink): queued for export, never waited for."""
+    """Where finished spans go (towline.spanexport.SpanSink): queued for export, never waited for."""
 
     def emit(self, records: Sequence[SpanRecord]) -> None: ...

@@ -8,6 +8,11 @@ A stream is `towline.k8s.reflector.reflect` (list in pages, watch from the list'
 globs (e.g. `team-*`, as the test workers' operators use): a pattern cannot be a request path, so the patterns
 share one cluster-wide stream whose events outside them are dropped here (the chart names namespaces exactly). A
 consumer that raises is logged and its stream lists again after the same backoff; it ends only when cancelled.
+
+What a stream hands on carries no `metadata.managedFields` (controller-runtime's `TransformStripManagedFields`): no
+consumer reads them (a write sends the fields it means, and an update without managedFields keeps the server's), and
+a step pod's or a run's managedFields are a large part of its bytes, kept for every object of every store: the
+operator's peak memory held them for every run, Job and pod it watched (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -85,9 +90,11 @@ async def follow(api: KubeApi, resource: Resource, scope: str | None, sink: Sink
                              field_selector=field_selector, backoff=backoff, what=what)
             async with contextlib.aclosing(stream):  # its open watch is closed before the next list
                 async for event, body in stream:
-                    if (event not in (SYNCED, FAILED) and wanted is not None
-                            and not wanted((body.get("metadata") or {}).get("namespace", ""))):
+                    metadata = body.get("metadata") or {}
+                    if event not in (SYNCED, FAILED) and wanted is not None and not wanted(
+                            metadata.get("namespace", "")):
                         continue
+                    metadata.pop("managedFields", None)
                     sink(event, body)
         except asyncio.CancelledError:
             raise

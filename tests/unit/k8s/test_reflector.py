@@ -5,6 +5,7 @@ tests/integration/test_reflector_on_the_api_server.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,8 +14,9 @@ import aiohttp
 import pytest
 
 from towline.jsontypes import JSON
-from towline.k8s.client import ApiError, ApiUnavailable
+from towline.k8s.client import CONFIG_MAPS, ApiError, ApiUnavailable
 from towline.k8s.reflector import FAILED, LISTED, SYNCED, Backoff, reflect
+from towline.k8s.streams import follow
 
 
 class Clock:
@@ -168,3 +170,34 @@ def test_a_410_as_a_watch_event_lists_again() -> None:
     seen = asyncio.run(first(reflect(api, "/api/v1/configmaps", backoff=Recorded()), 5))  # type: ignore[arg-type]
     assert seen == [(LISTED, "a"), (SYNCED, ""), (LISTED, "a"), (LISTED, "b"), (SYNCED, "")]
     assert len(api.listed) == 2 and api.watched[0]["resourceVersion"] == "10"
+
+
+def test_a_followed_stream_hands_on_no_managed_fields() -> None:
+    """What the processes' stores keep (towline.k8s.streams.follow) is the object without its managedFields: a
+    step pod's are a large part of its bytes, and nothing reads them from a store."""
+    managed = [{"manager": "towline", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+    listed: JSON = {"metadata": {"resourceVersion": "10"}, "items": [
+        {"metadata": {"name": "a", "labels": {"x": "y"}, "managedFields": managed}}]}
+    watched = {"type": "ADDED", "object": {"metadata": {"name": "b", "resourceVersion": "11",
+                                                        "managedFields": managed}}}
+    api = FakeApi([listed], [Response(200, [json.dumps(watched).encode() + b"\n"])])
+    received: list[tuple[str, JSON]] = []
+    done = asyncio.Event()
+
+    def sink(event: str, body: JSON) -> None:
+        received.append((event, body))
+        if event == "ADDED":
+            done.set()
+
+    async def main() -> None:
+        task = asyncio.create_task(follow(api, CONFIG_MAPS, None, sink, what="config maps",  # type: ignore[arg-type]
+                                          backoff=Recorded()))
+        await asyncio.wait_for(done.wait(), 10)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert [(event, body.get("metadata")) for event, body in received] == [
+        (LISTED, {"name": "a", "labels": {"x": "y"}}), (SYNCED, None),
+        ("ADDED", {"name": "b", "resourceVersion": "11"})]
