@@ -1,10 +1,11 @@
 """The trace export of the operator and the webhook ingress: OTLP over HTTP (protobuf) to the chart's
 tracing.endpoint, off by default.
 
-The spans are towline.engine.traces' records, made after a status write; here they become OpenTelemetry spans
-with the ids and times they carry (never the SDK's random ids or its clock) and go to a BatchSpanProcessor:
-`emit` only appends to its bounded queue (a full queue drops spans, counted by the SDK's own log), and a
-thread of its own sends batches, so a slow or absent collector never holds up a reconcile.
+The spans are towline.engine.traces' records, made after a status write; the sink `span_sink` returns
+(towline.spanexport) makes them OpenTelemetry spans with the ids and times they carry (never the SDK's random
+ids or its clock) and hands them to a BatchSpanProcessor: `emit` only appends to its bounded queue (a full queue
+drops spans, counted by the SDK's own log), and a thread of its own sends batches, so a slow or absent collector
+never holds up a reconcile.
 
 Why OTLP/HTTP with protobuf rather than gRPC: it needs no grpcio (a native extension of about 10 MB that the
 image would carry for this alone), every collector (the OpenTelemetry Collector, Jaeger, Tempo) takes it on
